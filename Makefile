@@ -1,0 +1,35 @@
+# ksched developer entry points. `make demo` and `make test` are the README's two commands.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+.PHONY: setup demo test unit lint controlplane bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+demo: setup  ## schedule the bundled example cluster in memory, live
+	$(BIN)/ksched run
+
+controlplane:  ## build kube-apiserver, etcd and kube-scheduler from Go modules (cached)
+	bash hack/build-controlplane.sh
+
+lint: setup
+	$(BIN)/ruff check .
+
+test: setup controlplane lint  ## the whole suite: unit, end-to-end and integration (real kube-apiserver)
+	$(BIN)/pytest -q
+
+unit: setup
+	$(BIN)/pytest -q tests/unit tests/e2e
+
+bench: setup
+	$(BIN)/python bench/simulate_throughput.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

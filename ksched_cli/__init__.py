@@ -1,0 +1,1 @@
+"""ksched command line: a thin typer layer over scheduler_runtime."""

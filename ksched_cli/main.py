@@ -1,0 +1,295 @@
+"""`ksched`: build, test and deploy Kubernetes scheduler variants with plugins written in Python."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from scheduler_runtime import __version__
+from scheduler_runtime.errors import InputError
+
+from .guard import DEBUG, EXIT_USAGE, fail, guarded
+
+console = Console(highlight=False, soft_wrap=True)
+
+app = typer.Typer(
+    name="ksched", no_args_is_help=True, rich_markup_mode="rich", add_completion=False,
+    help="Build, test and deploy Kubernetes scheduler variants whose plugins are written in Python.\n\n"
+         "Start with [bold]ksched run[/] (schedules the bundled example cluster in memory) or "
+         "[bold]ksched simulate --help[/].")
+plugins_app = typer.Typer(no_args_is_help=True, help="Inspect the plugins ksched can run.")
+app.add_typer(plugins_app, name="plugins")
+
+try:  # the config toolchain lives in its own module; mount it when present
+    from .config_cmd import app as config_app
+
+    app.add_typer(config_app, name="config", help="Validate, default, explain, migrate and render "
+                                                  "KubeSchedulerConfiguration files.")
+except ImportError:  # pragma: no cover - only while the module is being written
+    pass
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO_ROOT / "examples"
+DEFAULT_PLUGIN_DIR = Path("plugins")
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"ksched {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show Python tracebacks on errors.")] = False,
+) -> None:
+    DEBUG["on"] = debug
+
+
+# ---------------------------------------------------------------------------- shared helpers
+
+def _registry(plugin_dirs: list[Path] | None) -> Any:
+    from scheduler_runtime.framework.registry import build_registry
+
+    dirs = list(plugin_dirs) if plugin_dirs else ([DEFAULT_PLUGIN_DIR] if DEFAULT_PLUGIN_DIR.is_dir() else [])
+    for d in dirs:
+        if not d.is_dir():
+            raise InputError("plugin folder does not exist", file=str(d))
+    bundled = REPO_ROOT / "plugins"
+    if bundled.is_dir() and all(d.resolve() != bundled.resolve() for d in dirs):
+        dirs.append(bundled)
+    return build_registry(dirs)
+
+
+def _config(path: Path | None, registry: Any) -> Any:
+    from scheduler_runtime.config import load_config
+
+    if path is not None and not path.exists():
+        raise InputError("no such file or directory", file=str(path))
+    return load_config(path, registry)
+
+
+def _check_paths(paths: list[Path]) -> None:
+    for p in paths:
+        if not p.exists():
+            raise InputError("no such file or directory", file=str(p))
+
+
+PluginDirOpt = Annotated[list[Path] | None, typer.Option(
+    "--plugin-dir", help="Folder of plugin packages (repeatable). Default: ./plugins when it exists.")]
+
+
+# ---------------------------------------------------------------------------- run
+
+@app.command(epilog="Examples:\n\n  ksched run\n\n  ksched run --config examples/configs/least-allocated.yaml\n\n"
+                    "  ksched run --cluster examples/cluster --pods examples/pods.yaml --watch")
+def run(
+    config: Annotated[Path | None, typer.Option("--config", help="KubeSchedulerConfiguration file.")] = None,
+    cluster: Annotated[list[Path] | None, typer.Option(
+        "--cluster", help="Embedded cluster: YAML files or folders of nodes and bound pods.")] = None,
+    pods: Annotated[list[Path] | None, typer.Option("--pods", help="Pods to create after the cluster.")] = None,
+    watch: Annotated[bool, typer.Option("--watch", help="Keep running after the queue is drained.")] = False,
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed for tie-breaking (deterministic runs).")] = None,
+    plugin_dir: PluginDirOpt = None,
+) -> None:
+    """Run the scheduler. Without a kubeconfig it runs on the embedded in-memory cluster and shows
+    each decision live; it exits when nothing is left to schedule (--watch keeps it running)."""
+
+    def go() -> None:
+        from scheduler_runtime.cluster.memory import MemoryCluster
+        from scheduler_runtime.scheduler import Scheduler
+        from scheduler_runtime.simulate import load_pods_in_order
+
+        cluster_paths = cluster or [EXAMPLES / "cluster"]
+        pod_paths = pods if pods is not None else ([] if cluster else [EXAMPLES / "pods.yaml"])
+        _check_paths([*cluster_paths, *pod_paths])
+        reg = _registry(plugin_dir)
+        cfg = _config(config, reg)
+        mem = MemoryCluster.from_paths(cluster_paths)
+        pending = load_pods_in_order(pod_paths)
+        n_nodes = len(mem.list("nodes"))
+        console.print(f"[bold]ksched {__version__}[/] embedded cluster: {n_nodes} nodes, "
+                      f"{len(mem.list('pods'))} pods already present, {len(pending)} to schedule; "
+                      f"profiles: {', '.join(p.scheduler_name for p in cfg.profiles)}")
+
+        def show(d: Any) -> None:
+            r = d.result
+            if r.outcome == "scheduled":
+                console.print(f"  [green]✓[/] {r.pod:<28} → [bold]{r.node}[/]"
+                              f"  [dim](attempt {r.attempt}, {r.feasible or 1} feasible)[/]")
+            else:
+                console.print(f"  [yellow]✗[/] {r.pod:<28} {r.message}")
+
+        sched = Scheduler(mem, cfg, reg, seed=seed, observer=show)
+        sched.start()
+        for raw, where in pending:
+            try:
+                mem.create(raw)
+            except InputError as exc:
+                raise InputError(exc.detail, file=where, field=exc.field) from None
+        if watch:
+            console.print("[dim]watching; Ctrl-C to stop[/]")
+            try:
+                sched.run(until_idle=False)
+            except KeyboardInterrupt:
+                sched.stop()
+        else:
+            sched.run(until_idle=True)
+        all_pods = mem.list("pods")
+        bound = sum(1 for p in all_pods if (p.get("spec") or {}).get("nodeName"))
+        console.print(f"done: {sched.scheduled} scheduled in {sched.attempts} attempts; "
+                      f"{len(all_pods) - bound} pending; {len(mem.deleted)} preempted")
+
+    guarded(go)
+
+
+# ---------------------------------------------------------------------------- simulate
+
+@app.command(epilog="Examples:\n\n  ksched simulate --cluster examples/cluster --pods examples/pods.yaml --seed 1\n\n"
+                    "  ksched simulate --cluster examples/cluster --pods examples/pods.yaml "
+                    "--config examples/configs/least-allocated.yaml --compare examples/configs/most-allocated.yaml\n\n"
+                    "  ksched simulate --cluster examples/cluster --pods examples/pods.yaml -o json")
+def simulate(
+    cluster: Annotated[list[Path], typer.Option("--cluster", help="Snapshot: YAML files or folders of nodes, "
+                                                                  "bound pods, PDBs, services.")],
+    pods: Annotated[list[Path], typer.Option("--pods", help="Pods to schedule, in order.")],
+    config: Annotated[Path | None, typer.Option("--config", help="Config of variant A (default profile).")] = None,
+    compare: Annotated[Path | None, typer.Option("--compare", help="Config of variant B, shown side by side.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for tie-breaking; same seed, same placements.")] = 0,
+    output: Annotated[str, typer.Option("-o", "--output", help="table, json or yaml.")] = "table",
+    plugin_dir: PluginDirOpt = None,
+) -> None:
+    """Replay pods onto a cluster snapshot offline and print where each lands, why the rest are pending,
+    and per-node utilisation; with --compare, two scheduler variants side by side."""
+
+    def go() -> None:
+        from scheduler_runtime.simulate import simulate as run_sim
+
+        if output not in ("table", "json", "yaml"):
+            raise fail(f"-o: unsupported output {output!r} (use table, json or yaml)", EXIT_USAGE)
+        _check_paths([*cluster, *pods])
+        reg = _registry(plugin_dir)
+        cfg_a = _config(config, reg)
+        results = [run_sim(cluster, pods, cfg_a, reg, seed=seed, label=str(config or "default"))]
+        if compare is not None:
+            cfg_b = _config(compare, reg)
+            results.append(run_sim(cluster, pods, cfg_b, reg, seed=seed, label=str(compare)))
+        if output == "json":
+            print(json.dumps([r.to_dict() for r in results] if compare else results[0].to_dict(), indent=2))
+        elif output == "yaml":
+            print(yaml.safe_dump([r.to_dict() for r in results] if compare else results[0].to_dict(),
+                                 sort_keys=False), end="")
+        elif compare is None:
+            _print_simulation(results[0])
+        else:
+            _print_comparison(results[0], results[1])
+
+    guarded(go)
+
+
+def _print_simulation(r: Any) -> None:
+    t = Table(title=f"placements ({r.label})", title_justify="left")
+    t.add_column("pod")
+    t.add_column("node")
+    for key in r.pods:
+        node = r.placements.get(key)
+        t.add_row(key, node or ("[red]preempted[/]" if key in r.preempted else "[yellow]Pending[/]"))
+    console.print(t)
+    for key in r.pending:
+        res = r.results.get(key)
+        if key in r.preempted:
+            console.print(f"[yellow]{key}[/]: preempted (deleted to make room for a higher-priority pod)")
+        elif res is not None:
+            console.print(f"[yellow]{key}[/]: {res.message}")
+    _print_usage([r])
+
+
+def _print_usage(results: list[Any]) -> None:
+    t = Table(title="node utilisation after scheduling (requested / allocatable)", title_justify="left")
+    t.add_column("node")
+    for r in results:
+        suffix = f" [{r.label}]" if len(results) > 1 else ""
+        t.add_column("pods" + suffix, justify="right")
+        t.add_column("cpu" + suffix, justify="right")
+        t.add_column("memory" + suffix, justify="right")
+    for i, u in enumerate(results[0].usage):
+        row = [u.name]
+        for r in results:
+            x = r.usage[i]
+            row += [str(x.pods), f"{x.percent('cpu'):.0f}%", f"{x.percent('memory'):.0f}%"]
+        t.add_row(*row)
+    console.print(t)
+
+
+def _print_comparison(a: Any, b: Any) -> None:
+    t = Table(title="placements", title_justify="left")
+    t.add_column("pod")
+    t.add_column(f"A: {a.label}")
+    t.add_column(f"B: {b.label}")
+    t.add_column("")
+    differ = 0
+    for key in a.pods:
+        na, nb = a.placements.get(key), b.placements.get(key)
+        mark = "" if na == nb else "[bold magenta]differs[/]"
+        differ += na != nb
+        t.add_row(key, na or "[yellow]Pending[/]", nb or "[yellow]Pending[/]", mark)
+    console.print(t)
+    console.print(f"{differ} of {len(a.pods)} placements differ; pending: A {len(a.pending)}, B {len(b.pending)}")
+    _print_usage([a, b])
+
+
+# ---------------------------------------------------------------------------- plugins
+
+@plugins_app.command("list", epilog="Examples:\n\n  ksched plugins list\n\n  ksched plugins list -o json")
+def plugins_list(
+    output: Annotated[str, typer.Option("-o", "--output", help="table or json.")] = "table",
+    plugin_dir: PluginDirOpt = None,
+) -> None:
+    """List every plugin: name, extension points, where it comes from, and its args with defaults."""
+
+    def go() -> None:
+        reg = _registry(plugin_dir)
+        rows = []
+        for name in reg.names():
+            spec = reg.plugins[name]
+            args: dict[str, Any] = {}
+            model = spec.args_model
+            if model is not None:
+                try:
+                    args = model().model_dump(by_alias=True, mode="json")
+                except Exception:  # args with required fields have no full default
+                    args = {f.alias or k: ("<required>" if f.is_required() else f.get_default(call_default_factory=True))
+                            for k, f in model.model_fields.items()}
+            rows.append({"name": name, "extensionPoints": spec.extension_points, "source": spec.source,
+                         "args": args})
+        if output == "json":
+            print(json.dumps(rows, indent=2, default=str))
+            return
+        t = Table(title="plugins", title_justify="left")
+        for col in ("name", "extension points", "source", "args (defaults)"):
+            t.add_column(col, overflow="fold")
+        for r in rows:
+            t.add_row(r["name"], ", ".join(r["extensionPoints"]), r["source"],
+                      json.dumps(r["args"], default=str) if r["args"] else "")
+        console.print(t)
+        if reg.unsupported:
+            console.print("[dim]not supported yet: " + ", ".join(sorted(reg.unsupported)) + "[/]")
+
+    guarded(go)
+
+
+def entry() -> None:  # pragma: no cover
+    app(prog_name="ksched")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(app())

@@ -1,0 +1,350 @@
+"""Embedded in-memory cluster: objects from YAML files, watch-like events, recorded bindings and events.
+
+It is what `ksched run` uses without a kubeconfig and what `ksched simulate` replays; it implements the
+same backend interface as the real API server backend, so the scheduler cannot tell them apart.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as _dt
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import InputError
+from ..objects import Node, Pod, PodDisruptionBudget
+from .base import CLUSTER_SCOPED, BindError, ClusterBackend, EventHandler, resource_of_kind
+
+
+@dataclass(slots=True)
+class RecordedEvent:
+    namespace: str
+    name: str
+    type: str
+    reason: str
+    action: str
+    note: str
+    reporting_controller: str
+    time: str
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _key(resource: str, raw: dict[str, Any]) -> str:
+    meta = raw.get("metadata") or {}
+    if resource in CLUSTER_SCOPED:
+        return meta["name"]
+    return f"{meta.get('namespace') or 'default'}/{meta['name']}"
+
+
+class Store:
+    """A watched store of one resource, as `handle.informer(resource)` returns it."""
+
+    def __init__(self, cluster: MemoryCluster, resource: str) -> None:
+        self._cluster = cluster
+        self.resource = resource
+        self._handlers: list[Callable[[str, dict | None, dict | None], None]] = []
+
+    def list(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        return self._cluster.list(self.resource, namespace)
+
+    def get(self, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        key = name if self.resource in CLUSTER_SCOPED or namespace is None else f"{namespace}/{name}"
+        with self._cluster._lock:
+            return self._cluster._objects.get(self.resource, {}).get(key)
+
+    def add_handler(self, fn: Callable[[str, dict | None, dict | None], None]) -> None:
+        self._handlers.append(fn)
+
+
+class MemoryCluster(ClusterBackend):
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._objects: dict[str, dict[str, dict[str, Any]]] = {}
+        self._handlers: list[EventHandler] = []
+        self._stores: dict[str, Store] = {}
+        self._rv = 0
+        self._uid = 0
+        self.events: list[RecordedEvent] = []
+        self.bindings: list[tuple[str, str]] = []
+        self.deleted: list[str] = []
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def from_paths(cls, paths: Iterable[str | Path]) -> MemoryCluster:
+        c = cls()
+        for p in paths:
+            for raw, where in load_objects(Path(p)):
+                try:
+                    c.create(raw, emit=False)
+                except InputError as exc:
+                    raise InputError(exc.detail, file=where, field=exc.field) from None
+        return c
+
+    # ------------------------------------------------------------------ writes
+    def _next_rv(self) -> str:
+        self._rv += 1
+        return str(self._rv)
+
+    def create(self, raw: dict[str, Any], emit: bool = True) -> dict[str, Any]:
+        if not isinstance(raw, dict):
+            raise InputError("an object must be a mapping")
+        kind = raw.get("kind")
+        if not kind or not isinstance(kind, str):
+            raise InputError("Required value: kind is required", field="kind")
+        meta = raw.get("metadata")
+        if not isinstance(meta, dict) or not meta.get("name"):
+            raise InputError("Required value: name is required", field="metadata.name")
+        resource = resource_of_kind(kind)
+        raw = copy.deepcopy(raw)
+        meta = raw["metadata"]
+        if resource not in CLUSTER_SCOPED:
+            meta.setdefault("namespace", "default")
+        # Parse hot kinds now so bad input is reported at load time, with its field path.
+        if kind == "Pod":
+            Pod.from_dict(raw)
+        elif kind == "Node":
+            Node.from_dict(raw)
+        elif kind == "PodDisruptionBudget":
+            PodDisruptionBudget.from_dict(raw)
+        with self._lock:
+            bucket = self._objects.setdefault(resource, {})
+            key = _key(resource, raw)
+            if key in bucket:
+                what = "name" if resource in CLUSTER_SCOPED else "namespace/name"
+                raise InputError(f'Duplicate value: "{key}": a {kind} with this {what} already exists',
+                                 field="metadata.name")
+            self._uid += 1
+            meta.setdefault("uid", f"{resource[:-1]}-{self._uid:06d}")
+            meta["resourceVersion"] = self._next_rv()
+            meta.setdefault("creationTimestamp", _now())
+            bucket[key] = raw
+        if emit:
+            self._emit(resource, "ADDED", None, raw)
+        return raw
+
+    def update(self, raw: dict[str, Any]) -> dict[str, Any]:
+        resource = resource_of_kind(raw["kind"])
+        with self._lock:
+            bucket = self._objects.setdefault(resource, {})
+            key = _key(resource, raw)
+            old = bucket.get(key)
+            if old is None:
+                raise KeyError(key)
+            new = copy.deepcopy(raw)
+            new["metadata"]["resourceVersion"] = self._next_rv()
+            new["metadata"].setdefault("uid", old["metadata"].get("uid"))
+            bucket[key] = new
+        self._emit(resource, "MODIFIED", old, new)
+        return new
+
+    def delete(self, resource: str, name: str, namespace: str | None = "default") -> None:
+        key = name if resource in CLUSTER_SCOPED else f"{namespace or 'default'}/{name}"
+        with self._lock:
+            old = self._objects.get(resource, {}).pop(key, None)
+        if old is not None:
+            self._emit(resource, "DELETED", old, None)
+
+    def _emit(self, resource: str, action: str, old: dict | None, new: dict | None) -> None:
+        for h in list(self._handlers):
+            h(resource, action, old, new)
+        store = self._stores.get(resource)
+        if store is not None:
+            for fn in list(store._handlers):
+                fn(action, old, new)
+
+    # ------------------------------------------------------------------ backend interface
+    def start(self, handler: EventHandler) -> None:
+        with self._lock:
+            self._handlers.append(handler)
+            order = ["namespaces", "nodes"] + sorted(r for r in self._objects if r not in
+                                                     ("namespaces", "nodes", "pods")) + ["pods"]
+            snapshot = [(r, list(self._objects.get(r, {}).values())) for r in order]
+        for resource, objs in snapshot:
+            for raw in objs:
+                handler(resource, "ADDED", None, raw)
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self._objects.get("pods", {}).get(f"{namespace}/{name}")
+
+    def bind(self, pod: Pod, node_name: str) -> None:
+        with self._lock:
+            raw = self._objects.get("pods", {}).get(pod.key)
+            if raw is None or raw["metadata"].get("uid") != pod.uid:
+                raise BindError(f'pods "{pod.name}" not found', gone=True)
+            if (raw.get("spec") or {}).get("nodeName"):
+                raise BindError(f'pod {pod.key} is already assigned to node "{raw["spec"]["nodeName"]}"', gone=True)
+            if node_name not in self._objects.get("nodes", {}):
+                raise BindError(f'nodes "{node_name}" not found')
+            new = copy.copy(raw)
+            new["spec"] = dict(raw.get("spec") or {})
+            new["spec"]["nodeName"] = node_name
+            status = dict(raw.get("status") or {})
+            conds = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+            conds.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": _now()})
+            status["conditions"] = conds
+            new["status"] = status
+            new["metadata"] = dict(raw["metadata"])
+            new["metadata"]["resourceVersion"] = self._next_rv()
+            self._objects["pods"][pod.key] = new
+            self.bindings.append((pod.key, node_name))
+        self._emit("pods", "MODIFIED", raw, new)
+
+    def record_event(self, pod: Pod, type_: str, reason: str, action: str, note: str,
+                     reporting_controller: str = "default-scheduler") -> None:
+        with self._lock:
+            self.events.append(RecordedEvent(pod.namespace, pod.name, type_, reason, action, note,
+                                             reporting_controller, _now()))
+
+    def patch_pod_status(self, pod: Pod, condition: dict[str, Any] | None,
+                         nominated_node_name: str | None = None) -> None:
+        with self._lock:
+            raw = self._objects.get("pods", {}).get(pod.key)
+            if raw is None:
+                return
+            new = copy.copy(raw)
+            status = dict(raw.get("status") or {})
+            if condition is not None:
+                conds = [c for c in status.get("conditions") or [] if c.get("type") != condition["type"]]
+                conds.append({**condition, "lastTransitionTime": _now()})
+                status["conditions"] = conds
+            if nominated_node_name is not None:
+                if nominated_node_name:
+                    status["nominatedNodeName"] = nominated_node_name
+                else:
+                    status.pop("nominatedNodeName", None)
+            new["status"] = status
+            new["metadata"] = dict(raw["metadata"])
+            new["metadata"]["resourceVersion"] = self._next_rv()
+            self._objects["pods"][pod.key] = new
+        # Status-only changes are not delivered: the scheduler wrote them and needs no event back.
+
+    def annotate_pod(self, pod: Pod, annotations: dict[str, str | None]) -> None:
+        with self._lock:
+            raw = self._objects.get("pods", {}).get(pod.key)
+            if raw is None:
+                return
+            meta = raw["metadata"]
+            ann = dict(meta.get("annotations") or {})
+            for k, v in annotations.items():
+                if v is None:
+                    ann.pop(k, None)
+                else:
+                    ann[k] = v
+            meta["annotations"] = ann
+
+    def delete_pod(self, pod: Pod, reason: str = "") -> None:
+        self.deleted.append(pod.key)
+        self.delete("pods", pod.name, pod.namespace)
+
+    def list(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        with self._lock:
+            objs = list(self._objects.get(resource, {}).values())
+        if namespace is not None and resource not in CLUSTER_SCOPED:
+            objs = [o for o in objs if (o.get("metadata") or {}).get("namespace") == namespace]
+        return objs
+
+    def informer(self, resource: str) -> Store:
+        store = self._stores.get(resource)
+        if store is None:
+            store = self._stores[resource] = Store(self, resource)
+        return store
+
+    def events_for(self, namespace: str, name: str) -> list[RecordedEvent]:
+        with self._lock:
+            return [e for e in self.events if e.namespace == namespace and e.name == name]
+
+
+# ---------------------------------------------------------------------- YAML loading
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """Safe loader that rejects duplicate keys (kubectl does too) and caps alias expansion."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise InputError(f"line {key_node.start_mark.line + 1}: duplicate key {key!r}")
+        seen[key] = 1
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+MAX_FILE_BYTES = 64 * 1024 * 1024
+
+
+def _count_aliases(text: str) -> None:
+    """Refuse alias-heavy documents before expansion (a YAML bomb would exhaust memory)."""
+    events = 0
+    for ev in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(ev, yaml.AliasEvent):
+            events += 1
+            if events > 1000:
+                raise InputError("too many YAML aliases (refusing a possible YAML bomb)")
+
+
+def load_objects(path: Path) -> list[tuple[dict[str, Any], str]]:
+    """Objects from a file (a list, a v1 List, or multi-document YAML) or every *.yaml in a folder."""
+    if path.is_dir():
+        out: list[tuple[dict[str, Any], str]] = []
+        for f in sorted([*path.glob("*.yaml"), *path.glob("*.yml"), *path.glob("*.json")]):
+            out += load_objects(f)
+        return out
+    where = str(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError("no such file or directory", file=where) from None
+    except OSError as exc:
+        raise InputError(exc.strerror or str(exc), file=where) from None
+    if len(data) > MAX_FILE_BYTES:
+        raise InputError("file is larger than 64 MiB", file=where)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError("not a UTF-8 text file", file=where) from None
+    try:
+        if "*" in text:
+            _count_aliases(text)
+        docs = list(yaml.load_all(text, Loader=_UniqueKeyLoader))
+    except InputError as exc:
+        raise InputError(exc.detail, file=where) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(f"{line}invalid YAML: {problem}", file=where) from None
+    out = []
+    for i, doc in enumerate(docs):
+        if doc is None:
+            continue
+        items: list[Any]
+        if isinstance(doc, list):
+            items = doc
+        elif isinstance(doc, dict) and (doc.get("kind") == "List" or str(doc.get("kind", "")).endswith("List")) \
+                and isinstance(doc.get("items"), list):
+            items = doc["items"]
+        else:
+            items = [doc]
+        for j, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise InputError(f"document {i + 1}, item {j + 1}: expected a Kubernetes object (a mapping), "
+                                 f"got {type(item).__name__}", file=where)
+            out.append((item, where))
+    return out
+
+
+def bind_error_is_gone(exc: BaseException) -> bool:
+    return isinstance(exc, BindError) and exc.gone

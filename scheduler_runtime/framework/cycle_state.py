@@ -1,0 +1,46 @@
+"""CycleState: per-pod scratch space shared by the plugins of one scheduling attempt."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from typing import Any
+
+
+class CycleState:
+    """Key/value store; values should implement `clone()` when PreFilter extensions mutate them."""
+
+    __slots__ = ("_data", "_lock", "skip_filter_plugins", "skip_score_plugins", "record_plugin_metrics")
+
+    def __init__(self) -> None:
+        self._data: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self.skip_filter_plugins: set[str] = set()
+        self.skip_score_plugins: set[str] = set()
+        self.record_plugin_metrics = False
+
+    def read(self, key: str) -> Any:
+        """Raises KeyError when absent, as Read returns ErrNotFound in Go."""
+        return self._data[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._data.get(key, default)
+
+    def write(self, key: str, value: Any) -> None:
+        self._data[key] = value
+
+    def delete(self, key: str) -> None:
+        self._data.pop(key, None)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._data
+
+    def clone(self) -> CycleState:
+        c = CycleState()
+        for k, v in self._data.items():
+            clone = getattr(v, "clone", None)
+            c._data[k] = clone() if callable(clone) else copy.copy(v)
+        c.skip_filter_plugins = set(self.skip_filter_plugins)
+        c.skip_score_plugins = set(self.skip_score_plugins)
+        c.record_plugin_metrics = self.record_plugin_metrics
+        return c

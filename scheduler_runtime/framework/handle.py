@@ -1,0 +1,57 @@
+"""Handle: what the framework gives each plugin (snapshot, cluster client, waiting pods, events, logger)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from ..objects import Pod
+from .snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from .runtime import Framework
+    from .waiting import WaitingPod
+
+
+class Handle:
+    """Per-profile services for plugins. Attributes are wired by the scheduler that owns the profile."""
+
+    def __init__(self, snapshot: Snapshot, *, profile: str = "default-scheduler", cluster: Any = None,
+                 parallelism: int = 16) -> None:
+        self.snapshot = snapshot
+        self.profile = profile
+        #: cluster backend (memory or kube): list/get objects, CRD stores via `informer()`
+        self.cluster = cluster
+        self.parallelism = parallelism
+        self.framework: Framework | None = None
+        self.logger = logging.getLogger(f"ksched.{profile}")
+        #: called with pods to move to activeQ (e.g. a gang's siblings); set by the scheduler
+        self.activate: Callable[[Iterable[Pod]], None] = lambda pods: None
+        #: emits an event about an object: (obj_raw, type, reason, action, note)
+        self.record_event: Callable[[Pod, str, str, str, str], None] = lambda *a: None
+        #: nominated pods per node, for preemption-aware filtering; set by the scheduler
+        self.nominated_pods_for_node: Callable[[str], list[Pod]] = lambda node: []
+        #: names of nodes that have nominated pods (so filtering knows where the two-pass check is needed)
+        self.nominated_node_names: Callable[[], set[str]] = lambda: set()
+        #: pods deleted as preemption victims go through this (graceful delete)
+        self.delete_pod: Callable[[Pod], None] = lambda pod: None
+
+    # waiting pods (Permit) -------------------------------------------------------------
+    def get_waiting_pod(self, uid: str) -> WaitingPod | None:
+        assert self.framework is not None
+        return self.framework.waiting_pods.get(uid)
+
+    def iterate_waiting_pods(self) -> list[WaitingPod]:
+        assert self.framework is not None
+        return self.framework.waiting_pods.all()
+
+    def reject_waiting_pod(self, uid: str) -> bool:
+        wp = self.get_waiting_pod(uid)
+        return wp.reject("", "removed") if wp is not None else False
+
+    def informer(self, resource: str) -> Any:
+        """A watched store of any resource (CRDs too): `.list()`, `.get(name, namespace)`, `.add_handler()`."""
+        if self.cluster is None:
+            raise RuntimeError("no cluster backend is attached to this framework")
+        return self.cluster.informer(resource)

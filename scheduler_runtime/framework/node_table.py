@@ -1,0 +1,104 @@
+"""The node table: allocatable and requested resources of every node as numpy arrays.
+
+Fit checks and the resource scores become array expressions over all nodes at once; this is what
+lets a Python scheduler keep up with kube-scheduler's Go loops. Rows follow the snapshot's node list.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..objects import Node, Pod
+
+CPU, MEMORY, EPHEMERAL, PODS = 0, 1, 2, 3
+_BASE_COLUMNS = {"cpu": CPU, "memory": MEMORY, "ephemeral-storage": EPHEMERAL, "pods": PODS}
+
+
+class NodeTable:
+    """Rows are nodes, columns resources. `nz` holds non-zero requests for cpu and memory only."""
+
+    def __init__(self, capacity: int = 64) -> None:
+        self.columns: dict[str, int] = dict(_BASE_COLUMNS)
+        self.n = 0
+        self.alloc = np.zeros((capacity, len(self.columns)), dtype=np.int64)
+        self.req = np.zeros_like(self.alloc)
+        self.nz = np.zeros((capacity, 2), dtype=np.int64)
+        self.group = np.zeros(capacity, dtype=np.int32)
+
+    # ---------------------------------------------------------------- shape
+    def column(self, name: str) -> int:
+        """Column index of a resource, adding one for a new extended resource."""
+        col = self.columns.get(name)
+        if col is None:
+            col = len(self.columns)
+            self.columns[name] = col
+            pad = np.zeros((self.alloc.shape[0], 1), dtype=np.int64)
+            self.alloc = np.hstack([self.alloc, pad])
+            self.req = np.hstack([self.req, pad.copy()])
+        return col
+
+    def _grow(self) -> None:
+        cap = self.alloc.shape[0] * 2
+        for attr in ("alloc", "req", "nz"):
+            old = getattr(self, attr)
+            new = np.zeros((cap, old.shape[1]), dtype=np.int64)
+            new[: self.n] = old[: self.n]
+            setattr(self, attr, new)
+        g = np.zeros(cap, dtype=np.int32)
+        g[: self.n] = self.group[: self.n]
+        self.group = g
+
+    # ---------------------------------------------------------------- rows
+    def add_row(self) -> int:
+        if self.n == self.alloc.shape[0]:
+            self._grow()
+        row = self.n
+        self.n += 1
+        self.alloc[row] = 0
+        self.req[row] = 0
+        self.nz[row] = 0
+        return row
+
+    def set_allocatable(self, row: int, node: Node) -> None:
+        self.alloc[row] = 0
+        for name, amount in node.allocatable.items():
+            self.alloc[row, self.column(name)] = amount
+
+    def move_row(self, src: int, dst: int) -> None:
+        self.alloc[dst] = self.alloc[src]
+        self.req[dst] = self.req[src]
+        self.nz[dst] = self.nz[src]
+        self.group[dst] = self.group[src]
+
+    def pop_row(self) -> None:
+        self.n -= 1
+
+    def account_pod(self, row: int, pod: Pod, sign: int) -> None:
+        r = self.req[row]
+        for name, amount in pod.requests.items():
+            col = self.columns.get(name)
+            if col is None:
+                col = self.column(name)
+                r = self.req[row]
+            r[col] += sign * amount
+        r[PODS] += sign
+        nzr = self.nz[row]
+        nzr[0] += sign * pod.non_zero_requests["cpu"]
+        nzr[1] += sign * pod.non_zero_requests["memory"]
+
+    # ---------------------------------------------------------------- views
+    @property
+    def allocatable(self) -> np.ndarray:
+        return self.alloc[: self.n]
+
+    @property
+    def requested(self) -> np.ndarray:
+        return self.req[: self.n]
+
+    @property
+    def non_zero(self) -> np.ndarray:
+        return self.nz[: self.n]
+
+    @property
+    def groups(self) -> np.ndarray:
+        return self.group[: self.n]

@@ -1,0 +1,43 @@
+"""NodeList: a sequence of NodeInfos given by table rows, materialised only when a plugin indexes it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import overload
+
+import numpy as np
+
+from .snapshot import Snapshot
+from .types import NodeInfo
+
+
+class NodeList(Sequence[NodeInfo]):
+    """What PreFilter and PreScore receive: behaves like list[NodeInfo]; batch plugins use `.rows`."""
+
+    __slots__ = ("snapshot", "rows")
+
+    def __init__(self, snapshot: Snapshot, rows: np.ndarray | None = None) -> None:
+        self.snapshot = snapshot
+        self.rows = np.arange(len(snapshot), dtype=np.int64) if rows is None else rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @overload
+    def __getitem__(self, i: int) -> NodeInfo: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[NodeInfo]: ...
+
+    def __getitem__(self, i: int | slice) -> NodeInfo | list[NodeInfo]:
+        infos = self.snapshot.node_infos
+        if isinstance(i, slice):
+            return [infos[r] for r in self.rows[i].tolist()]
+        return infos[int(self.rows[i])]
+
+    def __iter__(self) -> Iterator[NodeInfo]:
+        infos = self.snapshot.node_infos
+        for r in self.rows.tolist():
+            yield infos[r]
+
+    def names(self) -> list[str]:
+        return [ni.name for ni in self]

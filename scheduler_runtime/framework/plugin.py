@@ -1,0 +1,85 @@
+"""The plugin API: subclass `Plugin`, set `name`, implement any extension point as a method.
+
+Extension points are found by method name (snake_case of kube-scheduler's): `pre_enqueue, less,
+pre_filter (+ add_pod / remove_pod), filter, post_filter, pre_score, score, normalize_score, reserve,
+unreserve, permit, pre_bind, bind, post_bind, events_to_register`. A plugin may also offer batch forms
+(`filter_batch`, `score_batch`, `normalize_score_batch`) that work on all nodes at once as numpy arrays;
+the framework prefers them. See docs/plugin-api.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+from .status import Status
+
+if TYPE_CHECKING:
+    from .handle import Handle
+
+
+class PluginArgs(BaseModel):
+    """Base for plugin args models: camelCase keys as in YAML, unknown keys rejected."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
+                              validate_assignment=True)
+
+
+class Plugin:
+    """Base class of every plugin. The constructor receives validated args and the framework handle."""
+
+    name: ClassVar[str] = ""
+    args_model: ClassVar[type[BaseModel] | None] = None
+    #: documentation-only RBAC rules the plugin needs beyond system:kube-scheduler
+    rbac: ClassVar[list[dict[str, Any]]] = []
+
+    def __init__(self, args: Any = None, handle: Handle | None = None) -> None:
+        self.args = args
+        self.handle = handle
+
+
+# Extension points as kube-scheduler's config names them, with the method(s) that implement each.
+EXTENSION_POINTS: dict[str, tuple[str, ...]] = {
+    "preEnqueue": ("pre_enqueue",),
+    "queueSort": ("less",),
+    "preFilter": ("pre_filter",),
+    "filter": ("filter", "filter_batch"),
+    "postFilter": ("post_filter",),
+    "preScore": ("pre_score",),
+    "score": ("score", "score_batch"),
+    "reserve": ("reserve",),
+    "permit": ("permit",),
+    "preBind": ("pre_bind",),
+    "bind": ("bind",),
+    "postBind": ("post_bind",),
+}
+
+
+def implements(cls: type, point: str) -> bool:
+    return any(callable(getattr(cls, m, None)) for m in EXTENSION_POINTS[point])
+
+
+def extension_points_of(cls: type) -> list[str]:
+    return [p for p in EXTENSION_POINTS if implements(cls, p)]
+
+
+class FilterBatch:
+    """Verdicts of a batch filter for every row of the node table.
+
+    `status` is the Status of every failing row, or a function of the row giving it (only called for
+    rows the framework reports on, so building messages stays off the hot path).
+    """
+
+    __slots__ = ("ok", "status")
+
+    def __init__(self, ok: np.ndarray, status: Status | Callable[[int], Status]) -> None:
+        self.ok = ok
+        self.status = status
+
+    def status_at(self, row: int) -> Status:
+        s = self.status
+        return s(row) if callable(s) else s

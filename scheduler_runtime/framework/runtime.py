@@ -1,0 +1,725 @@
+"""Framework: runs one profile's plugins at each extension point with kube-scheduler's status rules."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..objects import Pod
+from .cycle_state import CycleState
+from .handle import Handle
+from .nodelist import NodeList
+from .plugin import FilterBatch, Plugin
+from .snapshot import Snapshot
+from .status import MAX_SCORE, MIN_SCORE, Code, Status
+from .types import NodeInfo, NodeScore, PostFilterResult, PreFilterResult, QueuedPodInfo
+from .waiting import WaitingPod, WaitingPods
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+
+
+def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> int:
+    """kube-scheduler's adaptive percentageOfNodesToScore (int32 truncating arithmetic)."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    pct = percentage or 0
+    if pct == 0:
+        pct = 50 - num_all_nodes // 125
+        if pct < MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND:
+            pct = MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND
+    num = num_all_nodes * pct // 100
+    return max(num, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+class PluginError(Exception):
+    """A plugin raised or returned something invalid; carries the plugin's name."""
+
+
+@dataclass(slots=True)
+class ConfiguredPlugin:
+    plugin: Plugin
+    name: str
+    weight: int = 0
+    batch: bool = False
+
+
+@dataclass
+class Diagnosis:
+    """Why a pod did not fit: per-node statuses, the plugins that rejected, PreFilter/PostFilter messages."""
+
+    node_statuses: dict[str, Status] = field(default_factory=dict)
+    absent_status: Status | None = None  # nodes outside a PreFilterResult
+    num_absent: int = 0
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    pending_plugins: set[str] = field(default_factory=set)
+    pre_filter_msg: str = ""
+    post_filter_msg: str = ""
+
+
+class FitError(Exception):
+    """No node fits; `message` is kube-scheduler's FailedScheduling text."""
+
+    def __init__(self, pod: Pod, num_all_nodes: int, diagnosis: Diagnosis) -> None:
+        self.pod = pod
+        self.num_all_nodes = num_all_nodes
+        self.diagnosis = diagnosis
+        super().__init__(self.message)
+
+    def reason_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for st in self.diagnosis.node_statuses.values():
+            for r in st.all_reasons:
+                counts[r] = counts.get(r, 0) + 1
+        if self.diagnosis.absent_status is not None and self.diagnosis.num_absent:
+            for r in self.diagnosis.absent_status.all_reasons:
+                counts[r] = counts.get(r, 0) + self.diagnosis.num_absent
+        return counts
+
+    @property
+    def message(self) -> str:
+        d = self.diagnosis
+        msg = f"0/{self.num_all_nodes} nodes are available:"
+        if d.pre_filter_msg:
+            msg += f" {d.pre_filter_msg}."
+        else:
+            parts = sorted(f"{c} {r}" for r, c in self.reason_counts().items())
+            msg += " " + ", ".join(parts) + "."
+        if d.post_filter_msg:
+            msg += " " + d.post_filter_msg
+        return msg
+
+
+@dataclass
+class ScoreResult:
+    """Scores of the feasible nodes: per plugin (raw, normalised) and weighted totals."""
+
+    rows: np.ndarray
+    names: list[str]
+    totals: np.ndarray
+    per_plugin: dict[str, tuple[np.ndarray, np.ndarray, int]] = field(default_factory=dict)
+
+
+def _normalize_status(ret: Any) -> Status | None:
+    if ret is None or isinstance(ret, Status):
+        return ret
+    raise PluginError(f"returned {type(ret).__name__}, expected Status or None")
+
+
+class Framework:
+    """One profile: its plugins per extension point, in run order, with score weights."""
+
+    def __init__(self, profile_name: str, handle: Handle, plan: dict[str, list[tuple[Plugin, int]]],
+                 percentage_of_nodes_to_score: int | None = None, rng: random.Random | None = None,
+                 metrics: Any = None) -> None:
+        self.profile_name = profile_name
+        self.handle = handle
+        handle.framework = self
+        self.rng = rng or random.Random()
+        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        self.waiting_pods = WaitingPods()
+        self.metrics = metrics
+        self.next_start_node_index = 0
+
+        def conf(point: str, batch_attr: str | None = None) -> list[ConfiguredPlugin]:
+            out = []
+            for plugin, weight in plan.get(point, []):
+                batch = bool(batch_attr) and callable(getattr(plugin, batch_attr, None))
+                out.append(ConfiguredPlugin(plugin, plugin.name, weight or (1 if point == "score" else 0), batch))
+            return out
+
+        self.pre_enqueue = conf("preEnqueue")
+        self.queue_sort = conf("queueSort")
+        self.pre_filter = conf("preFilter")
+        self.filter = conf("filter", "filter_batch")
+        self.post_filter = conf("postFilter")
+        self.pre_score = conf("preScore")
+        self.score = conf("score", "score_batch")
+        self.reserve = conf("reserve")
+        self.permit = conf("permit")
+        self.pre_bind = conf("preBind")
+        self.bind = conf("bind")
+        self.post_bind = conf("postBind")
+        self.plugins: dict[str, Plugin] = {}
+        for lst in plan.values():
+            for plugin, _ in lst:
+                self.plugins[plugin.name] = plugin
+        self._filter_all_batch = all(p.batch for p in self.filter)
+
+    # ------------------------------------------------------------------ helpers
+    def _observe(self, point: str, start: float, status: Status | None) -> None:
+        if self.metrics is not None:
+            self.metrics.extension_point(self.profile_name, point, status, time.perf_counter() - start)
+
+    def has_post_filter(self) -> bool:
+        return bool(self.post_filter)
+
+    def has_score_plugins(self) -> bool:
+        return bool(self.score)
+
+    def less(self) -> Callable[[QueuedPodInfo, QueuedPodInfo], bool] | None:
+        return self.queue_sort[0].plugin.less if self.queue_sort else None  # type: ignore[attr-defined]
+
+    def events_to_register(self) -> dict[str, list[Any]]:
+        """plugin name -> its ClusterEventWithHint list (None = all events), for the queue's requeueing."""
+        out: dict[str, list[Any]] = {}
+        for cp in (*self.pre_enqueue, *self.pre_filter, *self.filter, *self.reserve, *self.permit):
+            fn = getattr(cp.plugin, "events_to_register", None)
+            out[cp.name] = list(fn()) if callable(fn) else None  # type: ignore[assignment]
+        return out
+
+    # ------------------------------------------------------------------ PreEnqueue
+    def run_pre_enqueue(self, pod: Pod) -> Status | None:
+        for cp in self.pre_enqueue:
+            try:
+                st = _normalize_status(cp.plugin.pre_enqueue(pod))  # type: ignore[attr-defined]
+            except Exception as exc:
+                return Status.as_error(PluginError(f"running PreEnqueue plugin {cp.name!r}: {exc}")) \
+                    .with_plugin(cp.name)
+            if st is not None and st.code != Code.Success:
+                st.plugin = cp.name
+                if not st.is_rejected():
+                    return Status.as_error(PluginError(f"running PreEnqueue plugin {cp.name!r}: {st.message}")) \
+                        .with_plugin(cp.name)
+                return st
+        return None
+
+    # ------------------------------------------------------------------ PreFilter
+    def run_pre_filter(self, state: CycleState, pod: Pod, nodes: NodeList) -> tuple[PreFilterResult | None,
+                                                                                    Status | None, set[str]]:
+        """Returns (merged result, status, plugins that rejected)."""
+        start = time.perf_counter()
+        result: PreFilterResult | None = None
+        rejected: Status | None = None
+        rejectors: set[str] = set()
+        narrowing: list[str] = []
+        for cp in self.pre_filter:
+            try:
+                ret = cp.plugin.pre_filter(state, pod, nodes)  # type: ignore[attr-defined]
+                r: PreFilterResult | None
+                st: Status | None
+                if isinstance(ret, tuple):
+                    r, st = ret
+                elif isinstance(ret, PreFilterResult):
+                    r, st = ret, None
+                else:
+                    r, st = None, _normalize_status(ret)
+                if r is not None and not isinstance(r, PreFilterResult):
+                    raise PluginError(f"returned {type(r).__name__}, expected PreFilterResult")
+                _normalize_status(st)
+            except Exception as exc:
+                st = Status.as_error(PluginError(f"running PreFilter plugin {cp.name!r}: {exc}"))
+                st.plugin = cp.name
+                self._observe("PreFilter", start, st)
+                return None, st, rejectors
+            if st is not None and st.code == Code.Skip:
+                state.skip_filter_plugins.add(cp.name)
+                continue
+            if st is not None and st.code != Code.Success:
+                st.plugin = cp.name
+                if st.code == Code.UnschedulableAndUnresolvable:
+                    rejectors.add(cp.name)
+                    self._observe("PreFilter", start, st)
+                    return None, st, rejectors
+                if st.code == Code.Unschedulable:
+                    rejectors.add(cp.name)
+                    rejected = rejected or st
+                    continue
+                if st.code == Code.Pending:
+                    rejectors.add(cp.name)
+                    rejected = rejected or st
+                    continue
+                err = Status.as_error(PluginError(f"running PreFilter plugin {cp.name!r}: {st.message}"))
+                err.plugin = cp.name
+                self._observe("PreFilter", start, err)
+                return None, err, rejectors
+            if r is not None and not r.all_nodes():
+                narrowing.append(cp.name)
+                result = r if result is None else result.merge(r)
+                if not result.node_names:
+                    msg = (f"node(s) didn't satisfy plugin {narrowing[0]}" if len(narrowing) == 1 else
+                           f"node(s) didn't satisfy plugin(s) [{' '.join(narrowing)}] simultaneously")
+                    st = Status(Code.UnschedulableAndUnresolvable, msg)
+                    rejectors.update(narrowing)
+                    self._observe("PreFilter", start, st)
+                    return None, st, rejectors
+        if result is not None:
+            result = PreFilterResult(result.node_names)
+            state.write("__prefilter_narrowing__", list(narrowing))
+        self._observe("PreFilter", start, rejected)
+        return result, rejected, rejectors
+
+    def run_pre_filter_add_pod(self, state: CycleState, pod: Pod, to_add: Pod, node_info: NodeInfo) -> Status | None:
+        for cp in self.pre_filter:
+            if cp.name in state.skip_filter_plugins:
+                continue
+            fn = getattr(cp.plugin, "add_pod", None)
+            if fn is None:
+                continue
+            st = _normalize_status(fn(state, pod, to_add, node_info))
+            if st is not None and st.code != Code.Success:
+                return Status.as_error(PluginError(f"running AddPod on PreFilter plugin {cp.name!r}: {st.message}"))
+        return None
+
+    def run_pre_filter_remove_pod(self, state: CycleState, pod: Pod, to_remove: Pod,
+                                  node_info: NodeInfo) -> Status | None:
+        for cp in self.pre_filter:
+            if cp.name in state.skip_filter_plugins:
+                continue
+            fn = getattr(cp.plugin, "remove_pod", None)
+            if fn is None:
+                continue
+            st = _normalize_status(fn(state, pod, to_remove, node_info))
+            if st is not None and st.code != Code.Success:
+                return Status.as_error(
+                    PluginError(f"running RemovePod on PreFilter plugin {cp.name!r}: {st.message}"))
+        return None
+
+    # ------------------------------------------------------------------ Filter
+    def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        """All Filter plugins on one node, per-node methods; first non-success stops (Error aborts)."""
+        for cp in self.filter:
+            if cp.name in state.skip_filter_plugins:
+                continue
+            fn = getattr(cp.plugin, "filter", None)
+            try:
+                if fn is not None:
+                    st = _normalize_status(fn(state, pod, node_info))
+                else:  # batch-only plugin: evaluate on the node's table row
+                    fb: FilterBatch = cp.plugin.filter_batch(state, pod, self.handle.snapshot)  # type: ignore
+                    st = None if node_info.row < 0 or fb.ok[node_info.row] else fb.status_at(node_info.row)
+            except Exception as exc:
+                return Status.as_error(PluginError(f"running {cp.name!r} filter plugin: {exc}")).with_plugin(cp.name)
+            if st is not None and st.code != Code.Success:
+                st.plugin = cp.name
+                if not st.is_rejected():
+                    return Status.as_error(PluginError(f"running {cp.name!r} filter plugin: {st.message}")) \
+                        .with_plugin(cp.name)
+                return st
+        return None
+
+    def run_filter_with_nominated_pods(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        """Filter with higher-or-equal priority nominated pods added (pass 1) and without (pass 2)."""
+        nominated = [p for p in self.handle.nominated_pods_for_node(node_info.name)
+                     if p.priority >= pod.priority and p.uid != pod.uid]
+        if not nominated:
+            return self.run_filter(state, pod, node_info)
+        cloned_state = state.clone()
+        cloned = NodeInfo(node_info.node)
+        for p in node_info.pods:
+            cloned.add_pod(p)
+        for p in nominated:
+            cloned.add_pod(p)
+            st = self.run_pre_filter_add_pod(cloned_state, pod, p, cloned)
+            if st is not None:
+                return st
+        st = self.run_filter(cloned_state, pod, cloned)
+        if st is not None:
+            return st
+        return self.run_filter(state, pod, node_info)
+
+    def find_nodes_that_pass_filters(self, state: CycleState, pod: Pod, snapshot: Snapshot,
+                                     pre_result: PreFilterResult | None, diagnosis: Diagnosis) -> np.ndarray:
+        """Rows of feasible nodes, at most numFeasibleNodesToFind, searched from the rotating start index."""
+        n = len(snapshot)
+        if pre_result is not None and pre_result.node_names is not None:
+            rows = np.fromiter((ni.row for nm in pre_result.node_names
+                                if (ni := snapshot.by_name.get(nm)) is not None), dtype=np.int64)
+            rows.sort()
+            diagnosis.num_absent = n - len(rows)
+            if diagnosis.num_absent:
+                narrowing = state.get("__prefilter_narrowing__") or []
+                diagnosis.absent_status = Status(
+                    Code.UnschedulableAndUnresolvable,
+                    f"node(s) didn't satisfy plugin(s) [{' '.join(narrowing)}]")
+        else:
+            rows = None
+        m = n if rows is None else len(rows)
+        if m == 0:
+            return np.zeros(0, dtype=np.int64)
+        num_to_find = num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, n)
+        if not self.score:
+            num_to_find = 1
+        start = self.next_start_node_index % m
+        order = (np.arange(m, dtype=np.int64) + start) % m
+        if rows is not None:
+            order = rows[order]
+        active = [cp for cp in self.filter if cp.name not in state.skip_filter_plugins]
+        nominated_nodes = self._nominated_node_names()
+
+        if not active:
+            feasible = order[:num_to_find]
+            processed = len(feasible)
+        elif self._filter_all_batch or all(cp.batch for cp in active):
+            feasible, processed = self._filter_batch(state, pod, snapshot, active, order, num_to_find, diagnosis,
+                                                     nominated_nodes)
+        else:
+            feasible, processed = self._filter_per_node(state, pod, snapshot, active, order, num_to_find, diagnosis,
+                                                        nominated_nodes)
+        self.next_start_node_index = (self.next_start_node_index + processed) % n
+        return feasible
+
+    def _nominated_node_names(self) -> set[str]:
+        fn = getattr(self.handle, "nominated_node_names", None)
+        return fn() if callable(fn) else set()
+
+    def _filter_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot, active: list[ConfiguredPlugin],
+                      order: np.ndarray, num_to_find: int, diagnosis: Diagnosis,
+                      nominated_nodes: set[str]) -> tuple[np.ndarray, int]:
+        batches: list[tuple[ConfiguredPlugin, FilterBatch]] = []
+        ok = None
+        for cp in active:
+            start = time.perf_counter()
+            try:
+                fb = cp.plugin.filter_batch(state, pod, snapshot)  # type: ignore[attr-defined]
+                if not isinstance(fb, FilterBatch):
+                    raise PluginError(f"filter_batch returned {type(fb).__name__}, expected FilterBatch")
+            except Exception as exc:
+                raise _CycleError(Status.as_error(
+                    PluginError(f"running {cp.name!r} filter plugin: {exc}")).with_plugin(cp.name)) from exc
+            self._observe("Filter", start, None)
+            batches.append((cp, fb))
+            ok = fb.ok.copy() if ok is None else (ok & fb.ok)
+        assert ok is not None
+        if nominated_nodes:
+            for nm in nominated_nodes:  # nodes with nominated pods get the exact per-node two-pass check
+                ni = snapshot.by_name.get(nm)
+                if ni is not None:
+                    ok[ni.row] = self.run_filter_with_nominated_pods(state, pod, ni) is None
+        ok_in_order = ok[order]
+        feasible_pos = np.flatnonzero(ok_in_order)
+        if len(feasible_pos) > num_to_find:
+            feasible_pos = feasible_pos[:num_to_find]
+            processed = int(feasible_pos[-1]) + 1
+        else:
+            processed = len(order)
+        failed_rows = order[:processed][~ok_in_order[:processed]]
+        if len(failed_rows):
+            self._record_batch_failures(state, pod, snapshot, batches, failed_rows, diagnosis, nominated_nodes)
+        return order[feasible_pos], processed
+
+    def _record_batch_failures(self, state: CycleState, pod: Pod, snapshot: Snapshot,
+                               batches: list[tuple[ConfiguredPlugin, FilterBatch]], failed_rows: np.ndarray,
+                               diagnosis: Diagnosis, nominated_nodes: set[str]) -> None:
+        remaining = failed_rows
+        infos = snapshot.node_infos
+        statuses = diagnosis.node_statuses
+        for cp, fb in batches:
+            if not len(remaining):
+                break
+            fails = ~fb.ok[remaining]
+            here = remaining[fails]
+            remaining = remaining[~fails]
+            if not len(here):
+                continue
+            diagnosis.unschedulable_plugins.add(cp.name)
+            uniform = fb.status if isinstance(fb.status, Status) else None
+            if uniform is not None:
+                uniform.plugin = cp.name
+            for r in here.tolist():
+                st = uniform or fb.status_at(r)
+                st.plugin = cp.name
+                statuses[infos[r].name] = st
+        for r in remaining.tolist():  # failed only through nominated pods
+            ni = infos[r]
+            st = self.run_filter_with_nominated_pods(state, pod, ni)
+            if st is not None:
+                statuses[ni.name] = st
+                if st.plugin:
+                    diagnosis.unschedulable_plugins.add(st.plugin)
+
+    def _filter_per_node(self, state: CycleState, pod: Pod, snapshot: Snapshot, active: list[ConfiguredPlugin],
+                         order: np.ndarray, num_to_find: int, diagnosis: Diagnosis,
+                         nominated_nodes: set[str]) -> tuple[np.ndarray, int]:
+        batch_results: dict[str, FilterBatch] = {}
+        for cp in active:
+            if cp.batch and not callable(getattr(cp.plugin, "filter", None)):
+                try:
+                    batch_results[cp.name] = cp.plugin.filter_batch(state, pod, snapshot)  # type: ignore
+                except Exception as exc:
+                    raise _CycleError(Status.as_error(
+                        PluginError(f"running {cp.name!r} filter plugin: {exc}")).with_plugin(cp.name)) from exc
+        feasible: list[int] = []
+        processed = 0
+        infos = snapshot.node_infos
+        for row in order.tolist():
+            processed += 1
+            ni = infos[row]
+            if ni.name in nominated_nodes:
+                st = self.run_filter_with_nominated_pods(state, pod, ni)
+            else:
+                st = None
+                for cp in active:
+                    fb = batch_results.get(cp.name)
+                    try:
+                        if fb is not None:
+                            s = None if fb.ok[row] else fb.status_at(row)
+                        else:
+                            s = _normalize_status(cp.plugin.filter(state, pod, ni))  # type: ignore[attr-defined]
+                    except Exception as exc:
+                        raise _CycleError(Status.as_error(
+                            PluginError(f"running {cp.name!r} filter plugin: {exc}")).with_plugin(cp.name)) from exc
+                    if s is not None and s.code != Code.Success:
+                        s.plugin = cp.name
+                        if not s.is_rejected():
+                            raise _CycleError(Status.as_error(
+                                PluginError(f"running {cp.name!r} filter plugin: {s.message}")).with_plugin(cp.name))
+                        st = s
+                        break
+            if st is None:
+                feasible.append(row)
+                if len(feasible) >= num_to_find:
+                    break
+            else:
+                if st.code == Code.Error:
+                    raise _CycleError(st)
+                diagnosis.node_statuses[ni.name] = st
+                if st.plugin:
+                    diagnosis.unschedulable_plugins.add(st.plugin)
+        return np.asarray(feasible, dtype=np.int64), processed
+
+    # ------------------------------------------------------------------ PostFilter
+    def run_post_filter(self, state: CycleState, pod: Pod,
+                        statuses: dict[str, Status]) -> tuple[PostFilterResult | None, Status]:
+        start = time.perf_counter()
+        reasons: list[str] = []
+        rejector = ""
+        result: PostFilterResult | None = None
+        for cp in self.post_filter:
+            try:
+                ret = cp.plugin.post_filter(state, pod, statuses)  # type: ignore[attr-defined]
+                r, st = ret if isinstance(ret, tuple) else (None, ret)
+                _normalize_status(st)
+            except Exception as exc:
+                st = Status.as_error(PluginError(f"running PostFilter plugin {cp.name!r}: {exc}"))
+                self._observe("PostFilter", start, st)
+                return None, st.with_plugin(cp.name)
+            if st is None or st.code == Code.Success:
+                self._observe("PostFilter", start, st)
+                return r, Status(Code.Success)
+            if st.code == Code.UnschedulableAndUnresolvable:
+                st.plugin = cp.name
+                self._observe("PostFilter", start, st)
+                return r, st
+            if not st.is_rejected():
+                err = Status.as_error(PluginError(f"running PostFilter plugin {cp.name!r}: {st.message}"))
+                self._observe("PostFilter", start, err)
+                return None, err.with_plugin(cp.name)
+            reasons.extend(st.all_reasons)
+            rejector = rejector or cp.name
+            if r is not None and r.mode != 0:
+                result = r
+        self._observe("PostFilter", start, None)
+        return result, Status(Code.Unschedulable, *reasons, plugin=rejector)
+
+    # ------------------------------------------------------------------ PreScore / Score
+    def run_pre_score(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
+        start = time.perf_counter()
+        for cp in self.pre_score:
+            try:
+                st = _normalize_status(cp.plugin.pre_score(state, pod, nodes))  # type: ignore[attr-defined]
+            except Exception as exc:
+                return Status.as_error(PluginError(f"running PreScore plugin {cp.name!r}: {exc}")).with_plugin(cp.name)
+            if st is None or st.code == Code.Success:
+                continue
+            if st.code == Code.Skip:
+                state.skip_score_plugins.add(cp.name)
+                continue
+            return Status.as_error(PluginError(f"running PreScore plugin {cp.name!r}: {st.message}")) \
+                .with_plugin(cp.name)
+        self._observe("PreScore", start, None)
+        return None
+
+    def run_score(self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: np.ndarray,
+                  keep_breakdown: bool = False) -> ScoreResult:
+        start = time.perf_counter()
+        totals = np.zeros(len(rows), dtype=np.int64)
+        result = ScoreResult(rows, [], totals)
+        infos = snapshot.node_infos
+        for cp in self.score:
+            if cp.name in state.skip_score_plugins:
+                continue
+            try:
+                raw = self._score_one(cp, state, pod, snapshot, rows, infos)
+                norm = self._normalize(cp, state, pod, rows, raw, infos)
+            except _CycleError:
+                raise
+            except Exception as exc:
+                raise _CycleError(Status.as_error(
+                    PluginError(f"running Score plugin {cp.name!r}: {exc}")).with_plugin(cp.name)) from exc
+            if len(norm) and (int(norm.max()) > MAX_SCORE or int(norm.min()) < MIN_SCORE):
+                bad = int(norm.max()) if int(norm.max()) > MAX_SCORE else int(norm.min())
+                raise _CycleError(Status.as_error(PluginError(
+                    f"plugin {cp.name!r} returns an invalid score {bad}, it should in the range of "
+                    f"[{MIN_SCORE}, {MAX_SCORE}] after normalizing")).with_plugin(cp.name))
+            totals += norm * cp.weight
+            if keep_breakdown:
+                result.per_plugin[cp.name] = (raw, norm, cp.weight)
+        self._observe("Score", start, None)
+        return result
+
+    def _score_one(self, cp: ConfiguredPlugin, state: CycleState, pod: Pod, snapshot: Snapshot,
+                   rows: np.ndarray, infos: list[NodeInfo]) -> np.ndarray:
+        if cp.batch:
+            raw = cp.plugin.score_batch(state, pod, snapshot, rows)  # type: ignore[attr-defined]
+            if not isinstance(raw, np.ndarray) or raw.shape != rows.shape:
+                raise PluginError(f"score_batch returned {type(raw).__name__}, expected an array of {len(rows)}")
+            return raw.astype(np.int64, copy=False)
+        out = np.empty(len(rows), dtype=np.int64)
+        fn = cp.plugin.score  # type: ignore[attr-defined]
+        for i, r in enumerate(rows.tolist()):
+            ret = fn(state, pod, infos[r])
+            if isinstance(ret, tuple):
+                val, st = ret
+                if st is not None and st.code != Code.Success:
+                    raise _CycleError(Status.as_error(PluginError(
+                        f"running Score plugin {cp.name!r}: {st.message}")).with_plugin(cp.name))
+            else:
+                val = ret
+            if isinstance(val, bool) or not isinstance(val, int | np.integer):
+                raise PluginError(f"score returned {type(val).__name__}, expected int")
+            out[i] = val
+        return out
+
+    def _normalize(self, cp: ConfiguredPlugin, state: CycleState, pod: Pod, rows: np.ndarray,
+                   raw: np.ndarray, infos: list[NodeInfo]) -> np.ndarray:
+        batch = getattr(cp.plugin, "normalize_score_batch", None)
+        if callable(batch):
+            return np.asarray(batch(state, pod, rows, raw.copy()), dtype=np.int64)
+        fn = getattr(cp.plugin, "normalize_score", None)
+        if not callable(fn):
+            return raw
+        scores = [NodeScore(infos[r].name, int(s)) for r, s in zip(rows.tolist(), raw.tolist(), strict=True)]
+        st = _normalize_status(fn(state, pod, scores))
+        if st is not None and st.code != Code.Success:
+            raise _CycleError(Status.as_error(PluginError(
+                f"running Normalize on Score plugin {cp.name!r}: {st.message}")).with_plugin(cp.name))
+        return np.fromiter((s.score for s in scores), dtype=np.int64, count=len(scores))
+
+    def select_host(self, totals: np.ndarray) -> int:
+        """Index of a max-score node, ties broken uniformly at random."""
+        best = totals.max()
+        idx = np.flatnonzero(totals == best)
+        if len(idx) == 1:
+            return int(idx[0])
+        return int(idx[self.rng.randrange(len(idx))])
+
+    # ------------------------------------------------------------------ Reserve / Permit
+    def run_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        for cp in self.reserve:
+            try:
+                st = _normalize_status(cp.plugin.reserve(state, pod, node_name))  # type: ignore[attr-defined]
+            except Exception as exc:
+                return Status.as_error(PluginError(f"running Reserve plugin {cp.name!r}: {exc}")).with_plugin(cp.name)
+            if st is not None and st.code != Code.Success:
+                st.plugin = cp.name
+                if st.is_rejected():
+                    return st
+                return Status.as_error(PluginError(f"running Reserve plugin {cp.name!r}: {st.message}")) \
+                    .with_plugin(cp.name)
+        return None
+
+    def run_unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        for cp in reversed(self.reserve):
+            fn = getattr(cp.plugin, "unreserve", None)
+            if fn is None:
+                continue
+            try:
+                fn(state, pod, node_name)
+            except Exception as exc:  # Unreserve cannot fail; log and go on
+                self.handle.logger.error("Unreserve plugin %s failed for pod %s: %s", cp.name, pod.key, exc)
+
+    def run_permit(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        timeouts: dict[str, float] = {}
+        for cp in self.permit:
+            try:
+                ret = cp.plugin.permit(state, pod, node_name)  # type: ignore[attr-defined]
+                st, timeout = ret if isinstance(ret, tuple) else (ret, 0.0)
+                _normalize_status(st)
+            except Exception as exc:
+                return Status.as_error(PluginError(f"running Permit plugin {cp.name!r}: {exc}")).with_plugin(cp.name)
+            if st is None or st.code == Code.Success:
+                continue
+            st.plugin = cp.name
+            if st.is_rejected():
+                return st
+            if st.code == Code.Wait:
+                timeouts[cp.name] = float(timeout or 0)
+                continue
+            return Status.as_error(PluginError(f"running Permit plugin {cp.name!r}: {st.message}")).with_plugin(cp.name)
+        if timeouts:
+            self.waiting_pods.add(WaitingPod(pod, timeouts, node_name=node_name))
+            return Status(Code.Wait, f"one or more plugins asked to wait and no plugin rejected pod {pod.name!r}")
+        return None
+
+    def wait_on_permit(self, pod: Pod) -> Status | None:
+        wp = self.waiting_pods.get(pod.uid)
+        if wp is None:
+            return None
+        try:
+            st = wp.wait()
+        finally:
+            self.waiting_pods.remove(pod.uid)
+        if st.code == Code.Success:
+            return None
+        return st
+
+    # ------------------------------------------------------------------ binding cycle
+    def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        for cp in self.pre_bind:
+            try:
+                st = _normalize_status(cp.plugin.pre_bind(state, pod, node_name))  # type: ignore[attr-defined]
+            except Exception as exc:
+                return Status.as_error(PluginError(f"running PreBind plugin {cp.name!r}: {exc}")).with_plugin(cp.name)
+            if st is not None and st.code not in (Code.Success, Code.Skip):
+                st.plugin = cp.name
+                if st.is_rejected():
+                    return st
+                return Status.as_error(PluginError(f"running PreBind plugin {cp.name!r}: {st.message}")) \
+                    .with_plugin(cp.name)
+        return None
+
+    def run_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        if not self.bind:
+            return Status(Code.Skip)
+        for cp in self.bind:
+            try:
+                st = _normalize_status(cp.plugin.bind(state, pod, node_name))  # type: ignore[attr-defined]
+            except Exception as exc:
+                return Status.as_error(PluginError(f"running Bind plugin {cp.name!r}: {exc}")).with_plugin(cp.name)
+            if st is not None and st.code == Code.Skip:
+                continue
+            if st is not None and st.code != Code.Success:
+                st.plugin = cp.name
+                if st.is_rejected():
+                    return st
+                return Status.as_error(PluginError(f"running Bind plugin {cp.name!r}: {st.message}")) \
+                    .with_plugin(cp.name)
+            return None
+        return Status(Code.Skip, "all bind plugins skipped")
+
+    def run_post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        for cp in self.post_bind:
+            try:
+                cp.plugin.post_bind(state, pod, node_name)  # type: ignore[attr-defined]
+            except Exception as exc:
+                self.handle.logger.error("PostBind plugin %s failed for pod %s: %s", cp.name, pod.key, exc)
+
+    def plugin_names(self) -> Iterable[str]:
+        return self.plugins.keys()
+
+
+class _CycleError(Exception):
+    """Aborts the scheduling cycle with an Error status (a plugin failed, not a rejection)."""
+
+    def __init__(self, status: Status) -> None:
+        self.status = status
+        super().__init__(status.message)
+
+
+CycleError = _CycleError

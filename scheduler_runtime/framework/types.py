@@ -1,0 +1,200 @@
+"""Data types shared by the framework and plugins: NodeInfo, QueuedPodInfo, results, cluster events."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import IntFlag
+from typing import TYPE_CHECKING, Any
+
+from ..objects import HostPort, Node, Pod
+
+if TYPE_CHECKING:
+    from .node_table import NodeTable
+
+PodInfo = Pod
+"""The parsed Pod record is the PodInfo: affinity terms, requests and ports are pre-computed on it."""
+
+
+class NodeInfo:
+    """A node with the pods on it and their summed requests; mirrored into the numpy node table."""
+
+    __slots__ = ("node", "name", "row", "pods", "pods_with_affinity", "pods_with_required_anti_affinity",
+                 "used_ports", "requested", "non_zero_requested", "generation", "table")
+
+    def __init__(self, node: Node | None, name: str = "") -> None:
+        self.node = node
+        self.name = node.name if node is not None else name
+        self.row = -1
+        self.pods: list[Pod] = []
+        self.pods_with_affinity: list[Pod] = []
+        self.pods_with_required_anti_affinity: list[Pod] = []
+        self.used_ports: dict[tuple[str, int], set[str]] = {}
+        self.requested: dict[str, int] = {}
+        self.non_zero_requested: dict[str, int] = {}
+        self.generation = 0
+        self.table: NodeTable | None = None
+
+    @property
+    def allocatable(self) -> dict[str, int]:
+        return self.node.allocatable if self.node is not None else {}
+
+    def add_pod(self, pod: Pod) -> None:
+        self.pods.append(pod)
+        if pod.affinity_required or pod.affinity_preferred or pod.anti_affinity_required \
+                or pod.anti_affinity_preferred:
+            self.pods_with_affinity.append(pod)
+        if pod.anti_affinity_required:
+            self.pods_with_required_anti_affinity.append(pod)
+        self._account(pod, 1)
+
+    def remove_pod(self, pod: Pod) -> bool:
+        """Remove by UID; returns False when the pod was not on this node."""
+        for i, p in enumerate(self.pods):
+            if p.uid == pod.uid:
+                del self.pods[i]
+                self.pods_with_affinity = [x for x in self.pods_with_affinity if x.uid != pod.uid]
+                self.pods_with_required_anti_affinity = [
+                    x for x in self.pods_with_required_anti_affinity if x.uid != pod.uid]
+                self._account(p, -1)
+                return True
+        return False
+
+    def _account(self, pod: Pod, sign: int) -> None:
+        for k, v in pod.requests.items():
+            self.requested[k] = self.requested.get(k, 0) + sign * v
+        for k in ("cpu", "memory"):
+            self.non_zero_requested[k] = self.non_zero_requested.get(k, 0) + sign * pod.non_zero_requests[k]
+        for hp in pod.host_ports:
+            self._port(hp, sign)
+        self.generation += 1
+        if self.table is not None and self.row >= 0:
+            self.table.account_pod(self.row, pod, sign)
+
+    def _port(self, hp: HostPort, sign: int) -> None:
+        key = (hp.protocol, hp.port)
+        ips = self.used_ports.setdefault(key, set())
+        if sign > 0:
+            ips.add(hp.ip)
+        else:
+            ips.discard(hp.ip)
+            if not ips:
+                del self.used_ports[key]
+
+    def port_conflicts(self, ports: Iterable[HostPort]) -> bool:
+        """0.0.0.0 conflicts with every IP on the same protocol/port, as NodePorts does."""
+        for hp in ports:
+            ips = self.used_ports.get((hp.protocol, hp.port))
+            if not ips:
+                continue
+            if hp.ip == "0.0.0.0" or "0.0.0.0" in ips or hp.ip in ips:
+                return True
+        return False
+
+    def __repr__(self) -> str:
+        return f"NodeInfo({self.name}, pods={len(self.pods)})"
+
+
+@dataclass(slots=True)
+class QueuedPodInfo:
+    """A pod in the scheduling queue with its attempt bookkeeping."""
+
+    pod: Pod
+    timestamp: float = 0.0
+    initial_attempt_timestamp: float | None = None
+    attempts: int = 0
+    unschedulable_count: int = 0
+    consecutive_errors_count: int = 0
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    pending_plugins: set[str] = field(default_factory=set)
+    gated: bool = False
+    gating_plugin: str = ""
+    seq: int = 0
+
+
+@dataclass(slots=True)
+class PreFilterResult:
+    """A subset of nodes a PreFilter plugin allows; `None` node_names means all nodes."""
+
+    node_names: set[str] | None = None
+
+    def all_nodes(self) -> bool:
+        return self.node_names is None
+
+    def merge(self, other: PreFilterResult | None) -> PreFilterResult:
+        if other is None or other.all_nodes():
+            return PreFilterResult(None if self.node_names is None else set(self.node_names))
+        if self.all_nodes():
+            return PreFilterResult(set(other.node_names or ()))
+        return PreFilterResult(self.node_names & (other.node_names or set()))  # type: ignore[operator]
+
+
+NOMINATING_NOOP = 0
+NOMINATING_OVERRIDE = 1
+
+
+@dataclass(slots=True)
+class PostFilterResult:
+    nominated_node_name: str = ""
+    mode: int = NOMINATING_OVERRIDE
+
+
+@dataclass(slots=True)
+class NodeScore:
+    name: str
+    score: int
+
+
+class ActionType(IntFlag):
+    Add = 1
+    Delete = 2
+    UpdateNodeAllocatable = 4
+    UpdateNodeLabel = 8
+    UpdateNodeTaint = 16
+    UpdateNodeCondition = 32
+    UpdateNodeAnnotation = 64
+    UpdateNodeDeclaredFeature = 128
+    UpdatePodLabel = 256
+    UpdatePodScaleDown = 512
+    UpdatePodToleration = 1024
+    UpdatePodSchedulingGatesEliminated = 2048
+    UpdatePodGeneratedResourceClaim = 4096
+    Update = 8188  # all Update* bits
+    All = 8191
+
+
+WILDCARD = "*"
+
+
+@dataclass(slots=True, frozen=True)
+class ClusterEvent:
+    """A kind of change in the cluster: resource ("Pod", "Node", "scheduling.x-k8s.io/PodGroup", "*")."""
+
+    resource: str
+    action: ActionType
+    label: str = ""
+
+    def matches(self, other: ClusterEvent) -> bool:
+        """Does `other` (what happened) fall under this registration?"""
+        if self.resource == WILDCARD and self.action == ActionType.All:
+            return True
+        return (self.resource == WILDCARD or self.resource == other.resource) and bool(self.action & other.action)
+
+    def __str__(self) -> str:
+        return self.label or f"{self.resource}{self.action.name or int(self.action)}"
+
+
+QUEUE = 1
+QUEUE_SKIP = 0
+
+QueueingHintFn = Callable[[Pod, Any, Any], int]
+
+
+@dataclass(slots=True, frozen=True)
+class ClusterEventWithHint:
+    event: ClusterEvent
+    hint: QueueingHintFn | None = None
+
+
+UNSCHEDULABLE_TIMEOUT = ClusterEvent(WILDCARD, ActionType.All, "UnschedulableTimeout")
+FORCE_ACTIVATE = ClusterEvent(WILDCARD, ActionType.All, "ForceActivate")

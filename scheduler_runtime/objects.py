@@ -1,0 +1,592 @@
+"""Light typed records of the API objects scheduling needs, parsed once from their JSON/YAML dicts.
+
+Plugins get these instead of generated client models: reading `pod.priority` is an attribute access,
+not a walk through a 48 KiB model. The untouched object stays available as `.raw` for plugins that
+need more than the scheduler does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import InputError
+from .quantity import resource_amount
+
+DEFAULT_MILLI_CPU_REQUEST = 100  # kube-scheduler's non-zero default for containers without requests
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+DEFAULT_SCHEDULER_NAME = "default-scheduler"
+
+
+# --------------------------------------------------------------------------- selectors
+
+
+def _values(expr: Mapping[str, Any], path: str) -> frozenset[str]:
+    vals = expr.get("values") or []
+    if not isinstance(vals, list):
+        raise InputError("must be a list of strings", field=f"{path}.values")
+    return frozenset(str(v) for v in vals)
+
+
+Matcher = Callable[[Mapping[str, str]], bool]
+
+
+def _label_requirement(expr: Mapping[str, Any], path: str) -> Matcher:
+    key = expr.get("key")
+    if not key:
+        raise InputError("Required value", field=f"{path}.key")
+    op = expr.get("operator")
+    vals = _values(expr, path)
+    if op == "In":
+        return lambda labels: labels.get(key) in vals
+    if op == "NotIn":
+        return lambda labels: labels.get(key) not in vals
+    if op == "Exists":
+        return lambda labels: key in labels
+    if op == "DoesNotExist":
+        return lambda labels: key not in labels
+    if op in ("Gt", "Lt"):
+        if len(vals) != 1:
+            raise InputError(f"operator {op} needs exactly one value", field=f"{path}.values")
+        try:
+            bound = int(next(iter(vals)))
+        except ValueError as exc:
+            raise InputError(f"operator {op} needs an integer value", field=f"{path}.values") from exc
+
+        def cmp(labels: Mapping[str, str]) -> bool:
+            v = labels.get(key)
+            if v is None:
+                return False
+            try:
+                n = int(v)
+            except ValueError:
+                return False
+            return n > bound if op == "Gt" else n < bound
+        return cmp
+    raise InputError(f'Unsupported value: "{op}"', field=f"{path}.operator")
+
+
+@dataclass(slots=True, frozen=True)
+class LabelSelector:
+    """metav1.LabelSelector; `None` selector (absent) is represented by not having one at all."""
+
+    match_labels: tuple[tuple[str, str], ...]
+    requirements: tuple[Matcher, ...]
+    raw: Mapping[str, Any]
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any] | None, path: str = "labelSelector") -> LabelSelector:
+        raw = raw or {}
+        ml = raw.get("matchLabels") or {}
+        exprs = raw.get("matchExpressions") or []
+        reqs = tuple(_label_requirement(e, f"{path}.matchExpressions[{i}]") for i, e in enumerate(exprs))
+        return cls(tuple((str(k), str(v)) for k, v in ml.items()), reqs, raw)
+
+    @property
+    def empty(self) -> bool:
+        return not self.match_labels and not self.requirements
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        for k, v in self.match_labels:
+            if labels.get(k) != v:
+                return False
+        return all(r(labels) for r in self.requirements)
+
+
+class NodeSelectorTerm:
+    """One term of a NodeSelector: all of its expressions and fields must match."""
+
+    __slots__ = ("exprs", "fields", "empty")
+
+    def __init__(self, raw: Mapping[str, Any], path: str) -> None:
+        self.exprs = tuple(_label_requirement(e, f"{path}.matchExpressions[{i}]")
+                           for i, e in enumerate(raw.get("matchExpressions") or []))
+        self.fields = tuple(_label_requirement(e, f"{path}.matchFields[{i}]")
+                            for i, e in enumerate(raw.get("matchFields") or []))
+        self.empty = not self.exprs and not self.fields
+
+    def matches(self, node: Node) -> bool:
+        if self.empty:  # an empty term matches no objects
+            return False
+        if any(not r(node.labels) for r in self.exprs):
+            return False
+        if self.fields:
+            f = {"metadata.name": node.name}
+            return all(r(f) for r in self.fields)
+        return True
+
+
+class NodeSelector:
+    """Terms are ORed."""
+
+    __slots__ = ("terms",)
+
+    def __init__(self, raw: Mapping[str, Any], path: str) -> None:
+        self.terms = tuple(NodeSelectorTerm(t, f"{path}.nodeSelectorTerms[{i}]")
+                           for i, t in enumerate(raw.get("nodeSelectorTerms") or []))
+
+    def matches(self, node: Node) -> bool:
+        return any(t.matches(node) for t in self.terms)
+
+
+@dataclass(slots=True, frozen=True)
+class PreferredSchedulingTerm:
+    weight: int
+    term: NodeSelectorTerm
+
+
+@dataclass(slots=True, frozen=True)
+class PodAffinityTerm:
+    selector: LabelSelector | None
+    namespaces: frozenset[str]
+    namespace_selector: LabelSelector | None
+    topology_key: str
+    weight: int = 0
+
+    def namespace_matches(self, owner_ns: str, pod_ns: str, ns_labels: Mapping[str, str] | None) -> bool:
+        """Namespaces are the listed ones plus those matching namespaceSelector; none of either = owner's."""
+        if not self.namespaces and self.namespace_selector is None:
+            return pod_ns == owner_ns
+        if pod_ns in self.namespaces:
+            return True
+        if self.namespace_selector is not None:
+            if self.namespace_selector.empty:
+                return True
+            return ns_labels is not None and self.namespace_selector.matches(ns_labels)
+        return False
+
+    def matches(self, owner_ns: str, pod: Pod, ns_labels: Mapping[str, str] | None = None) -> bool:
+        if self.selector is None:
+            return False
+        return self.namespace_matches(owner_ns, pod.namespace, ns_labels) and self.selector.matches(pod.labels)
+
+
+def _pod_affinity_terms(raw: Mapping[str, Any] | None, path: str, pod: Mapping[str, Any]) -> tuple[
+        tuple[PodAffinityTerm, ...], tuple[PodAffinityTerm, ...]]:
+    if not raw:
+        return (), ()
+    pod_labels = ((pod.get("metadata") or {}).get("labels")) or {}
+
+    def term(t: Mapping[str, Any], p: str, weight: int = 0) -> PodAffinityTerm:
+        sel_raw = t.get("labelSelector")
+        sel = LabelSelector.parse(sel_raw, f"{p}.labelSelector") if sel_raw is not None else None
+        # matchLabelKeys / mismatchLabelKeys merge the incoming pod's label values into the selector.
+        extra: list[dict[str, Any]] = []
+        for key in t.get("matchLabelKeys") or []:
+            if key in pod_labels:
+                extra.append({"key": key, "operator": "In", "values": [pod_labels[key]]})
+        for key in t.get("mismatchLabelKeys") or []:
+            if key in pod_labels:
+                extra.append({"key": key, "operator": "NotIn", "values": [pod_labels[key]]})
+        if extra and sel_raw is not None:
+            merged = dict(sel_raw)
+            merged["matchExpressions"] = list(sel_raw.get("matchExpressions") or []) + extra
+            sel = LabelSelector.parse(merged, f"{p}.labelSelector")
+        ns_sel_raw = t.get("namespaceSelector")
+        tk = t.get("topologyKey") or ""
+        if not tk:
+            raise InputError("Required value: can not be empty", field=f"{p}.topologyKey")
+        return PodAffinityTerm(sel, frozenset(t.get("namespaces") or []),
+                               LabelSelector.parse(ns_sel_raw, f"{p}.namespaceSelector")
+                               if ns_sel_raw is not None else None, tk, weight)
+
+    req = tuple(term(t, f"{path}.requiredDuringSchedulingIgnoredDuringExecution[{i}]")
+                for i, t in enumerate(raw.get("requiredDuringSchedulingIgnoredDuringExecution") or []))
+    pref = tuple(term(w.get("podAffinityTerm") or {},
+                      f"{path}.preferredDuringSchedulingIgnoredDuringExecution[{i}].podAffinityTerm",
+                      int(w.get("weight", 0)))
+                 for i, w in enumerate(raw.get("preferredDuringSchedulingIgnoredDuringExecution") or []))
+    return req, pref
+
+
+# --------------------------------------------------------------------------- taints
+
+
+@dataclass(slots=True, frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+
+@dataclass(slots=True, frozen=True)
+class Toleration:
+    key: str
+    operator: str
+    value: str
+    effect: str
+
+    def tolerates(self, taint: Taint) -> bool:
+        """v1.Toleration.ToleratesTaint semantics (empty key + Exists tolerates everything)."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        if self.operator in ("", "Equal"):
+            return self.value == taint.value
+        return False
+
+
+def tolerates_all(tolerations: tuple[Toleration, ...], taint: Taint) -> bool:
+    return any(t.tolerates(taint) for t in tolerations)
+
+
+# --------------------------------------------------------------------------- pods
+
+
+@dataclass(slots=True, frozen=True)
+class HostPort:
+    ip: str
+    protocol: str
+    port: int
+
+
+@dataclass(slots=True, frozen=True)
+class OwnerRef:
+    kind: str
+    name: str
+    uid: str
+    controller: bool
+
+
+@dataclass(slots=True, frozen=True)
+class SpreadConstraint:
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str
+    selector: LabelSelector | None
+    min_domains: int | None
+    node_affinity_policy: str  # Honor | Ignore
+    node_taints_policy: str  # Honor | Ignore
+
+
+def _add(into: dict[str, int], src: Mapping[str, int]) -> None:
+    for k, v in src.items():
+        into[k] = into.get(k, 0) + v
+
+
+def _max(into: dict[str, int], src: Mapping[str, int]) -> None:
+    for k, v in src.items():
+        if v > into.get(k, 0):
+            into[k] = v
+
+
+def _container_requests(c: Mapping[str, Any], path: str, non_zero: bool) -> dict[str, int]:
+    res = (c.get("resources") or {})
+    reqs = res.get("requests")
+    if reqs is None:
+        reqs = res.get("limits") or {}  # API defaulting copies limits into missing requests
+    else:
+        lim = res.get("limits") or {}
+        reqs = {**{k: v for k, v in lim.items() if k not in reqs}, **reqs}
+    out = {str(k): resource_amount(str(k), v, f"{path}.resources.requests.{k}") for k, v in reqs.items()}
+    if non_zero:
+        if not out.get("cpu"):
+            out["cpu"] = DEFAULT_MILLI_CPU_REQUEST
+        if not out.get("memory"):
+            out["memory"] = DEFAULT_MEMORY_REQUEST
+    return out
+
+
+def pod_requests(spec: Mapping[str, Any], non_zero: bool = False, path: str = "spec") -> dict[str, int]:
+    """Effective pod requests: containers + sidecars, max'd with init containers, plus overhead."""
+    pod_level = (spec.get("resources") or {}).get("requests")
+    total: dict[str, int] = {}
+    for i, c in enumerate(spec.get("containers") or []):
+        _add(total, _container_requests(c, f"{path}.containers[{i}]", non_zero))
+    sidecars: dict[str, int] = {}
+    init_max: dict[str, int] = {}
+    for i, c in enumerate(spec.get("initContainers") or []):
+        r = _container_requests(c, f"{path}.initContainers[{i}]", non_zero)
+        if c.get("restartPolicy") == "Always":
+            _add(total, r)
+            _add(sidecars, r)
+            _max(init_max, dict(sidecars))
+        else:
+            tmp = dict(r)
+            _add(tmp, sidecars)
+            _max(init_max, tmp)
+    _max(total, init_max)
+    if pod_level:
+        for k in ("cpu", "memory"):
+            if k in pod_level:
+                total[k] = resource_amount(k, pod_level[k], f"{path}.resources.requests.{k}")
+    for k, v in (spec.get("overhead") or {}).items():
+        total[k] = total.get(k, 0) + resource_amount(k, v, f"{path}.overhead.{k}")
+    return total
+
+
+def _owner_refs(meta: Mapping[str, Any]) -> tuple[OwnerRef, ...]:
+    return tuple(OwnerRef(r.get("kind", ""), r.get("name", ""), r.get("uid", ""), bool(r.get("controller")))
+                 for r in meta.get("ownerReferences") or [])
+
+
+class Pod:
+    """A pod as the scheduler sees it. Build with `Pod.from_dict`; `raw` is the full object."""
+
+    __slots__ = (
+        "raw", "uid", "name", "namespace", "labels", "annotations", "node_name", "scheduler_name",
+        "priority", "priority_class_name", "preemption_policy", "scheduling_gates", "tolerations",
+        "node_selector", "required_node_affinity", "preferred_node_affinity", "affinity_required",
+        "affinity_preferred", "anti_affinity_required", "anti_affinity_preferred", "spread_constraints",
+        "host_ports", "images", "init_images", "requests", "non_zero_requests", "owner_refs",
+        "deletion_timestamp", "creation_timestamp", "phase", "nominated_node_name", "resource_version",
+        "termination_grace_period", "key",
+    )
+
+    raw: dict[str, Any]
+    uid: str
+    name: str
+    namespace: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    node_name: str
+    scheduler_name: str
+    priority: int
+    priority_class_name: str
+    preemption_policy: str
+    scheduling_gates: tuple[str, ...]
+    tolerations: tuple[Toleration, ...]
+    node_selector: dict[str, str]
+    required_node_affinity: NodeSelector | None
+    preferred_node_affinity: tuple[PreferredSchedulingTerm, ...]
+    affinity_required: tuple[PodAffinityTerm, ...]
+    affinity_preferred: tuple[PodAffinityTerm, ...]
+    anti_affinity_required: tuple[PodAffinityTerm, ...]
+    anti_affinity_preferred: tuple[PodAffinityTerm, ...]
+    spread_constraints: tuple[SpreadConstraint, ...]
+    host_ports: tuple[HostPort, ...]
+    images: tuple[str, ...]
+    init_images: tuple[str, ...]
+    requests: dict[str, int]
+    non_zero_requests: dict[str, int]
+    owner_refs: tuple[OwnerRef, ...]
+    deletion_timestamp: str | None
+    creation_timestamp: str
+    phase: str
+    nominated_node_name: str
+    resource_version: str
+    termination_grace_period: int
+    key: str
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Pod:
+        """Parse once; raises InputError naming the field on malformed input."""
+        if not isinstance(raw, dict):
+            raise InputError("a Pod must be a mapping")
+        p = cls.__new__(cls)
+        meta = raw.get("metadata") or {}
+        spec = raw.get("spec") or {}
+        status = raw.get("status") or {}
+        name = meta.get("name")
+        if not name or not isinstance(name, str):
+            raise InputError("Required value: name is required", field="metadata.name")
+        p.raw = raw
+        p.name = name
+        p.namespace = meta.get("namespace") or "default"
+        p.key = f"{p.namespace}/{name}"
+        p.uid = meta.get("uid") or p.key
+        p.labels = dict(meta.get("labels") or {})
+        p.annotations = dict(meta.get("annotations") or {})
+        p.owner_refs = _owner_refs(meta)
+        p.deletion_timestamp = meta.get("deletionTimestamp")
+        p.creation_timestamp = meta.get("creationTimestamp") or ""
+        p.resource_version = str(meta.get("resourceVersion") or "")
+        p.node_name = spec.get("nodeName") or ""
+        p.scheduler_name = spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME
+        prio = spec.get("priority", 0)
+        if prio is None:
+            prio = 0
+        if isinstance(prio, bool) or not isinstance(prio, int):
+            raise InputError(f"Invalid value: {prio!r}: must be an integer", field="spec.priority")
+        p.priority = prio
+        p.priority_class_name = spec.get("priorityClassName") or ""
+        p.preemption_policy = spec.get("preemptionPolicy") or "PreemptLowerPriority"
+        p.scheduling_gates = tuple(g.get("name", "") for g in spec.get("schedulingGates") or [])
+        p.tolerations = tuple(Toleration(t.get("key", "") or "", t.get("operator", "") or "",
+                                         str(t.get("value", "") or ""), t.get("effect", "") or "")
+                              for t in spec.get("tolerations") or [])
+        p.node_selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
+        aff = spec.get("affinity") or {}
+        na = aff.get("nodeAffinity") or {}
+        req = na.get("requiredDuringSchedulingIgnoredDuringExecution")
+        p.required_node_affinity = (NodeSelector(req, "spec.affinity.nodeAffinity."
+                                                      "requiredDuringSchedulingIgnoredDuringExecution")
+                                    if req is not None else None)
+        p.preferred_node_affinity = tuple(
+            PreferredSchedulingTerm(int(t.get("weight", 0)), NodeSelectorTerm(
+                t.get("preference") or {},
+                f"spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference"))
+            for i, t in enumerate(na.get("preferredDuringSchedulingIgnoredDuringExecution") or []))
+        p.affinity_required, p.affinity_preferred = _pod_affinity_terms(
+            aff.get("podAffinity"), "spec.affinity.podAffinity", raw)
+        p.anti_affinity_required, p.anti_affinity_preferred = _pod_affinity_terms(
+            aff.get("podAntiAffinity"), "spec.affinity.podAntiAffinity", raw)
+        spreads = []
+        for i, c in enumerate(spec.get("topologySpreadConstraints") or []):
+            path = f"spec.topologySpreadConstraints[{i}]"
+            sel_raw = c.get("labelSelector")
+            if sel_raw is not None and c.get("matchLabelKeys"):
+                sel_raw = dict(sel_raw)
+                sel_raw["matchExpressions"] = list(sel_raw.get("matchExpressions") or []) + [
+                    {"key": k, "operator": "In", "values": [p.labels[k]]}
+                    for k in c["matchLabelKeys"] if k in p.labels]
+            skew = c.get("maxSkew")
+            if not isinstance(skew, int) or isinstance(skew, bool) or skew <= 0:
+                raise InputError(f"Invalid value: {skew!r}: must be greater than zero", field=f"{path}.maxSkew")
+            if not c.get("topologyKey"):
+                raise InputError("Required value: can not be empty", field=f"{path}.topologyKey")
+            wu = c.get("whenUnsatisfiable")
+            if wu not in ("DoNotSchedule", "ScheduleAnyway"):
+                raise InputError(f'Unsupported value: "{wu}": supported values: "DoNotSchedule", "ScheduleAnyway"',
+                                 field=f"{path}.whenUnsatisfiable")
+            spreads.append(SpreadConstraint(
+                skew, c["topologyKey"], wu,
+                LabelSelector.parse(sel_raw, f"{path}.labelSelector") if sel_raw is not None else None,
+                c.get("minDomains"), c.get("nodeAffinityPolicy") or "Honor", c.get("nodeTaintsPolicy") or "Ignore"))
+        p.spread_constraints = tuple(spreads)
+        ports = []
+        images = []
+        for i, c in enumerate(spec.get("containers") or []):
+            if not isinstance(c, dict):
+                raise InputError("must be a mapping", field=f"spec.containers[{i}]")
+            if c.get("image"):
+                images.append(str(c["image"]))
+            for port in c.get("ports") or []:
+                hp = port.get("hostPort") or 0
+                if hp:
+                    ports.append(HostPort(port.get("hostIP") or "0.0.0.0", port.get("protocol") or "TCP", int(hp)))
+        p.images = tuple(images)
+        p.init_images = tuple(str(c["image"]) for c in spec.get("initContainers") or [] if c.get("image"))
+        p.host_ports = tuple(ports)
+        p.requests = pod_requests(spec)
+        p.non_zero_requests = pod_requests(spec, non_zero=True)
+        p.phase = status.get("phase") or "Pending"
+        p.nominated_node_name = status.get("nominatedNodeName") or ""
+        p.termination_grace_period = int(spec.get("terminationGracePeriodSeconds", 30) or 0)
+        return p
+
+    @property
+    def has_pod_affinity(self) -> bool:
+        return bool(self.affinity_required or self.affinity_preferred or self.anti_affinity_required
+                    or self.anti_affinity_preferred)
+
+    @property
+    def terminated(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    def controller_ref(self) -> OwnerRef | None:
+        for r in self.owner_refs:
+            if r.controller:
+                return r
+        return None
+
+    def __repr__(self) -> str:
+        return f"Pod({self.key})"
+
+
+# --------------------------------------------------------------------------- nodes
+
+
+@dataclass(slots=True)
+class ImageState:
+    size: int
+    num_nodes: int = 0
+
+
+class Node:
+    """A node as the scheduler sees it."""
+
+    __slots__ = ("raw", "name", "uid", "labels", "annotations", "taints", "unschedulable", "allocatable",
+                 "images", "resource_version", "ready")
+
+    raw: dict[str, Any]
+    name: str
+    uid: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    taints: tuple[Taint, ...]
+    unschedulable: bool
+    allocatable: dict[str, int]
+    images: tuple[tuple[tuple[str, ...], int], ...]
+    resource_version: str
+    ready: bool
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Node:
+        if not isinstance(raw, dict):
+            raise InputError("a Node must be a mapping")
+        n = cls.__new__(cls)
+        meta = raw.get("metadata") or {}
+        spec = raw.get("spec") or {}
+        status = raw.get("status") or {}
+        name = meta.get("name")
+        if not name or not isinstance(name, str):
+            raise InputError("Required value: name is required", field="metadata.name")
+        n.raw = raw
+        n.name = name
+        n.uid = meta.get("uid") or name
+        n.labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+        n.annotations = dict(meta.get("annotations") or {})
+        n.resource_version = str(meta.get("resourceVersion") or "")
+        taints = []
+        for i, t in enumerate(spec.get("taints") or []):
+            if not t.get("key"):
+                raise InputError("Required value", field=f"spec.taints[{i}].key")
+            eff = t.get("effect")
+            if eff not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+                raise InputError(f'Unsupported value: "{eff}": supported values: "NoExecute", "NoSchedule", '
+                                 f'"PreferNoSchedule"', field=f"spec.taints[{i}].effect")
+            taints.append(Taint(t["key"], str(t.get("value", "") or ""), eff))
+        n.taints = tuple(taints)
+        n.unschedulable = bool(spec.get("unschedulable"))
+        alloc_src = status.get("allocatable")
+        if alloc_src is None:
+            alloc_src = status.get("capacity") or {}
+        n.allocatable = {str(k): resource_amount(str(k), v, f"status.allocatable.{k}") for k, v in alloc_src.items()}
+        n.images = tuple((tuple(img.get("names") or ()), int(img.get("sizeBytes") or 0))
+                         for img in status.get("images") or [])
+        ready = True
+        for c in status.get("conditions") or []:
+            if c.get("type") == "Ready":
+                ready = c.get("status") == "True"
+        n.ready = ready
+        return n
+
+    def __repr__(self) -> str:
+        return f"Node({self.name})"
+
+
+def normalized_image_name(name: str) -> str:
+    """Append ':latest' when the image has no tag, as ImageLocality does."""
+    if name.rfind(":") <= name.rfind("/"):
+        return name + ":latest"
+    return name
+
+
+@dataclass(slots=True)
+class PodDisruptionBudget:
+    namespace: str
+    name: str
+    selector: LabelSelector | None
+    disruptions_allowed: int
+    disrupted_pods: frozenset[str] = field(default_factory=frozenset)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> PodDisruptionBudget:
+        meta = raw.get("metadata") or {}
+        if not meta.get("name"):
+            raise InputError("Required value: name is required", field="metadata.name")
+        spec = raw.get("spec") or {}
+        status = raw.get("status") or {}
+        sel = spec.get("selector")
+        return cls(meta.get("namespace") or "default", meta["name"],
+                   LabelSelector.parse(sel, "spec.selector") if sel is not None else None,
+                   int(status.get("disruptionsAllowed", 0) or 0),
+                   frozenset((status.get("disruptedPods") or {}).keys()))

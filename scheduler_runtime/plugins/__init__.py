@@ -1,0 +1,67 @@
+"""In-tree plugins: kube-scheduler's default profile, re-implemented in Python with its formulas."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..framework.plugin import Plugin
+
+# (module, class) in kube-scheduler's default multiPoint order
+_IN_TREE: list[tuple[str, str]] = [
+    ("schedulinggates", "SchedulingGates"),
+    ("queuesort", "PrioritySort"),
+    ("nodeunschedulable", "NodeUnschedulable"),
+    ("nodename", "NodeName"),
+    ("tainttoleration", "TaintToleration"),
+    ("nodeaffinity", "NodeAffinity"),
+    ("nodeports", "NodePorts"),
+    ("noderesources", "NodeResourcesFit"),
+    ("podtopologyspread", "PodTopologySpread"),
+    ("interpodaffinity", "InterPodAffinity"),
+    ("defaultpreemption", "DefaultPreemption"),
+    ("noderesources", "NodeResourcesBalancedAllocation"),
+    ("imagelocality", "ImageLocality"),
+    ("defaultbinder", "DefaultBinder"),
+]
+
+#: kube-scheduler v1.36 default multiPoint plugins with their weights (score plugins only).
+#: The volume plugins, DynamicResources and NodeDeclaredFeatures are left out: ksched does not
+#: implement them yet and refuses configs that enable them (see UNSUPPORTED_IN_TREE).
+DEFAULT_MULTIPOINT: list[tuple[str, int | None]] = [
+    ("SchedulingGates", None), ("PrioritySort", None), ("NodeUnschedulable", None), ("NodeName", None),
+    ("TaintToleration", 3), ("NodeAffinity", 2), ("NodePorts", None), ("NodeResourcesFit", 1),
+    ("PodTopologySpread", 2), ("InterPodAffinity", 2), ("DefaultPreemption", None),
+    ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1), ("DefaultBinder", None),
+]
+
+UNSUPPORTED_IN_TREE: dict[str, str] = {
+    "VolumeRestrictions": "volume plugins are not supported by ksched yet",
+    "NodeVolumeLimits": "volume plugins are not supported by ksched yet",
+    "VolumeBinding": "volume plugins are not supported by ksched yet",
+    "VolumeZone": "volume plugins are not supported by ksched yet",
+    "DynamicResources": "dynamic resource allocation is not supported by ksched yet",
+    "NodeDeclaredFeatures": "NodeDeclaredFeatures is not supported by ksched yet",
+    "GangScheduling": "the alpha GangScheduling plugin is not supported by ksched; use Coscheduling",
+    "TopologyPlacement": "PodGroup placement plugins are not supported by ksched yet",
+    "PodGroupPodsCount": "PodGroup placement plugins are not supported by ksched yet",
+}
+
+#: removed from kube-scheduler; configs naming them are invalid in v1
+REMOVED_IN_TREE = ("AzureDiskLimits", "CinderLimits", "EBSLimits", "GCEPDLimits")
+
+
+def in_tree() -> list[type[Plugin]]:
+    """Import lazily so a plugin module can be used (and tested) on its own."""
+    out = []
+    for mod, cls in _IN_TREE:
+        module = importlib.import_module(f"{__name__}.{mod}")
+        out.append(getattr(module, cls))
+    return out
+
+
+def __getattr__(name: str) -> object:
+    if name == "IN_TREE":
+        return in_tree()
+    raise AttributeError(name)

@@ -1,0 +1,442 @@
+"""Scheduling queue: activeQ, backoffQ and the unschedulable pool, with kube-scheduler's requeueing rules."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .framework.status import Status
+from .framework.types import QUEUE, ClusterEvent, ClusterEventWithHint, QueuedPodInfo
+from .objects import Pod
+
+ACTIVE, BACKOFF, UNSCHEDULABLE, GATED = "active", "backoff", "unschedulable", "gated"
+
+LessFn = Callable[[QueuedPodInfo, QueuedPodInfo], bool]
+PreEnqueueFn = Callable[[Pod], Status | None]
+#: (profile, plugin) -> registrations, or None when the plugin registered no events (= every event)
+EventsFn = Callable[[str, str], list[ClusterEventWithHint] | None]
+
+
+class _Entry:
+    """Heap entry ordered by the profile's QueueSort `less`."""
+
+    __slots__ = ("qpi", "less", "removed")
+
+    def __init__(self, qpi: QueuedPodInfo, less: LessFn) -> None:
+        self.qpi = qpi
+        self.less = less
+        self.removed = False
+
+    def __lt__(self, other: _Entry) -> bool:
+        if self.less(self.qpi, other.qpi):
+            return True
+        if self.less(other.qpi, self.qpi):
+            return False
+        return self.qpi.seq < other.qpi.seq
+
+
+class SchedulingQueue:
+    """Thread-safe; the clock is injectable so tests can move time."""
+
+    def __init__(self, less: LessFn | None = None, pre_enqueue: PreEnqueueFn | None = None,
+                 events_for: EventsFn | None = None, initial_backoff: float = 1.0, max_backoff: float = 10.0,
+                 max_in_unschedulable: float = 300.0, clock: Callable[[], float] = time.monotonic,
+                 pop_from_backoff: bool = True) -> None:
+        self._less = less or (lambda a, b: a.pod.priority > b.pod.priority or (
+            a.pod.priority == b.pod.priority and a.timestamp < b.timestamp))
+        self._pre_enqueue = pre_enqueue or (lambda pod: None)
+        self._events_for = events_for or (lambda profile, plugin: None)
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self.max_in_unschedulable = max_in_unschedulable
+        self.clock = clock
+        self.pop_from_backoff = pop_from_backoff
+        self._cond = threading.Condition()
+        self._seq = itertools.count()
+        self._active: list[_Entry] = []
+        self._backoff: list[tuple[float, int, _Entry]] = []
+        self._unschedulable: dict[str, QueuedPodInfo] = {}
+        self._where: dict[str, tuple[str, Any]] = {}  # uid -> (queue, entry/qpi)
+        self._in_flight: dict[str, int] = {}  # uid -> event-log position at pop
+        self._event_log: deque[tuple[int, ClusterEvent, Any, Any]] = deque()
+        self._event_seq = 0
+        self._closed = False
+        self.nominator = Nominator()
+        self.on_incoming: Callable[[str, str], None] = lambda queue, event: None
+
+    # ------------------------------------------------------------------ adding
+    def add(self, pod: Pod, event: str = "PodAdd") -> None:
+        with self._cond:
+            if pod.uid in self._where or pod.uid in self._in_flight:
+                return
+            qpi = QueuedPodInfo(pod, timestamp=self.clock(), seq=next(self._seq))
+            self._enqueue_gated_or_active(qpi, event)
+            self._cond.notify()
+
+    def _enqueue_gated_or_active(self, qpi: QueuedPodInfo, event: str) -> None:
+        st = self._pre_enqueue(qpi.pod)
+        if st is not None and not st.is_success():
+            qpi.gated = True
+            qpi.gating_plugin = st.plugin
+            self._unschedulable[qpi.pod.uid] = qpi
+            self._where[qpi.pod.uid] = (GATED, qpi)
+            self.on_incoming(GATED, event)
+            return
+        qpi.gated = False
+        self._push_active(qpi, event)
+
+    def _push_active(self, qpi: QueuedPodInfo, event: str) -> None:
+        if qpi.initial_attempt_timestamp is None:
+            qpi.initial_attempt_timestamp = self.clock()
+        e = _Entry(qpi, self._less)
+        heapq.heappush(self._active, e)
+        self._where[qpi.pod.uid] = (ACTIVE, e)
+        self.on_incoming(ACTIVE, event)
+
+    def _push_backoff(self, qpi: QueuedPodInfo, event: str) -> None:
+        e = _Entry(qpi, self._less)
+        heapq.heappush(self._backoff, (self.backoff_expiry(qpi), qpi.seq, e))
+        self._where[qpi.pod.uid] = (BACKOFF, e)
+        self.on_incoming(BACKOFF, event)
+
+    def _remove(self, uid: str) -> QueuedPodInfo | None:
+        where = self._where.pop(uid, None)
+        if where is None:
+            return None
+        kind, obj = where
+        if kind in (ACTIVE, BACKOFF):
+            obj.removed = True
+            return obj.qpi
+        self._unschedulable.pop(uid, None)
+        return obj
+
+    # ------------------------------------------------------------------ backoff
+    def backoff_duration(self, qpi: QueuedPodInfo) -> float:
+        count = qpi.consecutive_errors_count or qpi.unschedulable_count
+        if count == 0 or self.max_backoff == 0:
+            return 0.0
+        d = self.initial_backoff * (2 ** (count - 1))
+        return min(d, self.max_backoff)
+
+    def backoff_expiry(self, qpi: QueuedPodInfo) -> float:
+        return qpi.timestamp + self.backoff_duration(qpi)
+
+    def is_backing_off(self, qpi: QueuedPodInfo) -> bool:
+        return self.backoff_expiry(qpi) > self.clock()
+
+    def _queue_after_backoff(self, qpi: QueuedPodInfo, event: str) -> None:
+        if self.is_backing_off(qpi):
+            self._push_backoff(qpi, event)
+        else:
+            self._push_active(qpi, event)
+
+    def flush_backoff_completed(self) -> int:
+        with self._cond:
+            return self._flush_backoff_locked()
+
+    def _flush_backoff_locked(self) -> int:
+        now = self.clock()
+        moved = 0
+        while self._backoff and (self._backoff[0][2].removed or self._backoff[0][0] <= now):
+            _, _, e = heapq.heappop(self._backoff)
+            if e.removed:
+                continue
+            self._push_active(e.qpi, "BackoffComplete")
+            moved += 1
+        if moved:
+            self._cond.notify_all()
+        return moved
+
+    def flush_unschedulable_leftover(self) -> int:
+        with self._cond:
+            now = self.clock()
+            stale = [q for q in self._unschedulable.values()
+                     if not q.gated and now - q.timestamp > self.max_in_unschedulable]
+            for q in stale:
+                self._unschedulable.pop(q.pod.uid, None)
+                self._queue_after_backoff(q, "UnschedulableTimeout")
+            if stale:
+                self._cond.notify_all()
+            return len(stale)
+
+    # ------------------------------------------------------------------ popping
+    def pop(self, timeout: float | None = None) -> QueuedPodInfo | None:
+        """Next pod by QueueSort order; blocks up to `timeout` (None = forever) while empty."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while True:
+                self._flush_backoff_locked()
+                while self._active and self._active[0].removed:
+                    heapq.heappop(self._active)
+                if self._active:
+                    e = heapq.heappop(self._active)
+                    return self._start(e.qpi)
+                if self.pop_from_backoff:
+                    while self._backoff and self._backoff[0][2].removed:
+                        heapq.heappop(self._backoff)
+                    if self._backoff:
+                        _, _, e = heapq.heappop(self._backoff)
+                        return self._start(e.qpi)
+                if self._closed:
+                    return None
+                wait = None if deadline is None else deadline - time.monotonic()
+                if wait is not None and wait <= 0:
+                    return None
+                if self._backoff:
+                    nxt = max(0.0, self._backoff[0][0] - self.clock())
+                    wait = nxt if wait is None else min(wait, nxt)
+                self._cond.wait(wait if wait is None else max(wait, 0.001))
+
+    def _start(self, qpi: QueuedPodInfo) -> QueuedPodInfo:
+        self._where.pop(qpi.pod.uid, None)
+        qpi.attempts += 1
+        self._in_flight[qpi.pod.uid] = self._event_seq
+        return qpi
+
+    def done(self, uid: str) -> None:
+        with self._cond:
+            self._in_flight.pop(uid, None)
+            self._prune_event_log()
+
+    def _prune_event_log(self) -> None:
+        if not self._in_flight:
+            self._event_log.clear()
+            return
+        oldest = min(self._in_flight.values())
+        while self._event_log and self._event_log[0][0] <= oldest:
+            self._event_log.popleft()
+
+    # ------------------------------------------------------------------ failures
+    def add_unschedulable_if_not_present(self, qpi: QueuedPodInfo, rejectors: set[str],
+                                         pending: set[str] | None = None) -> None:
+        """Requeue after a failed attempt: errors go to backoff, rejections wait for a useful event."""
+        with self._cond:
+            uid = qpi.pod.uid
+            popped_at = self._in_flight.pop(uid, self._event_seq)
+            if uid in self._where:
+                self._prune_event_log()
+                return
+            qpi.timestamp = self.clock()
+            qpi.unschedulable_plugins = set(rejectors)
+            qpi.pending_plugins = set(pending or ())
+            if not rejectors and not pending:
+                qpi.consecutive_errors_count += 1
+                self._push_backoff(qpi, "ScheduleAttemptFailure")
+            else:
+                qpi.unschedulable_count += 1
+                qpi.consecutive_errors_count = 0
+                decision = None
+                for seq, ev, old, new in self._event_log:
+                    if seq > popped_at:
+                        d = self._hint(qpi, ev, old, new)
+                        if d is not None:
+                            decision = d if decision != "immediate" else decision
+                if decision == "immediate":
+                    self._push_active(qpi, "ScheduleAttemptFailure")
+                elif decision == "backoff":
+                    self._queue_after_backoff(qpi, "ScheduleAttemptFailure")
+                else:
+                    self._unschedulable[uid] = qpi
+                    self._where[uid] = (UNSCHEDULABLE, qpi)
+                    self.on_incoming(UNSCHEDULABLE, "ScheduleAttemptFailure")
+            self._prune_event_log()
+            self._cond.notify_all()
+
+    def requeue_after_error(self, qpi: QueuedPodInfo) -> None:
+        self.add_unschedulable_if_not_present(qpi, set())
+
+    def _hint(self, qpi: QueuedPodInfo, ev: ClusterEvent, old: Any, new: Any) -> str | None:
+        """'immediate', 'backoff' or None (stay), per kube's QueueingHint evaluation."""
+        rejectors = qpi.unschedulable_plugins | qpi.pending_plugins
+        if not rejectors or ev.resource == "*":
+            return "backoff"
+        result = None
+        profile = qpi.pod.scheduler_name
+        for plugin in rejectors:
+            regs = self._events_for(profile, plugin)
+            if regs is None:
+                hits = [QUEUE]
+            else:
+                hits = []
+                for reg in regs:
+                    if not reg.event.matches(ev):
+                        continue
+                    if reg.hint is None:
+                        hits.append(QUEUE)
+                        continue
+                    try:
+                        hits.append(reg.hint(qpi.pod, old, new))
+                    except Exception:
+                        hits.append(QUEUE)
+            if QUEUE in hits:
+                if plugin in qpi.pending_plugins:
+                    return "immediate"
+                result = "backoff"
+        return result
+
+    # ------------------------------------------------------------------ events
+    def move_on_event(self, ev: ClusterEvent, old: Any = None, new: Any = None,
+                      precheck: Callable[[Pod], bool] | None = None) -> int:
+        """A cluster event: move unschedulable pods whose rejecting plugins care about it."""
+        with self._cond:
+            if self._in_flight:
+                self._event_seq += 1
+                self._event_log.append((self._event_seq, ev, old, new))
+            moved = 0
+            for uid, qpi in list(self._unschedulable.items()):
+                if qpi.gated:
+                    continue
+                if precheck is not None and not precheck(qpi.pod):
+                    continue
+                d = self._hint(qpi, ev, old, new)
+                if d is None:
+                    continue
+                del self._unschedulable[uid]
+                if d == "immediate":
+                    self._push_active(qpi, str(ev))
+                else:
+                    self._queue_after_backoff(qpi, str(ev))
+                moved += 1
+            if moved:
+                self._cond.notify_all()
+            return moved
+
+    def update(self, old: Pod | None, new: Pod) -> None:
+        with self._cond:
+            uid = new.uid
+            where = self._where.get(uid)
+            if where is None:
+                if uid in self._in_flight:
+                    return
+                qpi = QueuedPodInfo(new, timestamp=self.clock(), seq=next(self._seq))
+                self._enqueue_gated_or_active(qpi, "PodUpdate")
+                self._cond.notify()
+                return
+            kind, obj = where
+            if kind in (ACTIVE, BACKOFF):
+                obj.qpi.pod = new
+                return
+            qpi: QueuedPodInfo = obj
+            qpi.pod = new
+            if kind == GATED:
+                st = self._pre_enqueue(new)
+                if st is None or st.is_success():
+                    del self._unschedulable[uid]
+                    del self._where[uid]
+                    qpi.gated = False
+                    self._push_active(qpi, "PodUpdate")
+                    self._cond.notify()
+                return
+            if old is None or _spec_changed(old, new):
+                del self._unschedulable[uid]
+                del self._where[uid]
+                self._queue_after_backoff(qpi, "PodUpdate")
+                self._cond.notify()
+
+    def delete(self, pod: Pod) -> None:
+        with self._cond:
+            self._remove(pod.uid)
+            self.nominator.delete(pod)
+
+    def activate(self, pods: Iterable[Pod]) -> None:
+        with self._cond:
+            for pod in pods:
+                where = self._where.get(pod.uid)
+                if where is None or where[0] == ACTIVE:
+                    continue
+                kind, obj = where
+                if kind == GATED:
+                    continue
+                qpi = self._remove(pod.uid)
+                if qpi is not None:
+                    self._push_active(qpi, "ForceActivate")
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    # ------------------------------------------------------------------ introspection
+    def pending_counts(self) -> dict[str, int]:
+        with self._cond:
+            counts = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 0}
+            for kind, _ in self._where.values():
+                counts[kind] += 1
+            return counts
+
+    def has_work(self) -> bool:
+        """Pods that could be attempted now or after backoff (not unschedulable, not gated)."""
+        with self._cond:
+            return any(k in (ACTIVE, BACKOFF) for k, _ in self._where.values()) or bool(self._in_flight)
+
+    def pods(self, kinds: tuple[str, ...] = (ACTIVE, BACKOFF, UNSCHEDULABLE, GATED)) -> list[QueuedPodInfo]:
+        with self._cond:
+            out = []
+            for kind, obj in self._where.values():
+                if kind in kinds:
+                    out.append(obj.qpi if kind in (ACTIVE, BACKOFF) else obj)
+            return out
+
+    def where(self, uid: str) -> str | None:
+        with self._cond:
+            w = self._where.get(uid)
+            return w[0] if w else ("in-flight" if uid in self._in_flight else None)
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._where)
+
+
+def _spec_changed(old: Pod, new: Pod) -> bool:
+    """Only updates that may change schedulability move a pod out of the unschedulable pool."""
+    o, n = old.raw, new.raw
+    return (o.get("spec") != n.get("spec") or (o.get("metadata") or {}).get("labels")
+            != (n.get("metadata") or {}).get("labels"))
+
+
+class Nominator:
+    """Pods nominated to nodes by preemption, so other pods do not take the freed room."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_node: dict[str, dict[str, Pod]] = {}
+        self._node_of: dict[str, str] = {}
+
+    def add(self, pod: Pod, node: str) -> None:
+        with self._lock:
+            self._delete_locked(pod.uid)
+            if not node:
+                return
+            self._by_node.setdefault(node, {})[pod.uid] = pod
+            self._node_of[pod.uid] = node
+
+    def delete(self, pod: Pod) -> None:
+        with self._lock:
+            self._delete_locked(pod.uid)
+
+    def _delete_locked(self, uid: str) -> None:
+        node = self._node_of.pop(uid, None)
+        if node is not None:
+            pods = self._by_node.get(node)
+            if pods is not None:
+                pods.pop(uid, None)
+                if not pods:
+                    del self._by_node[node]
+
+    def pods_for_node(self, node: str) -> list[Pod]:
+        with self._lock:
+            return list(self._by_node.get(node, {}).values())
+
+    def node_names(self) -> set[str]:
+        with self._lock:
+            return set(self._by_node)
+
+    def node_of(self, uid: str) -> str:
+        with self._lock:
+            return self._node_of.get(uid, "")

@@ -1,0 +1,72 @@
+"""Per-attempt scheduling results: what `describe-pod` and `simulate` show about a decision."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+MAX_NODES_PER_REASON = 20
+TOP_NODES = 5
+
+
+@dataclass
+class AttemptResult:
+    pod: str
+    profile: str
+    attempt: int
+    outcome: str  # scheduled | unschedulable | error | waiting
+    node: str = ""
+    message: str = ""
+    num_nodes: int = 0
+    feasible: int = 0
+    #: reason -> {"count": n, "nodes": [first names]}
+    filter_reasons: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: top nodes: [{"node", "total", "plugins": {name: {"raw", "normalized", "weight", "weighted"}}}]
+    scores: list[dict[str, Any]] = field(default_factory=list)
+    prefilter_message: str = ""
+    postfilter_message: str = ""
+    reserve: str = ""
+    permit: str = ""
+    bind: str = ""
+    nominated_node: str = ""
+    plugin: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class ResultStore:
+    """Last attempt per pod (thread-safe: binding workers update outcomes)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_pod: dict[str, AttemptResult] = {}
+
+    def put(self, r: AttemptResult) -> None:
+        with self._lock:
+            self._by_pod[r.pod] = r
+
+    def get(self, pod_key: str) -> AttemptResult | None:
+        with self._lock:
+            return self._by_pod.get(pod_key)
+
+    def all(self) -> dict[str, AttemptResult]:
+        with self._lock:
+            return dict(self._by_pod)
+
+
+def group_filter_reasons(node_statuses: dict[str, Any], absent: Any = None, num_absent: int = 0
+                         ) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for node, st in node_statuses.items():
+        for reason in st.all_reasons:
+            g = out.setdefault(reason, {"count": 0, "nodes": [], "plugin": st.plugin})
+            g["count"] += 1
+            if len(g["nodes"]) < MAX_NODES_PER_REASON:
+                g["nodes"].append(node)
+    if absent is not None and num_absent:
+        for reason in absent.all_reasons:
+            g = out.setdefault(reason, {"count": 0, "nodes": [], "plugin": absent.plugin})
+            g["count"] += num_absent
+    return out

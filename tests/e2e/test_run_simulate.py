@@ -1,0 +1,131 @@
+"""`ksched run` and `ksched simulate` on examples/, as a newcomer runs them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+
+EX = REPO / "examples"
+
+
+def test_version(ksched):
+    r = ksched("--version")
+    assert r.returncode == 0
+    assert r.stdout.startswith("ksched ")
+
+
+def test_run_embedded_default_schedules_and_exits(ksched):
+    r = ksched("run", "--seed", "3")
+    assert r.returncode == 0, r.stderr
+    assert "embedded cluster: 6 nodes" in r.stdout
+    assert "✓ shop/web-1" in r.stdout
+    # the pod that fits nowhere is reported with kube-scheduler's message format
+    assert "shop/huge" in r.stdout and "0/6 nodes are available:" in r.stdout
+    assert "done:" in r.stdout
+
+
+def _simulate_json(ksched, *extra: str) -> dict:
+    r = ksched("simulate", "--cluster", str(EX / "cluster"), "--pods", str(EX / "pods.yaml"), "-o", "json", *extra)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_simulate_same_seed_same_placements(ksched):
+    a = _simulate_json(ksched, "--seed", "7")
+    b = _simulate_json(ksched, "--seed", "7")
+    assert a == b
+    pods = {p["pod"]: p for p in a["pods"]}
+    assert pods["shop/huge"]["node"] is None
+    assert pods["shop/huge"]["message"].startswith("0/6 nodes are available: ")
+    assert pods["shop/gated"]["node"] is None
+    assert pods["shop/trainer"]["node"] == "node-gpu"
+    assert pods["shop/search-index"]["node"] == "node-b2"
+    # three api pods with hostname anti-affinity land on three different nodes
+    api_nodes = {pods[f"shop/api-{i}"]["node"] for i in (1, 2, 3)}
+    assert len(api_nodes) == 3 and None not in api_nodes
+    # the two host-port pods cannot share a node
+    assert pods["shop/ingress"]["node"] != pods["shop/ingress-2"]["node"]
+
+
+def test_simulate_preemption_evicts_low_priority(ksched):
+    a = _simulate_json(ksched, "--seed", "1")
+    pods = {p["pod"]: p for p in a["pods"]}
+    assert pods["shop/critical-zone-c"]["node"] == "node-c1"
+    assert any(v.startswith("shop/batch-") for v in a["preempted"])
+
+
+def test_simulate_table_and_compare(ksched):
+    r = ksched("simulate", "--cluster", str(EX / "cluster"), "--pods", str(EX / "pods.yaml"),
+               "--config", str(EX / "configs" / "least-allocated.yaml"),
+               "--compare", str(EX / "configs" / "most-allocated.yaml"), "--seed", "2")
+    assert r.returncode == 0, r.stderr
+    assert "placements differ" in r.stdout
+    assert "node utilisation" in r.stdout
+
+
+def test_plugins_list(ksched):
+    r = ksched("plugins", "list", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    rows = {p["name"]: p for p in json.loads(r.stdout)}
+    assert rows["NodeResourcesFit"]["source"] == "in-tree"
+    assert "filter" in rows["NodeResourcesFit"]["extensionPoints"]
+    assert rows["NodeResourcesFit"]["args"]["scoringStrategy"]["type"] == "LeastAllocated"
+    assert "DefaultBinder" in rows
+
+
+@pytest.mark.parametrize("content, expect", [
+    ("apiVersion: v1\nkind: Node\nmetadata: {name: n1\n", "invalid YAML"),
+    ("apiVersion: v1\nkind: Node\nmetadata: {}\n", "metadata.name"),
+    ("apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {cpu: 1.5.3Gi}}\n",
+     "status.allocatable.cpu"),
+    ("apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {memory: -1Gi}}\n",
+     "status.allocatable.memory"),
+    ("apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: n1}\n",
+     "Duplicate value"),
+    ("- 1\n- 2\n", "expected a Kubernetes object"),
+])
+def test_bad_cluster_input_one_line_error(ksched, tmp_path: Path, content: str, expect: str):
+    f = tmp_path / "cluster.yaml"
+    f.write_text(content)
+    r = ksched("simulate", "--cluster", str(f), "--pods", str(EX / "pods.yaml"))
+    assert r.returncode != 0
+    err = r.stderr.strip()
+    assert "Traceback" not in r.stderr and len(err.splitlines()) == 1, r.stderr
+    assert str(f) in err and expect in err
+
+
+def test_bad_pod_quantity_names_file_and_field(ksched, tmp_path: Path):
+    f = tmp_path / "pods.yaml"
+    f.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
+                 "  - name: c\n    resources: {requests: {memory: 12XB}}\n")
+    r = ksched("simulate", "--cluster", str(EX / "cluster"), "--pods", str(f))
+    assert r.returncode != 0
+    assert str(f) in r.stderr and "spec.containers[0].resources.requests.memory" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_unknown_plugin_in_config(ksched, tmp_path: Path):
+    f = tmp_path / "cfg.yaml"
+    f.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                 "profiles:\n- schedulerName: default-scheduler\n  plugins:\n    multiPoint:\n"
+                 "      enabled: [{name: NoSuchPlugin}]\n")
+    r = ksched("simulate", "--cluster", str(EX / "cluster"), "--pods", str(EX / "pods.yaml"), "--config", str(f))
+    assert r.returncode == 1
+    assert "NoSuchPlugin" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_missing_file_exit_2(ksched, tmp_path: Path):
+    r = ksched("simulate", "--cluster", str(tmp_path / "nope.yaml"), "--pods", str(EX / "pods.yaml"))
+    assert r.returncode == 2
+    assert "no such file" in r.stderr
+
+
+def test_debug_shows_traceback(ksched, tmp_path: Path):
+    f = tmp_path / "c.yaml"
+    f.write_text("apiVersion: v1\nkind: Node\nmetadata: {}\n")
+    r = ksched("--debug", "simulate", "--cluster", str(f), "--pods", str(EX / "pods.yaml"))
+    assert r.returncode != 0 and "Traceback" in r.stderr
