@@ -16,6 +16,7 @@ import numpy as np
 
 from .cache import Cache
 from .cluster.base import BindError, ClusterBackend
+from .describe import RESULT_ANNOTATION, encode_result
 from .framework.cycle_state import CycleState
 from .framework.handle import Handle
 from .framework.nodelist import NodeList
@@ -104,7 +105,7 @@ class Scheduler:
     def __init__(self, cluster: ClusterBackend, config: Any, registry: Registry, *, seed: int | None = None,
                  clock: Callable[[], float] = time.monotonic, bind_async: bool = False, bind_workers: int = 16,
                  results: ResultStore | None = None, observer: Callable[[Decision], None] | None = None,
-                 metrics: Any = None, record_breakdown: bool = True) -> None:
+                 metrics: Any = None, record_breakdown: bool = True, results_mode: str = "ksched") -> None:
         self.cluster = cluster
         self.config = config
         self.cache = Cache()
@@ -113,7 +114,8 @@ class Scheduler:
         self.metrics = metrics
         self.results = results if results is not None else ResultStore()
         self.observer = observer
-        self.record_breakdown = record_breakdown
+        self.record_breakdown = record_breakdown and results_mode != "off"
+        self.results_mode = results_mode
         self.frameworks = build_frameworks(config, registry, self.cache.snapshot, cluster, self.rng, metrics)
         first = next(iter(self.frameworks.values()))
         less = first.less()
@@ -128,6 +130,8 @@ class Scheduler:
             fw.handle.nominated_node_names = self.queue.nominator.node_names
             fw.handle.delete_pod = self._delete_victim
             fw.handle.record_event = self._record_event
+        if metrics is not None:
+            self.queue.on_incoming = metrics.incoming
         self._inbox: _stdqueue.SimpleQueue[tuple[Any, ...]] = _stdqueue.SimpleQueue()
         self._bind_async = bind_async
         self._binders = ThreadPoolExecutor(bind_workers, thread_name_prefix="bind") if bind_async else None
@@ -523,6 +527,11 @@ class Scheduler:
 
     def _finish(self, pod: Pod, result: AttemptResult) -> None:
         self.results.put(result)
+        if self.results_mode == "ksched":
+            try:
+                self.cluster.annotate_pod(pod, {RESULT_ANNOTATION: encode_result(result.to_dict())})
+            except Exception as exc:
+                log.warning("could not record scheduling result on pod %s: %s", pod.key, exc)
         if self.observer is not None:
             self.observer(Decision(pod, result))
 

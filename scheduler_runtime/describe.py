@@ -1,0 +1,140 @@
+"""Explain a pod's placement: phase, conditions, events, and the recorded per-plugin results.
+
+Works from what is on the cluster (the result annotation written by the scheduler, events, nodes), so
+the same code serves the embedded cluster and a real API server.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .objects import Node, Pod, tolerates_all
+from .quantity import format_amount
+
+RESULT_ANNOTATION = "ksched.io/scheduling-result"
+MAX_RESULT_BYTES = 32 * 1024
+
+
+def encode_result(result: dict[str, Any]) -> str:
+    """JSON for the result annotation, trimmed to 32 KiB by dropping detail, never the verdict."""
+    text = json.dumps(result, separators=(",", ":"), sort_keys=True)
+    if len(text) <= MAX_RESULT_BYTES:
+        return text
+    r = dict(result)
+    reasons = r.get("filter_reasons") or {}
+    r["filter_reasons"] = {k: {**v, "nodes": v.get("nodes", [])[:3]} for k, v in reasons.items()}
+    r["scores"] = (r.get("scores") or [])[:2]
+    text = json.dumps(r, separators=(",", ":"), sort_keys=True)
+    if len(text) <= MAX_RESULT_BYTES:
+        return text
+    r["filter_reasons"] = {k: {"count": v.get("count", 0)} for k, v in list(r["filter_reasons"].items())[:50]}
+    r["scores"] = []
+    r["message"] = (r.get("message") or "")[:4096]
+    return json.dumps(r, separators=(",", ":"), sort_keys=True)
+
+
+@dataclass
+class PodDescription:
+    name: str
+    namespace: str
+    phase: str
+    node: str
+    scheduler: str
+    priority: int
+    conditions: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+    result: dict[str, Any] | None
+    summary: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "namespace": self.namespace, "phase": self.phase, "node": self.node,
+                "schedulerName": self.scheduler, "priority": self.priority, "conditions": self.conditions,
+                "events": self.events, "schedulingResult": self.result, "summary": self.summary}
+
+
+def _fmt_taint(t: Any) -> str:
+    return f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
+
+
+def explain_pending(pod: Pod, result: dict[str, Any], nodes: dict[str, Node]) -> list[str]:
+    """Plain-language lines: what blocks the pod, and what would help."""
+    lines: list[str] = []
+    reasons: dict[str, dict[str, Any]] = result.get("filter_reasons") or {}
+    if result.get("prefilter_message"):
+        lines.append(f"Rejected before any node was checked: {result['prefilter_message']}.")
+    for reason, info in sorted(reasons.items(), key=lambda kv: -kv[1].get("count", 0)):
+        count = info.get("count", 0)
+        names = info.get("nodes") or []
+        noun = "node" if count == 1 else "nodes"
+        if reason.startswith("Insufficient "):
+            res = reason[len("Insufficient "):]
+            want = pod.requests.get(res, 0)
+            human = "CPU" if res == "cpu" else res
+            amount = format_amount(res, want) if want else "the requested"
+            free = []
+            for n in names[:3]:
+                node = nodes.get(n)
+                if node is not None and res in node.allocatable:
+                    free.append(f"{n} allocatable {format_amount(res, node.allocatable[res])}")
+            extra = f" ({'; '.join(free)})" if free else ""
+            lines.append(f"{count} {noun} lack {amount} {human}{extra}: free capacity, a smaller request, "
+                         f"or a bigger node would help.")
+        elif reason == "node(s) had untolerated taint(s)":
+            taints: dict[str, int] = {}
+            for n in names:
+                node = nodes.get(n)
+                if node is None:
+                    continue
+                for t in node.taints:
+                    if t.effect in ("NoSchedule", "NoExecute") and not tolerates_all(pod.tolerations, t):
+                        taints[_fmt_taint(t)] = taints.get(_fmt_taint(t), 0) + 1
+            if taints:
+                desc = "; ".join(f"{k} on {v}" for k, v in taints.items())
+                lines.append(f"{count} {noun} have taints the pod does not tolerate ({desc}): add a toleration "
+                             f"or use other nodes.")
+            else:
+                lines.append(f"{count} {noun} have taints the pod does not tolerate.")
+        elif "node affinity/selector" in reason:
+            sel = ", ".join(f"{k}={v}" for k, v in pod.node_selector.items())
+            lines.append(f"{count} {noun} do not match the pod's node selector/affinity"
+                         f"{f' ({sel})' if sel else ''}: label nodes or relax the selector.")
+        elif reason == "Too many pods":
+            lines.append(f"{count} {noun} are at their pod limit (status.allocatable.pods).")
+        elif "free ports" in reason:
+            ports = ", ".join(str(p.port) for p in pod.host_ports)
+            lines.append(f"{count} {noun} already use the host port(s) {ports}.")
+        elif "were unschedulable" in reason:
+            lines.append(f"{count} {noun} are cordoned (spec.unschedulable): uncordon them to use them.")
+        else:
+            lines.append(f"{count} {noun}: {reason}.")
+    if result.get("postfilter_message"):
+        lines.append(f"Preemption: {result['postfilter_message']}")
+    if pod.scheduling_gates:
+        lines.insert(0, f"The pod has scheduling gates {list(pod.scheduling_gates)}: it is not attempted until "
+                        f"they are removed.")
+    return lines
+
+
+def describe(pod_raw: dict[str, Any], events: list[dict[str, Any]], nodes: dict[str, Node]) -> PodDescription:
+    pod = Pod.from_dict(pod_raw)
+    status = pod_raw.get("status") or {}
+    ann = (pod_raw.get("metadata") or {}).get("annotations") or {}
+    result = None
+    if RESULT_ANNOTATION in ann:
+        try:
+            result = json.loads(ann[RESULT_ANNOTATION])
+        except ValueError:
+            result = None
+    d = PodDescription(pod.name, pod.namespace, status.get("phase") or "Pending", pod.node_name,
+                       pod.scheduler_name, pod.priority, list(status.get("conditions") or []), events, result)
+    if not pod.node_name:
+        if result is not None:
+            d.summary = explain_pending(pod, result, nodes)
+        elif pod.scheduling_gates:
+            d.summary = [f"The pod has scheduling gates {list(pod.scheduling_gates)}: it is not attempted until "
+                         f"they are removed."]
+        else:
+            d.summary = [f"No scheduling attempt recorded yet by a ksched scheduler named {pod.scheduler_name!r}."]
+    return d
