@@ -90,9 +90,16 @@ PluginDirOpt = Annotated[list[Path] | None, typer.Option(
 
 # ---------------------------------------------------------------------------- run
 
-@app.command(epilog="Examples:\n\n  ksched run\n\n  ksched run --config examples/configs/least-allocated.yaml\n\n"
-                    "  ksched run --cluster examples/cluster --pods examples/pods.yaml --watch")
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+             epilog="Examples:\n\n  ksched run\n\n  ksched run --config examples/configs/least-allocated.yaml\n\n"
+                    "  ksched run --cluster examples/cluster --pods examples/pods.yaml --watch\n\n"
+                    "  ksched run --kubeconfig ~/.kube/config --leader-elect=false --secure-port=10269\n\n"
+                    "Against a real cluster `run` takes kube-scheduler's flags (--config, --kubeconfig, "
+                    "--bind-address, --secure-port, --leader-elect*, --authentication-kubeconfig, "
+                    "--authorization-kubeconfig, -v) with kube-scheduler's precedence, plus "
+                    "--results=ksched|simulator|off.")
 def run(
+    ctx: typer.Context,
     config: Annotated[Path | None, typer.Option("--config", help="KubeSchedulerConfiguration file.")] = None,
     cluster: Annotated[list[Path] | None, typer.Option(
         "--cluster", help="Embedded cluster: YAML files or folders of nodes and bound pods.")] = None,
@@ -100,9 +107,31 @@ def run(
     watch: Annotated[bool, typer.Option("--watch", help="Keep running after the queue is drained.")] = False,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed for tie-breaking (deterministic runs).")] = None,
     plugin_dir: PluginDirOpt = None,
+    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help="Run against the API server of this "
+                                                   "kubeconfig instead of the embedded cluster.")] = None,
 ) -> None:
     """Run the scheduler. Without a kubeconfig it runs on the embedded in-memory cluster and shows
     each decision live; it exits when nothing is left to schedule (--watch keeps it running)."""
+    if kubeconfig is not None or ctx.args:
+        def real() -> None:
+            from .kube_flags import parse
+            from .realrun import run_on_cluster
+
+            argv = list(ctx.args)
+            if kubeconfig is not None:
+                argv.append(f"--kubeconfig={kubeconfig}")
+            if config is not None:
+                argv.append(f"--config={config}")
+            for d in plugin_dir or []:
+                argv.append(f"--plugin-dir={d}")
+            if seed is not None:
+                argv.append(f"--seed={seed}")
+            if cluster or pods:
+                raise fail("--cluster/--pods are for the embedded cluster; drop them with --kubeconfig", EXIT_USAGE)
+            raise typer.Exit(run_on_cluster(parse(argv), _registry))
+
+        guarded(real)
+        return
 
     def go() -> None:
         from scheduler_runtime.cluster.memory import MemoryCluster
@@ -267,8 +296,8 @@ def plugins_list(
                 try:
                     args = model().model_dump(by_alias=True, mode="json")
                 except Exception:  # args with required fields have no full default
-                    args = {f.alias or k: ("<required>" if f.is_required() else f.get_default(call_default_factory=True))
-                            for k, f in model.model_fields.items()}
+                    args = {f.alias or k: "<required>" if f.is_required()
+                            else f.get_default(call_default_factory=True) for k, f in model.model_fields.items()}
             rows.append({"name": name, "extensionPoints": spec.extension_points, "source": spec.source,
                          "args": args})
         if output == "json":

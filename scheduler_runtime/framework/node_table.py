@@ -62,7 +62,8 @@ class NodeTable:
     def set_allocatable(self, row: int, node: Node) -> None:
         self.alloc[row] = 0
         for name, amount in node.allocatable.items():
-            self.alloc[row, self.column(name)] = amount
+            col = self.column(name)  # may grow the arrays: index only after
+            self.alloc[row, col] = amount
 
     def move_row(self, src: int, dst: int) -> None:
         self.alloc[dst] = self.alloc[src]

@@ -1,0 +1,97 @@
+"""kube-scheduler's command-line flags, parsed Go-style, so a kubeadm manifest's `command:` keeps working.
+
+Go's flag package accepts `--flag=value`, `--flag value` and `-flag`; booleans take `--flag` or
+`--flag=true|false`. Precedence follows kube-scheduler: with `--config`, `--kubeconfig` and the other
+deprecated flags are ignored, and only leader-election flags set explicitly on the command line override
+the file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler_runtime.errors import KschedError
+
+BOOL_FLAGS = {"leader-elect", "profiling", "contention-profiling", "authentication-skip-lookup",
+              "authentication-tolerate-lookup-failure", "write-config-only", "debug", "watch"}
+VALUE_FLAGS = {
+    "config", "kubeconfig", "master", "authentication-kubeconfig", "authorization-kubeconfig", "bind-address",
+    "secure-port", "cert-dir", "tls-cert-file", "tls-private-key-file", "client-ca-file",
+    "leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period",
+    "leader-elect-resource-lock", "leader-elect-resource-name", "leader-elect-resource-namespace",
+    "kube-api-qps", "kube-api-burst", "kube-api-content-type", "v", "feature-gates", "logging-format",
+    "write-config-to", "results", "plugin-dir", "seed", "pod-max-in-unschedulable-pods-duration",
+    "authorization-always-allow-paths", "requestheader-client-ca-file", "tls-cipher-suites", "tls-min-version",
+    "log-flush-frequency", "vmodule",
+}
+#: accepted for compatibility, no effect in ksched (documented in docs/deploy.md)
+IGNORED = {"profiling", "contention-profiling", "authentication-skip-lookup", "authentication-tolerate-lookup-failure",
+           "client-ca-file", "requestheader-client-ca-file", "authorization-always-allow-paths", "feature-gates",
+           "logging-format", "tls-cipher-suites", "tls-min-version", "log-flush-frequency", "vmodule",
+           "kube-api-content-type", "master"}
+
+
+@dataclass
+class KubeFlags:
+    values: dict[str, str] = field(default_factory=dict)
+    explicit: set[str] = field(default_factory=set)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.values.get(name, default)
+
+    def bool(self, name: str, default: bool) -> bool:
+        v = self.values.get(name)
+        if v is None:
+            return default
+        return v.lower() in ("1", "t", "true")
+
+    def int(self, name: str, default: int) -> int:
+        v = self.values.get(name)
+        if v is None:
+            return default
+        try:
+            return int(v)
+        except ValueError:
+            raise KschedError(f'invalid argument "{v}" for "--{name}" flag: parse error') from None
+
+
+def parse_go_duration(text: str, flag: str) -> float:
+    import re
+
+    units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)", text)
+    if not parts or "".join(a + b for a, b in parts) != text:
+        raise KschedError(f'invalid argument "{text}" for "--{flag}" flag: time: invalid duration "{text}"')
+    return sum(float(a) * units[b] for a, b in parts)
+
+
+def parse(argv: list[str]) -> KubeFlags:
+    flags = KubeFlags()
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if not arg.startswith("-") or arg in ("-", "--"):
+            raise KschedError(f"unexpected argument {arg!r}: kube-scheduler takes only flags")
+        body = arg.lstrip("-")
+        name, eq, value = body.partition("=")
+        if name in BOOL_FLAGS:
+            if eq and value.lower() not in ("1", "0", "t", "f", "true", "false"):
+                raise KschedError(f'invalid argument "{value}" for "--{name}" flag: strconv.ParseBool: '
+                                  f'parsing "{value}": invalid syntax')
+            flags.values[name] = value if eq else "true"
+        elif name in VALUE_FLAGS:
+            if not eq:
+                i += 1
+                if i >= len(argv):
+                    raise KschedError(f"flag needs an argument: --{name}")
+                value = argv[i]
+            flags.values[name] = value
+        else:
+            raise KschedError(f"unknown flag: --{name}")
+        flags.explicit.add(name)
+        i += 1
+    for name in ("leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period"):
+        if name in flags.values:
+            parse_go_duration(flags.values[name], name)
+    return flags

@@ -1,0 +1,85 @@
+"""Shared by `ksched run --kubeconfig ...` and the image's `kube-scheduler` command: flags -> Runner."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from scheduler_runtime.errors import KschedError
+
+from .kube_flags import KubeFlags, parse_go_duration
+
+_LEADER_FLAGS = {
+    "leader-elect": ("leader_elect", "bool"),
+    "leader-elect-lease-duration": ("lease_duration", "duration"),
+    "leader-elect-renew-deadline": ("renew_deadline", "duration"),
+    "leader-elect-retry-period": ("retry_period", "duration"),
+    "leader-elect-resource-lock": ("resource_lock", "str"),
+    "leader-elect-resource-name": ("resource_name", "str"),
+    "leader-elect-resource-namespace": ("resource_namespace", "str"),
+}
+
+
+def leader_overrides(flags: KubeFlags) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for flag, (attr, kind) in _LEADER_FLAGS.items():
+        if flag not in flags.explicit:
+            continue
+        if kind == "bool":
+            out[attr] = flags.bool(flag, True)
+        elif kind == "duration":
+            out[attr] = parse_go_duration(flags.get(flag), flag)
+        else:
+            out[attr] = flags.get(flag)
+    if out.get("resource_lock", "leases") != "leases":
+        raise KschedError('--leader-elect-resource-lock: resourceLock value must be "leases", '
+                          f'got {out["resource_lock"]!r}')
+    return out
+
+
+def setup_logging(verbosity: int) -> None:
+    level = logging.DEBUG if verbosity >= 4 else logging.INFO if verbosity >= 0 else logging.WARNING
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname).1s %(name)s] %(message)s")
+
+
+def run_on_cluster(flags: KubeFlags, registry_factory: Any) -> int:
+    """kube-scheduler's precedence: with --config, --kubeconfig/--kube-api-* are ignored and only explicitly
+    set leader-election flags override the file."""
+    from scheduler_runtime.app import Runner, RunOptions, resolve_kubeconfig
+    from scheduler_runtime.config import load_config
+
+    setup_logging(flags.int("v", 0))
+    config_path = flags.get("config")
+    if config_path is not None and not Path(config_path).exists():
+        raise KschedError(f"{config_path}: no such file or directory")
+    plugin_dirs = [Path(p) for p in (flags.get("plugin-dir") or "").split(",") if p]
+    registry = registry_factory(plugin_dirs or None)
+    cfg = load_config(Path(config_path) if config_path else None, registry)
+    kubeconfig = resolve_kubeconfig(cfg.client_connection.kubeconfig, flags.get("kubeconfig"), bool(config_path))
+    if config_path and flags.get("kubeconfig") and not cfg.client_connection.kubeconfig:
+        logging.getLogger("ksched").warning(
+            "--kubeconfig is ignored because --config is given (kube-scheduler does the same): "
+            "set clientConnection.kubeconfig in %s", config_path)
+    opts = RunOptions(
+        kubeconfig=kubeconfig,
+        bind_address=flags.get("bind-address", "0.0.0.0"),
+        secure_port=flags.int("secure-port", 10259),
+        cert_dir=flags.get("cert-dir"),
+        tls_cert_file=flags.get("tls-cert-file"),
+        tls_private_key_file=flags.get("tls-private-key-file"),
+        results=flags.get("results", "ksched"),
+        seed=flags.int("seed", 0) if flags.get("seed") is not None else None,
+        leader_overrides=leader_overrides(flags),
+        qps=None if config_path else (float(flags.get("kube-api-qps")) if flags.get("kube-api-qps") else None),
+        burst=None if config_path else (flags.int("kube-api-burst", 100) if flags.get("kube-api-burst") else None),
+    )
+    if opts.results not in ("ksched", "simulator", "off"):
+        raise KschedError(f"--results: unsupported value {opts.results!r} (ksched, simulator or off)")
+    if flags.get("write-config-to"):
+        import yaml
+
+        Path(flags.get("write-config-to")).write_text(yaml.safe_dump(cfg.raw, sort_keys=False))
+        return 0
+    runner = Runner(cfg, registry, opts)
+    return runner.run()

@@ -1,0 +1,172 @@
+"""Running against a real API server: backend, leader election, secure port, metrics, graceful stop.
+
+This is what `ksched run --kubeconfig` and the image's `kube-scheduler` command execute; it stays in the
+runtime so a container needs no CLI to schedule.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import KschedError
+from .framework.registry import Registry
+from .metrics import SchedulerMetrics
+from .scheduler import Scheduler
+from .server import HealthServer
+
+log = logging.getLogger("ksched.app")
+
+
+@dataclass
+class RunOptions:
+    kubeconfig: str | None = None
+    bind_address: str = "0.0.0.0"
+    secure_port: int = 10259
+    cert_dir: str | None = None
+    tls_cert_file: str | None = None
+    tls_private_key_file: str | None = None
+    results: str = "ksched"  # ksched | simulator | off
+    bind_workers: int = 16
+    seed: int | None = None
+    #: set by explicit flags: override the config file's leaderElection (kube-scheduler precedence)
+    leader_overrides: dict[str, Any] = field(default_factory=dict)
+    qps: float | None = None
+    burst: int | None = None
+    hang_deadline: float = 30.0
+
+
+def resolve_kubeconfig(config_value: str | None, flag_value: str | None, has_config_file: bool) -> str | None:
+    """kube-scheduler ignores --kubeconfig when --config is given; then the file's clientConnection wins."""
+    if has_config_file:
+        return config_value or None
+    return flag_value or os.environ.get("KUBECONFIG") or None
+
+
+class Runner:
+    """Owns the pieces of a running scheduler; `stop()` drains bindings before returning."""
+
+    def __init__(self, config: Any, registry: Registry, opts: RunOptions) -> None:
+        from .cluster.kube import KubeCluster
+        from .leaderelection import LeaderElector
+
+        self.config = config
+        self.opts = opts
+        cc = config.client_connection
+        qps = opts.qps if opts.qps is not None else cc.qps
+        burst = opts.burst if opts.burst is not None else cc.burst
+        self.cluster = KubeCluster(opts.kubeconfig, qps=qps, burst=burst,
+                                   user_agent=f"ksched/{socket.gethostname()}")
+        self.metrics = SchedulerMetrics()
+        self.scheduler = Scheduler(self.cluster, config, registry, seed=opts.seed, bind_async=True,
+                                   bind_workers=opts.bind_workers, metrics=self.metrics, results_mode=opts.results)
+        le = config.leader_election
+        for k, v in opts.leader_overrides.items():
+            setattr(le, k, v)
+        self.leader_election = le
+        self.elector = None
+        if le.leader_elect:
+            self.elector = LeaderElector(
+                self.cluster, name=le.resource_name, namespace=le.resource_namespace,
+                lease_duration=le.lease_duration, renew_deadline=le.renew_deadline, retry_period=le.retry_period,
+                on_started_leading=self._start_scheduling, on_stopped_leading=self._lost_lease)
+        self.server = HealthServer(opts.bind_address, opts.secure_port, self.metrics.registry,
+                                   opts.tls_cert_file, opts.tls_private_key_file, tls=opts.secure_port != 0,
+                                   cert_dir=opts.cert_dir) if opts.secure_port else None
+        self._stop = threading.Event()
+        self._sched_thread: threading.Thread | None = None
+        self._started = False
+        self._lost = False
+
+    # ------------------------------------------------------------------ health
+    def _ready(self) -> str | None:
+        h = getattr(self.cluster, "health", None)
+        if callable(h):
+            ok, reason = h()
+            if not ok:
+                return reason
+        if not self._started and self.elector is None:
+            return "scheduler not started"
+        return None
+
+    def _leader_ok(self) -> str | None:
+        if self._lost:
+            return "lost the leader lease"
+        return None
+
+    # ------------------------------------------------------------------ lifecycle
+    def _start_scheduling(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        log.info("starting to schedule pods")
+        self.scheduler.start()
+        self._sched_thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
+        self._sched_thread.start()
+
+    def _loop(self) -> None:
+        try:
+            self.scheduler.run(until_idle=False, stop=self._stop)
+        except Exception:  # the loop must never die silently
+            log.exception("scheduling loop failed")
+            self._stop.set()
+
+    def _lost_lease(self) -> None:
+        log.error("leaderelection lost: stopping scheduling")
+        self._lost = True
+        self._stop.set()
+
+    def run(self) -> int:
+        if self.server is not None:
+            self.server.checks = {"ping": lambda: None, "informer-sync": self._ready,
+                                  "leaderElection": self._leader_ok}
+            self.server.live_checks = {"ping": lambda: None, "leaderElection": self._leader_ok}
+            self.server.start()
+            log.info("serving securely on %s:%d", self.opts.bind_address, self.server.port)
+        prev = {}
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                prev[sig] = signal.signal(sig, lambda *_: self._stop.set())
+            except ValueError:  # not on the main thread (tests)
+                pass
+        try:
+            if self.elector is not None:
+                self.elector.start()
+            else:
+                self._start_scheduling()
+            while not self._stop.wait(0.5):
+                pass
+        finally:
+            self.shutdown()
+            for sig, handler in prev.items():
+                signal.signal(sig, handler)
+        return 1 if self._lost else 0
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        self.scheduler.queue.close()
+        if self._sched_thread is not None:
+            self._sched_thread.join(timeout=60)  # run() drains binding workers before returning
+        if self.elector is not None:
+            self.elector.stop(release=not self._lost)
+        self.cluster.stop()
+        if self.server is not None:
+            self.server.stop()
+
+
+def wait_for_file(path: str, timeout: float = 0.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not Path(path).exists():
+        if time.monotonic() >= deadline:
+            raise KschedError(f"{path}: no such file")
+        time.sleep(0.2)
