@@ -16,9 +16,13 @@ from .types import NodeInfo
 
 GroupKey = tuple[tuple[tuple[str, str], ...], tuple[Taint, ...], bool]
 
+#: left out of equivalence groups: it is unique per node, and plugins that select on it go per node
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
 
 def _group_key(node: Node) -> GroupKey:
-    return tuple(sorted(node.labels.items())), node.taints, node.unschedulable
+    labels = tuple(sorted(kv for kv in node.labels.items() if kv[0] != HOSTNAME_LABEL))
+    return labels, node.taints, node.unschedulable
 
 
 class Snapshot:

@@ -1,0 +1,544 @@
+"""KubeSchedulerConfiguration v1: load, default, validate and expand into per-profile plugin plans."""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from ..errors import InputError, KschedError
+from ..framework.plugin import EXTENSION_POINTS, implements
+from ..framework.registry import Registry
+
+API_VERSION = "kubescheduler.config.k8s.io/v1"
+KIND = "KubeSchedulerConfiguration"
+REMOVED_VERSIONS = {"v1beta1": "1.23", "v1beta2": "1.28", "v1beta3": "1.29", "v1alpha1": "1.21", "v1alpha2": "1.22"}
+POINTS = list(EXTENSION_POINTS)  # preEnqueue ... postBind
+ALL_POINTS = [*POINTS, "multiPoint"]
+
+TOP_FIELDS = {"apiVersion", "kind", "parallelism", "leaderElection", "clientConnection", "healthzBindAddress",
+              "metricsBindAddress", "enableProfiling", "enableContentionProfiling", "percentageOfNodesToScore",
+              "podInitialBackoffSeconds", "podMaxBackoffSeconds", "profiles", "extenders", "delayCacheUntilActive"}
+LE_FIELDS = {"leaderElect", "leaseDuration", "renewDeadline", "retryPeriod", "resourceLock", "resourceName",
+             "resourceNamespace"}
+CC_FIELDS = {"kubeconfig", "acceptContentTypes", "contentType", "qps", "burst"}
+PROFILE_FIELDS = {"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"}
+PLUGINS_FIELDS = set(ALL_POINTS) | {"placementGenerate", "placementScore"}
+
+
+class ConfigError(KschedError):
+    """All validation errors of one file; str() is one line."""
+
+    def __init__(self, errors: list[str], file: str | None = None) -> None:
+        self.errors = errors
+        self.file = file
+        prefix = f"{file}: " if file else ""
+        if len(errors) == 1:
+            msg = prefix + errors[0]
+        else:
+            msg = prefix + errors[0] + f" (and {len(errors) - 1} more error(s): run `ksched config validate`)"
+        super().__init__(msg)
+
+
+_DUR = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_DUR_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(value: Any) -> float:
+    """Go duration string ("15s", "1m30s") to seconds."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value) / 1e9  # Go encodes a bare number as nanoseconds
+    if not isinstance(value, str):
+        raise ValueError(f"invalid duration {value!r}")
+    if value in ("0", "0s"):
+        return 0.0
+    parts = _DUR.findall(value)
+    if not parts or "".join(a + b for a, b in parts) != value:
+        raise ValueError(f'time: invalid duration "{value}"')
+    return sum(float(a) * _DUR_UNITS[b] for a, b in parts)
+
+
+def format_duration(seconds: float) -> str:
+    s = int(seconds)
+    if s != seconds:
+        return f"{seconds}s"
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    out = (f"{h}h" if h else "") + (f"{m}m" if h or m else "") + f"{sec}s"
+    return out
+
+
+@dataclass
+class LeaderElection:
+    leader_elect: bool = True
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    resource_lock: str = "leases"
+    resource_name: str = "kube-scheduler"
+    resource_namespace: str = "kube-system"
+
+
+@dataclass
+class ClientConnection:
+    kubeconfig: str = ""
+    qps: float = 50.0
+    burst: int = 100
+    content_type: str = "application/vnd.kubernetes.protobuf"
+    accept_content_types: str = ""
+
+
+@dataclass
+class Profile:
+    scheduler_name: str
+    percentage_of_nodes_to_score: int | None
+    plan: dict[str, list[tuple[str, int]]]
+    args: dict[str, object]
+
+
+@dataclass
+class SchedulerConfiguration:
+    parallelism: int = 16
+    percentage_of_nodes_to_score: int = 0
+    pod_initial_backoff_seconds: int = 1
+    pod_max_backoff_seconds: int = 10
+    leader_election: LeaderElection = field(default_factory=LeaderElection)
+    client_connection: ClientConnection = field(default_factory=ClientConnection)
+    profiles: list[Profile] = field(default_factory=list)
+    raw: dict[str, Any] = field(default_factory=dict)
+    file: str | None = None
+
+
+# ------------------------------------------------------------------------------------------- reading
+
+
+def read_document(path: Path) -> dict[str, Any]:
+    from ..cluster.memory import _count_aliases, _UniqueKeyLoader
+
+    where = str(path)
+    if path.is_dir():
+        raise InputError("is a directory, not a configuration file", file=where)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError("no such file or directory", file=where) from None
+    except PermissionError:
+        raise InputError("permission denied", file=where) from None
+    except OSError as exc:
+        raise InputError(exc.strerror or str(exc), file=where) from None
+    if b"\x00" in data[:8192]:
+        raise InputError("binary file, expected YAML", file=where)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError("not UTF-8 text, expected YAML", file=where) from None
+    if not text.strip():
+        raise InputError("empty file, expected a KubeSchedulerConfiguration", file=where)
+    try:
+        if "*" in text:
+            _count_aliases(text)
+        docs = [d for d in yaml.load_all(text, Loader=_UniqueKeyLoader) if d is not None]
+    except InputError as exc:
+        raise InputError(exc.detail, file=where) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f"line {mark.line + 1}: " if mark is not None else ""
+        raise InputError(f"{line}invalid YAML: {getattr(exc, 'problem', None) or exc}", file=where) from None
+    if not docs:
+        raise InputError("empty file, expected a KubeSchedulerConfiguration", file=where)
+    if len(docs) > 1:
+        raise InputError(f"{len(docs)} YAML documents; a configuration file holds exactly one", file=where)
+    doc = docs[0]
+    if not isinstance(doc, dict):
+        raise InputError(f"expected a KubeSchedulerConfiguration mapping, got a {type(doc).__name__}", file=where)
+    return doc
+
+
+def check_kind(doc: dict[str, Any]) -> list[str]:
+    api = doc.get("apiVersion")
+    kind = doc.get("kind")
+    errs: list[str] = []
+    if kind == "Policy":
+        return ['kind: Invalid value: "Policy": the scheduler Policy API was removed in Kubernetes 1.23; '
+                'write a KubeSchedulerConfiguration (see `ksched config render --help`)']
+    if kind != KIND:
+        return [f'kind: Invalid value: {kind!r}: this is not a KubeSchedulerConfiguration'
+                + (" (a Kubernetes object; ksched config takes a scheduler configuration file)" if kind else "")]
+    if isinstance(api, str) and api.startswith("kubescheduler.config.k8s.io/"):
+        ver = api.split("/", 1)[1]
+        if ver in REMOVED_VERSIONS:
+            return [f'apiVersion: Invalid value: "{api}": {ver} was removed in Kubernetes {REMOVED_VERSIONS[ver]}; '
+                    f'convert the file with `ksched config migrate` to {API_VERSION}']
+    if api != API_VERSION:
+        errs.append(f'apiVersion: Unsupported value: {api!r}: supported values: "{API_VERSION}"')
+    if isinstance(doc.get("metadata"), dict):
+        errs.append('metadata: Forbidden: a KubeSchedulerConfiguration is a file passed to kube-scheduler '
+                    '--config, not an API object to kubectl apply; remove metadata')
+    return errs
+
+
+def _unknown(obj: Any, allowed: set[str], path: str, errs: list[str]) -> None:
+    if not isinstance(obj, dict):
+        return
+    for k in obj:
+        if k not in allowed and not (path == "" and k == "metadata"):
+            errs.append(f'{path + "." if path else ""}{k}: unknown field "{k}"')
+
+
+# ------------------------------------------------------------------------------------------- defaults
+
+
+def _default_plugins() -> dict[str, Any]:
+    from ..plugins import DEFAULT_MULTIPOINT
+
+    enabled = []
+    for name, weight in DEFAULT_MULTIPOINT:
+        e: dict[str, Any] = {"name": name}
+        if weight is not None:
+            e["weight"] = weight
+        enabled.append(e)
+    return {"multiPoint": {"enabled": enabled}}
+
+
+def _merge_set(default: dict[str, Any] | None, custom: dict[str, Any] | None) -> dict[str, Any]:
+    """kube's mergePluginSet: user-enabled replaces a default in place; the rest is appended."""
+    default = default or {}
+    custom = custom or {}
+    disabled = [d.get("name") for d in custom.get("disabled") or []]
+    out_enabled = []
+    custom_enabled = list(custom.get("enabled") or [])
+    replaced = set()
+    if "*" not in disabled:
+        for d in default.get("enabled") or []:
+            if d["name"] in disabled:
+                continue
+            match = next((i for i, c in enumerate(custom_enabled) if c.get("name") == d["name"]), None)
+            if match is not None:
+                out_enabled.append(custom_enabled[match])
+                replaced.add(match)
+            else:
+                out_enabled.append(d)
+    out_enabled += [c for i, c in enumerate(custom_enabled) if i not in replaced]
+    out: dict[str, Any] = {"enabled": out_enabled}
+    if custom.get("disabled"):
+        out["disabled"] = custom["disabled"]
+    return out
+
+
+def default_document(doc: dict[str, Any], registry: Registry) -> dict[str, Any]:
+    """The defaulted v1 document, as `kube-scheduler --write-config-to` writes it."""
+    d = copy.deepcopy(doc)
+    d.setdefault("apiVersion", API_VERSION)
+    d.setdefault("kind", KIND)
+    d.setdefault("parallelism", 16)
+    le = d.setdefault("leaderElection", {})
+    le.setdefault("leaderElect", True)
+    le.setdefault("leaseDuration", "15s")
+    le.setdefault("renewDeadline", "10s")
+    le.setdefault("retryPeriod", "2s")
+    le.setdefault("resourceLock", "leases")
+    le.setdefault("resourceName", "kube-scheduler")
+    le.setdefault("resourceNamespace", "kube-system")
+    cc = d.setdefault("clientConnection", {})
+    cc.setdefault("kubeconfig", "")
+    cc.setdefault("acceptContentTypes", "")
+    cc.setdefault("contentType", "application/vnd.kubernetes.protobuf")
+    cc.setdefault("qps", 50)
+    cc.setdefault("burst", 100)
+    d.setdefault("enableProfiling", True)
+    if d["enableProfiling"]:
+        d.setdefault("enableContentionProfiling", True)
+    d.setdefault("percentageOfNodesToScore", 0)
+    d.setdefault("podInitialBackoffSeconds", 1)
+    d.setdefault("podMaxBackoffSeconds", 10)
+    profiles = d.get("profiles")
+    if not profiles:
+        profiles = d["profiles"] = [{}]
+    if len(profiles) == 1 and isinstance(profiles[0], dict) and not profiles[0].get("schedulerName"):
+        profiles[0]["schedulerName"] = "default-scheduler"
+    defaults = _default_plugins()
+    for prof in profiles:
+        if not isinstance(prof, dict):
+            continue
+        plugins = prof.get("plugins") or {}
+        merged: dict[str, Any] = {}
+        for point in ALL_POINTS:
+            m = _merge_set(defaults.get(point), plugins.get(point))
+            if m.get("enabled") or m.get("disabled") or point == "multiPoint":
+                merged[point] = m
+        prof["plugins"] = merged
+        # one pluginConfig entry per enabled plugin that has args
+        pcs = prof.setdefault("pluginConfig", [])
+        have = {pc.get("name") for pc in pcs if isinstance(pc, dict)}
+        for name in _enabled_names(merged):
+            spec = registry.get(name)
+            if spec is None or spec.args_model is None or name in have:
+                continue
+            try:
+                args = spec.args_model().model_dump(by_alias=True, mode="json", exclude_none=True)
+            except ValidationError:
+                continue  # required args without defaults: nothing to default
+            kind = f"{name}Args"
+            pcs.append({"name": name, "args": {"apiVersion": API_VERSION, "kind": kind, **args}})
+            have.add(name)
+        for pc in pcs:
+            if isinstance(pc, dict) and isinstance(pc.get("args"), dict):
+                spec = registry.get(pc.get("name", ""))
+                if spec is not None and spec.args_model is not None and spec.source == "in-tree":
+                    pc["args"].setdefault("apiVersion", API_VERSION)
+                    pc["args"].setdefault("kind", f"{pc['name']}Args")
+    return d
+
+
+def _enabled_names(plugins: dict[str, Any]) -> list[str]:
+    seen: list[str] = []
+    for point in ALL_POINTS:
+        for e in (plugins.get(point) or {}).get("enabled") or []:
+            n = e.get("name")
+            if n and n not in seen:
+                seen.append(n)
+    return seen
+
+
+# ------------------------------------------------------------------------------------------- validate
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def validate_top(d: dict[str, Any], errs: list[str]) -> None:
+    cc = d.get("clientConnection") or {}
+    if _int(cc.get("burst")) and cc["burst"] < 0:
+        errs.append(f"clientConnection.burst: Invalid value: {cc['burst']}: must be non-negative")
+    le = d.get("leaderElection") or {}
+    if le.get("leaderElect"):
+        durs = {}
+        for k in ("leaseDuration", "renewDeadline", "retryPeriod"):
+            try:
+                durs[k] = parse_duration(le.get(k))
+            except ValueError as exc:
+                errs.append(f"leaderElection.{k}: Invalid value: {le.get(k)!r}: {exc}")
+                continue
+            if durs[k] <= 0:
+                errs.append(f'leaderElection.{k}: Invalid value: "{le.get(k)}": must be greater than zero')
+        if len(durs) == 3 and durs["leaseDuration"] <= durs["renewDeadline"]:
+            errs.append(f'leaderElection.leaseDuration: Invalid value: "{le.get("leaseDuration")}": '
+                        f"LeaseDuration must be greater than RenewDeadline")
+        for k in ("resourceLock", "resourceName", "resourceNamespace"):
+            if not le.get(k):
+                errs.append(f"leaderElection.{k}: Required value")
+        if le.get("resourceLock") and le.get("resourceLock") != "leases":
+            errs.append(f'leaderElection.resourceLock: Invalid value: "{le["resourceLock"]}": '
+                        f'resourceLock value must be "leases"')
+    par = d.get("parallelism")
+    if not _int(par) or par <= 0:
+        errs.append(f"parallelism: Invalid value: {par}: should be an integer value greater than zero")
+    pct = d.get("percentageOfNodesToScore")
+    if not _int(pct) or not 0 <= pct <= 100:
+        errs.append(f"percentageOfNodesToScore: Invalid value: {pct}: not in valid range [0-100]")
+    ib, mb = d.get("podInitialBackoffSeconds"), d.get("podMaxBackoffSeconds")
+    if not _int(ib) or ib <= 0:
+        errs.append(f"podInitialBackoffSeconds: Invalid value: {ib}: must be greater than 0")
+    if _int(ib) and _int(mb) and mb < ib:
+        errs.append(f"podMaxBackoffSeconds: Invalid value: {mb}: must be greater than or equal to "
+                    f"PodInitialBackoffSeconds")
+
+
+def _plan_for(prof: dict[str, Any], registry: Registry, i: int, errs: list[str]) -> dict[str, list[tuple[str, int]]]:
+    """kube's expandMultiPointPlugins: overrides, then multiPoint plugins, then other specific ones."""
+    plugins = prof.get("plugins") or {}
+    mp = plugins.get("multiPoint") or {}
+    plan: dict[str, list[tuple[str, int]]] = {}
+    mp_names = [e.get("name") for e in mp.get("enabled") or []]
+    seen_mp: set[str] = set()
+    for n in mp_names:
+        if n in seen_mp:
+            errs.append(f"profiles[{i}].plugins.multiPoint.enabled: Duplicate value: {n!r}: plugin {n!r} already "
+                        f"registered as \"{n}\"")
+        seen_mp.add(n)
+    weights: dict[str, int] = {}
+    for e in list((plugins.get("score") or {}).get("enabled") or []) + list(mp.get("enabled") or []):
+        n = e.get("name")
+        if n not in weights:
+            w = e.get("weight") or 0
+            weights[n] = w if w else 1
+    for point in POINTS:
+        ps = plugins.get(point) or {}
+        disabled = {x.get("name") for x in ps.get("disabled") or []}
+        specific = [e.get("name") for e in ps.get("enabled") or []]
+        overrides, mp_part = [], []
+        if "*" not in disabled:
+            for n in mp_names:
+                spec = registry.get(n)
+                if spec is None or not implements(spec.cls, point) or n in disabled:
+                    continue
+                if n in specific:
+                    continue  # specific config wins: placed with the overrides below
+                mp_part.append(n)
+        overrides = [n for n in specific if n in mp_names]
+        others = [n for n in specific if n not in mp_names]
+        names = [*overrides, *mp_part, *others]
+        dup = {n for n in names if names.count(n) > 1}
+        for n in sorted(dup):
+            errs.append(f"profiles[{i}].plugins.{point}.enabled: Duplicate value: {n!r}: repeated config for "
+                        f"plugin {n}")
+        out = []
+        for n in dict.fromkeys(names):
+            spec = registry.get(n)
+            if spec is None:
+                continue  # reported once below
+            if not implements(spec.cls, point):
+                errs.append(f"profiles[{i}].plugins.{point}.enabled: Invalid value: {n!r}: plugin {n!r} does "
+                            f"not extend {point} plugin")
+                continue
+            out.append((n, weights.get(n, 1) if point == "score" else 0))
+        plan[point] = out
+    return plan
+
+
+def build(doc: dict[str, Any], registry: Registry, file: str | None = None) -> SchedulerConfiguration:
+    """Validate a decoded document and build the runtime configuration; raises ConfigError."""
+    from ..plugins import REMOVED_IN_TREE
+
+    errs = check_kind(doc)
+    if errs and (errs[0].startswith("kind") or "removed" in errs[0]):
+        raise ConfigError(errs, file)
+    _unknown(doc, TOP_FIELDS, "", errs)
+    _unknown(doc.get("leaderElection"), LE_FIELDS, "leaderElection", errs)
+    _unknown(doc.get("clientConnection"), CC_FIELDS, "clientConnection", errs)
+    for i, prof in enumerate(doc.get("profiles") or []):
+        if not isinstance(prof, dict):
+            errs.append(f"profiles[{i}]: Invalid value: expected a mapping")
+            continue
+        _unknown(prof, PROFILE_FIELDS, f"profiles[{i}]", errs)
+        _unknown(prof.get("plugins"), PLUGINS_FIELDS, f"profiles[{i}].plugins", errs)
+        for point, ps in (prof.get("plugins") or {}).items():
+            _unknown(ps, {"enabled", "disabled"}, f"profiles[{i}].plugins.{point}", errs)
+    if errs:
+        raise ConfigError(errs, file)
+    d = default_document(doc, registry)
+    validate_top(d, errs)
+    cfg = SchedulerConfiguration(raw=d, file=file)
+    names_seen: dict[str, int] = {}
+    known = ", ".join(registry.names())
+    queue_sorts: list[tuple[int, list[str], Any]] = []
+    for i, prof in enumerate(d["profiles"]):
+        name = prof.get("schedulerName")
+        if not name:
+            errs.append(f"profiles[{i}].schedulerName: Required value")
+        elif name in names_seen:
+            errs.append(f'profiles[{i}].schedulerName: Duplicate value: "{name}"')
+        else:
+            names_seen[name] = i
+        ppct = prof.get("percentageOfNodesToScore")
+        if ppct is not None and (not _int(ppct) or not 0 <= ppct <= 100):
+            errs.append(f"profiles[{i}].percentageOfNodesToScore: Invalid value: {ppct}: not in valid range [0-100]")
+        for point, ps in (prof.get("plugins") or {}).items():
+            for j, e in enumerate((ps or {}).get("enabled") or []):
+                n = e.get("name")
+                path = f"profiles[{i}].plugins.{point}.enabled[{j}]"
+                if n in REMOVED_IN_TREE:
+                    errs.append(f'{path}: Invalid value: "{n}": was invalid in version "v1" '
+                                f'(KubeSchedulerConfiguration is version "v1")')
+                elif n in registry.unsupported:
+                    errs.append(f'{path}: Invalid value: "{n}": {registry.unsupported[n]}')
+                elif registry.get(n) is None:
+                    errs.append(f'{path}: Invalid value: "{n}": plugin "{n}" does not exist (known plugins: {known})')
+        plan = _plan_for(prof, registry, i, errs)
+        if len(plan.get("queueSort", [])) != 1:
+            errs.append(f"profiles[{i}].plugins.queueSort: Invalid value: only one queue sort plugin required for "
+                        f"profile with scheduler name {name!r}, but got {len(plan.get('queueSort', []))}")
+        if not plan.get("bind"):
+            errs.append(f"profiles[{i}].plugins.bind: Required value: at least one bind plugin is needed for "
+                        f"profile with scheduler name {name!r}")
+        args: dict[str, object] = {}
+        enabled_any = {n for lst in plan.values() for n, _ in lst}
+        seen_pc: set[str] = set()
+        for j, pc in enumerate(prof.get("pluginConfig") or []):
+            pn = pc.get("name") if isinstance(pc, dict) else None
+            path = f"profiles[{i}].pluginConfig[{j}]"
+            if pn in seen_pc:
+                errs.append(f'{path}: Duplicate value: "{pn}"')
+                continue
+            seen_pc.add(pn)
+            if pn in REMOVED_IN_TREE:
+                errs.append(f'{path}: Invalid value: "{pn}": was invalid in version "v1" '
+                            f'(KubeSchedulerConfiguration is version "v1")')
+                continue
+            spec = registry.get(pn or "")
+            if spec is None:
+                errs.append(f'{path}.name: Invalid value: "{pn}": args for unknown plugin (known plugins: {known})')
+                continue
+            raw_args = dict(pc.get("args") or {})
+            kind = raw_args.pop("kind", None)
+            raw_args.pop("apiVersion", None)
+            if kind is not None and kind != f"{pn}Args":
+                errs.append(f"{path}.args: Invalid value: args for plugin {pn} were not of type {pn}Args, "
+                            f"got {kind}")
+                continue
+            if spec.args_model is None:
+                if raw_args:
+                    errs.append(f"{path}.args: Invalid value: plugin {pn} takes no args")
+                continue
+            try:
+                args[pn] = spec.args_model.model_validate(raw_args)
+            except ValidationError as exc:
+                for e in exc.errors():
+                    loc = ".".join(str(x) for x in e["loc"])
+                    errs.append(f"{path}.args{'.' + loc if loc else ''}: Invalid value: "
+                                f"{e.get('input')!r}: {e['msg']}")
+        for n in enabled_any:
+            spec = registry.get(n)
+            if n not in args and spec is not None and spec.args_model is not None:
+                try:
+                    args[n] = spec.args_model()
+                except ValidationError as exc:
+                    for e in exc.errors():
+                        loc = ".".join(str(x) for x in e["loc"])
+                        errs.append(f"profiles[{i}].pluginConfig: Required value: plugin {n} needs args "
+                                    f"({loc}: {e['msg']})")
+        queue_sorts.append((i, [n for n, _ in plan.get("queueSort", [])],
+                            args.get(plan["queueSort"][0][0]) if plan.get("queueSort") else None))
+        cfg.profiles.append(Profile(name or "", ppct, plan, args))
+    if queue_sorts:
+        _, first_qs, first_args = queue_sorts[0]
+        for i, qs, a in queue_sorts[1:]:
+            if qs != first_qs:
+                errs.append(f"profiles[{i}].plugins.queueSort: Invalid value: must be the same for all profiles")
+            elif a != first_args:
+                errs.append(f"profiles[{i}].pluginConfig.args: Invalid value: queueSort must be the same for "
+                            f"all profiles")
+    if errs:
+        raise ConfigError(errs, file)
+    le = d["leaderElection"]
+    cfg.leader_election = LeaderElection(bool(le["leaderElect"]), parse_duration(le["leaseDuration"]),
+                                         parse_duration(le["renewDeadline"]), parse_duration(le["retryPeriod"]),
+                                         le["resourceLock"], le["resourceName"], le["resourceNamespace"])
+    cc = d["clientConnection"]
+    cfg.client_connection = ClientConnection(cc.get("kubeconfig") or "", float(cc["qps"]), int(cc["burst"]),
+                                             cc.get("contentType") or "", cc.get("acceptContentTypes") or "")
+    cfg.parallelism = d["parallelism"]
+    cfg.percentage_of_nodes_to_score = d["percentageOfNodesToScore"]
+    cfg.pod_initial_backoff_seconds = d["podInitialBackoffSeconds"]
+    cfg.pod_max_backoff_seconds = d["podMaxBackoffSeconds"]
+    return cfg
+
+
+def load_config(path: str | Path | None, registry: Registry, kubernetes_version: str | None = None
+                ) -> SchedulerConfiguration:
+    """The runtime configuration from a file, or ksched's default profile when `path` is None."""
+    if path is None:
+        return build({"apiVersion": API_VERSION, "kind": KIND}, registry)
+    p = Path(path)
+    doc = read_document(p)
+    return build(doc, registry, str(p))
+
+
+def default_config(registry: Registry) -> SchedulerConfiguration:
+    return load_config(None, registry)

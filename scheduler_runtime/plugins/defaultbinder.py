@@ -1,0 +1,21 @@
+"""DefaultBinder: bind through the cluster backend (pods/{name}/binding on a real API server)."""
+
+from __future__ import annotations
+
+from ..framework.cycle_state import CycleState
+from ..framework.plugin import Plugin
+from ..framework.status import Status
+from ..objects import Pod
+
+
+class DefaultBinder(Plugin):
+    name = "DefaultBinder"
+
+    def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        if self.handle is None or self.handle.cluster is None:
+            return Status.as_error("no cluster backend to bind with")
+        try:
+            self.handle.cluster.bind(pod, node_name)
+        except Exception as exc:
+            return Status.as_error(exc)
+        return None

@@ -1,0 +1,198 @@
+"""DefaultPreemption: when no node fits, find a node where evicting lower-priority pods makes room.
+
+Follows kube-scheduler's evaluator: candidates among nodes rejected as Unschedulable (never
+UnschedulableAndUnresolvable), a dry run per node that removes every lower-priority pod and then
+reprieves as many as possible (PDB-protected ones first), candidate sampling from a random offset,
+and the same ordering when picking the node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from ..framework.cycle_state import CycleState
+from ..framework.plugin import Plugin, PluginArgs
+from ..framework.status import Code, Status
+from ..framework.types import NodeInfo, PostFilterResult
+from ..objects import Pod, PodDisruptionBudget
+
+NO_VICTIMS = "No preemption victims found for incoming pod"
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+MAX_INT32 = 2**31 - 1
+
+
+class DefaultPreemptionArgs(PluginArgs):
+    min_candidate_nodes_percentage: int = Field(default=10, ge=0, le=100)
+    min_candidate_nodes_absolute: int = Field(default=100, ge=0)
+
+    @model_validator(mode="after")
+    def _not_both_zero(self) -> DefaultPreemptionArgs:
+        if self.min_candidate_nodes_percentage == 0 and self.min_candidate_nodes_absolute == 0:
+            raise ValueError("minCandidateNodesPercentage and minCandidateNodesAbsolute cannot be zero at the "
+                             "same time")
+        return self
+
+
+@dataclass
+class Candidate:
+    node: str
+    victims: list[Pod]
+    pdb_violations: int
+
+
+def _start_time(p: Pod) -> str:
+    return (p.raw.get("status") or {}).get("startTime") or p.creation_timestamp or ""
+
+
+def _more_important_key(p: Pod) -> tuple[int, str]:
+    return (-p.priority, _start_time(p))
+
+
+def _fit_message(counts: dict[str, int], total: int) -> str:
+    parts = sorted(f"{c} {r}" for r, c in counts.items())
+    return f"0/{total} nodes are available: " + ", ".join(parts) + "."
+
+
+class DefaultPreemption(Plugin):
+    name = "DefaultPreemption"
+    args_model = DefaultPreemptionArgs
+
+    def __init__(self, args: DefaultPreemptionArgs | None = None, handle: Any = None) -> None:
+        super().__init__(args or DefaultPreemptionArgs(), handle)
+
+    # ---------------------------------------------------------------- entry
+    def post_filter(self, state: CycleState, pod: Pod, statuses: dict[str, Status]
+                    ) -> tuple[PostFilterResult | None, Status]:
+        fw = self.handle.framework
+        snap = self.handle.snapshot
+        if pod.preemption_policy == "Never":
+            return None, Status(Code.Unschedulable, "preemption: not eligible due to preemptionPolicy=Never.")
+        if pod.nominated_node_name:
+            ni = snap.get(pod.nominated_node_name)
+            if ni is not None and any(p.deletion_timestamp and p.priority < pod.priority for p in ni.pods):
+                return None, Status(Code.Unschedulable, "preemption: not eligible due to a terminating pod on the "
+                                                         "nominated node.")
+        total = len(snap)
+        potential = [ni for ni in snap.node_infos
+                     if (st := statuses.get(ni.name)) is not None and st.code == Code.Unschedulable]
+        if not potential:
+            return None, Status(Code.Unschedulable, "preemption: " + _fit_message({NOT_HELPFUL: total}, total))
+        pdbs = self._pdbs()
+        n = len(potential)
+        want = n * self.args.min_candidate_nodes_percentage // 100
+        want = min(max(want, self.args.min_candidate_nodes_absolute), n)
+        offset = fw.rng.randrange(n)
+        candidates: list[Candidate] = []
+        failed: dict[str, str] = {}
+        for i in range(n):
+            ni = potential[(offset + i) % n]
+            victims, violations, ok = self._select_victims(state, pod, ni, pdbs)
+            if ok and victims:
+                candidates.append(Candidate(ni.name, victims, violations))
+                if len(candidates) >= want:
+                    break
+            else:
+                failed[ni.name] = NO_VICTIMS
+        if not candidates:
+            counts: dict[str, int] = {}
+            for reason in failed.values():
+                counts[reason] = counts.get(reason, 0) + 1
+            not_helpful = total - n
+            if not_helpful:
+                counts[NOT_HELPFUL] = counts.get(NOT_HELPFUL, 0) + not_helpful
+            return None, Status(Code.Unschedulable, "preemption: " + _fit_message(counts, total))
+        best = self._pick(candidates)
+        for v in best.victims:
+            self.handle.record_event(v, "Normal", "Preempted", "Preempting",
+                                     f"Preempted by pod {pod.uid} on node {best.node}")
+            self.handle.delete_pod(v)
+        return PostFilterResult(best.node), Status(Code.Success)
+
+    # ---------------------------------------------------------------- dry run
+    def _pdbs(self) -> list[PodDisruptionBudget]:
+        cluster = getattr(self.handle, "cluster", None)
+        if cluster is None:
+            return []
+        out = []
+        for raw in cluster.list("poddisruptionbudgets"):
+            try:
+                out.append(PodDisruptionBudget.from_dict(raw))
+            except Exception:  # a malformed PDB must not break preemption
+                continue
+        return out
+
+    @staticmethod
+    def _split_by_pdb(pods: list[Pod], pdbs: list[PodDisruptionBudget]) -> tuple[list[Pod], list[Pod]]:
+        allowed = [p.disruptions_allowed for p in pdbs]
+        violating, fine = [], []
+        for pod in pods:
+            violated = False
+            for i, pdb in enumerate(pdbs):
+                if pdb.namespace != pod.namespace or pdb.selector is None or pdb.selector.empty:
+                    continue
+                if not pdb.selector.matches(pod.labels) or pod.name in pdb.disrupted_pods:
+                    continue
+                allowed[i] -= 1
+                if allowed[i] < 0:
+                    violated = True
+            (violating if violated else fine).append(pod)
+        return violating, fine
+
+    def _select_victims(self, state: CycleState, pod: Pod, ni: NodeInfo, pdbs: list[PodDisruptionBudget]
+                        ) -> tuple[list[Pod], int, bool]:
+        fw = self.handle.framework
+        lower = [p for p in ni.pods if p.priority < pod.priority]
+        if not lower:
+            return [], 0, False
+        st = state.clone()
+        clone = NodeInfo(ni.node)
+        for p in ni.pods:
+            clone.add_pod(p)
+        for v in lower:
+            clone.remove_pod(v)
+            if fw.run_pre_filter_remove_pod(st, pod, v, clone) is not None:
+                return [], 0, False
+        if fw.run_filter_with_nominated_pods(st, pod, clone) is not None:
+            return [], 0, False
+        lower.sort(key=_more_important_key)
+        violating, fine = self._split_by_pdb(lower, pdbs)
+        victims: list[Pod] = []
+        violations = 0
+
+        def reprieve(p: Pod) -> bool:
+            clone.add_pod(p)
+            fw.run_pre_filter_add_pod(st, pod, p, clone)
+            if fw.run_filter_with_nominated_pods(st, pod, clone) is None:
+                return True
+            clone.remove_pod(p)
+            fw.run_pre_filter_remove_pod(st, pod, p, clone)
+            victims.append(p)
+            return False
+
+        for p in violating:
+            if not reprieve(p):
+                violations += 1
+        for p in fine:
+            reprieve(p)
+        victims.sort(key=_more_important_key)
+        return victims, violations, True
+
+    @staticmethod
+    def _pick(cands: list[Candidate]) -> Candidate:
+        def key(c: Candidate) -> tuple[int, int, int, int, str]:
+            highest = c.victims[0].priority
+            total = sum(v.priority + MAX_INT32 + 1 for v in c.victims)
+            top = [v for v in c.victims if v.priority == highest]
+            earliest = min(_start_time(v) for v in top)
+            # latest start time of the highest-priority victims wins: invert by sorting on the negation
+            return (c.pdb_violations, highest, total, len(c.victims), _invert(earliest))
+
+        return min(cands, key=key)
+
+
+def _invert(ts: str) -> str:
+    """Sort key that orders RFC 3339 timestamps latest-first."""
+    return "".join(chr(0x10FFFF - ord(ch)) for ch in ts)

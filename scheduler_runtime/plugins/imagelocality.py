@@ -1,0 +1,59 @@
+"""ImageLocality: prefer nodes that already have the pod's images, weighted by how widely they are spread."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..framework.cycle_state import CycleState
+from ..framework.plugin import Plugin
+from ..framework.snapshot import Snapshot
+from ..framework.status import MAX_SCORE
+from ..framework.types import NodeInfo
+from ..objects import Pod, normalized_image_name
+
+MB = 1024 * 1024
+MIN_THRESHOLD = 23 * MB
+MAX_CONTAINER_THRESHOLD = 1000 * MB
+
+
+class ImageLocality(Plugin):
+    name = "ImageLocality"
+
+    def score_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
+        total_nodes = len(snapshot)
+        images = [*pod.init_images, *pod.images]
+        n_containers = len((pod.raw.get("spec") or {}).get("containers") or []) + \
+            len((pod.raw.get("spec") or {}).get("initContainers") or [])
+        sums = np.zeros(len(snapshot), dtype=np.int64)
+        for image in images:
+            img_rows, sizes = snapshot.image_rows(image)
+            if not len(img_rows) or total_nodes == 0:
+                continue
+            spread = len(img_rows) / total_nodes
+            np.add.at(sums, img_rows, (sizes * spread).astype(np.int64))
+        return _scale(sums[rows], n_containers)
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
+        snap = self.handle.snapshot if self.handle is not None else None
+        total = len(snap) if snap is not None else 1
+        n_containers = len((pod.raw.get("spec") or {}).get("containers") or []) + \
+            len((pod.raw.get("spec") or {}).get("initContainers") or [])
+        have = {}
+        if node_info.node is not None:
+            for names, size in node_info.node.images:
+                for nm in names:
+                    have[normalized_image_name(nm)] = size
+        s = 0
+        for image in [*pod.init_images, *pod.images]:
+            size = have.get(normalized_image_name(image))
+            if size is None:
+                continue
+            num = len(snap.image_rows(image)[0]) if snap is not None else 1
+            s += int(size * (num / total))
+        return int(_scale(np.array([s], dtype=np.int64), n_containers)[0])
+
+
+def _scale(sums: np.ndarray, n_containers: int) -> np.ndarray:
+    max_threshold = MAX_CONTAINER_THRESHOLD * max(n_containers, 1)
+    clamped = np.clip(sums, MIN_THRESHOLD, max_threshold)
+    return MAX_SCORE * (clamped - MIN_THRESHOLD) // (max_threshold - MIN_THRESHOLD)

@@ -1,0 +1,151 @@
+"""NodeAffinity: nodeSelector + required node affinity filter; preferred terms score."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from pydantic import Field
+
+from ..framework.cycle_state import CycleState
+from ..framework.nodelist import NodeList
+from ..framework.plugin import FilterBatch, Plugin, PluginArgs
+from ..framework.snapshot import HOSTNAME_LABEL, Snapshot
+from ..framework.status import Status
+from ..framework.types import ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo, NodeScore, PreFilterResult
+from ..objects import Node, NodeSelector, NodeSelectorTerm, Pod, PreferredSchedulingTerm
+from .tainttoleration import default_normalize
+
+REASON_POD = "node(s) didn't match Pod's node affinity/selector"
+REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
+
+
+class NodeAffinityArgs(PluginArgs):
+    added_affinity: dict[str, Any] | None = Field(default=None)
+
+
+def _has_fields(sel: NodeSelector | None) -> bool:
+    return sel is not None and any(t.fields for t in sel.terms)
+
+
+def _mentions_hostname(pod: Pod, extra: dict[str, Any] | None = None) -> bool:
+    """Equivalence groups ignore the hostname label, so selectors on it are evaluated per node."""
+    if HOSTNAME_LABEL in pod.node_selector:
+        return True
+    na = ((pod.raw.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
+    return HOSTNAME_LABEL in repr(na) or (extra is not None and HOSTNAME_LABEL in repr(extra))
+
+
+class NodeAffinity(Plugin):
+    name = "NodeAffinity"
+    args_model = NodeAffinityArgs
+
+    def __init__(self, args: NodeAffinityArgs | None = None, handle: object = None) -> None:
+        super().__init__(args or NodeAffinityArgs(), handle)  # type: ignore[arg-type]
+        added = self.args.added_affinity or {}
+        req = added.get("requiredDuringSchedulingIgnoredDuringExecution")
+        path = "addedAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        self.added_required = NodeSelector(req, path) if req is not None else None
+        self.added_preferred = tuple(
+            PreferredSchedulingTerm(int(t.get("weight", 0)), NodeSelectorTerm(
+                t.get("preference") or {}, f"addedAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]"))
+            for i, t in enumerate(added.get("preferredDuringSchedulingIgnoredDuringExecution") or []))
+
+    # ---------------------------------------------------------------- filter
+    def _pod_ok(self, pod: Pod, node: Node) -> bool:
+        for k, v in pod.node_selector.items():
+            if node.labels.get(k) != v:
+                return False
+        return pod.required_node_affinity is None or pod.required_node_affinity.matches(node)
+
+    def _status(self, pod: Pod, node: Node) -> Status | None:
+        if self.added_required is not None and not self.added_required.matches(node):
+            return Status.unresolvable(REASON_ENFORCED)
+        if not self._pod_ok(pod, node):
+            return Status.unresolvable(REASON_POD)
+        return None
+
+    def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeList) -> tuple[PreFilterResult | None,
+                                                                               Status | None]:
+        if not pod.node_selector and pod.required_node_affinity is None and self.added_required is None:
+            return None, Status.skip()
+        sel = pod.required_node_affinity
+        if sel is not None and sel.terms:
+            names: set[str] | None = set()
+            for term in sel.terms:
+                term_names = None
+                for raw in _raw_fields(pod, term):
+                    if raw.get("key") == "metadata.name" and raw.get("operator") == "In":
+                        term_names = set(raw.get("values") or [])
+                if term_names is None:
+                    names = None
+                    break
+                assert names is not None
+                names |= term_names
+            if names is not None:
+                return PreFilterResult(names), None
+        return None, None
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        if node_info.node is None:
+            return None
+        return self._status(pod, node_info.node)
+
+    def filter_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot) -> FilterBatch:
+        per_node = (_has_fields(pod.required_node_affinity) or _has_fields(self.added_required)
+                    or _mentions_hostname(pod, self.args.added_affinity))
+        if per_node:
+            statuses = [self._status(pod, ni.node) if ni.node is not None else None for ni in snapshot.node_infos]
+            ok = np.fromiter((s is None for s in statuses), dtype=bool, count=len(statuses))
+            return FilterBatch(ok, lambda row: statuses[row] or Status.unresolvable(REASON_POD))
+        groups = snapshot.group_nodes
+        gstat = [self._status(pod, n) for n in groups]
+        gok = np.fromiter((s is None for s in gstat), dtype=bool, count=len(gstat))
+        table_groups = snapshot.table.groups
+        return FilterBatch(gok[table_groups], lambda row: gstat[table_groups[row]] or Status.unresolvable(REASON_POD))
+
+    # ---------------------------------------------------------------- score
+    def _terms(self, pod: Pod) -> tuple[PreferredSchedulingTerm, ...]:
+        return pod.preferred_node_affinity + self.added_preferred
+
+    def pre_score(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
+        if not self._terms(pod):
+            return Status.skip()
+        return None
+
+    def _node_score(self, terms: tuple[PreferredSchedulingTerm, ...], node: Node) -> int:
+        return sum(t.weight for t in terms if t.weight and t.term.matches(node))
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
+        return self._node_score(self._terms(pod), node_info.node) if node_info.node is not None else 0
+
+    def score_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
+        terms = self._terms(pod)
+        if any(t.term.fields for t in terms) or _mentions_hostname(pod, self.args.added_affinity):
+            return np.fromiter((self._node_score(terms, snapshot.node_infos[r].node) for r in rows.tolist()),
+                               dtype=np.int64, count=len(rows))
+        groups = snapshot.group_nodes
+        per_group = np.fromiter((self._node_score(terms, n) for n in groups), dtype=np.int64, count=len(groups))
+        return per_group[snapshot.table.groups[rows]]
+
+    def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> None:
+        arr = default_normalize(np.array([s.score for s in scores], dtype=np.int64), reverse=False)
+        for s, v in zip(scores, arr.tolist(), strict=True):
+            s.score = v
+        return None
+
+    def normalize_score_batch(self, state: CycleState, pod: Pod, rows: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        return default_normalize(scores, reverse=False)
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeLabel))]
+
+
+def _raw_fields(pod: Pod, term: NodeSelectorTerm) -> list[dict[str, Any]]:
+    """The raw matchFields of `term` (the parsed term keeps only matchers)."""
+    na = ((pod.raw.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
+    req = na.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    terms = req.get("nodeSelectorTerms") or []
+    assert pod.required_node_affinity is not None
+    idx = pod.required_node_affinity.terms.index(term)
+    return list((terms[idx] if idx < len(terms) else {}).get("matchFields") or [])

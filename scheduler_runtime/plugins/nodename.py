@@ -1,0 +1,42 @@
+"""NodeName: a pod with spec.nodeName set only fits that node."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..framework.cycle_state import CycleState
+from ..framework.plugin import FilterBatch, Plugin
+from ..framework.snapshot import Snapshot
+from ..framework.status import Status
+from ..framework.types import ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
+from ..objects import Pod
+
+REASON = "node(s) didn't match the requested node name"
+
+
+def _wanted(pod: Pod) -> str:
+    return (pod.raw.get("spec") or {}).get("nodeName") or ""
+
+
+class NodeName(Plugin):
+    name = "NodeName"
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        want = _wanted(pod)
+        if not want or want == node_info.name:
+            return None
+        return Status.unresolvable(REASON)
+
+    def filter_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot) -> FilterBatch:
+        want = _wanted(pod)
+        n = len(snapshot)
+        if not want:
+            return FilterBatch(np.ones(n, dtype=bool), Status.unresolvable(REASON))
+        ok = np.zeros(n, dtype=bool)
+        ni = snapshot.get(want)
+        if ni is not None:
+            ok[ni.row] = True
+        return FilterBatch(ok, Status.unresolvable(REASON))
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [ClusterEventWithHint(ClusterEvent("Node", ActionType.Add))]

@@ -1,0 +1,393 @@
+"""NodeResourcesFit and NodeResourcesBalancedAllocation, as numpy expressions over the node table.
+
+Formulas follow kube-scheduler: integer arithmetic that truncates like Go, non-zero requests (100m CPU,
+200 MiB) for cpu/memory in Fit scoring, real requests in BalancedAllocation, math.Round half away from
+zero in RequestedToCapacityRatio.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, field_validator, model_validator
+
+from ..framework.cycle_state import CycleState
+from ..framework.node_table import PODS, NodeTable
+from ..framework.nodelist import NodeList
+from ..framework.plugin import FilterBatch, Plugin, PluginArgs
+from ..framework.snapshot import Snapshot
+from ..framework.status import Code, Status
+from ..framework.types import ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
+from ..objects import Pod
+
+MAX_CUSTOM_PRIORITY_SCORE = 10
+BASE_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+
+
+class ResourceSpec(PluginArgs):
+    name: str
+    weight: int = 1
+
+
+class UtilizationShapePoint(PluginArgs):
+    utilization: int
+    score: int
+
+
+class RequestedToCapacityRatioParam(PluginArgs):
+    shape: list[UtilizationShapePoint] = Field(default_factory=list)
+
+
+def _default_resources() -> list[ResourceSpec]:
+    return [ResourceSpec(name="cpu", weight=1), ResourceSpec(name="memory", weight=1)]
+
+
+class ScoringStrategy(PluginArgs):
+    type: Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"] = "LeastAllocated"
+    resources: list[ResourceSpec] = Field(default_factory=_default_resources)
+    requested_to_capacity_ratio: RequestedToCapacityRatioParam | None = None
+
+    @field_validator("resources")
+    @classmethod
+    def _weights(cls, v: list[ResourceSpec]) -> list[ResourceSpec]:
+        for r in v:
+            if r.weight == 0:
+                r.weight = 1
+            if not 0 < r.weight <= 100:
+                raise ValueError(f"resource weight of {r.weight} not in valid range (0, 100]")
+        return v
+
+    @model_validator(mode="after")
+    def _shape(self) -> ScoringStrategy:
+        if self.type != "RequestedToCapacityRatio":
+            return self
+        shape = self.requested_to_capacity_ratio.shape if self.requested_to_capacity_ratio else []
+        if not shape:
+            raise ValueError("requestedToCapacityRatio.shape: at least one point must be specified")
+        prev = -1
+        for p in shape:
+            if not 0 <= p.utilization <= 100:
+                raise ValueError(f"utilization {p.utilization} not in valid range [0, 100]")
+            if not 0 <= p.score <= MAX_CUSTOM_PRIORITY_SCORE:
+                raise ValueError(f"score {p.score} not in valid range [0, 10]")
+            if p.utilization <= prev:
+                raise ValueError("utilization values must be sorted in increasing order")
+            prev = p.utilization
+        return self
+
+
+class NodeResourcesFitArgs(PluginArgs):
+    ignored_resources: list[str] = Field(default_factory=list)
+    ignored_resource_groups: list[str] = Field(default_factory=list)
+    scoring_strategy: ScoringStrategy = Field(default_factory=ScoringStrategy)
+
+    @field_validator("ignored_resource_groups")
+    @classmethod
+    def _groups(cls, v: list[str]) -> list[str]:
+        for g in v:
+            if "/" in g:
+                raise ValueError(f"resource group name can't contain '/': {g!r}")
+        return v
+
+
+class NodeResourcesBalancedAllocationArgs(PluginArgs):
+    resources: list[ResourceSpec] = Field(default_factory=_default_resources)
+
+    @field_validator("resources")
+    @classmethod
+    def _weights(cls, v: list[ResourceSpec]) -> list[ResourceSpec]:
+        seen = set()
+        for r in v:
+            if r.name in seen:
+                raise ValueError(f"Duplicate value: {r.name!r}")
+            seen.add(r.name)
+            if r.weight != 1:
+                raise ValueError("must be 1")
+        return v
+
+
+def go_div(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
+    """Integer division truncating toward zero, like Go (numpy's // floors)."""
+    q = np.abs(a) // np.abs(b)
+    return np.where((np.sign(a) * np.sign(b)) < 0, -q, q)
+
+
+def is_extended(name: str) -> bool:
+    return name not in BASE_RESOURCES and name != "pods" and not name.startswith("hugepages-") and "/" in name
+
+
+# ------------------------------------------------------------------------------------------ Fit
+
+
+class _FitState:
+    __slots__ = ("cols", "amounts", "names", "empty")
+
+    def __init__(self, cols: np.ndarray, amounts: np.ndarray, names: list[str], empty: bool) -> None:
+        self.cols, self.amounts, self.names, self.empty = cols, amounts, names, empty
+
+    def clone(self) -> _FitState:
+        return self
+
+
+_FIT_KEY = "PreFilterNodeResourcesFit"
+
+
+class NodeResourcesFit(Plugin):
+    name = "NodeResourcesFit"
+    args_model = NodeResourcesFitArgs
+
+    def __init__(self, args: NodeResourcesFitArgs | None = None, handle: object = None) -> None:
+        super().__init__(args or NodeResourcesFitArgs(), handle)  # type: ignore[arg-type]
+        a: NodeResourcesFitArgs = self.args
+        self.ignored = set(a.ignored_resources)
+        self.ignored_groups = set(a.ignored_resource_groups)
+        s = a.scoring_strategy
+        self.strategy = s.type
+        self.resources = [(r.name, r.weight) for r in s.resources]
+        self.shape: list[tuple[int, int]] = []
+        if s.type == "RequestedToCapacityRatio" and s.requested_to_capacity_ratio is not None:
+            scale = 100 // MAX_CUSTOM_PRIORITY_SCORE
+            self.shape = [(p.utilization, p.score * scale) for p in s.requested_to_capacity_ratio.shape]
+
+    # ---------------------------------------------------------------- filter
+    def _skip_resource(self, name: str) -> bool:
+        if not is_extended(name):
+            return False
+        return name in self.ignored or name.split("/", 1)[0] in self.ignored_groups
+
+    def _state(self, state: CycleState, pod: Pod, table: NodeTable) -> _FitState:
+        st = state.get(_FIT_KEY)
+        if st is None:
+            names = [n for n, v in pod.requests.items() if v > 0 and n != "pods" and not self._skip_resource(n)]
+            order = {"cpu": 0, "memory": 1, "ephemeral-storage": 2}
+            names.sort(key=lambda n: (order.get(n, 3), n))
+            cols = np.array([table.column(n) for n in names], dtype=np.int64)
+            amounts = np.array([pod.requests[n] for n in names], dtype=np.int64)
+            st = _FitState(cols, amounts, names, not any(v > 0 for v in pod.requests.values()))
+            state.write(_FIT_KEY, st)
+        return st
+
+    def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeList) -> None:
+        self._state(state, pod, nodes.snapshot.table)
+        return None
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        reasons: list[str] = []
+        unresolvable = False
+        alloc = node_info.allocatable
+        allowed = alloc.get("pods", 0)
+        if len(node_info.pods) + 1 > allowed:
+            reasons.append("Too many pods")
+        if any(v > 0 for v in pod.requests.values()):
+            names = [n for n, v in pod.requests.items() if v > 0 and n != "pods" and not self._skip_resource(n)]
+            order = {"cpu": 0, "memory": 1, "ephemeral-storage": 2}
+            for n in sorted(names, key=lambda n: (order.get(n, 3), n)):
+                want = pod.requests[n]
+                have = alloc.get(n, 0)
+                if want > have - node_info.requested.get(n, 0):
+                    reasons.append(f"Insufficient {n}")
+                    if want > have:
+                        unresolvable = True
+        if not reasons:
+            return None
+        return Status(Code.UnschedulableAndUnresolvable if unresolvable else Code.Unschedulable, *reasons)
+
+    def filter_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot) -> FilterBatch:
+        table = snapshot.table
+        st = self._state(state, pod, table)
+        alloc = table.allocatable
+        req = table.requested
+        pods_ok = req[:, PODS] + 1 <= alloc[:, PODS]
+        if st.empty or not len(st.cols):
+            ok = pods_ok
+            res_ok = None
+        else:
+            free = alloc[:, st.cols] - req[:, st.cols]
+            res_ok = free >= st.amounts
+            ok = pods_ok & res_ok.all(axis=1)
+
+        def status(row: int) -> Status:
+            reasons = [] if pods_ok[row] else ["Too many pods"]
+            unresolvable = False
+            if res_ok is not None:
+                for j, n in enumerate(st.names):
+                    if not res_ok[row, j]:
+                        reasons.append(f"Insufficient {n}")
+                        if st.amounts[j] > alloc[row, st.cols[j]]:
+                            unresolvable = True
+            return Status(Code.UnschedulableAndUnresolvable if unresolvable else Code.Unschedulable, *reasons)
+
+        return FilterBatch(ok, status)
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [ClusterEventWithHint(ClusterEvent("Pod", ActionType.Delete | ActionType.UpdatePodScaleDown)),
+                ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeAllocatable
+                                                  | ActionType.UpdateNodeTaint | ActionType.UpdateNodeLabel))]
+
+    # ---------------------------------------------------------------- score
+    def pre_score(self, state: CycleState, pod: Pod, nodes: NodeList) -> None:
+        return None
+
+    def _alloc_req(self, pod: Pod, table: NodeTable, rows: np.ndarray
+                   ) -> list[tuple[np.ndarray, np.ndarray, int]]:
+        """(allocatable, requested-with-pod, weight) per scored resource, over `rows`."""
+        out = []
+        for name, weight in self.resources:
+            if name in ("cpu", "memory"):
+                j = 0 if name == "cpu" else 1
+                col = table.columns[name]
+                alloc = table.alloc[rows, col]
+                req = table.nz[rows, j] + pod.non_zero_requests[name]
+            else:
+                want = pod.requests.get(name, 0)
+                col = table.columns.get(name)
+                if col is None or (is_extended(name) and want == 0):
+                    z = np.zeros(len(rows), dtype=np.int64)
+                    out.append((z, z, weight))
+                    continue
+                alloc = table.alloc[rows, col]
+                req = table.req[rows, col] + want
+            out.append((alloc, req, weight))
+        return out
+
+    def score_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
+        parts = self._alloc_req(pod, snapshot.table, rows)
+        total = np.zeros(len(rows), dtype=np.int64)
+        wsum = np.zeros(len(rows), dtype=np.int64)
+        for alloc, req, w in parts:
+            has = alloc > 0
+            safe = np.where(has, alloc, 1)
+            if self.strategy == "LeastAllocated":
+                s = np.where(req > alloc, 0, (alloc - req) * 100 // safe)
+                total += np.where(has, s * w, 0)
+                wsum += np.where(has, w, 0)
+            elif self.strategy == "MostAllocated":
+                s = np.minimum(req, alloc) * 100 // safe
+                total += np.where(has, s * w, 0)
+                wsum += np.where(has, w, 0)
+            else:
+                util = np.where(req > alloc, 100, req * 100 // safe)
+                s = self._broken_linear(util)
+                use = has & (s > 0)
+                total += np.where(use, s * w, 0)
+                wsum += np.where(use, w, 0)
+        if self.strategy == "RequestedToCapacityRatio":
+            q = total / np.where(wsum > 0, wsum, 1)
+            rounded = np.floor(np.abs(q) + 0.5) * np.sign(q)  # math.Round: half away from zero
+            return np.where(wsum > 0, rounded, 0).astype(np.int64)
+        return np.where(wsum > 0, total // np.where(wsum > 0, wsum, 1), 0)
+
+    def _broken_linear(self, p: np.ndarray) -> np.ndarray:
+        shape = self.shape
+        out = np.full(p.shape, shape[-1][1], dtype=np.int64)
+        done = np.zeros(p.shape, dtype=bool)
+        for i, (u, s) in enumerate(shape):
+            hit = (~done) & (p <= u)
+            if i == 0:
+                out = np.where(hit, s, out)
+            else:
+                pu, ps = shape[i - 1]
+                val = ps + go_div((s - ps) * (p - pu), u - pu)
+                out = np.where(hit, val, out)
+            done |= hit
+        return out
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
+        snap = self.handle.snapshot if self.handle is not None else None
+        if snap is not None and node_info.row >= 0 and snap.node_infos[node_info.row] is node_info:
+            return int(self.score_batch(state, pod, snap, np.array([node_info.row]))[0])
+        # a NodeInfo outside the snapshot (e.g. a test or preemption clone): compute from its dicts
+        s = Snapshot()
+        clone = NodeInfo(node_info.node)
+        s.add_node(clone)
+        for p in node_info.pods:
+            s.add_pod(clone, p)
+        return int(self.score_batch(state, pod, s, np.array([0]))[0])
+
+
+# ------------------------------------------------------------------------------------------ Balanced
+
+
+def _balanced(fracs: list[np.ndarray]) -> np.ndarray:
+    n = len(fracs)
+    if n == 0:
+        return np.full(0, 100, dtype=np.int64)
+    if n == 2:
+        std = np.abs((fracs[0] - fracs[1]) / 2)
+    elif n > 2:
+        mean = sum(fracs) / n
+        std = np.sqrt(sum((f - mean) ** 2 for f in fracs) / n)
+    else:
+        std = np.zeros_like(fracs[0])
+    return ((1 - std) * 100).astype(np.int64)  # truncation, like int64() in Go
+
+
+class NodeResourcesBalancedAllocation(Plugin):
+    name = "NodeResourcesBalancedAllocation"
+    args_model = NodeResourcesBalancedAllocationArgs
+
+    def __init__(self, args: NodeResourcesBalancedAllocationArgs | None = None, handle: object = None) -> None:
+        super().__init__(args or NodeResourcesBalancedAllocationArgs(), handle)  # type: ignore[arg-type]
+        self.resources = [r.name for r in self.args.resources]
+
+    def pre_score(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
+        if not any(pod.requests.get(r, 0) > 0 for r in self.resources):
+            return Status.skip()
+        return None
+
+    def score_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
+        table = snapshot.table
+        n = len(rows)
+        with_pod: list[np.ndarray] = []
+        without: list[np.ndarray] = []
+        masks: list[np.ndarray] = []
+        for name in self.resources:
+            want = pod.requests.get(name, 0)
+            col = table.columns.get(name)
+            if col is None or (is_extended(name) and want == 0):
+                continue
+            alloc = table.alloc[rows, col].astype(np.float64)
+            before = table.req[rows, col].astype(np.float64)
+            has = alloc > 0
+            safe = np.where(has, alloc, 1.0)
+            with_pod.append(np.minimum((before + want) / safe, 1.0))
+            without.append(np.minimum(before / safe, 1.0))
+            masks.append(has)
+        if not with_pod:
+            return np.full(n, 75, dtype=np.int64)  # no change in balance: 50 + (50 + s - s) / 2
+        if all(m.all() for m in masks):
+            a = _balanced(with_pod)
+            b = _balanced(without)
+        else:  # nodes lacking some resource: per-row fraction lists differ, compute row by row
+            a = np.empty(n, dtype=np.int64)
+            b = np.empty(n, dtype=np.int64)
+            for i in range(n):
+                wp = [f[i:i + 1] for f, m in zip(with_pod, masks, strict=True) if m[i]]
+                wo = [f[i:i + 1] for f, m in zip(without, masks, strict=True) if m[i]]
+                a[i] = _balanced(wp)[0] if wp else 100
+                b[i] = _balanced(wo)[0] if wo else 100
+        return 50 + (50 + a - b) // 2
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
+        fr_with, fr_without = [], []
+        for name in self.resources:
+            want = pod.requests.get(name, 0)
+            if is_extended(name) and want == 0:
+                continue
+            alloc = node_info.allocatable.get(name, 0)
+            if alloc == 0:
+                continue
+            before = node_info.requested.get(name, 0)
+            fr_with.append(np.array([min((before + want) / alloc, 1.0)]))
+            fr_without.append(np.array([min(before / alloc, 1.0)]))
+        if not fr_with:
+            return 75
+        a = int(_balanced(fr_with)[0])
+        b = int(_balanced(fr_without)[0])
+        return 50 + (50 + a - b) // 2
+
+
+def round_half_away(x: float) -> int:
+    return int(math.copysign(math.floor(abs(x) + 0.5), x))

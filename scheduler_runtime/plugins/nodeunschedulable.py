@@ -1,0 +1,37 @@
+"""NodeUnschedulable: cordoned nodes (spec.unschedulable) only take pods that tolerate the taint."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..framework.cycle_state import CycleState
+from ..framework.plugin import FilterBatch, Plugin
+from ..framework.snapshot import Snapshot
+from ..framework.status import Status
+from ..framework.types import ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
+from ..objects import Node, Pod, Taint, tolerates_all
+
+REASON = "node(s) were unschedulable"
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+
+
+def _fits(pod: Pod, node: Node) -> bool:
+    return not node.unschedulable or tolerates_all(pod.tolerations, UNSCHEDULABLE_TAINT)
+
+
+class NodeUnschedulable(Plugin):
+    name = "NodeUnschedulable"
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        if node_info.node is None or _fits(pod, node_info.node):
+            return None
+        return Status.unresolvable(REASON)
+
+    def filter_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot) -> FilterBatch:
+        group_ok = np.fromiter((_fits(pod, n) for n in snapshot.group_nodes), dtype=bool,
+                               count=len(snapshot.group_nodes))
+        return FilterBatch(group_ok[snapshot.table.groups], Status.unresolvable(REASON))
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeTaint)),
+                ClusterEventWithHint(ClusterEvent("Pod", ActionType.UpdatePodToleration))]
