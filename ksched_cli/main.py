@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 import yaml
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from scheduler_runtime import __version__
@@ -156,7 +157,7 @@ def run(
                 console.print(f"  [green]✓[/] {r.pod:<28} → [bold]{r.node}[/]"
                               f"  [dim](attempt {r.attempt}, {r.feasible or 1} feasible)[/]")
             else:
-                console.print(f"  [yellow]✗[/] {r.pod:<28} {r.message}")
+                console.print(f"  [yellow]✗[/] {r.pod:<28} {escape(r.message)}")
 
         sched = Scheduler(mem, cfg, reg, seed=seed, observer=show)
         sched.start()
@@ -226,7 +227,7 @@ def simulate(
 
 
 def _print_simulation(r: Any) -> None:
-    t = Table(title=f"placements ({r.label})", title_justify="left")
+    t = Table(title=escape(f"placements ({r.label})"), title_justify="left")
     t.add_column("pod")
     t.add_column("node")
     for key in r.pods:
@@ -238,15 +239,15 @@ def _print_simulation(r: Any) -> None:
         if key in r.preempted:
             console.print(f"[yellow]{key}[/]: preempted (deleted to make room for a higher-priority pod)")
         elif res is not None:
-            console.print(f"[yellow]{key}[/]: {res.message}")
+            console.print(f"[yellow]{key}[/]: {escape(res.message)}")
     _print_usage([r])
 
 
 def _print_usage(results: list[Any]) -> None:
     t = Table(title="node utilisation after scheduling (requested / allocatable)", title_justify="left")
     t.add_column("node")
-    for r in results:
-        suffix = f" [{r.label}]" if len(results) > 1 else ""
+    for i, r in enumerate(results):
+        suffix = f" ({'AB'[i]})" if len(results) > 1 else ""
         t.add_column("pods" + suffix, justify="right")
         t.add_column("cpu" + suffix, justify="right")
         t.add_column("memory" + suffix, justify="right")
@@ -262,8 +263,8 @@ def _print_usage(results: list[Any]) -> None:
 def _print_comparison(a: Any, b: Any) -> None:
     t = Table(title="placements", title_justify="left")
     t.add_column("pod")
-    t.add_column(f"A: {a.label}")
-    t.add_column(f"B: {b.label}")
+    t.add_column(escape(f"A: {a.label}"))
+    t.add_column(escape(f"B: {b.label}"))
     t.add_column("")
     differ = 0
     for key in a.pods:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO
+REPO = Path(__file__).resolve().parents[2]
 
 EX = REPO / "examples"
 
