@@ -1,0 +1,255 @@
+"""A real local control plane: etcd + kube-apiserver on loopback, as controller-runtime's envtest runs them.
+
+Used by the integration tests and by `ksched dev-cluster`. The binaries come from KUBEBUILDER_ASSETS or
+from the cache that `hack/build-controlplane.sh` fills (built from Go modules).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import ipaddress
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from .errors import KschedError
+
+VERSION_FILE = Path(__file__).resolve().parents[1] / "hack" / "controlplane" / "VERSION"
+DEFAULT_VERSION = "1.36.3"
+
+
+class ControlPlaneUnavailable(KschedError):
+    """No kube-apiserver/etcd binaries: says how to get them."""
+
+
+def _version() -> str:
+    try:
+        return VERSION_FILE.read_text().strip()
+    except OSError:
+        return DEFAULT_VERSION
+
+
+def find_binaries() -> Path:
+    assets = os.environ.get("KUBEBUILDER_ASSETS")
+    candidates = [Path(assets)] if assets else []
+    cache = Path(os.environ.get("KSCHED_CACHE", Path.home() / ".cache" / "ksched"))
+    candidates.append(cache / "controlplane" / _version() / "bin")
+    for c in candidates:
+        if (c / "kube-apiserver").is_file() and (c / "etcd").is_file():
+            return c
+    raise ControlPlaneUnavailable(
+        "no kube-apiserver/etcd binaries found (looked in " + ", ".join(str(c) for c in candidates)
+        + "): run `bash hack/build-controlplane.sh` (builds them from Go modules) or set KUBEBUILDER_ASSETS")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _write_pki(d: Path) -> None:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = _dt.datetime.now(_dt.UTC)
+
+    def pem_key(k: Any) -> bytes:
+        return k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                               serialization.NoEncryption())
+
+    def cert(subject: x509.Name, key: Any, issuer: x509.Name, signer: Any, ca: bool,
+             san: list[x509.GeneralName] | None = None, usage: list[Any] | None = None) -> x509.Certificate:
+        b = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(key.public_key())
+             .serial_number(x509.random_serial_number()).not_valid_before(now - _dt.timedelta(hours=1))
+             .not_valid_after(now + _dt.timedelta(days=365))
+             .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if san:
+            b = b.add_extension(x509.SubjectAlternativeName(san), critical=False)
+        if usage:
+            b = b.add_extension(x509.ExtendedKeyUsage(usage), critical=False)
+        return b.sign(signer, hashes.SHA256())
+
+    d.mkdir(parents=True, exist_ok=True)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "ksched-test-ca")])
+    ca = cert(ca_name, ca_key, ca_name, ca_key, True)
+    (d / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    srv_key = ec.generate_private_key(ec.SECP256R1())
+    srv = cert(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]), srv_key, ca_name, ca_key,
+               False, [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))],
+               [ExtendedKeyUsageOID.SERVER_AUTH])
+    (d / "apiserver.crt").write_bytes(srv.public_bytes(serialization.Encoding.PEM)
+                                      + ca.public_bytes(serialization.Encoding.PEM))
+    (d / "apiserver.key").write_bytes(pem_key(srv_key))
+    adm_key = ec.generate_private_key(ec.SECP256R1())
+    adm = cert(x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),
+                          x509.NameAttribute(NameOID.COMMON_NAME, "ksched-admin")]), adm_key, ca_name, ca_key,
+               False, None, [ExtendedKeyUsageOID.CLIENT_AUTH])
+    (d / "admin.crt").write_bytes(adm.public_bytes(serialization.Encoding.PEM))
+    (d / "admin.key").write_bytes(pem_key(adm_key))
+    sa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    (d / "sa.key").write_bytes(pem_key(sa))
+    (d / "sa.pub").write_bytes(sa.public_key().public_bytes(serialization.Encoding.PEM,
+                                                            serialization.PublicFormat.SubjectPublicKeyInfo))
+    for name in ("apiserver.key", "admin.key", "sa.key"):
+        (d / name).chmod(0o600)
+
+
+class ControlPlane:
+    """etcd + kube-apiserver. `start()` waits for /readyz; `stop()` kills both and removes the state dir
+    unless it was given by the caller."""
+
+    def __init__(self, state_dir: str | Path | None = None, bin_dir: str | Path | None = None,
+                 start_timeout: float = 90.0) -> None:
+        self.bin_dir = Path(bin_dir) if bin_dir else find_binaries()
+        self._own_dir = state_dir is None
+        self.dir = Path(state_dir) if state_dir else Path(tempfile.mkdtemp(prefix="ksched-cp-"))
+        self.start_timeout = start_timeout
+        self.etcd: subprocess.Popen[bytes] | None = None
+        self.apiserver: subprocess.Popen[bytes] | None = None
+        self.etcd_port = 0
+        self.api_port = 0
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def server_url(self) -> str:
+        return f"https://127.0.0.1:{self.api_port}"
+
+    @property
+    def kubeconfig_path(self) -> Path:
+        return self.dir / "admin.kubeconfig"
+
+    @property
+    def pki(self) -> Path:
+        return self.dir / "pki"
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> ControlPlane:
+        if not (self.pki / "ca.crt").exists():
+            _write_pki(self.pki)
+        self.etcd_port = self.etcd_port or free_port()
+        self.api_port = self.api_port or free_port()
+        self._start_etcd()
+        self._start_apiserver()
+        self._write_kubeconfig()
+        return self
+
+    def _log(self, name: str) -> Any:
+        return open(self.dir / f"{name}.log", "ab")  # noqa: SIM115 - handed to the child process
+
+    def _start_etcd(self) -> None:
+        peer = free_port()
+        url = f"http://127.0.0.1:{self.etcd_port}"
+        args = [str(self.bin_dir / "etcd"), f"--data-dir={self.dir / 'etcd'}", f"--listen-client-urls={url}",
+                f"--advertise-client-urls={url}", f"--listen-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-cluster=default=http://127.0.0.1:{peer}", "--unsafe-no-fsync=true",
+                "--log-level=warn"]
+        self.etcd = subprocess.Popen(args, stdout=self._log("etcd"), stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        self._wait(f"{url}/health", "etcd", self.etcd)
+
+    def _start_apiserver(self) -> None:
+        pki = self.pki
+        args = [str(self.bin_dir / "kube-apiserver"), f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
+                f"--cert-dir={pki}", f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}", f"--client-ca-file={pki / 'ca.crt'}",
+                f"--secure-port={self.api_port}", "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+                "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true",
+                "--disable-admission-plugins=ServiceAccount", "--authorization-mode=RBAC",
+                f"--service-account-issuer=https://127.0.0.1:{self.api_port}/",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}", "--v=0"]
+        self.apiserver = subprocess.Popen(args, stdout=self._log("kube-apiserver"), stderr=subprocess.STDOUT,
+                                          start_new_session=True)
+        self._wait(f"{self.server_url}/readyz", "kube-apiserver", self.apiserver)
+
+    def _wait(self, url: str, what: str, proc: subprocess.Popen[bytes]) -> None:
+        ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt")) if url.startswith("https") else None
+        if ctx is not None:
+            ctx.load_cert_chain(str(self.pki / "admin.crt"), str(self.pki / "admin.key"))
+        deadline = time.monotonic() + self.start_timeout
+        last = ""
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                break
+            try:
+                with urllib.request.urlopen(url, timeout=3, context=ctx) as r:  # noqa: S310 - loopback only
+                    if r.status == 200:
+                        return
+            except Exception as exc:  # not up yet
+                last = str(exc)
+            time.sleep(0.3)
+        log = (self.dir / f"{what}.log").read_text(errors="replace").splitlines()[-15:]
+        self.stop()
+        raise KschedError(f"{what} did not become ready ({last}); last log lines:\n" + "\n".join(log))
+
+    def _write_kubeconfig(self) -> None:
+        pki = self.pki
+        text = f"""apiVersion: v1
+kind: Config
+clusters:
+- name: ksched-dev
+  cluster:
+    server: {self.server_url}
+    certificate-authority: {pki / 'ca.crt'}
+users:
+- name: ksched-admin
+  user:
+    client-certificate: {pki / 'admin.crt'}
+    client-key: {pki / 'admin.key'}
+contexts:
+- name: ksched-dev
+  context: {{cluster: ksched-dev, user: ksched-admin}}
+current-context: ksched-dev
+"""
+        self.kubeconfig_path.write_text(text)
+        self.kubeconfig_path.chmod(0o600)
+
+    @staticmethod
+    def _kill(proc: subprocess.Popen[bytes] | None) -> None:
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(15)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(5)
+
+    def restart_apiserver(self) -> None:
+        """Stop and start kube-apiserver only (same port, certs and etcd), as an API-server restart."""
+        self._kill(self.apiserver)
+        self.apiserver = None
+        self._start_apiserver()
+
+    def stop_apiserver(self) -> None:
+        self._kill(self.apiserver)
+        self.apiserver = None
+
+    def stop(self) -> None:
+        self._kill(self.apiserver)
+        self._kill(self.etcd)
+        self.apiserver = self.etcd = None
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> ControlPlane:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
