@@ -16,6 +16,7 @@ from rich.table import Table
 from scheduler_runtime import __version__
 from scheduler_runtime.errors import InputError
 
+from .devcluster import app as devcluster_app
 from .guard import DEBUG, EXIT_USAGE, fail, guarded
 
 console = Console(highlight=False, soft_wrap=True)
@@ -27,6 +28,7 @@ app = typer.Typer(
          "[bold]ksched simulate --help[/].")
 plugins_app = typer.Typer(no_args_is_help=True, help="Inspect the plugins ksched can run.")
 app.add_typer(plugins_app, name="plugins")
+app.add_typer(devcluster_app, name="dev-cluster")
 
 try:  # the config toolchain lives in its own module; mount it when present
     from .config_cmd import app as config_app
@@ -246,7 +248,7 @@ def _print_simulation(r: Any) -> None:
 def _print_usage(results: list[Any]) -> None:
     t = Table(title="node utilisation after scheduling (requested / allocatable)", title_justify="left")
     t.add_column("node")
-    for i, r in enumerate(results):
+    for i in range(len(results)):
         suffix = f" ({'AB'[i]})" if len(results) > 1 else ""
         t.add_column("pods" + suffix, justify="right")
         t.add_column("cpu" + suffix, justify="right")
@@ -275,6 +277,126 @@ def _print_comparison(a: Any, b: Any) -> None:
     console.print(t)
     console.print(f"{differ} of {len(a.pods)} placements differ; pending: A {len(a.pending)}, B {len(b.pending)}")
     _print_usage([a, b])
+
+
+# ---------------------------------------------------------------------------- describe-pod
+
+@app.command("describe-pod", epilog="Examples:\n\n  ksched describe-pod web-1 -n shop --kubeconfig ~/.kube/config\n\n"
+                                   "  ksched describe-pod huge -n shop --cluster examples/cluster "
+                                   "--pods examples/pods.yaml")
+def describe_pod(
+    name: Annotated[str, typer.Argument(help="Pod name.")],
+    namespace: Annotated[str, typer.Option("-n", "--namespace", help="Pod namespace.")] = "default",
+    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help="Read from this cluster.")] = None,
+    cluster: Annotated[list[Path] | None, typer.Option(
+        "--cluster", help="Embedded cluster to replay instead of a real one.")] = None,
+    pods: Annotated[list[Path] | None, typer.Option("--pods", help="Pods to schedule in the replay.")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="Config for the replay.")] = None,
+    output: Annotated[str, typer.Option("-o", "--output", help="table or json.")] = "table",
+    plugin_dir: PluginDirOpt = None,
+) -> None:
+    """Why a pod landed where it did, or why it is pending: conditions, events, and per-plugin results
+    recorded by ksched (filter verdicts by reason, score breakdown of the best nodes)."""
+
+    def go() -> None:
+        from scheduler_runtime.describe import describe
+        from scheduler_runtime.objects import Node
+
+        if output not in ("table", "json"):
+            raise fail(f"-o: unsupported output {output!r} (use table or json)", EXIT_USAGE)
+        if cluster:
+            from scheduler_runtime.simulate import simulate as run_sim
+
+            _check_paths([*cluster, *(pods or [])])
+            reg = _registry(plugin_dir)
+            res = run_sim(cluster, pods or [], _config(config, reg), reg, seed=0, keep_cluster=True)
+            mem = res.cluster
+            raw = mem.get_pod(namespace, name)
+            if raw is None:
+                raise InputError(f'pods "{name}" not found in namespace {namespace!r}')
+            events = [{"type": e.type, "reason": e.reason, "note": e.note, "reportingController":
+                       e.reporting_controller, "eventTime": e.time} for e in mem.events_for(namespace, name)]
+            nodes = {n["metadata"]["name"]: Node.from_dict(n) for n in mem.list("nodes")}
+        else:
+            from scheduler_runtime.cluster.kube import KubeClient, load_connection
+
+            c = KubeClient(load_connection(kubeconfig))
+            resp = c.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+            if resp.status == 404:
+                raise InputError(f'pods "{name}" not found in namespace {namespace!r}')
+            if not resp.ok:
+                raise c.error(resp, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+            raw = resp.json()
+            ev = c.call("GET", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events",
+                        query={"fieldSelector": f"regarding.name={name},regarding.kind=Pod"})
+            events = sorted(({"type": e.get("type"), "reason": e.get("reason"), "note": e.get("note"),
+                              "reportingController": e.get("reportingController"),
+                              "eventTime": e.get("eventTime") or (e.get("metadata") or {}).get("creationTimestamp")}
+                             for e in ev.get("items") or []), key=lambda e: e["eventTime"] or "")
+            nodes = {n["metadata"]["name"]: Node.from_dict(n)
+                     for n in c.call("GET", "/api/v1/nodes").get("items") or []}
+        d = describe(raw, events, nodes)
+        if output == "json":
+            print(json.dumps(d.to_dict(), indent=2, default=str))
+            return
+        _print_description(d)
+
+    guarded(go)
+
+
+def _print_description(d: Any) -> None:
+    console.print(f"[bold]Name:[/] {d.namespace}/{d.name}   [bold]Phase:[/] {d.phase}   "
+                  f"[bold]Node:[/] {d.node or '<none>'}   [bold]Scheduler:[/] {d.scheduler}   "
+                  f"[bold]Priority:[/] {d.priority}")
+    if d.conditions:
+        t = Table(title="Conditions", title_justify="left")
+        for col in ("type", "status", "reason", "message"):
+            t.add_column(col, overflow="fold")
+        for c in d.conditions:
+            t.add_row(str(c.get("type", "")), str(c.get("status", "")), str(c.get("reason", "") or ""),
+                      escape(str(c.get("message", "") or "")))
+        console.print(t)
+    if d.events:
+        t = Table(title="Events", title_justify="left")
+        for col in ("type", "reason", "from", "message"):
+            t.add_column(col, overflow="fold")
+        for e in d.events:
+            t.add_row(str(e.get("type", "")), str(e.get("reason", "")), str(e.get("reportingController", "")),
+                      escape(str(e.get("note", "") or "")))
+        console.print(t)
+    r = d.result
+    if r:
+        console.print(f"[bold]Last attempt[/] #{r.get('attempt')} by profile {r.get('profile')}: "
+                      f"{r.get('outcome')}" + (f" on {r['node']}" if r.get("node") else "")
+                      + f" ({r.get('feasible', 0)} feasible of {r.get('num_nodes', 0)} nodes)")
+        reasons = r.get("filter_reasons") or {}
+        if reasons:
+            t = Table(title="Filtered out", title_justify="left")
+            for col in ("nodes", "plugin", "reason", "examples"):
+                t.add_column(col, overflow="fold")
+            for reason, info in sorted(reasons.items(), key=lambda kv: -kv[1].get("count", 0)):
+                t.add_row(str(info.get("count", 0)), str(info.get("plugin", "")), escape(reason),
+                          ", ".join(info.get("nodes", [])[:5]))
+            console.print(t)
+        scores = r.get("scores") or []
+        if scores:
+            plugin_names = sorted({p for s in scores for p in s.get("plugins", {})})
+            t = Table(title="Scores of the best nodes (normalized x weight)", title_justify="left")
+            t.add_column("node")
+            t.add_column("total", justify="right")
+            for p in plugin_names:
+                t.add_column(p, justify="right")
+            for s in scores:
+                row = [s["node"], str(s["total"])]
+                for p in plugin_names:
+                    v = s["plugins"].get(p)
+                    row.append(f"{v['normalized']}x{v['weight']}" if v else "-")
+                t.add_row(*row)
+            console.print(t)
+    if d.summary:
+        console.print("[bold]Why pending / what would help:[/]")
+        for line in d.summary:
+            console.print(f"  • {escape(line)}")
 
 
 # ---------------------------------------------------------------------------- plugins

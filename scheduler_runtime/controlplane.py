@@ -106,6 +106,19 @@ def _write_pki(d: Path) -> None:
         (d / name).chmod(0o600)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child of ours counts as gone
+        return not os.waitpid(pid, os.WNOHANG)[0]
+    except ChildProcessError:
+        return True
+
+
 class ControlPlane:
     """etcd + kube-apiserver. `start()` waits for /readyz; `stop()` kills both and removes the state dir
     unless it was given by the caller."""
@@ -247,6 +260,40 @@ current-context: ksched-dev
         self.apiserver = self.etcd = None
         if self._own_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+    # ------------------------------------------------------------------ detached use (ksched dev-cluster)
+    def save_state(self) -> None:
+        import json
+
+        assert self.etcd is not None and self.apiserver is not None
+        (self.dir / "state.json").write_text(json.dumps({
+            "etcd_pid": self.etcd.pid, "apiserver_pid": self.apiserver.pid, "etcd_port": self.etcd_port,
+            "api_port": self.api_port, "bin_dir": str(self.bin_dir)}))
+
+    @staticmethod
+    def load_state(state_dir: Path) -> dict[str, Any] | None:
+        import json
+
+        try:
+            return json.loads((state_dir / "state.json").read_text())
+        except (OSError, ValueError):
+            return None
+
+    @staticmethod
+    def stop_detached(state_dir: Path) -> bool:
+        st = ControlPlane.load_state(state_dir)
+        if st is None:
+            return False
+        for key in ("apiserver_pid", "etcd_pid"):
+            try:
+                os.killpg(int(st[key]), signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                pass
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and any(_alive(int(st[k])) for k in ("apiserver_pid", "etcd_pid")):
+            time.sleep(0.2)
+        (state_dir / "state.json").unlink(missing_ok=True)
+        return True
 
     def __enter__(self) -> ControlPlane:
         return self.start()

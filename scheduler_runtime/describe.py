@@ -68,6 +68,7 @@ def explain_pending(pod: Pod, result: dict[str, Any], nodes: dict[str, Node]) ->
         count = info.get("count", 0)
         names = info.get("nodes") or []
         noun = "node" if count == 1 else "nodes"
+        verb = {"lack": "lacks", "have": "has", "do": "does", "are": "is"} if count == 1 else {}
         if reason.startswith("Insufficient "):
             res = reason[len("Insufficient "):]
             want = pod.requests.get(res, 0)
@@ -79,7 +80,7 @@ def explain_pending(pod: Pod, result: dict[str, Any], nodes: dict[str, Node]) ->
                 if node is not None and res in node.allocatable:
                     free.append(f"{n} allocatable {format_amount(res, node.allocatable[res])}")
             extra = f" ({'; '.join(free)})" if free else ""
-            lines.append(f"{count} {noun} lack {amount} {human}{extra}: free capacity, a smaller request, "
+            lines.append(f"{count} {noun} {verb.get('lack', 'lack')} {amount} {human}{extra}: free capacity, a smaller request, "
                          f"or a bigger node would help.")
         elif reason == "node(s) had untolerated taint(s)":
             taints: dict[str, int] = {}
@@ -92,25 +93,27 @@ def explain_pending(pod: Pod, result: dict[str, Any], nodes: dict[str, Node]) ->
                         taints[_fmt_taint(t)] = taints.get(_fmt_taint(t), 0) + 1
             if taints:
                 desc = "; ".join(f"{k} on {v}" for k, v in taints.items())
-                lines.append(f"{count} {noun} have taints the pod does not tolerate ({desc}): add a toleration "
+                lines.append(f"{count} {noun} {verb.get('have', 'have')} taints the pod does not tolerate ({desc}): "
+                             f"add a toleration "
                              f"or use other nodes.")
             else:
-                lines.append(f"{count} {noun} have taints the pod does not tolerate.")
+                lines.append(f"{count} {noun} {verb.get('have', 'have')} taints the pod does not tolerate.")
         elif "node affinity/selector" in reason:
             sel = ", ".join(f"{k}={v}" for k, v in pod.node_selector.items())
-            lines.append(f"{count} {noun} do not match the pod's node selector/affinity"
+            lines.append(f"{count} {noun} {verb.get('do', 'do')} not match the pod's node selector/affinity"
                          f"{f' ({sel})' if sel else ''}: label nodes or relax the selector.")
         elif reason == "Too many pods":
-            lines.append(f"{count} {noun} are at their pod limit (status.allocatable.pods).")
+            lines.append(f"{count} {noun} {verb.get('are', 'are')} at their pod limit (status.allocatable.pods).")
         elif "free ports" in reason:
             ports = ", ".join(str(p.port) for p in pod.host_ports)
-            lines.append(f"{count} {noun} already use the host port(s) {ports}.")
+            lines.append(f"{count} {noun} already {'uses' if count == 1 else 'use'} the host port(s) {ports}.")
         elif "were unschedulable" in reason:
-            lines.append(f"{count} {noun} are cordoned (spec.unschedulable): uncordon them to use them.")
+            lines.append(f"{count} {noun} {verb.get('are', 'are')} cordoned (spec.unschedulable): uncordon them to use them.")
         else:
             lines.append(f"{count} {noun}: {reason}.")
     if result.get("postfilter_message"):
-        lines.append(f"Preemption: {result['postfilter_message']}")
+        msg = result["postfilter_message"].removeprefix("preemption: ")
+        lines.append(f"Preemption cannot help: {msg}")
     if pod.scheduling_gates:
         lines.insert(0, f"The pod has scheduling gates {list(pod.scheduling_gates)}: it is not attempted until "
                         f"they are removed.")

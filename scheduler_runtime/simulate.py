@@ -44,6 +44,7 @@ class SimulationResult:
     results: dict[str, AttemptResult]
     usage: list[NodeUsage]
     preempted: list[str] = field(default_factory=list)
+    cluster: MemoryCluster | None = None
 
     @property
     def pending(self) -> list[str]:
@@ -78,7 +79,7 @@ def load_pods_in_order(paths: Sequence[str | Path]) -> list[tuple[dict[str, Any]
 
 def simulate(cluster_paths: Sequence[str | Path], pod_paths: Sequence[str | Path], config: Any, registry: Registry,
              seed: int = 0, label: str = "default",
-             on_decision: Callable[[Decision], None] | None = None) -> SimulationResult:
+             on_decision: Callable[[Decision], None] | None = None, keep_cluster: bool = False) -> SimulationResult:
     """Schedule `pod_paths` (in order) on the snapshot in `cluster_paths`; pods bound there stay put."""
     cluster = MemoryCluster.from_paths(cluster_paths)
     pods = load_pods_in_order(pod_paths)
@@ -101,4 +102,5 @@ def simulate(cluster_paths: Sequence[str | Path], pod_paths: Sequence[str | Path
         placements[key] = ((raw or {}).get("spec") or {}).get("nodeName") or None
     usage = [NodeUsage(ni.name, dict(ni.allocatable), dict(ni.requested), len(ni.pods))
              for ni in sorted(sched.cache.snapshot.node_infos, key=lambda n: n.name)]
-    return SimulationResult(label, keys, placements, results.all(), usage, list(cluster.deleted))
+    return SimulationResult(label, keys, placements, results.all(), usage, list(cluster.deleted),
+                            cluster if keep_cluster else None)
