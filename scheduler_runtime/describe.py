@@ -80,8 +80,8 @@ def explain_pending(pod: Pod, result: dict[str, Any], nodes: dict[str, Node]) ->
                 if node is not None and res in node.allocatable:
                     free.append(f"{n} allocatable {format_amount(res, node.allocatable[res])}")
             extra = f" ({'; '.join(free)})" if free else ""
-            lines.append(f"{count} {noun} {verb.get('lack', 'lack')} {amount} {human}{extra}: free capacity, a smaller request, "
-                         f"or a bigger node would help.")
+            lines.append(f"{count} {noun} {verb.get('lack', 'lack')} {amount} {human}{extra}: free capacity, "
+                         f"a smaller request, or a bigger node would help.")
         elif reason == "node(s) had untolerated taint(s)":
             taints: dict[str, int] = {}
             for n in names:
@@ -108,7 +108,8 @@ def explain_pending(pod: Pod, result: dict[str, Any], nodes: dict[str, Node]) ->
             ports = ", ".join(str(p.port) for p in pod.host_ports)
             lines.append(f"{count} {noun} already {'uses' if count == 1 else 'use'} the host port(s) {ports}.")
         elif "were unschedulable" in reason:
-            lines.append(f"{count} {noun} {verb.get('are', 'are')} cordoned (spec.unschedulable): uncordon them to use them.")
+            lines.append(f"{count} {noun} {verb.get('are', 'are')} cordoned (spec.unschedulable): "
+                         f"uncordon to use.")
         else:
             lines.append(f"{count} {noun}: {reason}.")
     if result.get("postfilter_message"):
