@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup demo test unit lint controlplane bench clean
+.PHONY: setup demo test unit lint controlplane testdeps bench clean
 
 setup: $(VENV)/.installed
 
@@ -19,10 +19,13 @@ demo: setup  ## schedule the bundled example cluster in memory, live
 controlplane:  ## build kube-apiserver, etcd and kube-scheduler from Go modules (cached)
 	bash hack/build-controlplane.sh
 
+testdeps:  ## system packages the tests use for real components (prometheus)
+	bash hack/install-test-deps.sh
+
 lint: setup
 	$(BIN)/ruff check .
 
-test: setup controlplane lint  ## the whole suite: unit, end-to-end and integration (real kube-apiserver)
+test: setup controlplane testdeps lint  ## the whole suite: unit, end-to-end and integration (real kube-apiserver)
 	$(BIN)/pytest -q
 
 unit: setup

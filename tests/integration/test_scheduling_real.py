@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler_runtime.app import RunOptions, Runner
+from scheduler_runtime.app import Runner, RunOptions
 from scheduler_runtime.cluster.kube import KubeClient, load_connection
 from scheduler_runtime.config import load_config
 from scheduler_runtime.framework.registry import build_registry
@@ -36,10 +36,16 @@ def admin(control_plane) -> KubeClient:
     return KubeClient(load_connection(str(control_plane.kubeconfig_path)))
 
 
+SCHEDULER = "ksched-it"  # its own schedulerName: other tests' pods on the shared API server are not ours
+
+
 @pytest.fixture(scope="module")
-def ksched_runner(control_plane) -> Iterator[Runner]:
+def ksched_runner(control_plane, tmp_path_factory) -> Iterator[Runner]:
     reg = build_registry([])
-    cfg = load_config(None, reg)
+    f = tmp_path_factory.mktemp("cfg") / "config.yaml"
+    f.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                 f"leaderElection: {{leaderElect: false}}\nprofiles:\n- schedulerName: {SCHEDULER}\n")
+    cfg = load_config(f, reg)
     runner = Runner(cfg, reg, RunOptions(kubeconfig=str(control_plane.kubeconfig_path), secure_port=0,
                                          leader_overrides={"leader_elect": False}, seed=1))
     t = threading.Thread(target=runner.run, daemon=True)
@@ -63,7 +69,7 @@ def make_node(admin: KubeClient, name: str, cpu: str, group: str, memory: str = 
 
 def make_pod(admin: KubeClient, ns: str, name: str, group: str, cpu: str = "500m", **spec: object) -> dict:
     body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
-            "spec": {"nodeSelector": {"test-group": group},
+            "spec": {"nodeSelector": {"test-group": group}, "schedulerName": SCHEDULER,
                      "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu}}}],
                      **spec}}
     return admin.call("POST", f"/api/v1/namespaces/{ns}/pods", body=body)
@@ -91,7 +97,7 @@ def test_binds_pods_with_scheduled_events(admin, ksched_runner, namespace):
     assert max(placed.count(n) for n in set(placed)) <= 6  # LeastAllocated spreads them
     ev = wait_for(lambda: [e for e in events(admin, namespace, "p0") if e["reason"] == "Scheduled"], what="event")
     assert ev[0]["note"] == f"Successfully assigned {namespace}/p0 to {placed[0]}"
-    assert ev[0]["reportingController"] == "default-scheduler"
+    assert ev[0]["reportingController"] == SCHEDULER
 
 
 def test_unschedulable_then_node_added(admin, ksched_runner, namespace):
