@@ -202,7 +202,8 @@ def test_spread_filter_skew_and_missing_label():
     state = CycleState()
     assert plugin.pre_filter(state, p, NodeList(snap)) is None
     # counts z1=2, z2=1, min=1: z1 -> 2+1-1 = 2 > 1 rejected; z2 -> 1+1-1 = 1 ok
-    assert plugin.filter(state, p, snap.node_infos[0]).reasons == ["node(s) didn't match pod topology spread constraints"]
+    assert plugin.filter(state, p, snap.node_infos[0]).reasons == [
+        "node(s) didn't match pod topology spread constraints"]
     assert plugin.filter(state, p, snap.node_infos[1]) is None
     st = plugin.filter(state, p, snap.node_infos[2])
     assert st.code == Code.UnschedulableAndUnresolvable
