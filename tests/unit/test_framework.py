@@ -223,7 +223,8 @@ def test_ties_broken_uniformly_with_seeded_rng():
 def test_reserve_failure_unreserves_all_in_reverse_order():
     order = []
     a = plugin("A", reserve=lambda s, pod, n: None, unreserve=lambda s, pod, n: order.append("A"))
-    b = plugin("B", reserve=lambda s, pod, n: Status.unschedulable("full"), unreserve=lambda s, pod, n: order.append("B"))
+    b = plugin("B", reserve=lambda s, pod, n: Status.unschedulable("full"),
+               unreserve=lambda s, pod, n: order.append("B"))
     c = plugin("C", reserve=lambda s, pod, n: None, unreserve=lambda s, pod, n: order.append("C"))
     f = fw(nodes(1), {"reserve": [(a, 0), (b, 0), (c, 0)]})
     st = f.run_reserve(CycleState(), POD, "n0")
