@@ -236,7 +236,7 @@ def default_document(doc: dict[str, Any], registry: Registry) -> dict[str, Any]:
     d.setdefault("apiVersion", API_VERSION)
     d.setdefault("kind", KIND)
     d.setdefault("parallelism", 16)
-    le = d.setdefault("leaderElection", {})
+    le = d["leaderElection"] = d.get("leaderElection") or {}
     le.setdefault("leaderElect", True)
     le.setdefault("leaseDuration", "15s")
     le.setdefault("renewDeadline", "10s")
@@ -244,7 +244,7 @@ def default_document(doc: dict[str, Any], registry: Registry) -> dict[str, Any]:
     le.setdefault("resourceLock", "leases")
     le.setdefault("resourceName", "kube-scheduler")
     le.setdefault("resourceNamespace", "kube-system")
-    cc = d.setdefault("clientConnection", {})
+    cc = d["clientConnection"] = d.get("clientConnection") or {}
     cc.setdefault("kubeconfig", "")
     cc.setdefault("acceptContentTypes", "")
     cc.setdefault("contentType", "application/vnd.kubernetes.protobuf")
@@ -273,7 +273,8 @@ def default_document(doc: dict[str, Any], registry: Registry) -> dict[str, Any]:
                 merged[point] = m
         prof["plugins"] = merged
         # one pluginConfig entry per enabled plugin that has args
-        pcs = prof.setdefault("pluginConfig", [])
+        pcs = prof.get("pluginConfig") or []
+        prof["pluginConfig"] = pcs
         have = {pc.get("name") for pc in pcs if isinstance(pc, dict)}
         for name in _enabled_names(merged):
             spec = registry.get(name)
@@ -402,8 +403,93 @@ def _plan_for(prof: dict[str, Any], registry: Registry, i: int, errs: list[str])
     return plan
 
 
+_NUM = (int, float)
+_TOP_TYPES: dict[str, tuple[type, ...]] = {
+    "parallelism": (int,), "percentageOfNodesToScore": (int,), "podInitialBackoffSeconds": (int,),
+    "podMaxBackoffSeconds": (int,), "leaderElection": (dict,), "clientConnection": (dict,), "profiles": (list,),
+    "extenders": (list,), "enableProfiling": (bool,), "enableContentionProfiling": (bool,),
+    "delayCacheUntilActive": (bool,), "apiVersion": (str,), "kind": (str,)}
+_LE_TYPES: dict[str, tuple[type, ...]] = {
+    "leaderElect": (bool,), "leaseDuration": (str,), "renewDeadline": (str,), "retryPeriod": (str,),
+    "resourceLock": (str,), "resourceName": (str,), "resourceNamespace": (str,)}
+_CC_TYPES: dict[str, tuple[type, ...]] = {"kubeconfig": (str,), "acceptContentTypes": (str,), "contentType": (str,),
+                                          "qps": _NUM, "burst": (int,)}
+_TYPE_NAMES = {int: "integer", float: "number", str: "string", bool: "boolean", dict: "object", list: "array"}
+
+
+def _expect(value: Any, types: tuple[type, ...], path: str, errs: list[str]) -> bool:
+    ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+    if not ok:
+        want = " or ".join(dict.fromkeys(_TYPE_NAMES.get(t, t.__name__) for t in types))
+        errs.append(f"{path}: Invalid value: {value!r}: expected {want}")
+    return ok
+
+
+def check_types(doc: dict[str, Any], errs: list[str]) -> None:
+    """Strict decoding's type errors, reported with field paths before anything reads the values."""
+    for key, types in _TOP_TYPES.items():
+        if key in doc and doc[key] is not None:
+            _expect(doc[key], types, key, errs)
+    for section, table in (("leaderElection", _LE_TYPES), ("clientConnection", _CC_TYPES)):
+        sec = doc.get(section)
+        if isinstance(sec, dict):
+            for key, types in table.items():
+                if key in sec and sec[key] is not None:
+                    _expect(sec[key], types, f"{section}.{key}", errs)
+    profiles = doc.get("profiles")
+    if not isinstance(profiles, list):
+        return
+    for i, prof in enumerate(profiles):
+        if not _expect(prof, (dict,), f"profiles[{i}]", errs):
+            continue
+        if prof.get("schedulerName") is not None:
+            _expect(prof["schedulerName"], (str,), f"profiles[{i}].schedulerName", errs)
+        if prof.get("percentageOfNodesToScore") is not None:
+            _expect(prof["percentageOfNodesToScore"], (int,), f"profiles[{i}].percentageOfNodesToScore", errs)
+        plugins = prof.get("plugins")
+        if plugins is not None and _expect(plugins, (dict,), f"profiles[{i}].plugins", errs):
+            for point, ps in plugins.items():
+                path = f"profiles[{i}].plugins.{point}"
+                if ps is None or not _expect(ps, (dict,), path, errs):
+                    continue
+                for lst in ("enabled", "disabled"):
+                    items = ps.get(lst)
+                    if items is None or not _expect(items, (list,), f"{path}.{lst}", errs):
+                        continue
+                    for j, e in enumerate(items):
+                        if not _expect(e, (dict,), f"{path}.{lst}[{j}]", errs):
+                            continue
+                        if not isinstance(e.get("name"), str) or not e.get("name"):
+                            errs.append(f"{path}.{lst}[{j}].name: Required value")
+                        if e.get("weight") is not None:
+                            _expect(e["weight"], (int,), f"{path}.{lst}[{j}].weight", errs)
+        pcs = prof.get("pluginConfig")
+        if pcs is not None and _expect(pcs, (list,), f"profiles[{i}].pluginConfig", errs):
+            for j, pc in enumerate(pcs):
+                path = f"profiles[{i}].pluginConfig[{j}]"
+                if not _expect(pc, (dict,), path, errs):
+                    continue
+                if not isinstance(pc.get("name"), str) or not pc.get("name"):
+                    errs.append(f"{path}.name: Required value")
+                if pc.get("args") is not None:
+                    _expect(pc["args"], (dict,), f"{path}.args", errs)
+
+
 def build(doc: dict[str, Any], registry: Registry, file: str | None = None) -> SchedulerConfiguration:
     """Validate a decoded document and build the runtime configuration; raises ConfigError."""
+    errs: list[str] = []
+    check_types(doc, errs)
+    if errs:
+        raise ConfigError(errs, file)
+    # strip explicit nulls: Go decoding leaves such fields at their zero value, which defaulting then fills
+    doc = {k: v for k, v in doc.items() if v is not None}
+    for section in ("leaderElection", "clientConnection"):
+        if isinstance(doc.get(section), dict):
+            doc[section] = {k: v for k, v in doc[section].items() if v is not None}
+    return _build(doc, registry, file)
+
+
+def _build(doc: dict[str, Any], registry: Registry, file: str | None = None) -> SchedulerConfiguration:
     from ..plugins import REMOVED_IN_TREE
 
     errs = check_kind(doc)

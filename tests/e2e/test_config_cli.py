@@ -1,0 +1,114 @@
+"""`ksched config` as a user runs it: exit codes, messages, and files written (or not)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = REPO / "tests" / "data" / "configs"
+
+
+def test_validate_valid_and_invalid(ksched):
+    r = ksched("config", "validate", str(CORPUS / "valid-two-profiles.yaml"))
+    assert r.returncode == 0 and "valid" in r.stdout
+    r = ksched("config", "validate", str(CORPUS / "invalid-duplicate-profile.yaml"),
+               str(CORPUS / "invalid-percentage.yaml"))
+    assert r.returncode == 1
+    assert 'profiles[1].schedulerName: Duplicate value: "x"' in r.stderr
+    assert "percentageOfNodesToScore: Invalid value: 101: not in valid range [0-100]" in r.stderr
+    r = ksched("config", "validate", str(CORPUS / "invalid-percentage.yaml"), "-o", "json")
+    assert r.returncode == 1 and json.loads(r.stdout)[0]["valid"] is False
+
+
+def test_validate_seed_points_to_migrate_and_version_rules(ksched):
+    seed = CORPUS / "seed-04-coscheduling-v1beta2.yaml"
+    r = ksched("config", "validate", str(seed))
+    assert r.returncode == 1 and "ksched config migrate" in r.stderr and "1.28" in r.stderr
+    r = ksched("config", "validate", str(CORPUS / "seed-01-prefilter-v1beta3.yaml"), "--kubernetes-version", "1.28")
+    assert r.returncode == 0, r.stderr
+    r = ksched("config", "validate", str(CORPUS / "valid-minimal.yaml"), "--kubernetes-version", "1.24")
+    assert r.returncode == 1 and "does not serve v1" in r.stderr
+
+
+@pytest.mark.parametrize("seed", sorted(p.name for p in CORPUS.glob("seed-*.yaml")))
+def test_migrate_seed_then_validate(ksched, tmp_path: Path, seed: str):
+    out = tmp_path / "migrated.yaml"
+    r = ksched("config", "migrate", str(CORPUS / seed), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "changed: apiVersion" in r.stderr
+    if "coscheduling" in seed:
+        assert "deniedPGExpirationTimeSeconds" in r.stderr and "podGroupBackoffSeconds" in r.stderr
+    assert ksched("config", "validate", str(out)).returncode == 0
+
+
+def test_default_and_expand(ksched):
+    r = ksched("config", "default", str(CORPUS / "valid-minimal.yaml"), "--expand")
+    assert r.returncode == 0, r.stderr
+    docs = list(yaml.safe_load_all(r.stdout))
+    d = docs[0]
+    assert d["leaderElection"]["leaseDuration"] == "15s" and d["podMaxBackoffSeconds"] == 10
+    names = [pc["name"] for pc in d["profiles"][0]["pluginConfig"]]
+    assert {"NodeResourcesFit", "DefaultPreemption", "InterPodAffinity", "PodTopologySpread"} <= set(names)
+    assert docs[1]["plan"]["default-scheduler"]["score"][0] == "TaintToleration (weight 3)"
+
+
+def test_explain(ksched):
+    r = ksched("config", "explain", "DefaultPreemption", "-o", "json")
+    info = json.loads(r.stdout)
+    assert info["extensionPoints"] == ["postFilter"]
+    args = {a["name"]: a for a in info["args"]}
+    assert args["minCandidateNodesPercentage"]["default"] == 10
+    assert args["minCandidateNodesPercentage"]["range"] == ">= 0, <= 100"
+    r = ksched("config", "explain", "Coscheduling")
+    assert r.returncode == 0 and "permitWaitingTimeSeconds" in r.stdout
+    r = ksched("config", "explain", "Nope")
+    assert r.returncode == 1 and "does not exist" in r.stderr
+
+
+def test_render_flags_values_and_check(ksched, tmp_path: Path):
+    out = tmp_path / "cfg.yaml"
+    args = ["config", "render", "--scheduler-name", "bin-packer", "--plugin", "ImageLocality:5",
+            "--args", "NodeResourcesFit.scoringStrategy.type=MostAllocated", "--no-leader-elect", "-o", str(out)]
+    r = ksched(*args)
+    assert r.returncode == 0, r.stderr
+    doc = yaml.safe_load(out.read_text())
+    assert doc["profiles"][0]["schedulerName"] == "bin-packer" and doc["leaderElection"]["leaderElect"] is False
+    assert ksched("config", "validate", str(out)).returncode == 0
+    assert ksched(*args, "--check").returncode == 0
+    out.write_text(out.read_text() + "# edited\n")
+    assert ksched(*args, "--check").returncode == 1
+    values = tmp_path / "values.yaml"
+    values.write_text("scheduler:\n  name: sp\nplugins:\n  enabled: [Coscheduling]\n  disabled: [PrioritySort]\n"
+                      "pluginConfig:\n- name: Coscheduling\n  args: {permitWaitingTimeSeconds: 10}\n")
+    r = ksched("config", "render", "--values", str(values))
+    assert r.returncode == 0, r.stderr and "Coscheduling" in r.stdout
+    bad = tmp_path / "bad.yaml"
+    r = ksched("config", "render", "--plugin", "NoSuch", "-o", str(bad))
+    assert r.returncode == 1 and not bad.exists()
+
+
+def test_bad_files_one_line_each(ksched, tmp_path: Path):
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(b"\x7fELF\x00\x00")
+    bomb = tmp_path / "bomb.yaml"
+    anchors = "".join(f"{c}: &{c} [*{p}, *{p}]\n" for p, c in zip("abcdefghij", "bcdefghijk", strict=True))
+    bomb.write_text("a: &a [x, x]\n" + anchors + "z: [" + ", ".join(["*k"] * 1100) + "]\n")
+    unreadable = tmp_path / "secret.yaml"
+    unreadable.write_text("x: 1\n")
+    unreadable.chmod(0)
+    cases = [(empty, "empty file", 2), (binary, "binary file", 2), (bomb, "YAML bomb", 2),
+             (tmp_path, "is a directory", 2), (tmp_path / "missing.yaml", "no such file", 2)]
+    if os.geteuid() != 0:  # root reads anything
+        cases.append((unreadable, "permission denied", 2))
+    for path, text, code in cases:
+        r = ksched("config", "validate", str(path))
+        assert r.returncode == code, (path, r.stderr)
+        assert text in r.stderr and "Traceback" not in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
