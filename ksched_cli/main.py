@@ -16,6 +16,7 @@ from rich.table import Table
 from scheduler_runtime import __version__
 from scheduler_runtime.errors import InputError
 
+from .config_cmd import app as config_app
 from .devcluster import app as devcluster_app
 from .guard import DEBUG, EXIT_USAGE, fail, guarded
 
@@ -30,13 +31,8 @@ plugins_app = typer.Typer(no_args_is_help=True, help="Inspect the plugins ksched
 app.add_typer(plugins_app, name="plugins")
 app.add_typer(devcluster_app, name="dev-cluster")
 
-try:  # the config toolchain lives in its own module; mount it when present
-    from .config_cmd import app as config_app
-
-    app.add_typer(config_app, name="config", help="Validate, default, explain, migrate and render "
-                                                  "KubeSchedulerConfiguration files.")
-except ImportError:  # pragma: no cover - only while the module is being written
-    pass
+app.add_typer(config_app, name="config", help="Validate, default, explain, migrate and render "
+                                              "KubeSchedulerConfiguration files.")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO_ROOT / "examples"
