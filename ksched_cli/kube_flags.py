@@ -21,7 +21,7 @@ VALUE_FLAGS = {
     "leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period",
     "leader-elect-resource-lock", "leader-elect-resource-name", "leader-elect-resource-namespace",
     "kube-api-qps", "kube-api-burst", "kube-api-content-type", "v", "feature-gates", "logging-format",
-    "write-config-to", "results", "plugin-dir", "seed", "pod-max-in-unschedulable-pods-duration",
+    "write-config-to", "results", "plugin-dir", "seed", "plugin-deadline", "pod-max-in-unschedulable-pods-duration",
     "authorization-always-allow-paths", "requestheader-client-ca-file", "tls-cipher-suites", "tls-min-version",
     "log-flush-frequency", "vmodule",
 }

@@ -73,6 +73,7 @@ def run_on_cluster(flags: KubeFlags, registry_factory: Any) -> int:
         leader_overrides=leader_overrides(flags),
         qps=None if config_path else (float(flags.get("kube-api-qps")) if flags.get("kube-api-qps") else None),
         burst=None if config_path else (flags.int("kube-api-burst", 100) if flags.get("kube-api-burst") else None),
+        hang_deadline=parse_go_duration(flags.get("plugin-deadline", "30s"), "plugin-deadline"),
     )
     if opts.results not in ("ksched", "simulator", "off"):
         raise KschedError(f"--results: unsupported value {opts.results!r} (ksched, simulator or off)")

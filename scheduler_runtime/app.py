@@ -21,6 +21,7 @@ from .framework.registry import Registry
 from .metrics import SchedulerMetrics
 from .scheduler import Scheduler
 from .server import HealthServer
+from .watchdog import CycleWatchdog
 
 log = logging.getLogger("ksched.app")
 
@@ -65,8 +66,10 @@ class Runner:
         self.cluster = KubeCluster(opts.kubeconfig, qps=qps, burst=burst,
                                    user_agent=f"ksched/{socket.gethostname()}")
         self.metrics = SchedulerMetrics()
+        self.watchdog = CycleWatchdog(opts.hang_deadline)
         self.scheduler = Scheduler(self.cluster, config, registry, seed=opts.seed, bind_async=True,
-                                   bind_workers=opts.bind_workers, metrics=self.metrics, results_mode=opts.results)
+                                   bind_workers=opts.bind_workers, metrics=self.metrics, results_mode=opts.results,
+                                   watchdog=self.watchdog)
         le = config.leader_election
         for k, v in opts.leader_overrides.items():
             setattr(le, k, v)
@@ -126,7 +129,7 @@ class Runner:
     def run(self) -> int:
         if self.server is not None:
             self.server.checks = {"ping": lambda: None, "informer-sync": self._ready,
-                                  "leaderElection": self._leader_ok}
+                                  "leaderElection": self._leader_ok, "plugin-cycles": self.watchdog.readyz}
             self.server.live_checks = {"ping": lambda: None, "leaderElection": self._leader_ok}
             self.server.start()
             log.info("serving securely on %s:%d", self.opts.bind_address, self.server.port)
@@ -136,6 +139,7 @@ class Runner:
                 prev[sig] = signal.signal(sig, lambda *_: self._stop.set())
             except ValueError:  # not on the main thread (tests)
                 pass
+        self.watchdog.start()
         try:
             if self.elector is not None:
                 self.elector.start()
@@ -154,6 +158,7 @@ class Runner:
 
     def shutdown(self) -> None:
         self._stop.set()
+        self.watchdog.stop()
         self.scheduler.queue.close()
         if self._sched_thread is not None:
             self._sched_thread.join(timeout=60)  # run() drains binding workers before returning

@@ -28,6 +28,8 @@ from .framework.types import ActionType, ClusterEvent, QueuedPodInfo
 from .objects import Node, Pod
 from .queue import SchedulingQueue
 from .results import TOP_NODES, AttemptResult, ResultStore, group_filter_reasons
+from .simresults import PREFIX, SUCCESS, VICTIM, WAIT, SimRecord
+from .watchdog import CycleWatchdog
 
 log = logging.getLogger("ksched.scheduler")
 
@@ -105,8 +107,10 @@ class Scheduler:
     def __init__(self, cluster: ClusterBackend, config: Any, registry: Registry, *, seed: int | None = None,
                  clock: Callable[[], float] = time.monotonic, bind_async: bool = False, bind_workers: int = 16,
                  results: ResultStore | None = None, observer: Callable[[Decision], None] | None = None,
-                 metrics: Any = None, record_breakdown: bool = True, results_mode: str = "ksched") -> None:
+                 metrics: Any = None, record_breakdown: bool = True, results_mode: str = "ksched",
+                 watchdog: CycleWatchdog | None = None) -> None:
         self.cluster = cluster
+        self.watchdog = watchdog
         self.config = config
         self.cache = Cache()
         self.rng = random.Random(seed)
@@ -116,6 +120,8 @@ class Scheduler:
         self.observer = observer
         self.record_breakdown = record_breakdown and results_mode != "off"
         self.results_mode = results_mode
+        #: pod uid -> what the current attempt recorded, only with results_mode "simulator"
+        self._sim: dict[str, SimRecord] = {}
         self.frameworks = build_frameworks(config, registry, self.cache.snapshot, cluster, self.rng, metrics)
         first = next(iter(self.frameworks.values()))
         less = first.less()
@@ -301,6 +307,17 @@ class Scheduler:
         return not (counts["backoff"] and self.queue.pop_from_backoff)
 
     def schedule_one(self, qpi: QueuedPodInfo) -> None:
+        wd = self.watchdog
+        if wd is None:
+            self._schedule_one(qpi)
+            return
+        wd.begin(qpi.pod.key, "scheduling")
+        try:
+            self._schedule_one(qpi)
+        finally:
+            wd.end()
+
+    def _schedule_one(self, qpi: QueuedPodInfo) -> None:
         pod = qpi.pod
         fw = self.frameworks.get(pod.scheduler_name)
         if fw is None or self.cache.pod_node(pod.uid) is not None:
@@ -311,6 +328,9 @@ class Scheduler:
         state = CycleState()
         result = AttemptResult(pod.key, fw.profile_name, qpi.attempts, "unschedulable",
                                num_nodes=len(self.cache.snapshot))
+        sim = None
+        if self.results_mode == "simulator":
+            sim = self._sim[pod.uid] = SimRecord()
         try:
             node_name, scores, feasible = self._schedule_pod(fw, state, pod, result)
         except FitError as fe:
@@ -321,11 +341,15 @@ class Scheduler:
             return
         result.node = node_name
         result.feasible = feasible
+        if sim is not None:
+            sim.selected_node = node_name
         if scores is not None and self.record_breakdown:
             result.scores = _top_scores(scores, TOP_NODES, self.cache.snapshot)
         # assume, reserve, permit
         self.cache.assume_pod(pod, node_name)
         st = fw.run_reserve(state, pod, node_name)
+        if sim is not None:
+            sim.outcome(fw, "reserve", st.message if st is not None else "")
         if st is not None:
             result.reserve = st.message
             fw.run_unreserve(state, pod, node_name)
@@ -337,6 +361,9 @@ class Scheduler:
                 self._fail(fw, qpi, st, result, start)
             return
         st = fw.run_permit(state, pod, node_name)
+        if sim is not None:
+            sim.outcome(fw, "permit", WAIT if st is not None and st.code == Code.Wait else
+                        (st.message if st is not None else ""))
         if st is not None and st.code != Code.Wait:
             result.permit = st.message
             fw.run_unreserve(state, pod, node_name)
@@ -380,6 +407,10 @@ class Scheduler:
             raise FitError(pod, 0, diagnosis)
         all_nodes = NodeList(snap)
         pre_result, st, rejectors = fw.run_pre_filter(state, pod, all_nodes)
+        sim = self._sim.get(pod.uid) if self._sim else None
+        if sim is not None:
+            sim.prefilter(fw, set(rejectors or ()), st.message if st is not None else "",
+                          pre_result.node_names if pre_result is not None else None)
         if st is not None and st.code != Code.Success:
             if not st.is_rejected():
                 raise CycleError(st)
@@ -399,6 +430,8 @@ class Scheduler:
                 if fw.run_filter_with_nominated_pods(state, pod, ni) is None:
                     return nnn, None, 1
         feasible = fw.find_nodes_that_pass_filters(state, pod, snap, pre_result, diagnosis)
+        if sim is not None:
+            sim.filters(fw, snap, feasible, diagnosis.node_statuses)
         if len(feasible) == 0:
             raise FitError(pod, n, diagnosis)
         result.filter_reasons = group_filter_reasons(diagnosis.node_statuses, diagnosis.absent_status,
@@ -407,9 +440,14 @@ class Scheduler:
             return snap.node_infos[int(feasible[0])].name, None, 1
         nodes = NodeList(snap, feasible)
         st = fw.run_pre_score(state, pod, nodes)
+        if sim is not None:
+            sim.prescore = {cp.name: st.message if st is not None and st.plugin == cp.name else SUCCESS
+                            for cp in fw.pre_score}
         if st is not None:
             raise CycleError(st)
         scores = fw.run_score(state, pod, snap, feasible, keep_breakdown=self.record_breakdown)
+        if sim is not None:
+            sim.scores(scores, snap)
         idx = fw.select_host(scores.totals) if len(scores.totals) else 0
         return snap.node_infos[int(feasible[idx])].name, scores, len(feasible)
 
@@ -421,11 +459,24 @@ class Scheduler:
             result.permit = st.message
             self._binding_failed(fw, state, qpi, node_name, st, result, start, on_loop)
             return
-        st = fw.run_pre_bind(state, pod, node_name)
-        if st is None:
-            st = fw.run_bind(state, pod, node_name)
-            if st is not None and st.code == Code.Error and isinstance(st.error, Exception):
-                result.bind = st.message
+        wd = self.watchdog if not on_loop else None  # on the loop thread the scheduling entry covers it
+        if wd is not None:
+            wd.begin(pod.key, "binding")
+        try:
+            st = fw.run_pre_bind(state, pod, node_name)
+            if st is None:
+                st = fw.run_bind(state, pod, node_name)
+                if st is not None and st.code == Code.Error and isinstance(st.error, Exception):
+                    result.bind = st.message
+        finally:
+            if wd is not None:
+                wd.end()
+        sim = self._sim.get(pod.uid) if self._sim else None
+        if sim is not None:
+            sim.outcome(fw, "prebind", st.message if st is not None and st.plugin in
+                        {cp.name for cp in fw.pre_bind} else "")
+            if st is None or st.plugin not in {cp.name for cp in fw.pre_bind}:
+                sim.outcome(fw, "bind", st.message if st is not None else "")
         if st is not None:
             self._binding_failed(fw, state, qpi, node_name, st, result, start, on_loop)
             return
@@ -481,6 +532,9 @@ class Scheduler:
                 d.post_filter_msg = st.message
             if r is not None and r.nominated_node_name:
                 nominated = r.nominated_node_name
+                sim = self._sim.get(pod.uid) if self._sim else None
+                if sim is not None:
+                    sim.postfilter[nominated] = {cp.name: VICTIM for cp in fw.post_filter}
         result.filter_reasons = group_filter_reasons(d.node_statuses, d.absent_status, d.num_absent)
         result.prefilter_message = d.pre_filter_msg
         result.postfilter_message = d.post_filter_msg
@@ -527,6 +581,13 @@ class Scheduler:
 
     def _finish(self, pod: Pod, result: AttemptResult) -> None:
         self.results.put(result)
+        sim = self._sim.pop(pod.uid, None) if self._sim else None
+        if sim is not None:
+            prev = ((pod.raw or {}).get("metadata") or {}).get("annotations") or {}
+            try:
+                self.cluster.annotate_pod(pod, sim.annotations(prev.get(PREFIX + "result-history")))
+            except Exception as exc:
+                log.warning("could not record scheduling result on pod %s: %s", pod.key, exc)
         if self.results_mode == "ksched":
             try:
                 self.cluster.annotate_pod(pod, {RESULT_ANNOTATION: encode_result(result.to_dict())})

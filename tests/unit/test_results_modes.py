@@ -1,0 +1,153 @@
+"""Result recording modes (ksched, simulator, off) and the stuck-plugin watchdog."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from scheduler_runtime.cluster.memory import MemoryCluster
+from scheduler_runtime.config import load_config
+from scheduler_runtime.describe import RESULT_ANNOTATION
+from scheduler_runtime.framework.plugin import Plugin
+from scheduler_runtime.framework.registry import build_registry
+from scheduler_runtime.scheduler import Scheduler
+from scheduler_runtime.simresults import PREFIX, TRUNCATED
+from scheduler_runtime.watchdog import CycleWatchdog
+
+
+def _node(name: str, cpu: str, taint: bool = False) -> dict:
+    n: dict[str, Any] = {"apiVersion": "v1", "kind": "Node",
+                         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                         "status": {"allocatable": {"cpu": cpu, "memory": "16Gi", "pods": "110"}}}
+    if taint:
+        n["spec"] = {"taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]}
+    return n
+
+
+def _pod(name: str, cpu: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}
+
+
+def _schedule(mode: str, nodes: list[dict], pods: list[dict]) -> MemoryCluster:
+    m = MemoryCluster()
+    for o in nodes:
+        m.create(o, emit=False)
+    reg = build_registry([])
+    s = Scheduler(m, load_config(None, reg), reg, seed=1, results_mode=mode)
+    s.start()
+    for p in pods:
+        m.create(p)
+    s.run(until_idle=True)
+    return m
+
+
+def _ann(m: MemoryCluster, name: str) -> dict[str, str]:
+    return m.get_pod("ns", name)["metadata"].get("annotations") or {}
+
+
+def test_simulator_mode_writes_the_simulators_keys_with_string_numbers() -> None:
+    m = _schedule("simulator", [_node("small", "1"), _node("big", "8"), _node("tainted", "8", taint=True)],
+                  [_pod("p", "2")])
+    ann = _ann(m, "p")
+    assert RESULT_ANNOTATION not in ann
+    assert ann[PREFIX + "selected-node"] == "big"
+    filt = json.loads(ann[PREFIX + "filter-result"])
+    assert filt["big"]["NodeResourcesFit"] == "passed" and filt["big"]["TaintToleration"] == "passed"
+    assert filt["small"]["NodeResourcesFit"] == "Insufficient cpu"
+    assert "untolerated taint" in filt["tainted"]["TaintToleration"]
+    assert "NodeResourcesFit" not in filt["tainted"]  # the framework stops at the first failing plugin
+    # one feasible node: no scoring, as kube-scheduler
+    assert json.loads(ann[PREFIX + "score-result"]) == {}
+    assert set(json.loads(ann[PREFIX + "reserve-result"]).values()) <= {"success"}
+    assert json.loads(ann[PREFIX + "bind-result"]) == {"DefaultBinder": "success"}
+    pre = json.loads(ann[PREFIX + "prefilter-result-status"])
+    assert pre["NodeResourcesFit"] == "success"
+    hist = json.loads(ann[PREFIX + "result-history"])
+    assert len(hist) == 1 and hist[0][PREFIX + "selected-node"] == "big"
+    assert TRUNCATED not in ann
+
+
+def test_simulator_scores_are_raw_and_weighted_strings() -> None:
+    m = _schedule("simulator", [_node("a", "4"), _node("b", "8")], [_pod("p", "1")])
+    ann = _ann(m, "p")
+    score = json.loads(ann[PREFIX + "score-result"])
+    final = json.loads(ann[PREFIX + "finalscore-result"])
+    assert set(score) == {"a", "b"}
+    for node in score:
+        for plugin, v in score[node].items():
+            assert isinstance(v, str) and v.lstrip("-").isdigit()
+            assert isinstance(final[node][plugin], str)
+    # TaintToleration has weight 3 in the default profile: its final score is normalised x 3
+    assert int(final["a"]["TaintToleration"]) % 3 == 0
+    assert int(final["b"]["NodeResourcesFit"]) > int(final["a"]["NodeResourcesFit"])  # LeastAllocated
+
+
+def test_simulator_history_grows_per_attempt_and_pending_pod_has_reasons() -> None:
+    m = _schedule("simulator", [_node("a", "1")], [_pod("huge", "4")])
+    ann = _ann(m, "huge")
+    assert ann[PREFIX + "selected-node"] == ""
+    assert json.loads(ann[PREFIX + "filter-result"])["a"]["NodeResourcesFit"] == "Insufficient cpu"
+    from scheduler_runtime.simresults import SimRecord
+
+    again = SimRecord(selected_node="x").annotations(ann[PREFIX + "result-history"])
+    assert len(json.loads(again[PREFIX + "result-history"])) == 2
+
+
+def test_simulator_maps_are_cut_to_the_annotation_budget_at_5000_nodes() -> None:
+    nodes = [_node(f"node-{i:05d}", "1") for i in range(5000)]
+    m = _schedule("simulator", nodes, [_pod("p", "500m"), _pod("huge", "64")])
+    for name in ("p", "huge"):
+        ann = _ann(m, name)
+        assert ann[TRUNCATED] == "true"
+        assert sum(len(k) + len(v) for k, v in ann.items()) < 256 * 1024
+
+
+@pytest.mark.parametrize("mode", ["off", "ksched"])
+def test_off_and_ksched_modes(mode: str) -> None:
+    m = _schedule(mode, [_node("a", "4")], [_pod("p", "1")])
+    ann = _ann(m, "p")
+    assert not any(k.startswith(PREFIX) for k in ann)
+    assert (RESULT_ANNOTATION in ann) == (mode == "ksched")
+
+
+class _Sleepy(Plugin):
+    name = "Sleepy"
+
+    def __init__(self, gate: threading.Event) -> None:
+        self.gate = gate
+
+    def filter(self, state: Any, pod: Any, node_info: Any) -> None:
+        self.gate.wait(5)
+
+
+def test_watchdog_names_the_stuck_plugin_and_the_pod() -> None:
+    gate = threading.Event()
+    wd = CycleWatchdog(deadline=0.2)
+    plugin = _Sleepy(gate)
+
+    def cycle() -> None:
+        wd.begin("ns/stuck", "scheduling")
+        try:
+            plugin.filter(None, None, None)
+        finally:
+            wd.end()
+
+    t = threading.Thread(target=cycle)
+    t.start()
+    try:
+        assert wd.check() == []  # not yet past the deadline
+        time.sleep(0.4)
+        stuck = wd.check()
+        assert len(stuck) == 1 and stuck[0].plugin == "Sleepy" and stuck[0].method == "filter"
+        assert stuck[0].pod == "ns/stuck"
+        msg = wd.readyz()
+        assert msg and "plugin Sleepy (filter)" in msg and "ns/stuck" in msg
+    finally:
+        gate.set()
+        t.join()
+    assert wd.check() == [] and wd.readyz() is None
