@@ -163,6 +163,7 @@ class LeaderElector:
 
     # ------------------------------------------------------------------ phases
     def _acquire(self) -> bool:
+        log.info("%s attempting to acquire leader lease %s/%s...", self.identity, self.namespace, self.name)
         while not self._stop.is_set():
             if self._try_acquire_or_renew(self.request_timeout):
                 return True
@@ -225,6 +226,8 @@ class LeaderElector:
             holder = spec.get("holderIdentity") or ""
             if holder != self._observed_holder:
                 self._observed_holder = holder
+                if holder and holder != self.identity:
+                    log.info("lease %s/%s is held by %s", self.namespace, self.name, holder)
                 if holder and self.on_new_leader is not None:
                     self._safe(lambda: self.on_new_leader(holder))  # type: ignore[misc]
         self._lease = lease

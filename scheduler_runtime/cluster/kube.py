@@ -862,18 +862,25 @@ class Reflector:
             self.stats["watches"] += 1
             self._ok()
             buf = b""
+            held = False  # pause() while a chunk was in hand: drop the rest, the next watch resumes at _rv
             for chunk in resp.stream(65536):
-                if self._stop.is_set():
+                if self._stop.is_set() or self._paused.is_set():
+                    held = True
                     break
                 parts = (buf + chunk).split(b"\n") if buf else chunk.split(b"\n")
                 buf = parts.pop()
                 for line in parts:
+                    if self._paused.is_set():
+                        held = True
+                        break
                     if line.strip():
                         self._event(line)
                         got = True
-            if buf.strip() and not self._stop.is_set():
+                if held:
+                    break
+            if buf.strip() and not held and not self._stop.is_set():
                 self._event(buf)
-            clean = not self._aborting and not self._stop.is_set()
+            clean = not held and not self._aborting and not self._stop.is_set()
         finally:
             try:
                 if not clean:
