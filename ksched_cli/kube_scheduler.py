@@ -14,7 +14,8 @@ def main(argv: list[str] | None = None) -> int:
         print("Usage: kube-scheduler [flags]\n\nksched's drop-in for kube-scheduler: the same flags as kubeadm's "
               "static pod passes (--config, --kubeconfig, --authentication-kubeconfig, --authorization-kubeconfig,\n"
               "--bind-address, --secure-port, --leader-elect and --leader-elect-*, -v), plus --plugin-dir and "
-              "--results=ksched|simulator|off and --plugin-deadline=30s (a plugin stuck longer is named in the log and /readyz).")
+              "--results=ksched|simulator|off and --plugin-deadline=30s "
+              "(a plugin stuck longer is named in the log and /readyz).")
         return 0
     if "--version" in args:
         from scheduler_runtime import __version__

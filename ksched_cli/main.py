@@ -96,7 +96,8 @@ PluginDirOpt = Annotated[list[Path] | None, typer.Option(
                     "Against a real cluster `run` takes kube-scheduler's flags (--config, --kubeconfig, "
                     "--bind-address, --secure-port, --leader-elect*, --authentication-kubeconfig, "
                     "--authorization-kubeconfig, -v) with kube-scheduler's precedence, plus "
-                    "--results=ksched|simulator|off and --plugin-deadline=30s (a plugin stuck longer is named in the log and /readyz).")
+                    "--results=ksched|simulator|off and --plugin-deadline=30s "
+                    "(a plugin stuck longer is named in the log and /readyz).")
 def run(
     ctx: typer.Context,
     config: Annotated[Path | None, typer.Option("--config", help="KubeSchedulerConfiguration file.")] = None,
