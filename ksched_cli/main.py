@@ -17,6 +17,7 @@ from scheduler_runtime import __version__
 from scheduler_runtime.errors import InputError
 
 from .config_cmd import app as config_app
+from .deploy_cmd import DEPLOY_EPILOG, deploy, undeploy
 from .devcluster import app as devcluster_app
 from .guard import DEBUG, EXIT_USAGE, fail, guarded
 
@@ -30,6 +31,8 @@ app = typer.Typer(
 plugins_app = typer.Typer(no_args_is_help=True, help="Inspect the plugins ksched can run.")
 app.add_typer(plugins_app, name="plugins")
 app.add_typer(devcluster_app, name="dev-cluster")
+app.command("deploy", epilog=DEPLOY_EPILOG)(deploy)
+app.command("undeploy")(undeploy)
 
 app.add_typer(config_app, name="config", help="Validate, default, explain, migrate and render "
                                               "KubeSchedulerConfiguration files.")
@@ -77,6 +80,18 @@ def _config(path: Path | None, registry: Any) -> Any:
     return load_config(path, registry)
 
 
+def _config_names_kubeconfig(path: Path | None) -> bool:
+    """A config whose clientConnection names a kubeconfig is meant for a real cluster, as with kube-scheduler."""
+    if path is None or not path.is_file():
+        return False
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (yaml.YAMLError, OSError, UnicodeDecodeError):
+        return False  # the loader reports it properly
+    cc = doc.get("clientConnection") if isinstance(doc, dict) else None
+    return isinstance(cc, dict) and bool(cc.get("kubeconfig"))
+
+
 def _check_paths(paths: list[Path]) -> None:
     for p in paths:
         if not p.exists():
@@ -112,7 +127,7 @@ def run(
 ) -> None:
     """Run the scheduler. Without a kubeconfig it runs on the embedded in-memory cluster and shows
     each decision live; it exits when nothing is left to schedule (--watch keeps it running)."""
-    if kubeconfig is not None or ctx.args:
+    if kubeconfig is not None or ctx.args or _config_names_kubeconfig(config):
         def real() -> None:
             from .kube_flags import parse
             from .realrun import run_on_cluster
