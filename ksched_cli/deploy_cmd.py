@@ -1,0 +1,329 @@
+"""`ksched deploy` and `ksched undeploy`: the thin CLI over ksched_cli.deploy (see docs/deploy.md)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
+
+from scheduler_runtime.errors import InputError
+
+from .guard import EXIT_USAGE, fail, guarded
+
+console = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+#: the objects were applied but the scheduler did not become available in time (or its pods fail)
+EXIT_ROLLOUT = 3
+
+DEPLOY_EPILOG = (
+    "Examples:\n\n"
+    "  sudo ksched deploy --static-pod --config cfg.yaml --image registry.example.com/ksched:v1 --dry-run\n\n"
+    "  sudo ksched deploy --static-pod --config cfg.yaml --image registry.example.com/ksched:v1 --yes\n\n"
+    "  sudo ksched deploy --static-pod --rollback --yes\n\n"
+    "  ksched deploy --static-pod --config cfg.yaml --print-rbac | kubectl apply -f -\n\n"
+    "  ksched deploy --second-scheduler --name my-scheduler --config cfg.yaml --image IMG -o yaml\n\n"
+    "  ksched deploy --second-scheduler --name my-scheduler --config cfg.yaml --image IMG --apply\n\n"
+    "Exit codes: 0 done (or nothing to change), 1 invalid input or API error, 2 usage or I/O error "
+    "(missing file, permission denied), 3 applied but the rollout failed or timed out. See docs/deploy.md.")
+
+
+def _registry(plugin_dir: list[Path] | None) -> Any:
+    from .main import _registry as reg
+
+    return reg(plugin_dir)
+
+
+def _print_diff(diff: str) -> None:
+    for line in diff.splitlines():
+        style = ("bold" if line.startswith(("---", "+++")) else "green" if line.startswith("+")
+                 else "red" if line.startswith("-") else "cyan" if line.startswith("@@") else "")
+        console.print(Text(line, style=style))
+
+
+def _confirm(question: str, yes: bool) -> None:
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise fail(f"{question} needs confirmation and stdin is not a terminal: pass --yes (nothing was written)",
+                   EXIT_USAGE)
+    if not typer.confirm(question, default=False):
+        raise fail("not confirmed; nothing was written", EXIT_USAGE)
+
+
+def _bullets(title: str, items: list[str], style: str = "") -> None:
+    if not items:
+        return
+    console.print(f"[bold]{title}[/]")
+    for it in items:
+        console.print(f"  • {escape(it)}", style=style or None)
+
+
+# ------------------------------------------------------------------------------------------ static pod
+
+
+def _static_pod(manifest: Path, config: Path | None, image: str | None, config_dest: Path, backup_dir: Path,
+                dry_run: bool, rollback: bool, yes: bool, print_rbac: bool, plugin_dir: list[Path] | None) -> None:
+    from .deploy import staticpod
+
+    if manifest.is_dir():
+        raise InputError("Is a directory: --manifest names the static pod file, e.g. "
+                         "/etc/kubernetes/manifests/kube-scheduler.yaml", file=str(manifest))
+    staticpod.check_locations(manifest, config_dest, backup_dir)
+    if rollback:
+        r = staticpod.plan_rollback(manifest, backup_dir, config_dest)
+        if not r.changed:
+            console.print(f"{manifest} is already identical to the newest backup {r.backup}; nothing to do")
+            return
+        _print_diff(r.diff())
+        if dry_run:
+            console.print(f"dry run: would restore {manifest} from {r.backup}; nothing written")
+            return
+        _confirm(f"Restore {manifest} from {r.backup.name}?", yes)
+        staticpod.apply_rollback(r)
+        console.print(f"restored {manifest} byte for byte from {r.backup}"
+                      + (f" and {r.config_dest} from {r.config_backup}" if r.config_backup else
+                         f"; {config_dest} is left in place (the restored manifest does not use it)"
+                         if config_dest.exists() and str(config_dest).encode() not in r.restored else ""))
+        if r.older:
+            console.print(f"[dim]{len(r.older)} older backup(s) in {backup_dir}; the oldest is the manifest before "
+                          f"ksched first changed it: {r.older[0].name}[/]")
+        console.print("the kubelet restarts kube-scheduler from the restored manifest within about 20 s")
+        return
+    if config is None:
+        raise fail("--config is required (the KubeSchedulerConfiguration to install); see --help", EXIT_USAGE)
+    reg = _registry(plugin_dir)
+    if print_rbac:
+        _, cfg = staticpod.validate_config(config, reg)
+        from .deploy.rbac import DEFAULT_LEASE, RUNTIME_RULES, plugin_rules
+        from .deploy.render import to_yaml
+        from .deploy.secondsched import static_pod_rbac
+
+        le = cfg.leader_election
+        lease = (le.resource_name, le.resource_namespace) if le.resource_name != DEFAULT_LEASE else None
+        rules = [("ksched", r) for r in RUNTIME_RULES] + plugin_rules(cfg, reg)
+        print(to_yaml(static_pod_rbac(rules, lease)), end="")
+        return
+    if image is None:
+        raise fail("--image is required (the image `ksched build` printed); see --help", EXIT_USAGE)
+    p = staticpod.plan(manifest, config, image, config_dest, reg)
+    console.print(f"[bold]manifest[/] {manifest}   [bold]config[/] {config} → {config_dest}")
+    if not p.changed:
+        console.print(f"nothing to change: {manifest} already runs {image} with --config={config_dest}, and "
+                      f"{config_dest} already holds this config")
+        _bullets("warnings", p.warnings, "yellow")
+        return
+    _bullets("changes to the manifest", p.changes)
+    if p.config_changed:
+        console.print(f"[bold]config[/]: {'replace' if p.old_config is not None else 'install'} {config_dest} "
+                      f"(mode 0644)")
+    _bullets("notes", p.notes, "dim")
+    _print_diff(p.diff())
+    _bullets("warnings", p.warnings, "yellow")
+    if dry_run:
+        console.print("dry run: nothing written")
+        _rbac_reminder(config, p.rbac)
+        return
+    _confirm(f"Write these changes to {manifest}?", yes)
+    w = staticpod.apply(p, backup_dir)
+    if w.backup:
+        console.print(f"backup: {w.backup}" + (f" and {w.config_backup}" if w.config_backup else ""))
+    if w.wrote_config:
+        console.print(f"installed {config_dest} (mode 0644)")
+    if w.wrote_manifest:
+        console.print(f"patched {manifest}; the kubelet restarts kube-scheduler with it within about 20 s. Check: "
+                      f"kubectl -n kube-system get pods -l component=kube-scheduler -o wide")
+    console.print(f"undo: ksched deploy --static-pod --rollback --manifest {manifest} --backup-dir {backup_dir}")
+    _rbac_reminder(config, p.rbac)
+
+
+def _rbac_reminder(config: Path, rules: list[tuple[str, dict[str, Any]]]) -> None:
+    who = ", ".join(dict.fromkeys(p for p, _ in rules))
+    console.print(f"RBAC: {who} need permissions beyond system:kube-scheduler; grant them once (from a machine with "
+                  f"cluster-admin): ksched deploy --static-pod --config {config} --print-rbac | kubectl apply -f -")
+
+
+# ------------------------------------------------------------------------------------------ second scheduler
+
+
+def _client(kubeconfig: str | None) -> Any:
+    from scheduler_runtime.cluster.kube import KubeClient, load_connection
+
+    return KubeClient(load_connection(kubeconfig))
+
+
+def _second(name: str, namespace: str, image: str | None, config: Path | None, replicas: int, apply: bool,
+            output: str | None, kubeconfig: str | None, no_wait: bool, dry_run: bool, timeout: float,
+            plugin_dir: list[Path] | None) -> None:
+    from .deploy import secondsched
+    from .deploy.render import to_yaml
+
+    if output is not None and output != "yaml":
+        raise fail(f"-o: unsupported output {output!r} (use yaml)", EXIT_USAGE)
+    if apply == (output is not None):
+        raise fail("choose --apply (install into the cluster) or -o yaml (print the objects)", EXIT_USAGE)
+    if config is None or image is None:
+        raise fail(f"{'--config' if config is None else '--image'} is required; see --help", EXIT_USAGE)
+    s = secondsched.prepare(name, namespace, image, config, replicas, _registry(plugin_dir))
+    if output == "yaml":
+        for n in s.notes:
+            print(f"# {n}", file=sys.stderr)
+        print(to_yaml(s.objects), end="")
+        return
+    _bullets("config adjusted for running beside the default scheduler", s.notes, "dim")
+    client = _client(kubeconfig)
+    secondsched.check_namespace(client, namespace)
+
+    def report(obj: dict[str, Any], outcome: str) -> None:
+        console.print(f"  {escape(secondsched.describe(obj))} {outcome}")
+
+    console.print(f"[bold]applying[/] (server-side apply, field manager {secondsched.FIELD_MANAGER})"
+                  + (" as a server dry run" if dry_run else ""))
+    results = secondsched.apply_objects(client, s.objects, dry_run=dry_run, report=report)
+    if dry_run:
+        console.print("dry run: the API server accepted every object; nothing was stored")
+        return
+    if all(o == "unchanged" for _, o in results):
+        console.print("nothing changed: every object already matched")
+    if not no_wait:
+        _wait(client, s, timeout)
+    names = ", ".join(s.scheduler_names)
+    console.print(f"\n[bold]{name}[/] schedules pods whose spec.schedulerName is {names}. Point a workload at it:")
+    console.print(f"  spec:\n    schedulerName: {s.scheduler_names[0]}")
+    console.print(f"  e.g. kubectl patch deployment web -p "
+                  f"'{{\"spec\":{{\"template\":{{\"spec\":{{\"schedulerName\":\"{s.scheduler_names[0]}\"}}}}}}}}'")
+    console.print(f"remove it: ksched undeploy --second-scheduler --name {name} --namespace {namespace}")
+
+
+def _wait(client: Any, s: Any, timeout: float) -> None:
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from .deploy import secondsched
+
+    with Progress(SpinnerColumn(), TextColumn("[bold]rollout[/] {task.description}"), BarColumn(),
+                  TextColumn("{task.completed}/{task.total} available"), TimeElapsedColumn(),
+                  console=console, transient=False) as prog:
+        task = prog.add_task(f"deployment/{s.name}", total=s.replicas)
+
+        def show(st: Any) -> None:
+            prog.update(task, total=max(st.desired, 1), completed=min(st.available, st.desired),
+                        description=f"deployment/{s.name} (updated {st.updated}, old {st.old})"
+                        + (f" {st.problem}" if st.problem else ""))
+
+        try:
+            secondsched.wait_rollout(client, s.namespace, s.name, timeout, show)
+        except secondsched.RolloutError as exc:
+            prog.stop()
+            raise fail(str(exc), EXIT_ROLLOUT) from None
+
+
+# ------------------------------------------------------------------------------------------ commands
+
+PluginDirOpt = Annotated[list[Path] | None, typer.Option("--plugin-dir", help="Folder of plugin packages "
+                                                         "(for validating the config).")]
+
+
+def deploy(
+    static_pod: Annotated[bool, typer.Option("--static-pod", help="Patch the kubeadm static pod manifest of "
+                                             "kube-scheduler on this node (replaces the default scheduler).")] = False,
+    second_scheduler: Annotated[bool, typer.Option("--second-scheduler", help="Run as a Deployment beside the "
+                                                   "default scheduler, under its own schedulerName.")] = False,
+    config: Annotated[Path | None, typer.Option("--config", readable=False,
+                                                help="KubeSchedulerConfiguration to install.")] = None,
+    image: Annotated[str | None, typer.Option("--image", help="The ksched image (from `ksched build`).")] = None,
+    manifest: Annotated[Path, typer.Option("--manifest", readable=False,
+                                           help="[static pod] The manifest to patch.")] =
+    Path("/etc/kubernetes/manifests/kube-scheduler.yaml"),
+    config_dest: Annotated[Path, typer.Option("--config-dest", help="[static pod] Where the config is installed "
+                                              "(same path on the node and in the container).")] =
+    Path("/etc/kubernetes/ksched-config.yaml"),
+    backup_dir: Annotated[Path, typer.Option("--backup-dir", help="[static pod] Backups go here (never inside the "
+                                             "manifests folder).")] = Path("/etc/kubernetes/ksched-backups"),
+    rollback: Annotated[bool, typer.Option("--rollback", help="[static pod] Restore the newest backup byte for "
+                                           "byte.")] = False,
+    print_rbac: Annotated[bool, typer.Option("--print-rbac", help="[static pod] Print the RBAC that ksched and the "
+                                             "config's plugins need for user system:kube-scheduler.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the diff (static pod) or apply with the API "
+                                          "server's dry run (second scheduler); write nothing.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="[static pod] Do not ask before writing.")] = False,
+    name: Annotated[str, typer.Option("--name", help="[second scheduler] Name of the Deployment and its objects; "
+                                      "also the schedulerName when the config sets none.")] = "ksched-scheduler",
+    namespace: Annotated[str, typer.Option("--namespace", "-n", help="[second scheduler] Namespace.")] =
+    "kube-system",
+    replicas: Annotated[int, typer.Option("--replicas", help="[second scheduler] Replicas; more than 1 turns on "
+                                          "leader election.")] = 1,
+    apply: Annotated[bool, typer.Option("--apply", help="[second scheduler] Server-side apply to the cluster.")] =
+    False,
+    output: Annotated[str | None, typer.Option("-o", "--output", help="[second scheduler] `yaml`: print the objects "
+                                               "instead of applying them.")] = None,
+    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help="[second scheduler] Cluster to apply to "
+                                                   "(default: $KUBECONFIG, ~/.kube/config).")] = None,
+    no_wait: Annotated[bool, typer.Option("--no-wait", help="[second scheduler] Do not wait for the rollout.")] =
+    False,
+    timeout: Annotated[float, typer.Option("--timeout", help="[second scheduler] Seconds to wait for the "
+                                           "rollout.")] = 300.0,
+    plugin_dir: PluginDirOpt = None,
+) -> None:
+    """Deploy a ksched scheduler: replace kube-scheduler's static pod (--static-pod) or run beside it
+    (--second-scheduler). Every change is shown first; see docs/deploy.md."""
+
+    def go() -> None:
+        if static_pod == second_scheduler:
+            raise fail("choose one of --static-pod (replace the default scheduler on this control-plane node) or "
+                       "--second-scheduler (run beside it)", EXIT_USAGE)
+        if static_pod:
+            if apply or output is not None or no_wait or kubeconfig is not None:
+                raise fail("--apply, -o, --no-wait and --kubeconfig are for --second-scheduler", EXIT_USAGE)
+            _static_pod(manifest, config, image, config_dest, backup_dir, dry_run, rollback, yes, print_rbac,
+                        plugin_dir)
+        else:
+            if rollback or print_rbac:
+                raise fail("--rollback and --print-rbac are for --static-pod (undo a second scheduler with "
+                           "`ksched undeploy --second-scheduler`)", EXIT_USAGE)
+            _second(name, namespace, image, config, replicas, apply, output, kubeconfig, no_wait, dry_run, timeout,
+                    plugin_dir)
+
+    guarded(go)
+
+
+def undeploy(
+    second_scheduler: Annotated[bool, typer.Option("--second-scheduler", help="Remove a second scheduler "
+                                                   "deployed by `ksched deploy --second-scheduler`.")] = False,
+    name: Annotated[str, typer.Option("--name", help="Its --name.")] = "ksched-scheduler",
+    namespace: Annotated[str, typer.Option("--namespace", "-n", help="Its --namespace.")] = "kube-system",
+    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help="Cluster (default: $KUBECONFIG, "
+                                                   "~/.kube/config).")] = None,
+) -> None:
+    """Remove a second scheduler: its Deployment, ConfigMap, RBAC and ServiceAccount (found by label).
+    A static-pod deployment is undone with `ksched deploy --static-pod --rollback`."""
+
+    def go() -> None:
+        from .deploy import secondsched
+
+        if not second_scheduler:
+            raise fail("pass --second-scheduler (a static pod is undone with `ksched deploy --static-pod --rollback`)",
+                       EXIT_USAGE)
+        secondsched.check_name(name)
+        client = _client(kubeconfig)
+        found = secondsched.find_deployed(client, name, namespace)
+        if not found:
+            console.print(f"nothing to remove: no objects labelled {secondsched.label_selector(name)} "
+                          f"(namespace {namespace} and cluster-wide)")
+            return
+
+        def report(obj: dict[str, Any], outcome: str) -> None:
+            console.print(f"  {escape(secondsched.describe(obj))} {outcome}")
+
+        secondsched.delete_objects(client, found, report)
+        console.print(f"removed {len(found)} object(s) of {name}; pods with schedulerName "
+                      f"{name!r} now stay Pending until another scheduler serves that name")
+
+    guarded(go)
+
+
+__all__ = ["DEPLOY_EPILOG", "EXIT_ROLLOUT", "deploy", "undeploy"]
