@@ -228,3 +228,50 @@ def test_second_scheduler_refuses_default_names(client: KubeClient, tmp_path: Pa
                 "--no-wait", "--kubeconfig", kubeconfig)
     assert r.returncode == 1 and "namespace 'nope' does not exist" in r.stderr
     assert client.request("GET", "/apis/apps/v1/namespaces/kube-system/deployments/ksched-scheduler").status == 404
+
+
+def _patch_status(client: KubeClient, path: str, status: dict[str, Any]) -> None:
+    client.call("PATCH", path + "/status", body={"status": status}, content_type="application/merge-patch+json")
+
+
+def test_rollout_wait_reads_deployment_and_pod_status(control_plane: Any, client: KubeClient, namespace: str,
+                                                      tmp_path: Path) -> None:
+    """No kubelet or controllers here: the test writes the status they would write, and the CLI's wait
+    must finish on success, fail fast on a crash-looping pod, and time out otherwise (exit 3)."""
+    kubeconfig = str(control_plane.kubeconfig_path)
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n")
+    name = "roll-sched"
+    args = ["deploy", "--second-scheduler", "--name", name, "--namespace", namespace, "--image", IMAGE, "--config",
+            str(cfg), "--apply", "--kubeconfig", kubeconfig]
+    r = _ksched(*args, "--no-wait")
+    assert r.returncode == 0, r.stderr
+    dep_path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
+    gen = client.call("GET", dep_path)["metadata"]["generation"]
+
+    r = _ksched(*args, "--timeout", "3")
+    assert r.returncode == 3, (r.stdout, r.stderr)
+    assert "not finished after 3s" in r.stderr and "0/1 available" in r.stderr
+
+    pod = client.call("POST", f"/api/v1/namespaces/{namespace}/pods", body={
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": f"{name}-abc", "labels": secondsched.selector_for(name)},
+        "spec": {"containers": [{"name": "scheduler", "image": IMAGE}]}})
+    _patch_status(client, f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}", {
+        "phase": "Running",
+        "containerStatuses": [{"name": "scheduler", "image": IMAGE, "imageID": "", "ready": False, "restartCount": 4,
+                               "state": {"waiting": {"reason": "CrashLoopBackOff",
+                                                     "message": "back-off 40s restarting failed container"}},
+                               "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}]})
+    r = _ksched(*args, "--timeout", "60")
+    assert r.returncode == 3, (r.stdout, r.stderr)
+    assert "CrashLoopBackOff" in r.stderr and f"{name}-abc" in r.stderr and "logs" in r.stderr
+
+    client.call("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}-abc", query={"gracePeriodSeconds": "0"})
+    _patch_status(client, dep_path, {"observedGeneration": gen, "replicas": 1, "updatedReplicas": 1,
+                                     "readyReplicas": 1, "availableReplicas": 1})
+    r = _ksched(*args, "--timeout", "30")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert "1/1 available" in r.stdout and f"schedulerName: {name}" in r.stdout
+    r = _ksched("undeploy", "--second-scheduler", "--name", name, "--namespace", namespace, "--kubeconfig", kubeconfig)
+    assert r.returncode == 0 and "removed" in r.stdout
