@@ -39,6 +39,11 @@ def _registry(plugin_dir: list[Path] | None) -> Any:
     return reg(plugin_dir)
 
 
+def say(text: str) -> None:
+    """Print text that may hold paths or names with brackets: never read as rich markup."""
+    console.print(text, markup=False)
+
+
 def _print_diff(diff: str) -> None:
     for line in diff.splitlines():
         style = ("bold" if line.startswith(("---", "+++")) else "green" if line.startswith("+")
@@ -78,21 +83,21 @@ def _static_pod(manifest: Path, config: Path | None, image: str | None, config_d
     if rollback:
         r = staticpod.plan_rollback(manifest, backup_dir, config_dest)
         if not r.changed:
-            console.print(f"{manifest} is already identical to the newest backup {r.backup}; nothing to do")
+            say(f"{manifest} is already identical to the newest backup {r.backup}; nothing to do")
             return
         _print_diff(r.diff())
         if dry_run:
-            console.print(f"dry run: would restore {manifest} from {r.backup}; nothing written")
+            say(f"dry run: would restore {manifest} from {r.backup}; nothing written")
             return
         _confirm(f"Restore {manifest} from {r.backup.name}?", yes)
         staticpod.apply_rollback(r)
-        console.print(f"restored {manifest} byte for byte from {r.backup}"
-                      + (f" and {r.config_dest} from {r.config_backup}" if r.config_backup else
-                         f"; {config_dest} is left in place (the restored manifest does not use it)"
-                         if config_dest.exists() and str(config_dest).encode() not in r.restored else ""))
+        say(f"restored {manifest} byte for byte from {r.backup}"
+            + (f" and {r.config_dest} from {r.config_backup}" if r.config_backup else
+               f"; {config_dest} is left in place (the restored manifest does not use it)"
+               if config_dest.exists() and str(config_dest).encode() not in r.restored else ""))
         if r.older:
-            console.print(f"[dim]{len(r.older)} older backup(s) in {backup_dir}; the oldest is the manifest before "
-                          f"ksched first changed it: {r.older[0].name}[/]")
+            console.print(escape(f"{len(r.older)} older backup(s) in {backup_dir}; the oldest is the manifest "
+                                 f"before ksched first changed it: {r.older[0].name}"), style="dim")
         console.print("the kubelet restarts kube-scheduler from the restored manifest within about 20 s")
         return
     if config is None:
@@ -112,16 +117,17 @@ def _static_pod(manifest: Path, config: Path | None, image: str | None, config_d
     if image is None:
         raise fail("--image is required (the image `ksched build` printed); see --help", EXIT_USAGE)
     p = staticpod.plan(manifest, config, image, config_dest, reg)
-    console.print(f"[bold]manifest[/] {manifest}   [bold]config[/] {config} → {config_dest}")
+    console.print(f"[bold]manifest[/] {escape(str(manifest))}   [bold]config[/] {escape(str(config))} → "
+                  f"{escape(str(config_dest))}")
     if not p.changed:
-        console.print(f"nothing to change: {manifest} already runs {image} with --config={config_dest}, and "
-                      f"{config_dest} already holds this config")
+        say(f"nothing to change: {manifest} already runs {image} with --config={config_dest}, and "
+            f"{config_dest} already holds this config")
         _bullets("warnings", p.warnings, "yellow")
         return
     _bullets("changes to the manifest", p.changes)
     if p.config_changed:
-        console.print(f"[bold]config[/]: {'replace' if p.old_config is not None else 'install'} {config_dest} "
-                      f"(mode 0644)")
+        verb = "replace" if p.old_config is not None else "install"
+        console.print(f"[bold]config[/]: {verb} {escape(str(config_dest))} (mode 0644)")
     _bullets("notes", p.notes, "dim")
     _print_diff(p.diff())
     _bullets("warnings", p.warnings, "yellow")
@@ -132,20 +138,20 @@ def _static_pod(manifest: Path, config: Path | None, image: str | None, config_d
     _confirm(f"Write these changes to {manifest}?", yes)
     w = staticpod.apply(p, backup_dir)
     if w.backup:
-        console.print(f"backup: {w.backup}" + (f" and {w.config_backup}" if w.config_backup else ""))
+        say(f"backup: {w.backup}" + (f" and {w.config_backup}" if w.config_backup else ""))
     if w.wrote_config:
-        console.print(f"installed {config_dest} (mode 0644)")
+        say(f"installed {config_dest} (mode 0644)")
     if w.wrote_manifest:
-        console.print(f"patched {manifest}; the kubelet restarts kube-scheduler with it within about 20 s. Check: "
-                      f"kubectl -n kube-system get pods -l component=kube-scheduler -o wide")
-    console.print(f"undo: ksched deploy --static-pod --rollback --manifest {manifest} --backup-dir {backup_dir}")
+        say(f"patched {manifest}; the kubelet restarts kube-scheduler with it within about 20 s. Check: "
+            f"kubectl -n kube-system get pods -l component=kube-scheduler -o wide")
+    say(f"undo: ksched deploy --static-pod --rollback --manifest {manifest} --backup-dir {backup_dir}")
     _rbac_reminder(config, p.rbac)
 
 
 def _rbac_reminder(config: Path, rules: list[tuple[str, dict[str, Any]]]) -> None:
     who = ", ".join(dict.fromkeys(p for p, _ in rules))
-    console.print(f"RBAC: {who} need permissions beyond system:kube-scheduler; grant them once (from a machine with "
-                  f"cluster-admin): ksched deploy --static-pod --config {config} --print-rbac | kubectl apply -f -")
+    say(f"RBAC: {who} need permissions beyond system:kube-scheduler; grant them once (from a machine with "
+        f"cluster-admin): ksched deploy --static-pod --config {config} --print-rbac | kubectl apply -f -")
 
 
 # ------------------------------------------------------------------------------------------ second scheduler
@@ -193,11 +199,12 @@ def _second(name: str, namespace: str, image: str | None, config: Path | None, r
     if not no_wait:
         _wait(client, s, timeout)
     names = ", ".join(s.scheduler_names)
-    console.print(f"\n[bold]{name}[/] schedules pods whose spec.schedulerName is {names}. Point a workload at it:")
-    console.print(f"  spec:\n    schedulerName: {s.scheduler_names[0]}")
-    console.print(f"  e.g. kubectl patch deployment web -p "
-                  f"'{{\"spec\":{{\"template\":{{\"spec\":{{\"schedulerName\":\"{s.scheduler_names[0]}\"}}}}}}}}'")
-    console.print(f"remove it: ksched undeploy --second-scheduler --name {name} --namespace {namespace}")
+    console.print(f"\n[bold]{name}[/] schedules pods whose spec.schedulerName is {escape(names)}. Point a workload at "
+                  f"it:")
+    say(f"  spec:\n    schedulerName: {s.scheduler_names[0]}")
+    say(f"  e.g. kubectl patch deployment web -p "
+        f"'{{\"spec\":{{\"template\":{{\"spec\":{{\"schedulerName\":\"{s.scheduler_names[0]}\"}}}}}}}}'")
+    say(f"remove it: ksched undeploy --second-scheduler --name {name} --namespace {namespace}")
 
 
 def _wait(client: Any, s: Any, timeout: float) -> None:
@@ -237,35 +244,35 @@ def deploy(
                                                 help="KubeSchedulerConfiguration to install.")] = None,
     image: Annotated[str | None, typer.Option("--image", help="The ksched image (from `ksched build`).")] = None,
     manifest: Annotated[Path, typer.Option("--manifest", readable=False,
-                                           help="[static pod] The manifest to patch.")] =
+                                           help="Static pod: The manifest to patch.")] =
     Path("/etc/kubernetes/manifests/kube-scheduler.yaml"),
-    config_dest: Annotated[Path, typer.Option("--config-dest", help="[static pod] Where the config is installed "
+    config_dest: Annotated[Path, typer.Option("--config-dest", help="Static pod: Where the config is installed "
                                               "(same path on the node and in the container).")] =
     Path("/etc/kubernetes/ksched-config.yaml"),
-    backup_dir: Annotated[Path, typer.Option("--backup-dir", help="[static pod] Backups go here (never inside the "
+    backup_dir: Annotated[Path, typer.Option("--backup-dir", help="Static pod: Backups go here (never inside the "
                                              "manifests folder).")] = Path("/etc/kubernetes/ksched-backups"),
-    rollback: Annotated[bool, typer.Option("--rollback", help="[static pod] Restore the newest backup byte for "
+    rollback: Annotated[bool, typer.Option("--rollback", help="Static pod: Restore the newest backup byte for "
                                            "byte.")] = False,
-    print_rbac: Annotated[bool, typer.Option("--print-rbac", help="[static pod] Print the RBAC that ksched and the "
+    print_rbac: Annotated[bool, typer.Option("--print-rbac", help="Static pod: Print the RBAC that ksched and the "
                                              "config's plugins need for user system:kube-scheduler.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the diff (static pod) or apply with the API "
                                           "server's dry run (second scheduler); write nothing.")] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="[static pod] Do not ask before writing.")] = False,
-    name: Annotated[str, typer.Option("--name", help="[second scheduler] Name of the Deployment and its objects; "
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Static pod: Do not ask before writing.")] = False,
+    name: Annotated[str, typer.Option("--name", help="Second scheduler: Name of the Deployment and its objects; "
                                       "also the schedulerName when the config sets none.")] = "ksched-scheduler",
-    namespace: Annotated[str, typer.Option("--namespace", "-n", help="[second scheduler] Namespace.")] =
+    namespace: Annotated[str, typer.Option("--namespace", "-n", help="Second scheduler: Namespace.")] =
     "kube-system",
-    replicas: Annotated[int, typer.Option("--replicas", help="[second scheduler] Replicas; more than 1 turns on "
+    replicas: Annotated[int, typer.Option("--replicas", help="Second scheduler: Replicas; more than 1 turns on "
                                           "leader election.")] = 1,
-    apply: Annotated[bool, typer.Option("--apply", help="[second scheduler] Server-side apply to the cluster.")] =
+    apply: Annotated[bool, typer.Option("--apply", help="Second scheduler: Server-side apply to the cluster.")] =
     False,
-    output: Annotated[str | None, typer.Option("-o", "--output", help="[second scheduler] `yaml`: print the objects "
+    output: Annotated[str | None, typer.Option("-o", "--output", help="Second scheduler: `yaml`: print the objects "
                                                "instead of applying them.")] = None,
-    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help="[second scheduler] Cluster to apply to "
+    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help="Second scheduler: Cluster to apply to "
                                                    "(default: $KUBECONFIG, ~/.kube/config).")] = None,
-    no_wait: Annotated[bool, typer.Option("--no-wait", help="[second scheduler] Do not wait for the rollout.")] =
+    no_wait: Annotated[bool, typer.Option("--no-wait", help="Second scheduler: Do not wait for the rollout.")] =
     False,
-    timeout: Annotated[float, typer.Option("--timeout", help="[second scheduler] Seconds to wait for the "
+    timeout: Annotated[float, typer.Option("--timeout", help="Second scheduler: Seconds to wait for the "
                                            "rollout.")] = 300.0,
     plugin_dir: PluginDirOpt = None,
 ) -> None:
@@ -312,16 +319,16 @@ def undeploy(
         client = _client(kubeconfig)
         found = secondsched.find_deployed(client, name, namespace)
         if not found:
-            console.print(f"nothing to remove: no objects labelled {secondsched.label_selector(name)} "
-                          f"(namespace {namespace} and cluster-wide)")
+            say(f"nothing to remove: no objects labelled {secondsched.label_selector(name)} "
+                f"(namespace {namespace} and cluster-wide)")
             return
 
         def report(obj: dict[str, Any], outcome: str) -> None:
             console.print(f"  {escape(secondsched.describe(obj))} {outcome}")
 
         secondsched.delete_objects(client, found, report)
-        console.print(f"removed {len(found)} object(s) of {name}; pods with schedulerName "
-                      f"{name!r} now stay Pending until another scheduler serves that name")
+        say(f"removed {len(found)} object(s) of {name}; pods whose spec.schedulerName named it now stay "
+            f"Pending until another scheduler serves that name")
 
     guarded(go)
 

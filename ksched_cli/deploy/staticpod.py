@@ -440,6 +440,10 @@ def plan(manifest: Path, config: Path, image: str, config_dest: Path, registry: 
         p.notes.append(f"could not check that uid {uid} can read {host_kc} (not present on this machine); the "
                        f"scheduler crash-loops if it cannot")
 
+    names = [prof.scheduler_name for prof in cfg.profiles]
+    if "default-scheduler" not in names:
+        p.warnings.append(f"no profile is named default-scheduler (profiles: {', '.join(names)}): once this "
+                          f"scheduler replaces kube-scheduler, pods that do not set spec.schedulerName stay Pending")
     lease = str(le.get("resourceName") or DEFAULT_LEASE)
     p.rbac = [("ksched", r) for r in RUNTIME_RULES] + plugin_rules(cfg, registry)
     if lease != DEFAULT_LEASE:

@@ -390,3 +390,12 @@ def test_unreadable_manifest_is_refused(registry: Any) -> None:
         assert _snapshot(root) == before
     finally:
         shutil.rmtree(root)
+
+
+def test_warns_when_no_profile_serves_default_scheduler(node: dict[str, Path], registry: Any) -> None:
+    m = _install(node, "kubeadm-1.32.yaml", CONFIG_PLAIN.replace("default-scheduler", "gang"))
+    p = staticpod.plan(m, node["cfg"], IMAGE, node["dest"], registry)
+    assert any("no profile is named default-scheduler (profiles: gang)" in w for w in p.warnings)
+    assert not any("default-scheduler" in w for w in staticpod.plan(
+        _install(node, "kubeadm-1.32.yaml"), node["cfg"].with_name("cfg.yaml"), IMAGE, node["dest"],
+        registry).warnings)
