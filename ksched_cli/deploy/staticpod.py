@@ -343,9 +343,12 @@ def plan(manifest: Path, config: Path, image: str, config_dest: Path, registry: 
     flags = find_flags(c)
     by_name = {f.name: f for f in flags}
     manifest_kc = (by_name["kubeconfig"].value if "kubeconfig" in by_name else None)
-    kc_source = f"--kubeconfig in {cpath}.command"
+    kc_source = f"--kubeconfig in {cpath}"
     if not manifest_kc and "authentication-kubeconfig" in by_name:
         manifest_kc, kc_source = by_name["authentication-kubeconfig"].value, f"--authentication-kubeconfig in {cpath}"
+    if not manifest_kc and "config" in by_name:
+        manifest_kc = _installed_kubeconfig(_host_path_of(spec, c, str(by_name["config"].value)))
+        kc_source = f"the config the manifest runs now ({by_name['config'].value})"
     cc = config_raw.get("clientConnection") if isinstance(config_raw.get("clientConnection"), dict) else {}
     cfg_kc = str(cc.get("kubeconfig") or "")
     if not cfg_kc and not manifest_kc:
@@ -451,6 +454,21 @@ def plan(manifest: Path, config: Path, image: str, config_dest: Path, registry: 
 
     p.new_manifest = loaded.dump()
     return p
+
+
+def _installed_kubeconfig(host_path: str | None) -> str | None:
+    """clientConnection.kubeconfig of the config a (patched) manifest already runs, read on this node."""
+    if not host_path:
+        return None
+    try:
+        import yaml
+
+        doc = yaml.safe_load(Path(host_path).read_text())
+    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError):
+        return None
+    cc = doc.get("clientConnection") if isinstance(doc, dict) else None
+    kc = cc.get("kubeconfig") if isinstance(cc, dict) else None
+    return str(kc) if kc else None
 
 
 def _scalar(v: Any) -> str:

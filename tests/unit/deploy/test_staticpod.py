@@ -399,3 +399,39 @@ def test_warns_when_no_profile_serves_default_scheduler(node: dict[str, Path], r
     assert not any("default-scheduler" in w for w in staticpod.plan(
         _install(node, "kubeadm-1.32.yaml"), node["cfg"].with_name("cfg.yaml"), IMAGE, node["dest"],
         registry).warnings)
+
+
+ARGS_STYLE = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: kube-scheduler, namespace: kube-system}
+spec:
+  containers:
+  - name: scheduler
+    image: registry.k8s.io/kube-scheduler:v1.36.0
+    command: [/usr/local/bin/kube-scheduler]
+    args:
+    - --kubeconfig
+    - /etc/kubernetes/scheduler.conf
+    - --leader-elect=false
+    - --v=2
+"""
+
+
+def test_flags_in_args_with_separate_values(node: dict[str, Path], registry: Any) -> None:
+    """Not kubeadm's layout: flags under args, `--kubeconfig PATH` as two items, no volumes yet."""
+    m = node["manifests"] / "kube-scheduler.yaml"
+    m.write_text(ARGS_STYLE)
+    node["cfg"].write_text(CONFIG_PLAIN)
+    dest = str(node["dest"])
+    p = staticpod.plan(m, node["cfg"], IMAGE, node["dest"], registry)
+    new = yaml.safe_load(p.new_manifest)
+    c = new["spec"]["containers"][0]
+    assert c["command"] == ["/usr/local/bin/kube-scheduler"]
+    assert c["args"] == ["--leader-elect=false", "--v=2", f"--config={dest}"]
+    assert c["volumeMounts"] == [{"mountPath": dest, "name": "ksched-config", "readOnly": True}]
+    assert new["spec"]["volumes"] == [{"hostPath": {"path": dest, "type": "File"}, "name": "ksched-config"}]
+    assert "command: [/usr/local/bin/kube-scheduler]" in p.new_manifest, "flow style kept"
+    assert yaml.safe_load(p.new_config)["clientConnection"]["kubeconfig"] == KC
+    staticpod.apply(p, node["backups"])
+    assert not staticpod.plan(m, node["cfg"], IMAGE, node["dest"], registry).changed
