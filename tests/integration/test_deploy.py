@@ -275,3 +275,30 @@ def test_rollout_wait_reads_deployment_and_pod_status(control_plane: Any, client
     assert "1/1 available" in r.stdout and f"schedulerName: {name}" in r.stdout
     r = _ksched("undeploy", "--second-scheduler", "--name", name, "--namespace", namespace, "--kubeconfig", kubeconfig)
     assert r.returncode == 0 and "removed" in r.stdout
+
+
+def test_static_pod_rbac_lets_kube_scheduler_user_run_ksched(client: KubeClient, registry: Any,
+                                                             tmp_path: Path) -> None:
+    """`--print-rbac` output, applied, gives user system:kube-scheduler every permission ksched checks at start."""
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(CONFIG)
+    r = _ksched("deploy", "--static-pod", "--config", str(cfg), "--print-rbac")
+    assert r.returncode == 0, r.stderr
+    objs = list(yaml.safe_load_all(r.stdout))
+    user = "system:kube-scheduler"
+
+    def allowed(verb: str, group: str, resource: str, sub: str = "") -> bool:
+        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                "spec": {"user": user, "resourceAttributes": {"verb": verb, "group": group, "resource": resource,
+                                                              "subresource": sub}}}
+        return bool(client.call("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body=body)
+                    ["status"].get("allowed"))
+
+    assert not allowed("list", "scheduling.k8s.io", "priorityclasses"), "the built-in role alone is not enough"
+    secondsched.apply_objects(client, objs)
+    try:
+        for verb, group, resource, sub in REQUIRED_PERMISSIONS:
+            assert allowed(verb, group, resource, sub), (verb, group, resource, sub)
+        assert allowed("patch", "", "pods") and allowed("watch", "scheduling.x-k8s.io", "podgroups")
+    finally:
+        secondsched.delete_objects(client, objs)
