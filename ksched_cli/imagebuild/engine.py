@@ -1,0 +1,259 @@
+"""The container engine behind the docker SDK: Docker, or podman's Docker-compatible API socket.
+
+Every engine failure becomes a KschedError with one actionable line; the SDK's exceptions never reach the
+user. Log and progress events go to callbacks so this module stays free of terminal concerns.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import requests
+
+from scheduler_runtime.errors import KschedError
+
+from .reference import ImageRef
+from .target import PROBE_SCRIPT, PythonTarget
+
+PODMAN_SOCKET = "/run/ksched-podman/podman.sock"
+CONNECT_TIMEOUT = 10.0
+BUILD_TIMEOUT = 1800.0  # a silent RUN step (pip install of large wheels) must not trip the read timeout
+
+_AUTH_WORDS = ("unauthorized", "authentication required", "access denied", "denied:", "requested access",
+               "no basic auth credentials", "401", "403", "insufficient_scope", "authorization")
+
+
+class EngineUnavailable(KschedError):
+    """No engine answers; the message says how to point DOCKER_HOST at one."""
+
+
+class BuildFailed(KschedError):
+    """A Dockerfile step failed; the message quotes the engine's error."""
+
+
+class PushFailed(KschedError):
+    """The registry refused or could not be reached."""
+
+    def __init__(self, message: str, auth: bool) -> None:
+        super().__init__(message)
+        self.auth = auth
+
+
+def engine_hint() -> str:
+    return (f"start Docker, or podman's Docker-compatible service: `podman system service --time=0 "
+            f"unix://{PODMAN_SOCKET} &` and `export DOCKER_HOST=unix://{PODMAN_SOCKET}` "
+            "(hack/install-podman.sh sets this up)")
+
+
+def connect() -> docker.DockerClient:
+    """A client for DOCKER_HOST (or the default socket) that has answered a ping."""
+    where = os.environ.get("DOCKER_HOST") or "the default socket unix:///var/run/docker.sock"
+    where = f"DOCKER_HOST={where}" if os.environ.get("DOCKER_HOST") else where
+    try:
+        client = docker.from_env(timeout=int(CONNECT_TIMEOUT))
+        client.ping()
+    except (docker.errors.DockerException, requests.RequestException, OSError, ValueError) as exc:
+        reason = _short(str(exc)) or type(exc).__name__
+        raise EngineUnavailable(f"no container engine reachable at {where} ({reason}): {engine_hint()}") from None
+    client.api.timeout = BUILD_TIMEOUT
+    return client
+
+
+def describe(client: docker.DockerClient) -> str:
+    """`podman 4.3.1 (API 1.41)` or `Docker 27.0.3 (API 1.46)`, for the log."""
+    try:
+        v = client.version()
+    except docker.errors.DockerException:
+        return "unknown engine"
+    names = [c.get("Name", "") for c in v.get("Components") or []]
+    kind = "podman" if any("podman" in n.lower() for n in names) else "Docker"
+    return f"{kind} {v.get('Version', '?')} (API {v.get('ApiVersion', '?')}, {v.get('Os', '?')}/{v.get('Arch', '?')})"
+
+
+def _short(text: str) -> str:
+    text = re.sub(r"\s+", " ", text).strip()
+    return text if len(text) < 300 else text[:297] + "..."
+
+
+def _api_message(exc: docker.errors.APIError) -> str:
+    return _short(str(exc.explanation or exc))
+
+
+# ------------------------------------------------------------------------------------------------ base image
+
+
+def ensure_image(client: docker.DockerClient, image: str, platform: str | None,
+                 on_progress: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """The base image's attributes; pulled (with progress events) when it is not on the engine yet."""
+    try:
+        return client.images.get(image).attrs
+    except docker.errors.ImageNotFound:
+        pass
+    except docker.errors.APIError as exc:
+        raise KschedError(f"base image {image}: {_api_message(exc)}") from None
+    repo, _, tag = image.rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "latest")
+    try:
+        stream = client.api.pull(repo, tag=tag or "latest", platform=platform, stream=True, decode=True)
+        for event in stream:
+            if "error" in event:
+                raise KschedError(f"base image {image} is not on the engine and pulling it failed: "
+                                  f"{_short(str(event['error']))} (pass --base-image with an image the engine has)")
+            on_progress(event)
+        return client.images.get(image).attrs
+    except docker.errors.APIError as exc:
+        raise KschedError(f"base image {image} is not on the engine and pulling it failed: {_api_message(exc)} "
+                          "(pass --base-image with an image the engine has)") from None
+
+
+def probe_python(client: docker.DockerClient, image: str, image_id: str, platform: str | None,
+                 cache_dir: Path | None = None) -> PythonTarget:
+    """Run PROBE_SCRIPT in the base image (offline) to learn its Python; cached per image ID."""
+    cached = cache_dir / f"{image_id.replace(':', '_')}.json" if cache_dir else None
+    if cached is not None and cached.is_file():
+        return PythonTarget.from_probe(cached.read_text(), image)
+    try:
+        out = client.containers.run(image, entrypoint=["python3", "-c", PROBE_SCRIPT], command=[],
+                                    network_mode="none", remove=True, platform=platform, user="0",
+                                    stdout=True, stderr=True)
+    except docker.errors.ContainerError as exc:
+        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else str(exc.stderr or "")
+        raise KschedError(f"base image {image}: running python3 in it failed (exit {exc.exit_status}): "
+                          f"{_short(err) or 'no output'}: the base image needs python3 with the venv module") \
+            from None
+    except docker.errors.APIError as exc:
+        msg = _api_message(exc)
+        if "not found" in msg.lower() and "python3" in msg:
+            raise KschedError(f"base image {image} has no python3: use an image with Python 3.11+ and the venv "
+                              "module, e.g. python:3.11-slim-bookworm") from None
+        raise KschedError(f"base image {image}: cannot run a container to inspect its Python: {msg}") from None
+    text = out.decode(errors="replace") if isinstance(out, bytes) else str(out)
+    target = PythonTarget.from_probe(text, image)
+    if cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text(target.to_json())
+    return target
+
+
+# ------------------------------------------------------------------------------------------------------ build
+
+_STEP = re.compile(r"^(?:\[\d+/\d+\] )?STEP \d+/\d+: (?P<podman>.*)$|^Step \d+/\d+ : (?P<docker>.*)$")
+_BUILT = re.compile(r"^Successfully built (?P<id>[0-9a-f]{12,64})\s*$")
+
+
+@dataclass
+class BuildEvent:
+    """One line of the build log; `step` is set when the line starts a Dockerfile instruction."""
+
+    line: str
+    step: str | None = None
+
+
+def parse_build_stream(chunks: Iterable[dict[str, Any]]) -> Iterator[BuildEvent | str]:
+    """Turn the engine's JSON build stream into log events; the last item yielded is the image ID.
+
+    Docker reports the ID in an `aux` message, podman's compat API in "Successfully built ID"; an `error`
+    message (a failed RUN, a missing base) raises BuildFailed with the engine's words.
+    """
+    image_id: str | None = None
+    pending = ""
+    for chunk in chunks:
+        if "error" in chunk or "errorDetail" in chunk:
+            detail = chunk.get("errorDetail") or {}
+            raise BuildFailed(_short(str(detail.get("message") or chunk.get("error") or "build failed")))
+        aux = chunk.get("aux")
+        if isinstance(aux, dict) and isinstance(aux.get("ID"), str):
+            image_id = aux["ID"]
+        text = chunk.get("stream")
+        if not isinstance(text, str):
+            continue
+        pending += text
+        *lines, pending = pending.split("\n")
+        for raw in lines:
+            line = raw.rstrip("\r")
+            m = _STEP.match(line)
+            if m:
+                yield BuildEvent(line, step=m.group("podman") or m.group("docker"))
+                continue
+            b = _BUILT.match(line)
+            if b and image_id is None:
+                image_id = b.group("id")
+            if line.strip():
+                yield BuildEvent(line)
+    if pending.strip():
+        yield BuildEvent(pending.rstrip())
+    if image_id is None:
+        raise BuildFailed("the engine finished without reporting an image ID")
+    yield image_id
+
+
+def build(client: docker.DockerClient, context: Path, tag: str, platform: str | None, no_cache: bool,
+          on_event: Callable[[BuildEvent], None]) -> dict[str, Any]:
+    """Build `context` offline (network_mode none) and return the tagged image's attributes."""
+    try:
+        stream = client.api.build(path=str(context), tag=tag, rm=True, forcerm=True, nocache=no_cache,
+                                  pull=False, network_mode="none", platform=platform, decode=True)
+        image_id = None
+        for item in parse_build_stream(stream):
+            if isinstance(item, str):
+                image_id = item
+            else:
+                on_event(item)
+    except docker.errors.APIError as exc:
+        raise BuildFailed(_api_message(exc)) from None
+    except (requests.RequestException, docker.errors.DockerException) as exc:
+        raise BuildFailed(f"lost the connection to the engine: {_short(str(exc))}") from None
+    try:
+        return client.images.get(tag).attrs
+    except docker.errors.DockerException:
+        return client.images.get(str(image_id)).attrs
+
+
+# ------------------------------------------------------------------------------------------------------- push
+
+
+def is_auth_error(message: str) -> bool:
+    low = message.lower()
+    return any(w in low for w in _AUTH_WORDS)
+
+
+def push(client: docker.DockerClient, ref: ImageRef, on_progress: Callable[[dict[str, Any]], None]) -> str | None:
+    """Push `ref` and return the digest the registry reported (None if it did not say)."""
+    digest: str | None = None
+
+    def refused(msg: str) -> PushFailed:
+        if is_auth_error(msg):
+            return PushFailed(f"push of {ref} refused by {ref.registry}: {msg}: log in first with "
+                              f"`docker login {ref.registry}` (the docker SDK reads ~/.docker/config.json; "
+                              f"for podman's socket also `podman login {ref.registry}`)", auth=True)
+        return PushFailed(f"push of {ref} to {ref.registry} failed: {msg}", auth=False)
+
+    try:
+        for event in client.api.push(ref.repository, tag=ref.tag or "latest", stream=True, decode=True):
+            if "error" in event or "errorDetail" in event:
+                detail = event.get("errorDetail") or {}
+                raise refused(_short(str(detail.get("message") or event.get("error"))))
+            aux = event.get("aux")
+            if isinstance(aux, dict) and aux.get("Digest"):
+                digest = str(aux["Digest"])
+            status = str(event.get("status") or "")
+            m = re.search(r"digest: (sha256:[0-9a-f]{64})", status)
+            if m:
+                digest = m.group(1)
+            on_progress(event)
+    except docker.errors.APIError as exc:
+        raise refused(_api_message(exc)) from None
+    except (requests.RequestException, docker.errors.DockerException) as exc:
+        raise refused(_short(str(exc))) from None
+    return digest
+
+
+def image_summary(attrs: dict[str, Any]) -> tuple[str, int]:
+    """(image ID, size in bytes) from an image's attributes."""
+    return str(attrs.get("Id", "")), int(attrs.get("Size") or 0)
