@@ -16,6 +16,7 @@ from rich.table import Table
 from scheduler_runtime import __version__
 from scheduler_runtime.errors import InputError
 
+from .build_cmd import BUILD_EPILOG, build
 from .config_cmd import app as config_app
 from .deploy_cmd import DEPLOY_EPILOG, deploy, undeploy
 from .devcluster import app as devcluster_app
@@ -33,6 +34,7 @@ app.add_typer(plugins_app, name="plugins")
 app.add_typer(devcluster_app, name="dev-cluster")
 app.command("deploy", epilog=DEPLOY_EPILOG)(deploy)
 app.command("undeploy")(undeploy)
+app.command("build", epilog=BUILD_EPILOG)(build)
 
 app.add_typer(config_app, name="config", help="Validate, default, explain, migrate and render "
                                               "KubeSchedulerConfiguration files.")
