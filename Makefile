@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup demo test unit lint controlplane testdeps bench clean
+.PHONY: setup demo test unit lint controlplane testdeps podman bench clean
 
 setup: $(VENV)/.installed
 
@@ -22,10 +22,13 @@ controlplane:  ## build kube-apiserver, etcd and kube-scheduler from Go modules 
 testdeps:  ## system packages the tests use for real components (prometheus)
 	bash hack/install-test-deps.sh
 
+podman:  ## podman's Docker-compatible socket and a local Python base image, for the `ksched build` tests
+	bash hack/install-podman.sh
+
 lint: setup
 	$(BIN)/ruff check .
 
-test: setup controlplane testdeps lint  ## the whole suite: unit, end-to-end and integration (real kube-apiserver)
+test: setup controlplane testdeps podman lint  ## the whole suite: unit, end-to-end and integration (real kube-apiserver)
 	$(BIN)/pytest -q
 
 unit: setup
