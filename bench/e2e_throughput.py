@@ -81,24 +81,42 @@ def measure(cp: ControlPlane, client: KubeClient, label: str, cmd: list[str], n_
     done = threading.Event()
 
     def watch() -> None:
-        resp = client.open_stream(f"/api/v1/namespaces/{ns}/pods", {"watch": "1", "resourceVersion": rv,
-                                                                    "allowWatchBookmarks": "false"}, 600, limit=False)
-        buf = b""
-        for chunk in resp.stream(65536):
-            buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                ev = orjson.loads(line)
-                obj = ev.get("object") or {}
-                name = (obj.get("metadata") or {}).get("name")
-                if (obj.get("spec") or {}).get("nodeName") and name not in bound:
-                    bound[name] = time.monotonic()
-                    if len(bound) >= n_pods:
-                        done.set()
-                        resp.close()  # mid-stream: never hand this connection back to the pool
-                        return
+        """Record first-seen bind times. The API server closes a watch that falls behind during a burst
+        (its per-watcher buffer fills while this machine's cores are busy); resume from the last version."""
+        last = rv
+        while not done.is_set():
+            resp = client.open_stream(f"/api/v1/namespaces/{ns}/pods",
+                                      {"watch": "1", "resourceVersion": last, "allowWatchBookmarks": "true"},
+                                      600, limit=False)
+            buf = b""
+            for chunk in resp.stream(65536):
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    ev = orjson.loads(line)
+                    obj = ev.get("object") or {}
+                    if ev.get("type") == "ERROR":
+                        raise RuntimeError(f"watch error: {obj}")
+                    meta = obj.get("metadata") or {}
+                    last = meta.get("resourceVersion") or last
+                    name = meta.get("name")
+                    if (obj.get("spec") or {}).get("nodeName") and name not in bound:
+                        bound[name] = time.monotonic()
+                        if len(bound) >= n_pods:
+                            done.set()
+                            resp.close()  # mid-stream: never hand this connection back to the pool
+                            return
+            resp.close()
 
-    t = threading.Thread(target=watch, daemon=True)
+    def guarded_watch() -> None:
+        try:
+            watch()
+        except Exception as exc:  # surfaced by the main loop: a silent watch would hang the run
+            errors.append(exc)
+            done.set()
+
+    errors: list[BaseException] = []
+    t = threading.Thread(target=guarded_watch, daemon=True)
     t.start()
     time.sleep(0.5)
     log = open(cp.dir / f"{label}.log", "wb")  # noqa: SIM115
@@ -112,6 +130,9 @@ def measure(cp: ControlPlane, client: KubeClient, label: str, cmd: list[str], n_
         peak_cpu, peak_rss = max(peak_cpu, cpu), max(peak_rss, rss)
         if time.monotonic() - start > 900:
             raise SystemExit(f"{label}: only {len(bound)}/{n_pods} bound after 15 minutes")
+    if errors:
+        proc.terminate()
+        raise SystemExit(f"{label}: the bench's watch failed after {len(bound)} binds: {errors[0]!r}")
     cpu, rss = proc_stats(proc.pid)
     proc.terminate()
     proc.wait(60)

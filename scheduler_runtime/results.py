@@ -6,6 +6,10 @@ import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+#: CycleState keys: annotations the scheduler wants written with the binding (one API write instead of
+#: two, the result lands exactly when the bind does), and whether the binder carried them
+BIND_ANNOTATIONS = "ksched.io/bind-annotations"
+BIND_ANNOTATIONS_CARRIED = "ksched.io/bind-annotations-carried"
 MAX_NODES_PER_REASON = 20
 TOP_NODES = 5
 

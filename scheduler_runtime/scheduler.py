@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import queue as _stdqueue
 import random
@@ -27,7 +28,14 @@ from .framework.status import Code, Status
 from .framework.types import ActionType, ClusterEvent, QueuedPodInfo
 from .objects import Node, Pod
 from .queue import SchedulingQueue
-from .results import TOP_NODES, AttemptResult, ResultStore, group_filter_reasons
+from .results import (
+    BIND_ANNOTATIONS,
+    BIND_ANNOTATIONS_CARRIED,
+    TOP_NODES,
+    AttemptResult,
+    ResultStore,
+    group_filter_reasons,
+)
 from .simresults import PREFIX, SUCCESS, VICTIM, WAIT, SimRecord
 from .watchdog import CycleWatchdog
 
@@ -459,6 +467,10 @@ class Scheduler:
             result.permit = st.message
             self._binding_failed(fw, state, qpi, node_name, st, result, start, on_loop)
             return
+        if self.results_mode == "ksched":
+            staged = dataclasses.replace(result, outcome="scheduled",
+                                         message=f"Successfully assigned {pod.namespace}/{pod.name} to {node_name}")
+            state.write(BIND_ANNOTATIONS, {RESULT_ANNOTATION: encode_result(staged.to_dict())})
         wd = self.watchdog if not on_loop else None  # on the loop thread the scheduling entry covers it
         if wd is not None:
             wd.begin(pod.key, "binding")
@@ -488,7 +500,7 @@ class Scheduler:
         self._record_event(pod, "Normal", "Scheduled", "Binding", result.message)
         if self.metrics is not None:
             self.metrics.attempt(fw.profile_name, "scheduled", time.perf_counter() - start, qpi)
-        self._finish(pod, result)
+        self._finish(pod, result, carried=bool(state.get(BIND_ANNOTATIONS_CARRIED)))
 
     def _binding_failed(self, fw: Framework, state: CycleState, qpi: QueuedPodInfo, node_name: str, st: Status,
                         result: AttemptResult, start: float, on_loop: bool) -> None:
@@ -579,7 +591,7 @@ class Scheduler:
         raw = getter(pod.namespace, pod.name)
         return raw is not None and (raw.get("metadata") or {}).get("uid") == pod.uid
 
-    def _finish(self, pod: Pod, result: AttemptResult) -> None:
+    def _finish(self, pod: Pod, result: AttemptResult, carried: bool = False) -> None:
         self.results.put(result)
         sim = self._sim.pop(pod.uid, None) if self._sim else None
         if sim is not None:
@@ -588,7 +600,7 @@ class Scheduler:
                 self.cluster.annotate_pod(pod, sim.annotations(prev.get(PREFIX + "result-history")))
             except Exception as exc:
                 log.warning("could not record scheduling result on pod %s: %s", pod.key, exc)
-        if self.results_mode == "ksched":
+        if self.results_mode == "ksched" and not carried:
             try:
                 self.cluster.annotate_pod(pod, {RESULT_ANNOTATION: encode_result(result.to_dict())})
             except Exception as exc:

@@ -38,8 +38,8 @@ class ClusterBackend(ABC):
         """Deliver every current object as ADDED (nodes before pods), then changes as they happen."""
 
     @abstractmethod
-    def bind(self, pod: Pod, node_name: str) -> None:
-        """Bind (raises BindError)."""
+    def bind(self, pod: Pod, node_name: str, annotations: dict[str, str] | None = None) -> None:
+        """Bind (raises BindError). `annotations` land on the pod in the same write as the binding."""
 
     @abstractmethod
     def record_event(self, pod: Pod, type_: str, reason: str, action: str, note: str,

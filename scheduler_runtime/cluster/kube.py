@@ -1388,10 +1388,12 @@ class KubeCluster(ClusterBackend):
         return r.get(name, namespace) if r is not None else None
 
     # ----------------------------------------------------------------- bind
-    def bind(self, pod: Pod, node_name: str) -> None:
+    def bind(self, pod: Pod, node_name: str, annotations: dict[str, str] | None = None) -> None:
         path = f"/api/v1/namespaces/{_q(pod.namespace)}/pods/{_q(pod.name)}/binding"
-        body = orjson.dumps({"apiVersion": "v1", "kind": "Binding",
-                             "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+        meta: dict[str, Any] = {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
+        if annotations:
+            meta["annotations"] = annotations  # the API server copies a Binding's annotations onto the pod
+        body = orjson.dumps({"apiVersion": "v1", "kind": "Binding", "metadata": meta,
                              "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}})
         attempt = 0
         ambiguous = False

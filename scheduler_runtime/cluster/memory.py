@@ -175,7 +175,7 @@ class MemoryCluster(ClusterBackend):
         with self._lock:
             return self._objects.get("pods", {}).get(f"{namespace}/{name}")
 
-    def bind(self, pod: Pod, node_name: str) -> None:
+    def bind(self, pod: Pod, node_name: str, annotations: dict[str, str] | None = None) -> None:
         with self._lock:
             raw = self._objects.get("pods", {}).get(pod.key)
             if raw is None or raw["metadata"].get("uid") != pod.uid:
@@ -193,6 +193,8 @@ class MemoryCluster(ClusterBackend):
             status["conditions"] = conds
             new["status"] = status
             new["metadata"] = dict(raw["metadata"])
+            if annotations:
+                new["metadata"]["annotations"] = {**(raw["metadata"].get("annotations") or {}), **annotations}
             new["metadata"]["resourceVersion"] = self._next_rv()
             self._objects["pods"][pod.key] = new
             self.bindings.append((pod.key, node_name))

@@ -6,6 +6,7 @@ from ..framework.cycle_state import CycleState
 from ..framework.plugin import Plugin
 from ..framework.status import Status
 from ..objects import Pod
+from ..results import BIND_ANNOTATIONS, BIND_ANNOTATIONS_CARRIED
 
 
 class DefaultBinder(Plugin):
@@ -14,8 +15,14 @@ class DefaultBinder(Plugin):
     def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         if self.handle is None or self.handle.cluster is None:
             return Status.as_error("no cluster backend to bind with")
+        ann = state.get(BIND_ANNOTATIONS)
         try:
-            self.handle.cluster.bind(pod, node_name)
+            if ann:
+                self.handle.cluster.bind(pod, node_name, annotations=ann)
+            else:
+                self.handle.cluster.bind(pod, node_name)
         except Exception as exc:
             return Status.as_error(exc)
+        if ann:
+            state.write(BIND_ANNOTATIONS_CARRIED, True)
         return None

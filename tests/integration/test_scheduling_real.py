@@ -98,6 +98,12 @@ def test_binds_pods_with_scheduled_events(admin, ksched_runner, namespace):
     ev = wait_for(lambda: [e for e in events(admin, namespace, "p0") if e["reason"] == "Scheduled"], what="event")
     assert ev[0]["note"] == f"Successfully assigned {namespace}/p0 to {placed[0]}"
     assert ev[0]["reportingController"] == SCHEDULER
+    # the result travels in the Binding: it is on the pod in the same write as nodeName
+    from scheduler_runtime.describe import RESULT_ANNOTATION
+
+    p0 = pod(admin, namespace, "p0")
+    res = json.loads(p0["metadata"]["annotations"][RESULT_ANNOTATION])
+    assert res["outcome"] == "scheduled" and res["node"] == placed[0]
 
 
 def test_unschedulable_then_node_added(admin, ksched_runner, namespace):
