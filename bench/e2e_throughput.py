@@ -10,6 +10,8 @@ seconds and peak RSS, and the ratios. Not a test: `python bench/e2e_throughput.p
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -134,7 +136,7 @@ def measure(cp: ControlPlane, client: KubeClient, label: str, cmd: list[str], n_
         proc.terminate()
         raise SystemExit(f"{label}: the bench's watch failed after {len(bound)} binds: {errors[0]!r}")
     cpu, rss = proc_stats(proc.pid)
-    proc.terminate()
+    proc.send_signal(signal.SIGINT if os.environ.get("KSCHED_PYSPY") else signal.SIGTERM)
     proc.wait(60)
     times = sorted(bound.values())
     lat = sorted(t - start for t in times)
@@ -154,6 +156,9 @@ def run_size(n_nodes: int, n_pods: int, qps: int, results_mode: str) -> list[dic
         kube = [str(cp.bin_dir / "kube-scheduler"), f"--config={cfg}", "--secure-port=0"]
         ours = [str(Path(sys.executable).parent / "kube-scheduler"), f"--config={cfg}", "--secure-port=0",
                 f"--results={results_mode}"]
+        if os.environ.get("KSCHED_PYSPY"):  # profile ksched: collapsed stacks into this file (py-spy on PATH)
+            ours = ["py-spy", "record", "--format", "raw", "-r", "250", "-o", os.environ["KSCHED_PYSPY"], "--",
+                    *ours]
         return [measure(cp, client, "kube-scheduler", kube, n_pods, "bench-kube"),
                 measure(cp, client, f"ksched(results={results_mode})", ours, n_pods, "bench-ksched")]
 

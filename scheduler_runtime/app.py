@@ -35,7 +35,7 @@ class RunOptions:
     tls_cert_file: str | None = None
     tls_private_key_file: str | None = None
     results: str = "ksched"  # ksched | simulator | off
-    bind_workers: int = 16
+    bind_workers: int = 48
     seed: int | None = None
     #: set by explicit flags: override the config file's leaderElection (kube-scheduler precedence)
     leader_overrides: dict[str, Any] = field(default_factory=dict)
@@ -63,7 +63,7 @@ class Runner:
         cc = config.client_connection
         qps = opts.qps if opts.qps is not None else cc.qps
         burst = opts.burst if opts.burst is not None else cc.burst
-        self.cluster = KubeCluster(opts.kubeconfig, qps=qps, burst=burst,
+        self.cluster = KubeCluster(opts.kubeconfig, qps=qps, burst=burst, bind_workers=opts.bind_workers,
                                    user_agent=f"ksched/{socket.gethostname()}")
         self.metrics = SchedulerMetrics()
         self.watchdog = CycleWatchdog(opts.hang_deadline)

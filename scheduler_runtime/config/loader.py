@@ -291,8 +291,22 @@ def default_document(doc: dict[str, Any], registry: Registry) -> dict[str, Any]:
             if isinstance(pc, dict) and isinstance(pc.get("args"), dict):
                 spec = registry.get(pc.get("name", ""))
                 if spec is not None and spec.args_model is not None and spec.source == "in-tree":
+                    # kube-scheduler runs SetDefaults on args the user gave too (a scoringStrategy with only
+                    # a type gets cpu and memory with weight 1)
+                    try:
+                        full = spec.args_model.model_validate(
+                            {k: v for k, v in pc["args"].items() if k not in ("apiVersion", "kind")}
+                        ).model_dump(by_alias=True, mode="json", exclude_none=True)
+                    except ValidationError:
+                        full = None  # validate reports it; leave the user's args as they are
+                    if full is not None:
+                        given = {k: v for k, v in pc["args"].items() if k in ("apiVersion", "kind")}
+                        pc["args"] = {"apiVersion": API_VERSION, "kind": f"{pc['name']}Args", **given, **full}
                     pc["args"].setdefault("apiVersion", API_VERSION)
                     pc["args"].setdefault("kind", f"{pc['name']}Args")
+                if spec is not None and spec.source == "in-tree":
+                    # Go's omitempty: kube-scheduler writes no empty lists or maps in args
+                    pc["args"] = {k: v for k, v in pc["args"].items() if v not in ([], {})}
     return d
 
 

@@ -1,0 +1,94 @@
+"""`ksched config default` against the real `kube-scheduler --write-config-to` of the built control plane:
+the same defaulted values for every in-tree config of the corpus.
+
+Known, documented differences are normalised away before comparing: kube-scheduler also writes empty
+extension points (`filter: {}`) and `weight: 0`, which mean the same as leaving them out; and its default
+profile also holds the volume plugins, DynamicResources and NodeDeclaredFeatures, which ksched does not run
+(UNSUPPORTED_IN_TREE; `ksched config validate` says so when a config enables them).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from scheduler_runtime.plugins import UNSUPPORTED_IN_TREE
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+KSCHED = Path(sys.executable).parent / "ksched"
+NOT_RUN_BY_KSCHED = set(UNSUPPORTED_IN_TREE)
+CONFIGS = sorted(p for p in (ROOT / "tests/data/configs").glob("valid-*.yaml") if "prefilter" not in p.name) + [
+    ROOT / "examples/configs/least-allocated.yaml", ROOT / "examples/configs/most-allocated.yaml"]
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: unused}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+"""
+
+
+def _normalise(doc: dict[str, Any]) -> dict[str, Any]:
+    for prof in doc.get("profiles") or []:
+        plugins = prof.get("plugins") or {}
+        for point in list(plugins):
+            ps = plugins[point] or {}
+            for key in ("enabled", "disabled"):
+                entries = [dict(e) for e in ps.get(key) or [] if e.get("name") not in NOT_RUN_BY_KSCHED]
+                for e in entries:
+                    if e.get("weight") in (0, None):
+                        e.pop("weight", None)
+                if entries:
+                    ps[key] = entries
+                else:
+                    ps.pop(key, None)
+            if ps:
+                plugins[point] = ps
+            else:
+                del plugins[point]
+        prof["pluginConfig"] = {pc["name"]: pc.get("args") for pc in prof.get("pluginConfig") or []
+                                if pc["name"] not in NOT_RUN_BY_KSCHED}
+    return doc
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.name)
+def test_config_default_matches_kube_scheduler_write_config_to(config: Path, control_plane: Any,
+                                                               tmp_path: Path) -> None:
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(KUBECONFIG)
+    doc = yaml.safe_load(config.read_text())
+    doc.setdefault("clientConnection", {})["kubeconfig"] = str(kc)  # kube-scheduler stats the file
+    cfg = tmp_path / config.name
+    cfg.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "kube.yaml"
+    r = subprocess.run([str(control_plane.bin_dir / "kube-scheduler"), f"--config={cfg}",
+                        f"--write-config-to={out}"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and out.exists(), r.stderr[-2000:]
+    ours = subprocess.run([str(KSCHED), "config", "default", str(cfg)], capture_output=True, text=True, timeout=60)
+    assert ours.returncode == 0, ours.stderr
+    want = _normalise(yaml.safe_load(out.read_text()))
+    got = _normalise(yaml.safe_load(ours.stdout))
+    assert _diff(want, got) == []
+
+
+def _diff(kube: Any, ours: Any, path: str = "") -> list[str]:
+    if isinstance(kube, dict) and isinstance(ours, dict):
+        out: list[str] = []
+        for k in sorted(set(kube) | set(ours)):
+            if k not in ours:
+                out.append(f"{path}.{k}: only kube-scheduler writes {kube[k]!r}")
+            elif k not in kube:
+                out.append(f"{path}.{k}: only ksched writes {ours[k]!r}")
+            else:
+                out += _diff(kube[k], ours[k], f"{path}.{k}")
+        return out
+    if isinstance(kube, list) and isinstance(ours, list) and len(kube) == len(ours):
+        return [d for i, (a, b) in enumerate(zip(kube, ours, strict=True)) for d in _diff(a, b, f"{path}[{i}]")]
+    return [] if kube == ours else [f"{path}: kube-scheduler {kube!r} != ksched {ours!r}"]
