@@ -413,6 +413,44 @@ def _print_description(d: Any) -> None:
             console.print(f"  • {escape(line)}")
 
 
+# ---------------------------------------------------------------------------- new-plugin
+
+@app.command("new-plugin", epilog="Examples:\n\n  ksched new-plugin NetworkCost --points prefilter,filter,score\n\n"
+                                  "  ksched new-plugin ZoneQuota --points filter --args maxPods:int=10 "
+                                  "--args zones:list=a;b --dir plugins/")
+def new_plugin(
+    name: Annotated[str, typer.Argument(help="PascalCase plugin name, e.g. NetworkCost.")],
+    points: Annotated[str, typer.Option("--points", help="Extension points, comma-separated: preEnqueue, "
+                                        "queueSort, preFilter, filter, postFilter, preScore, score, reserve, "
+                                        "permit, preBind, bind, postBind.")] = "filter,score",
+    args: Annotated[list[str] | None, typer.Option("--args", help="An args field key:type=default "
+                                                   "(types str, int, float, bool, list with ';' between items); "
+                                                   "repeat for more.")] = None,
+    directory: Annotated[Path, typer.Option("--dir", help="Plugin folder to create it in.")] = DEFAULT_PLUGIN_DIR,
+    description: Annotated[str, typer.Option("--description", help="One line: what the plugin does.")] = "",
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing folder of that name.")] = False,
+) -> None:
+    """Scaffold a plugin: code with every chosen extension point, an args model, README, a unit test that
+    passes out of the box, and an example config. It is listed by `ksched plugins list` at once."""
+    def go() -> None:
+        from .newplugin import parse_arg, parse_points, scaffold
+
+        pts = parse_points(points)
+        parsed = [parse_arg(a) for a in args or []]
+        reg = _registry([directory] if directory.is_dir() else None)
+        known = set(reg.plugins) | set(reg.unsupported)
+        folder = scaffold(name, pts, parsed, directory, known, force=force, description=description)
+        console.print(f"[green]created[/] {folder}/ (plugin.py, README.md, test_{folder.name}.py, "
+                      "example-config.yaml, __init__.py)")
+        console.print("next:\n"
+                      f"  pytest {folder}/test_{folder.name}.py\n"
+                      f"  ksched config validate --plugin-dir {directory} {folder}/example-config.yaml\n"
+                      f"  ksched simulate --plugin-dir {directory} --cluster examples/cluster --pods "
+                      f"examples/pods.yaml --config {folder}/example-config.yaml")
+
+    guarded(go)
+
+
 # ---------------------------------------------------------------------------- plugins
 
 @plugins_app.command("list", epilog="Examples:\n\n  ksched plugins list\n\n  ksched plugins list -o json")

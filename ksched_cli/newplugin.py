@@ -1,0 +1,213 @@
+"""`ksched new-plugin`: render a plugin folder from templates/plugin/, refusing bad names, never clobbering.
+
+Everything is rendered into a temporary folder next to the target and renamed into place at the end, so
+an error leaves nothing behind and a reader never sees a half-written plugin.
+"""
+
+from __future__ import annotations
+
+import json
+import keyword
+import re
+import shutil
+import tempfile
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+
+from scheduler_runtime.errors import InputError
+
+TEMPLATES = Path(__file__).resolve().parents[1] / "templates" / "plugin"
+
+#: accepted spellings (lower-cased, dashes and underscores dropped) -> (template key, config name)
+POINTS: dict[str, tuple[str, str]] = {
+    "preenqueue": ("preenqueue", "preEnqueue"), "queuesort": ("queuesort", "queueSort"),
+    "prefilter": ("prefilter", "preFilter"), "filter": ("filter", "filter"),
+    "postfilter": ("postfilter", "postFilter"), "prescore": ("prescore", "preScore"),
+    "score": ("score", "score"), "reserve": ("reserve", "reserve"), "permit": ("permit", "permit"),
+    "prebind": ("prebind", "preBind"), "bind": ("bind", "bind"), "postbind": ("postbind", "postBind"),
+}
+ARG_TYPES = {"str": "str", "string": "str", "int": "int", "float": "float", "bool": "bool",
+             "list": "list[str]", "list[str]": "list[str]"}
+NAME_RE = re.compile(r"^[A-Z][A-Za-z0-9]{1,62}$")
+KEY_RE = re.compile(r"^[a-z][A-Za-z0-9]{0,62}$")
+
+
+@dataclass
+class Arg:
+    key: str  # camelCase, as in YAML
+    field: str  # snake_case attribute
+    type: str
+    default: Any
+
+    @property
+    def default_repr(self) -> str:
+        """Python source of the default, double-quoted as the project's style has it."""
+        if isinstance(self.default, str):
+            return json.dumps(self.default)
+        if isinstance(self.default, list):
+            return "[" + ", ".join(json.dumps(v) for v in self.default) + "]"
+        return repr(self.default)
+
+    @property
+    def default_yaml(self) -> str:
+        return yaml.safe_dump(self.default, default_flow_style=True).strip().removesuffix("...").strip()
+
+
+def snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])|(?<=[A-Z])([A-Z])(?=[a-z])", r"_\1\2", name).lower()
+
+
+def parse_points(text: str) -> list[str]:
+    out: list[str] = []
+    for raw in [p for p in re.split(r"[,\s]+", text) if p]:
+        key = raw.lower().replace("-", "").replace("_", "")
+        if key == "normalizescore":
+            key = "score"
+        if key not in POINTS:
+            raise InputError(f"unknown extension point {raw!r}; choose from {', '.join(v[1] for v in POINTS.values())}",
+                             field="--points")
+        if POINTS[key][0] not in out:
+            out.append(POINTS[key][0])
+    if not out:
+        raise InputError("give at least one extension point, e.g. --points prefilter,filter,score", field="--points")
+    return out
+
+
+def _convert(value: str, typ: str, spec: str) -> Any:
+    try:
+        if typ == "int":
+            return int(value)
+        if typ == "float":
+            return float(value)
+        if typ == "bool":
+            if value.lower() not in ("true", "false"):
+                raise ValueError("expected true or false")
+            return value.lower() == "true"
+        if typ == "list[str]":
+            return [v.strip() for v in value.split(";") if v.strip()] if value else []
+        return value
+    except ValueError as exc:
+        raise InputError(f"{spec!r}: default {value!r} is not a valid {typ}: {exc}", field="--args") from None
+
+
+def parse_arg(spec: str) -> Arg:
+    """`key:type=default`, e.g. `timeoutSeconds:int=30`, `mode:str=fast`, `zones:list=a;b`."""
+    m = re.match(r"^([^:=]+):([^=]+)(?:=(.*))?$", spec)
+    if not m:
+        raise InputError(f"{spec!r}: expected key:type=default (types: {', '.join(sorted(ARG_TYPES))})",
+                         field="--args")
+    key, typ, default = m.group(1).strip(), m.group(2).strip().lower(), m.group(3)
+    if not KEY_RE.match(key):
+        raise InputError(f"{spec!r}: the key must be camelCase (as in YAML), e.g. timeoutSeconds", field="--args")
+    if typ not in ARG_TYPES:
+        raise InputError(f"{spec!r}: unknown type {typ!r}; choose from {', '.join(sorted(ARG_TYPES))}",
+                         field="--args")
+    typ = ARG_TYPES[typ]
+    if default is None:
+        default = {"str": "", "int": "0", "float": "0", "bool": "false", "list[str]": ""}[typ]
+    field = snake(key)
+    if keyword.iskeyword(field) or field in ("model_config", "model_fields"):
+        raise InputError(f"{spec!r}: {key!r} cannot be used as an args key", field="--args")
+    return Arg(key, field, typ, _convert(default, typ, spec))
+
+
+def _config_snippet(name: str, points: list[str], args: list[Arg]) -> str:
+    prof: dict[str, Any] = {"schedulerName": "default-scheduler",
+                            "plugins": {"multiPoint": {"enabled": [{"name": name}]}}}
+    if "queuesort" in points:
+        prof["plugins"]["queueSort"] = {"enabled": [{"name": name}], "disabled": [{"name": "*"}]}
+    prof["pluginConfig"] = [{"name": name, "args": {a.key: a.default for a in args}}]
+    doc = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+           "profiles": [prof]}
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def _head(line: str) -> str:
+    parts = line.split()
+    return parts[1].split(".")[0] if len(parts) > 1 and parts[0] in ("from", "import") else ""
+
+
+def tidy(text: str) -> str:
+    """Blank lines as PEP 8 and isort want them, whatever the template's skipped blocks left behind:
+    two before top-level definitions, one between methods, none inside one package's imports."""
+    lines = text.split("\n")
+    out: list[str] = []
+    blanks = 0
+    for line in lines:
+        if not line.strip():
+            blanks += 1
+            continue
+        if out and blanks:
+            prev = next((x for x in reversed(out) if x.strip()), "")
+            if line.startswith(("class ", "def ", "@")):
+                want = 2
+            elif _head(prev) and _head(line):
+                want = 0 if _head(prev) == _head(line) else 1
+            else:
+                want = 1
+            out.extend([""] * want)
+        blanks = 0
+        out.append(line)
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def scaffold(name: str, points: list[str], args: list[Arg], plugin_dir: Path, known: set[str],
+             force: bool = False, description: str = "") -> Path:
+    """Write the plugin folder; returns it. `known` holds plugin names that already exist."""
+    if not NAME_RE.match(name):
+        raise InputError(f"plugin name {name!r} must be PascalCase letters and digits (2-63), e.g. NetworkCost",
+                         field="NAME")
+    module = snake(name)
+    folder = plugin_dir / module
+    if name in known and not (force and folder.is_dir()):
+        raise InputError(f"a plugin named {name} already exists; choose another name", field="NAME")
+    if len({a.key for a in args}) != len(args):
+        raise InputError("args keys must be unique", field="--args")
+    if folder.exists() and not force:
+        raise InputError(f"{folder} already exists; pass --force to overwrite it", field="--dir")
+    if plugin_dir.exists() and not plugin_dir.is_dir():
+        raise InputError("not a folder", file=str(plugin_dir))
+    types_imports = sorted(n for n, on in (("NodeScore", "score" in points), ("QueuedPodInfo", "queuesort" in points))
+                           if on)
+    testing_imports = sorted({"assert_scheduled_to", "make_node", "make_pod", "plugin_from_folder", "run_cycle",
+                              *(["assert_passed"] if "filter" in points else []),
+                              *(["assert_score"] if "score" in points else [])})
+    try:
+        shown = folder.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        shown = folder
+    test_path = f"{shown}/test_{module}.py"
+    if len(test_path) > 100:
+        test_path = f"{module}/test_{module}.py"
+    ctx = {"name": name, "testing_imports": testing_imports, "test_path": test_path,
+           "module": module, "points": points, "args": args, "folder": str(folder),
+           "plugin_dir": str(plugin_dir), "points_config": [POINTS[p][1] for p in points],
+           "description": description or f"{name} scheduling plugin.",
+           "config_snippet": _config_snippet(name, points, args), "types_imports": types_imports,
+           "generated_line": textwrap.fill("Generated by `ksched new-plugin`; extension points: "
+                                           + ", ".join(POINTS[p][1] for p in points) + ".", 110)}
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True, trim_blocks=False)
+    files = {"__init__.py": "__init__.py.j2", "plugin.py": "plugin.py.j2", "README.md": "README.md.j2",
+             f"test_{module}.py": "test_plugin.py.j2", "example-config.yaml": "example-config.yaml.j2"}
+    plugin_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{module}-", dir=plugin_dir))
+    try:
+        for out, tpl in files.items():
+            text = env.get_template(tpl).render(**ctx)
+            if out.endswith(".py"):
+                text = tidy(text)
+                compile(text, out, "exec")  # a template bug must not reach the user as broken code
+            (tmp / out).write_text(text)
+        if folder.exists():
+            shutil.rmtree(folder)
+        tmp.rename(folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return folder
