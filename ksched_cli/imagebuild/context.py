@@ -4,7 +4,8 @@ Layout written by `write_context` (all an engine needs; nothing in it reaches th
 
     Dockerfile          rendered from templates/Dockerfile.j2
     ksched-entrypoint   runs `ksched ARGS`, or the command named first (`kube-scheduler ...`)
-    wheels/deps/        dependency wheels for the base image's Python (one layer, cached across builds)
+    wheels/deps/        ksched's dependency wheels for the base image's Python (one layer, cached across builds)
+    wheels/plugin-deps/ what the plugins' requirements.txt add to those (only when they add something)
     wheels/ksched/      the ksched wheel (changes with every source edit, so it is a layer of its own)
     plugins/<name>/     each selected plugin package, without caches
 """
@@ -101,6 +102,7 @@ class ImageSpec:
     ksched_version: str
     plugins: list[str]
     python_version: str
+    plugin_deps: list[str] = field(default_factory=list)  # wheel file names the plugins' requirements add
     labels: dict[str, str] = field(default_factory=dict)
     uid: int = IMAGE_UID
     workdir: str = PLUGIN_ROOT
@@ -129,7 +131,8 @@ def render_dockerfile(spec: ImageSpec) -> str:
               "io.ksched.plugins": ",".join(spec.plugins), **spec.labels}
     return _environment().get_template(DOCKERFILE_TEMPLATE).render(
         base_image=spec.base_image, labels=labels, uid=spec.uid, workdir=spec.workdir,
-        python_version=spec.python_version, plugins=spec.plugins, ksched_version=spec.ksched_version)
+        python_version=spec.python_version, plugins=spec.plugins, ksched_version=spec.ksched_version,
+        plugin_deps=spec.plugin_deps)
 
 
 def count_steps(dockerfile: str) -> int:
@@ -144,8 +147,10 @@ def count_steps(dockerfile: str) -> int:
 
 
 def write_context(dest: Path, spec: ImageSpec, ksched_wheel: Path, dep_wheels: list[Path],
-                  plugins: list[PluginSource]) -> Path:
+                  plugins: list[PluginSource], plugin_dep_wheels: list[Path] | None = None) -> Path:
     """Fill `dest` (which must be empty or absent) with everything the Dockerfile copies."""
+    if sorted(w.name for w in plugin_dep_wheels or []) != sorted(spec.plugin_deps):
+        raise KschedError("internal: the plugin dependency wheels differ from the ImageSpec's list")
     if dest.exists() and any(dest.iterdir()):
         raise KschedError(f"build context folder {dest} is not empty")
     (dest / "wheels" / "deps").mkdir(parents=True, exist_ok=True)
@@ -153,6 +158,10 @@ def write_context(dest: Path, spec: ImageSpec, ksched_wheel: Path, dep_wheels: l
     (dest / "plugins").mkdir(parents=True, exist_ok=True)
     for whl in dep_wheels:
         _link_or_copy(whl, dest / "wheels" / "deps" / whl.name)
+    if plugin_dep_wheels:
+        (dest / "wheels" / "plugin-deps").mkdir()
+        for whl in plugin_dep_wheels:
+            _link_or_copy(whl, dest / "wheels" / "plugin-deps" / whl.name)
     _link_or_copy(ksched_wheel, dest / "wheels" / "ksched" / ksched_wheel.name)
     for p in plugins:
         shutil.copytree(p.path, dest / "plugins" / p.name, ignore=_SKIP, symlinks=False)

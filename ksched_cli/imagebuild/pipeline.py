@@ -69,12 +69,19 @@ def run(req: BuildRequest, display: Display) -> BuildResult:
     with tempfile.TemporaryDirectory(prefix="ksched-build-") as tmp:
         t1 = time.monotonic()
         ksched_whl = wheels.ksched_wheel(Path(tmp) / "self", display.note)
-        deps = wheels.dependency_wheels(ksched_whl, requirements, target, Path(tmp) / "deps", display.note)
+        deps = wheels.dependency_wheels(ksched_whl, [], target, Path(tmp) / "deps", display.note)
+        extra: list[Path] = []
+        if requirements:  # resolved together with ksched's, shipped as the difference (a layer of their own)
+            display.note(f"plugin requirements: {', '.join(requirements)}")
+            both = wheels.dependency_wheels(ksched_whl, requirements, target, Path(tmp) / "all", display.note)
+            have = {w.name for w in deps}
+            extra = [w for w in both if w.name not in have]
         spec = context.ImageSpec(base_image=req.base_image, ksched_version=__version__,
-                                 plugins=[p.name for p in plugins], python_version=target.version)
-        ctx = context.write_context(Path(tmp) / "context", spec, ksched_whl, deps, plugins)
+                                 plugins=[p.name for p in plugins], python_version=target.version,
+                                 plugin_deps=[w.name for w in extra])
+        ctx = context.write_context(Path(tmp) / "context", spec, ksched_whl, deps, plugins, extra)
         size_mb = sum(f.stat().st_size for f in ctx.rglob("*") if f.is_file()) / 1e6
-        display.note(f"build context: {ksched_whl.name}, {len(deps)} dependency wheels, "
+        display.note(f"build context: {ksched_whl.name}, {len(deps) + len(extra)} dependency wheels, "
                      f"{len(plugins)} plugins ({', '.join(spec.plugins) or 'none'}), {size_mb:.0f} MB")
         timings["context"] = time.monotonic() - t1
 
