@@ -1,0 +1,55 @@
+"""docs/tutorial.md, executed: every `$ ` command of its console blocks runs and succeeds, and its code blocks
+are applied to the scaffolded plugin exactly as the reader is told to (replace `filter`, add the test)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+DOC = ROOT / "docs" / "tutorial.md"
+
+
+def blocks(text: str) -> list[tuple[str, str]]:
+    return [(m.group(1), m.group(2)) for m in re.finditer(r"```(\w+)\n(.*?)```", text, re.S)]
+
+
+def run(cmd: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}", "COLUMNS": "200"}
+    return subprocess.run(shlex.split(cmd), capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
+
+
+def test_tutorial_runs_end_to_end(tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    plugin_py = tmp_path / "plugins/avoid_spot/plugin.py"
+    test_py = tmp_path / "plugins/avoid_spot/test_avoid_spot.py"
+    ran = 0
+    code_blocks = 0
+    for lang, body in blocks(DOC.read_text()):
+        if lang == "console":
+            for line in body.splitlines():
+                if not line.startswith("$ "):
+                    continue
+                r = run(line[2:], tmp_path)
+                assert r.returncode == 0, f"{line}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+                ran += 1
+        elif lang == "python" and body.lstrip().startswith("def filter"):
+            src = plugin_py.read_text()
+            new, n = re.subn(r"    def filter\(self.*?\n        return None\n", body.replace("\\", "\\\\"), src,
+                             count=1, flags=re.S)
+            assert n == 1, "the scaffold's filter method was not found"
+            plugin_py.write_text(new)
+            code_blocks += 1
+        elif lang == "python" and body.startswith("def test_"):
+            test_py.write_text(test_py.read_text() + "\n\n" + body)
+            code_blocks += 1
+    assert ran == 8 and code_blocks == 2
+    # the policy really is in force: the added test ran (pytest above) and the plugin now filters spot nodes
+    r = run(f"pytest -q {test_py} -k spot_nodes_only", tmp_path)
+    assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout
