@@ -438,12 +438,16 @@ class Framework:
                          nominated_nodes: set[str]) -> tuple[np.ndarray, int]:
         batch_results: dict[str, FilterBatch] = {}
         for cp in active:
-            if cp.batch and not callable(getattr(cp.plugin, "filter", None)):
+            if cp.batch:  # batch verdicts equal per-node ones: compute them once for all nodes
                 try:
                     batch_results[cp.name] = cp.plugin.filter_batch(state, pod, snapshot)  # type: ignore
                 except Exception as exc:
                     raise _CycleError(Status.as_error(
                         PluginError(f"running {cp.name!r} filter plugin: {exc}")).with_plugin(cp.name)) from exc
+        batch_ok: np.ndarray | None = None
+        for fb in batch_results.values():
+            batch_ok = fb.ok.copy() if batch_ok is None else (batch_ok & fb.ok)
+        per_node = [cp for cp in active if cp.name not in batch_results]
         feasible: list[int] = []
         processed = 0
         infos = snapshot.node_infos
@@ -454,7 +458,9 @@ class Framework:
                 st = self.run_filter_with_nominated_pods(state, pod, ni)
             else:
                 st = None
-                for cp in active:
+                # every batch plugin passed the node: only the per-node plugins can still reject it; otherwise
+                # walk all plugins in order so the first rejecting one is the one reported, as kube-scheduler
+                for cp in (per_node if batch_ok is None or batch_ok[row] else active):
                     fb = batch_results.get(cp.name)
                     try:
                         if fb is not None:

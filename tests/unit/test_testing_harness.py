@@ -62,3 +62,24 @@ def test_existing_pods_take_room() -> None:
                   existing=[make_pod("old").req(cpu="1").on_node("b").build()])
     assert_scheduled_to(r, "a")
     assert_filtered(r, "b", by="NodeResourcesFit")
+
+
+def test_per_node_plugin_after_batch_plugins_reports_the_first_rejecting_plugin() -> None:
+    from scheduler_runtime.framework.plugin import Plugin
+    from scheduler_runtime.framework.status import Status
+
+    class RejectB(Plugin):
+        name = "RejectB"
+
+        def filter(self, state, pod, node_info):  # noqa: ANN001, ANN202
+            return Status.unschedulable("names with b are out") if node_info.node.name.startswith("b") else None
+
+    ns = [make_node("a").capacity(cpu="8").build(), make_node("big").capacity(cpu="8").build(),
+          make_node("bare").capacity(cpu="1").build(), make_node("c").capacity(cpu="1").build()]
+    r = run_cycle(RejectB, ns, make_pod("p").req(cpu="2").build())
+    assert_scheduled_to(r, "a")
+    assert_filtered(r, "big", by="RejectB", reason="names with b")
+    # fails NodeResourcesFit (a batch plugin, earlier in the profile) and RejectB: the first one is reported
+    assert_filtered(r, "bare", by="NodeResourcesFit", reason="Insufficient cpu")
+    assert "RejectB" not in r.filters["bare"]
+    assert_filtered(r, "c", by="NodeResourcesFit")
