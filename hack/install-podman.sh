@@ -10,6 +10,8 @@
 #   3. `podman system service --time=0` on $KSCHED_PODMAN_SOCKET in the background, unless it answers already
 #   4. a local base image with python3 + python3-venv ($KSCHED_BASE_IMAGE), built once from the apt mirror:
 #      no container registry is needed
+#   5. for the push tests: docker-registry and htpasswd (the test starts its own registry with password auth on
+#      127.0.0.1:$KSCHED_TEST_REGISTRY_PORT, which a registries.conf drop-in lets podman reach over plain HTTP)
 #
 # Prints the DOCKER_HOST to use as its last line.
 set -euo pipefail
@@ -20,6 +22,8 @@ BASE_IMAGE=${KSCHED_BASE_IMAGE:-localhost/ksched-base:bookworm}
 SUITE=${KSCHED_BASE_SUITE:-bookworm}
 CONF_DIR=/etc/containers/containers.conf.d
 CONF=$CONF_DIR/50-ksched.conf
+REG_CONF=/etc/containers/registries.conf.d/50-ksched-test-registry.conf
+REG_PORT=${KSCHED_TEST_REGISTRY_PORT:-5056}
 say() { echo "install-podman: $*"; }
 
 SUDO=""
@@ -34,6 +38,8 @@ need=()
 command -v podman >/dev/null 2>&1 || need+=(podman)
 command -v runc >/dev/null 2>&1 || need+=(runc)
 command -v mmdebstrap >/dev/null 2>&1 || command -v debootstrap >/dev/null 2>&1 || need+=(mmdebstrap)
+command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
+command -v htpasswd >/dev/null 2>&1 || need+=(apache2-utils)
 if [ ${#need[@]} -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then
     say "apt-get not found; install ${need[*]} with your package manager, or point DOCKER_HOST at any" \
@@ -51,6 +57,10 @@ if [ ${#need[@]} -gt 0 ]; then
   # --no-install-recommends skips these, and podman needs them for images and bridge networking
   $SUDO apt-get install -y -qq --no-install-recommends uidmap fuse-overlayfs netavark slirp4netns conmon \
     >/dev/null 2>&1 || true
+  # the package enables a system-wide registry on :5000; the tests run their own
+  if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+    $SUDO systemctl disable --now docker-registry.service >/dev/null 2>&1 || true
+  fi
 else
   say "podman, runc and a bootstrapper already installed"
 fi
@@ -77,6 +87,19 @@ if [ ! -f "$CONF" ] || [ "$(cat "$CONF")" != "$want" ]; then
   restart=1
 else
   restart=0
+fi
+want_reg=$(cat <<EOF
+# written by ksched hack/install-podman.sh: the push tests' registry serves plain HTTP on loopback
+[[registry]]
+location = "127.0.0.1:$REG_PORT"
+insecure = true
+EOF
+)
+if [ ! -f "$REG_CONF" ] || [ "$(cat "$REG_CONF")" != "$want_reg" ]; then
+  $SUDO mkdir -p "$(dirname "$REG_CONF")"
+  printf '%s\n' "$want_reg" | $SUDO tee "$REG_CONF" >/dev/null
+  say "wrote $REG_CONF (plain HTTP to the test registry 127.0.0.1:$REG_PORT)"
+  restart=1  # the service reads registries.conf once
 fi
 
 # ------------------------------------------------------------------------------------------- 3. API service

@@ -8,14 +8,19 @@ need no engine.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
 import resource
+import shutil
 import socket
 import subprocess
 import sys
 import textwrap
+import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,8 +47,10 @@ def engine_url() -> str:
     return os.environ.get("DOCKER_HOST") or f"unix://{PODMAN_SOCKET}"
 
 
-def ksched(*args: str, docker_host: str | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", "DOCKER_HOST": docker_host or engine_url()}
+def ksched(*args: str, docker_host: str | None = None, timeout: float = 900,
+           env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", "DOCKER_HOST": docker_host or engine_url(),
+           **(env_extra or {})}
     env.pop("KSCHED_BASE_IMAGE", None)
     return subprocess.run([str(KSCHED), *args], capture_output=True, text=True, timeout=timeout, env=env,
                           cwd=REPO)
@@ -81,10 +88,10 @@ def engine() -> Iterator[docker.DockerClient]:
     client.close()
 
 
-def build(engine: docker.DockerClient, *extra: str, tag: str | None = None) -> tuple[subprocess.CompletedProcess,
-                                                                                     str]:
+def build(engine: docker.DockerClient, *extra: str, tag: str | None = None,
+          env_extra: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, str]:
     tag = tag or f"localhost/ksched-test:{uuid.uuid4().hex[:10]}"
-    proc = ksched("build", "--tag", tag, "--base-image", BASE_IMAGE, *extra)
+    proc = ksched("build", "--tag", tag, "--base-image", BASE_IMAGE, *extra, env_extra=env_extra)
     return proc, tag
 
 
@@ -219,6 +226,93 @@ def test_push_to_an_unreachable_registry_is_a_clear_error(engine: docker.DockerC
             engine.images.remove(tag, force=True)
         except docker.errors.APIError:
             pass
+
+
+REGISTRY_PORT = int(os.environ.get("KSCHED_TEST_REGISTRY_PORT", "5056"))  # hack/install-podman.sh allows HTTP here
+REGISTRY_USER, REGISTRY_PASSWORD = "ksched", "s3cret-for-tests"
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory, engine: docker.DockerClient) -> Iterator[str]:
+    """A real registry (distribution's docker-registry) with htpasswd auth on 127.0.0.1:REGISTRY_PORT."""
+    binary, htpasswd = shutil.which("docker-registry"), shutil.which("htpasswd")
+    if not binary or not htpasswd:
+        _unavailable("docker-registry or htpasswd is not installed")
+    work = tmp_path_factory.mktemp("registry")
+    users = subprocess.run([htpasswd, "-Bbn", REGISTRY_USER, REGISTRY_PASSWORD], capture_output=True, text=True,
+                           check=True).stdout
+    (work / "htpasswd").write_text(users)
+    (work / "config.yml").write_text(textwrap.dedent(f"""
+        version: 0.1
+        log: {{level: warn}}
+        storage: {{filesystem: {{rootdirectory: {work / "data"}}}}}
+        http: {{addr: "127.0.0.1:{REGISTRY_PORT}"}}
+        auth: {{htpasswd: {{realm: ksched-test, path: {work / "htpasswd"}}}}}
+    """))
+    proc = subprocess.Popen([binary, "serve", str(work / "config.yml")], stdout=subprocess.DEVNULL,
+                            stderr=open(work / "registry.log", "w"))  # noqa: SIM115
+    url = f"http://127.0.0.1:{REGISTRY_PORT}/v2/"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(url, timeout=1)
+            except urllib.error.HTTPError as exc:
+                if exc.code == 401:
+                    break
+            except OSError:
+                pass
+            if proc.poll() is not None:
+                pytest.fail(f"docker-registry exited: {(work / 'registry.log').read_text()[-2000:]}")
+            time.sleep(0.1)
+        else:
+            pytest.fail(f"docker-registry did not answer on {url}")
+        yield f"127.0.0.1:{REGISTRY_PORT}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _docker_config(folder: Path, registry: str | None) -> dict[str, str]:
+    """DOCKER_CONFIG for the CLI: empty (no login) or with the test user's credentials for `registry`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    auths = {}
+    if registry:
+        token = base64.b64encode(f"{REGISTRY_USER}:{REGISTRY_PASSWORD}".encode()).decode()
+        auths = {registry: {"auth": token}}
+    (folder / "config.json").write_text(json.dumps({"auths": auths}))
+    return {"DOCKER_CONFIG": str(folder)}
+
+
+def test_push_without_login_names_the_registry_and_how_to_log_in(engine: docker.DockerClient, registry: str,
+                                                                 tmp_path: Path) -> None:
+    tag = f"{registry}/team/ksched-test:noauth"
+    proc, _ = build(engine, "--plugin-dir", str(REPO / "plugins"), "--push", tag=tag,
+                    env_extra=_docker_config(tmp_path / "empty", None))
+    try:
+        assert proc.returncode == 4, proc.stderr[-3000:]
+        last = proc.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"error: push of {tag} refused by {registry}: "), last
+        assert f"docker login {registry}" in last and "Traceback" not in proc.stderr
+    finally:
+        engine.images.remove(tag, force=True)
+
+
+def test_push_with_login_reaches_the_registry(engine: docker.DockerClient, registry: str, tmp_path: Path) -> None:
+    tag = f"{registry}/team/ksched-test:v1"
+    proc, _ = build(engine, "--plugin-dir", str(REPO / "plugins"), "--push", tag=tag,
+                    env_extra=_docker_config(tmp_path / "login", registry))
+    try:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        printed = dict(line.split(": ", 1) for line in proc.stdout.strip().splitlines())
+        req = urllib.request.Request(f"http://{registry}/v2/team/ksched-test/manifests/v1", method="HEAD", headers={
+            "Authorization": "Basic " + base64.b64encode(f"{REGISTRY_USER}:{REGISTRY_PASSWORD}".encode()).decode(),
+            "Accept": "application/vnd.oci.image.manifest.v1+json, "
+                      "application/vnd.docker.distribution.manifest.v2+json"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 200
+            assert printed["digest"] == resp.headers["Docker-Content-Digest"]
+    finally:
+        engine.images.remove(tag, force=True)
 
 
 # ------------------------------------------------------------------------------- bad input (no engine needed)
