@@ -118,21 +118,32 @@ def probe_python(client: docker.DockerClient, image: str, image_id: str, platfor
     cached = cache_dir / f"{image_id.replace(':', '_')}.json" if cache_dir else None
     if cached is not None and cached.is_file():
         return PythonTarget.from_probe(cached.read_text(), image)
+    container = None
     try:
-        out = client.containers.run(image, entrypoint=["python3", "-c", PROBE_SCRIPT], command=[],
-                                    network_mode="none", remove=True, platform=platform, user="0",
-                                    stdout=True, stderr=True)
-    except docker.errors.ContainerError as exc:
-        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else str(exc.stderr or "")
-        raise KschedError(f"base image {image}: running python3 in it failed (exit {exc.exit_status}): "
-                          f"{_short(err) or 'no output'}: the base image needs python3 with the venv module") \
-            from None
+        # create/start/wait instead of run(remove=True): a container whose start fails must be removed too
+        container = client.containers.create(image, entrypoint=["python3", "-c", PROBE_SCRIPT], command=[],
+                                             network_mode="none", platform=platform, user="0")
+        container.start()
+        status = int(container.wait(timeout=120).get("StatusCode", 1))
+        out = container.logs(stdout=True, stderr=False)
+        if status != 0:
+            err = container.logs(stdout=False, stderr=True).decode(errors="replace")
+            raise KschedError(f"base image {image}: running python3 in it failed (exit {status}): "
+                              f"{_short(err) or 'no output'}: the base image needs python3 with the venv module")
     except docker.errors.APIError as exc:
         msg = _api_message(exc)
         if "not found" in msg.lower() and "python3" in msg:
             raise KschedError(f"base image {image} has no python3: use an image with Python 3.11+ and the venv "
                               "module, e.g. python:3.11-slim-bookworm") from None
         raise KschedError(f"base image {image}: cannot run a container to inspect its Python: {msg}") from None
+    except requests.RequestException as exc:
+        raise KschedError(f"base image {image}: python3 in it did not answer: {_short(str(exc))}") from None
+    finally:
+        if container is not None:
+            try:
+                container.remove(force=True)
+            except docker.errors.APIError:
+                pass
     text = out.decode(errors="replace") if isinstance(out, bytes) else str(out)
     target = PythonTarget.from_probe(text, image)
     if cached is not None:

@@ -9,6 +9,7 @@ need no engine.
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
 import re
@@ -226,6 +227,32 @@ def test_push_to_an_unreachable_registry_is_a_clear_error(engine: docker.DockerC
             engine.images.remove(tag, force=True)
         except docker.errors.APIError:
             pass
+
+
+@pytest.mark.parametrize("remove,why", [
+    ("/usr/bin/python3*", "has no python3: use an image with Python 3.11+"),
+    ("/usr/lib/python3.*/ensurepip", "has python3 without the venv/ensurepip modules: install python3-venv"),
+])
+def test_unusable_base_image_is_refused_with_a_hint(engine: docker.DockerClient, remove: str, why: str) -> None:
+    tag = f"localhost/ksched-test-base:{uuid.uuid4().hex[:8]}"
+    dockerfile = f"FROM {BASE_IMAGE}\nRUN rm -rf {remove}\n".encode()
+    engine.images.build(fileobj=io.BytesIO(dockerfile), tag=tag, network_mode="none", rm=True)
+    try:
+        proc = ksched("build", "--base-image", tag, "--plugin-dir", str(REPO / "plugins"))
+        assert proc.returncode == 1, proc.stderr
+        last = proc.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"error: base image {tag} {why}") and last.endswith("python:3.11-slim-bookworm"), last
+        assert not engine.containers.list(all=True, filters={"ancestor": tag})  # the probe left nothing behind
+    finally:
+        engine.images.remove(tag, force=True)
+
+
+def test_base_image_that_cannot_be_pulled_is_named(engine: docker.DockerClient) -> None:
+    proc = ksched("build", "--base-image", "127.0.0.1:9/no/such-base:1", "--plugin-dir", str(REPO / "plugins"))
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: base image 127.0.0.1:9/no/such-base:1 is not on the engine and pulling it "
+                           "failed: ") and last.endswith("(pass --base-image with an image the engine has)")
 
 
 REGISTRY_PORT = int(os.environ.get("KSCHED_TEST_REGISTRY_PORT", "5056"))  # hack/install-podman.sh allows HTTP here
