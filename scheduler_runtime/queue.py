@@ -120,7 +120,7 @@ class SchedulingQueue:
         count = qpi.consecutive_errors_count or qpi.unschedulable_count
         if count == 0 or self.max_backoff == 0:
             return 0.0
-        d = self.initial_backoff * (2 ** (count - 1))
+        d = self.initial_backoff * (2 ** min(count - 1, 62))  # bounded: counts grow without limit
         return min(d, self.max_backoff)
 
     def backoff_expiry(self, qpi: QueuedPodInfo) -> float:
@@ -179,8 +179,15 @@ class SchedulingQueue:
                 if self.pop_from_backoff:
                     while self._backoff and self._backoff[0][2].removed:
                         heapq.heappop(self._backoff)
-                    if self._backoff:
-                        _, _, e = heapq.heappop(self._backoff)
+                    # early pops serve pods that were unschedulable; pods that failed with an error wait out
+                    # their backoff (kube-scheduler keeps them in a separate error backoff queue)
+                    i = next((i for i, (_, _, e) in enumerate(self._backoff)
+                              if not e.removed and not e.qpi.consecutive_errors_count), None)
+                    if i is not None:
+                        e = self._backoff[i][2]
+                        self._backoff[i] = self._backoff[-1]
+                        self._backoff.pop()
+                        heapq.heapify(self._backoff)
                         return self._start(e.qpi)
                 if self._closed:
                     return None
@@ -364,10 +371,13 @@ class SchedulingQueue:
 
     # ------------------------------------------------------------------ introspection
     def pending_counts(self) -> dict[str, int]:
+        """Pods per queue; `backoffError` counts the backoff pods whose last attempt ended in an error."""
         with self._cond:
-            counts = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 0}
-            for kind, _ in self._where.values():
+            counts = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 0, "backoffError": 0}
+            for kind, obj in self._where.values():
                 counts[kind] += 1
+                if kind == BACKOFF and getattr(getattr(obj, "qpi", obj), "consecutive_errors_count", 0):
+                    counts["backoffError"] += 1
             return counts
 
     def has_work(self) -> bool:

@@ -312,7 +312,8 @@ class Scheduler:
         counts = self.queue.pending_counts()
         if counts["active"]:
             return False
-        return not (counts["backoff"] and self.queue.pop_from_backoff)
+        # pods that failed with an error are not retried early: an idle run leaves them in backoff
+        return not (counts["backoff"] - counts.get("backoffError", 0) and self.queue.pop_from_backoff)
 
     def schedule_one(self, qpi: QueuedPodInfo) -> None:
         wd = self.watchdog

@@ -158,5 +158,21 @@ def test_pop_from_backoff_when_active_is_empty():
     q = SchedulingQueue(clock=c, pop_from_backoff=True)
     q.add(pod("p"))
     qpi = q.pop(0)
-    q.add_unschedulable_if_not_present(qpi, set())
+    q.add_unschedulable_if_not_present(qpi, {"Fit"})
+    assert q.move_on_event(ClusterEvent("Node", ActionType.Add)) == 1  # still backing off: to backoffQ
+    assert q.where(qpi.pod.uid) == "backoff"
     assert q.pop(0).pod.name == "p"  # kube 1.33+ (SchedulerPopFromBackoffQ) pops early when idle
+
+
+def test_pods_that_failed_with_an_error_wait_out_their_backoff():
+    c = Clock()
+    q = SchedulingQueue(clock=c, pop_from_backoff=True)
+    q.add(pod("p"))
+    qpi = q.pop(0)
+    q.add_unschedulable_if_not_present(qpi, set())  # no rejecting plugin: an error
+    assert q.pop(0) is None and q.pending_counts()["backoffError"] == 1
+    c.t += 1.01
+    assert q.pop(0).pod.name == "p"
+    for _ in range(2000):  # backoff stays bounded however many errors a pod collects
+        qpi.consecutive_errors_count += 1
+    assert q.backoff_duration(qpi) == q.max_backoff

@@ -151,3 +151,87 @@ def test_watchdog_names_the_stuck_plugin_and_the_pod() -> None:
         gate.set()
         t.join()
     assert wd.check() == [] and wd.readyz() is None
+
+
+class _HangingPreBind(Plugin):
+    name = "HangingPreBind"
+
+    def __init__(self, args: Any = None, handle: Any = None) -> None:
+        super().__init__(args, handle)
+        self.gate = threading.Event()
+
+    def pre_bind(self, state: Any, pod: Any, node_name: str) -> None:
+        if pod.name == "stuck":
+            self.gate.wait(10)
+
+
+class _Raising(Plugin):
+    name = "Raising"
+
+    def filter(self, state: Any, pod: Any, node_info: Any) -> None:
+        if pod.name == "boom":
+            raise RuntimeError("kaboom")
+
+    def score(self, state: Any, pod: Any, node_info: Any) -> int:
+        return 1000 if pod.name == "outofrange" else 0
+
+
+def test_a_plugin_hanging_in_prebind_blocks_no_other_pod_and_is_named() -> None:
+    from scheduler_runtime.config.loader import build
+    from scheduler_runtime.testing import config_for
+
+    reg = build_registry([])
+    reg.register(_HangingPreBind, "test")
+    cfg = build(config_for(_HangingPreBind, scheduler_name="default-scheduler"), reg)
+    m = MemoryCluster()
+    m.create(_node("a", "8"), emit=False)
+    wd = CycleWatchdog(deadline=0.3)
+    s = Scheduler(m, cfg, reg, seed=1, bind_async=True, watchdog=wd)
+    s.start()
+    for name in ("stuck", "p1", "p2"):
+        m.create(_pod(name, "100m"))
+    stop = threading.Event()
+    t = threading.Thread(target=s.run, kwargs={"until_idle": False, "stop": stop}, daemon=True)
+    t.start()
+    try:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not (m.get_pod("ns", "p1")["spec"].get("nodeName")
+                                                    and m.get_pod("ns", "p2")["spec"].get("nodeName")):
+            time.sleep(0.05)
+        assert m.get_pod("ns", "p1")["spec"].get("nodeName") == "a"
+        assert m.get_pod("ns", "p2")["spec"].get("nodeName") == "a"
+        assert not m.get_pod("ns", "stuck")["spec"].get("nodeName")
+        time.sleep(0.4)
+        stuck = wd.check()
+        assert [(x.pod, x.phase, x.plugin, x.method) for x in stuck] == [
+            ("ns/stuck", "binding", "HangingPreBind", "pre_bind")]
+    finally:
+        s.frameworks["default-scheduler"].plugins["HangingPreBind"].gate.set()
+        stop.set()
+        t.join(10)
+    assert m.get_pod("ns", "stuck")["spec"].get("nodeName") == "a"
+
+
+def test_raising_and_out_of_range_plugins_fail_only_their_pod_with_scheduler_error() -> None:
+    from scheduler_runtime.config.loader import build
+    from scheduler_runtime.testing import config_for
+
+    reg = build_registry([])
+    reg.register(_Raising, "test")
+    cfg = build(config_for(_Raising, scheduler_name="default-scheduler"), reg)
+    m = MemoryCluster()
+    for n in ("a", "b"):
+        m.create(_node(n, "8"), emit=False)
+    s = Scheduler(m, cfg, reg, seed=1)
+    s.start()
+    for name in ("boom", "outofrange", "fine"):
+        m.create(_pod(name, "100m"))
+    s.run(until_idle=True)
+    assert m.get_pod("ns", "fine")["spec"].get("nodeName")
+    for name, words in (("boom", ("Raising", "kaboom")), ("outofrange", ("Raising", "1000"))):
+        pod = m.get_pod("ns", name)
+        assert not pod["spec"].get("nodeName")
+        cond = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
+        assert cond["reason"] == "SchedulerError", cond
+        for w in words:
+            assert w in cond["message"], cond["message"]
