@@ -24,6 +24,16 @@ from scheduler_runtime.scheduler import Scheduler
 
 pytestmark = pytest.mark.integration
 NS = "parity"
+#: its own profile name: pods other tests left on the shared API server (default-scheduler, in namespaces
+#: that no namespace controller empties here) must not be scheduled by kube-scheduler during this run
+SCHEDULER = "parity-scheduler"
+CONFIG = """apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection: {{kubeconfig: {kubeconfig}}}
+leaderElection: {{leaderElect: false}}
+profiles:
+- schedulerName: parity-scheduler
+"""
 ZONES = ["z1", "z2", "z3"]
 
 
@@ -54,7 +64,7 @@ def scenario(seed: int = 11) -> tuple[list[dict], list[dict]]:
         app = rng.choice(["web", "api", "batch", "cache"])
         spec: dict = {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
                                       "resources": {"requests": {"cpu": cpu, "memory": mem}}}],
-                      "nodeSelector": {"parity": "yes"}}
+                      "nodeSelector": {"parity": "yes"}, "schedulerName": SCHEDULER}
         kind = i % 6
         if kind == 1:
             spec["tolerations"] = [{"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}]
@@ -95,8 +105,10 @@ def run_kube_scheduler(cp, nodes: list[dict], pods: list[dict]) -> dict[str, str
         c.call("PATCH", f"/api/v1/nodes/{n['metadata']['name']}",
                body={"spec": {"taints": n["spec"].get("taints")}}, content_type="application/merge-patch+json")
     log = open(cp.dir / "kube-scheduler.log", "wb")  # noqa: SIM115 - child process output
-    proc = subprocess.Popen([str(cp.bin_dir / "kube-scheduler"), f"--kubeconfig={cp.kubeconfig_path}",
-                             "--leader-elect=false", "--secure-port=0", "-v=1"], stdout=log, stderr=subprocess.STDOUT)
+    cfg = cp.dir / "parity-config.yaml"
+    cfg.write_text(CONFIG.format(kubeconfig=cp.kubeconfig_path))
+    proc = subprocess.Popen([str(cp.bin_dir / "kube-scheduler"), f"--config={cfg}", "--secure-port=0", "-v=1"],
+                            stdout=log, stderr=subprocess.STDOUT)
     out: dict[str, str | None] = {}
     try:
         for p in pods:
@@ -122,13 +134,13 @@ def run_kube_scheduler(cp, nodes: list[dict], pods: list[dict]) -> dict[str, str
     return out
 
 
-def run_ksched_aligned(nodes: list[dict], pods: list[dict], kube: dict[str, str | None]):
+def run_ksched_aligned(nodes: list[dict], pods: list[dict], kube: dict[str, str | None], cfg_file: Path):
     reg = build_registry([])
     cluster = MemoryCluster()
     for n in nodes:
         cluster.create(n, emit=False)
     results = ResultStore()
-    sched = Scheduler(cluster, load_config(None, reg), reg, seed=5, results=results)
+    sched = Scheduler(cluster, load_config(cfg_file, reg), reg, seed=5, results=results)
     sched.start()
     decisions = []
     for p in pods:
@@ -155,7 +167,9 @@ def run_ksched_aligned(nodes: list[dict], pods: list[dict], kube: dict[str, str 
 def test_decisions_match_kube_scheduler(control_plane, tmp_path: Path):
     nodes, pods = scenario()
     kube = run_kube_scheduler(control_plane, nodes, pods)
-    decisions = run_ksched_aligned(nodes, pods, kube)
+    cfg = tmp_path / "ksched.yaml"
+    cfg.write_text(CONFIG.format(kubeconfig="/unused").replace("clientConnection: {kubeconfig: /unused}\n", ""))
+    decisions = run_ksched_aligned(nodes, pods, kube, cfg)
     pending_kube = {n for n, k, _, _ in decisions if k is None}
     pending_ours = {n for n, _, o, _ in decisions if o is None}
     assert pending_kube == pending_ours, (pending_kube, pending_ours)
