@@ -20,8 +20,9 @@ import jinja2
 import yaml
 
 from scheduler_runtime.errors import InputError
+from scheduler_runtime.resources import templates_dir
 
-TEMPLATES = Path(__file__).resolve().parents[1] / "templates" / "plugin"
+TEMPLATES = templates_dir() / "plugin"
 
 #: accepted spellings (lower-cased, dashes and underscores dropped) -> (template key, config name)
 POINTS: dict[str, tuple[str, str]] = {

@@ -6,12 +6,13 @@ the result is parsed back, so callers get plain dicts to apply or print.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "templates" / "deploy"
+from scheduler_runtime.resources import templates_dir
+
+TEMPLATES = templates_dir() / "deploy"
 
 
 def _env() -> Any:

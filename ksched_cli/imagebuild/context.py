@@ -20,8 +20,9 @@ from pathlib import Path
 import jinja2
 
 from scheduler_runtime.errors import InputError, KschedError
+from scheduler_runtime.resources import templates_dir
 
-TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates"
+TEMPLATE_DIR = templates_dir()
 DOCKERFILE_TEMPLATE = "Dockerfile.j2"
 IMAGE_UID = 65532  # like distroless' "nonroot"; `ksched deploy` checks file permissions against it
 PLUGIN_ROOT = "/opt/ksched"  # WORKDIR: ksched's default --plugin-dir ./plugins resolves to PLUGIN_ROOT/plugins

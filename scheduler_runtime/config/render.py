@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from ..resources import templates_dir
 from .loader import API_VERSION
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "templates" / "config"
+TEMPLATES = templates_dir() / "config"
 
 
 def _scalar(text: str) -> Any:
