@@ -37,19 +37,6 @@ _ZERO_TIME = -62135596800.0  # Go's zero time.Time (year 1) as a Unix timestamp:
 _TERMINAL = ("Succeeded", "Failed")
 
 
-def crd_informer(handle: Any, qualified: str) -> Any:
-    """The watched store of a custom resource named `plural.group`.
-
-    API-server backends resolve the qualified name; the embedded memory cluster keys custom objects by
-    their plural alone, so the group is dropped there.
-    """
-    from scheduler_runtime.cluster.memory import MemoryCluster
-
-    if isinstance(getattr(handle, "cluster", None), MemoryCluster):
-        return handle.informer(qualified.split(".", 1)[0])
-    return handle.informer(qualified)
-
-
 def _terminal(raw: dict[str, Any]) -> bool:
     return (raw.get("status") or {}).get("phase") in _TERMINAL
 
@@ -238,7 +225,7 @@ class PodGroupManager:
             cluster = getattr(self.handle, "cluster", None)
             if cluster is None:
                 raise RuntimeError("Coscheduling needs a cluster backend (handle.cluster) to read PodGroups")
-            pg_store = crd_informer(self.handle, PODGROUPS)
+            pg_store = self.handle.informer(PODGROUPS)
             pg_store.add_handler(self.on_pod_group_event)
             for raw in pg_store.list():
                 self.on_pod_group_event("ADDED", None, raw)

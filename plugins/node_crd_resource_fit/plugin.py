@@ -56,19 +56,6 @@ class NodeCRDResourceFitArgs(PluginArgs):
         return v
 
 
-def crd_informer(handle: Any, qualified: str) -> Any:
-    """The watched store of a custom resource named `plural.group`.
-
-    API-server backends resolve the qualified name; the embedded memory cluster keys custom objects by
-    their plural alone, so the group is dropped there.
-    """
-    from scheduler_runtime.cluster.memory import MemoryCluster
-
-    if isinstance(getattr(handle, "cluster", None), MemoryCluster):
-        return handle.informer(qualified.split(".", 1)[0])
-    return handle.informer(qualified)
-
-
 class NodeResourceSpec:
     """The parsed spec of one node's object: the enabled resources and the clamped scores."""
 
@@ -167,7 +154,7 @@ class NodeCRDResourceFit(Plugin):
         self._index_lock = threading.Lock()
         self._statuses: dict[str, Status] = {}
         if handle is not None and getattr(handle, "cluster", None) is not None:
-            self._index = _NodeIndex(crd_informer(handle, self.args.resource))
+            self._index = _NodeIndex(handle.informer(self.args.resource))
 
     def index(self) -> _NodeIndex:
         if self._index is None:
@@ -175,7 +162,7 @@ class NodeCRDResourceFit(Plugin):
                 if self._index is None:
                     if self.handle is None:
                         raise RuntimeError(f"{self.name} needs a framework handle with a cluster")
-                    self._index = _NodeIndex(crd_informer(self.handle, self.args.resource))
+                    self._index = _NodeIndex(self.handle.informer(self.args.resource))
         return self._index
 
     def _requested(self, state: CycleState, pod: Pod) -> frozenset[str]:

@@ -255,6 +255,11 @@ class MemoryCluster(ClusterBackend):
         return objs
 
     def informer(self, resource: str) -> Store:
+        """A store of `resource`, named as KubeCluster accepts it: `pods`, `plural.group` or
+        `group/version/plural`; objects here are kept by plural, so the rest of the name is dropped."""
+        if "/" in resource:
+            resource = resource.rsplit("/", 1)[1]
+        resource = resource.split(".", 1)[0]
         store = self._stores.get(resource)
         if store is None:
             store = self._stores[resource] = Store(self, resource)

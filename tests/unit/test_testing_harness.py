@@ -83,3 +83,20 @@ def test_per_node_plugin_after_batch_plugins_reports_the_first_rejecting_plugin(
     assert_filtered(r, "bare", by="NodeResourcesFit", reason="Insufficient cpu")
     assert "RejectB" not in r.filters["bare"]
     assert_filtered(r, "c", by="NodeResourcesFit")
+
+
+def test_crd_plugin_reads_objects_by_plural_group_on_the_embedded_cluster() -> None:
+    fit = plugin_from_folder(ROOT / "plugins/node_crd_resource_fit", "NodeCRDResourceFit")
+
+    def csr(node: str, enabled: bool, score: int) -> dict:
+        return {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "ClusterScopedResource",
+                "metadata": {"name": node}, "spec": {"resourcesFilter": {"cpu": enabled},
+                                                      "resourcesScore": {"cpu": score}}}
+
+    ns = [make_node(n).capacity(cpu="8").build() for n in ("a", "b", "c")]
+    r = run_cycle(fit, ns, make_pod("p").req(cpu="1").build(),
+                  args={"resource": "clusterscopedresources.scheduling.sigs.k8s.io"},
+                  objects=[csr("a", True, 20), csr("b", True, 90), csr("c", False, 100)])
+    assert_filtered(r, "c", by="NodeCRDResourceFit", reason="does not enable resource cpu")
+    assert_score(r, "b", "NodeCRDResourceFit", raw=90)
+    assert_scheduled_to(r, "b")
