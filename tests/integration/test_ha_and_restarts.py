@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,19 +21,10 @@ from scheduler_runtime.app import Runner, RunOptions
 from scheduler_runtime.cluster.kube import KubeClient, load_connection
 from scheduler_runtime.config import load_config
 from scheduler_runtime.framework.registry import build_registry
+from scheduler_runtime.testing.kube import create_node, wait_for
 
 pytestmark = pytest.mark.integration
 KSCHED = Path(sys.executable).parent / "ksched"
-
-
-def wait_for(cond: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 @pytest.fixture(scope="module")
@@ -42,14 +33,7 @@ def admin(control_plane: Any) -> KubeClient:
 
 
 def make_node(admin: KubeClient, name: str, group: str, cpu: str = "64") -> None:
-    admin.call("POST", "/api/v1/nodes", body={
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "test-group": group}},
-        "status": {"capacity": {"cpu": cpu, "memory": "256Gi", "pods": "110"},
-                   "allocatable": {"cpu": cpu, "memory": "256Gi", "pods": "110"},
-                   "conditions": [{"type": "Ready", "status": "True"}]}})
-    admin.call("PATCH", f"/api/v1/nodes/{name}", body={"spec": {"taints": None}},
-               content_type="application/merge-patch+json")
+    create_node(admin, name, cpu=cpu, memory="256Gi", labels={"test-group": group})
 
 
 def make_pods(admin: KubeClient, ns: str, names: list[str], group: str, scheduler: str) -> None:

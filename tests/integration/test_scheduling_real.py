@@ -7,7 +7,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,19 +16,10 @@ from scheduler_runtime.app import Runner, RunOptions
 from scheduler_runtime.cluster.kube import KubeClient, load_connection
 from scheduler_runtime.config import load_config
 from scheduler_runtime.framework.registry import build_registry
+from scheduler_runtime.testing.kube import create_node, wait_for
 
 pytestmark = pytest.mark.integration
 KSCHED = Path(sys.executable).parent / "ksched"
-
-
-def wait_for(cond: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 @pytest.fixture(scope="module")
@@ -56,15 +47,7 @@ def ksched_runner(control_plane, tmp_path_factory) -> Iterator[Runner]:
 
 
 def make_node(admin: KubeClient, name: str, cpu: str, group: str, memory: str = "32Gi") -> None:
-    admin.call("POST", "/api/v1/nodes", body={
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "test-group": group}},
-        "status": {"capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
-                   "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
-                   "conditions": [{"type": "Ready", "status": "True"}]}})
-    # The API server's TaintNodesByCondition admission adds not-ready; no node controller runs here to lift it.
-    admin.call("PATCH", f"/api/v1/nodes/{name}", body={"spec": {"taints": None}},
-               content_type="application/merge-patch+json")
+    create_node(admin, name, cpu=cpu, memory=memory, labels={"test-group": group})
 
 
 def make_pod(admin: KubeClient, ns: str, name: str, group: str, cpu: str = "500m", **spec: object) -> dict:

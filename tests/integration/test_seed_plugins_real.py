@@ -20,21 +20,12 @@ from scheduler_runtime.app import Runner, RunOptions
 from scheduler_runtime.cluster.kube import KubeClient, load_connection
 from scheduler_runtime.config import load_config
 from scheduler_runtime.framework.registry import build_registry
+from scheduler_runtime.testing.kube import create_node, wait_for
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 KSCHED = Path(sys.executable).parent / "ksched"
 CSR = "/apis/scheduling.sigs.k8s.io/v1alpha1/clusterscopedresources"
-
-
-def wait_for(cond: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 @pytest.fixture(scope="module")
@@ -56,14 +47,7 @@ def install_crd(admin: KubeClient, file: str) -> None:
 
 
 def make_node(admin: KubeClient, name: str, group: str, cpu: str = "8") -> None:
-    admin.call("POST", "/api/v1/nodes", body={
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "test-group": group}},
-        "status": {"capacity": {"cpu": cpu, "memory": "32Gi", "pods": "110"},
-                   "allocatable": {"cpu": cpu, "memory": "32Gi", "pods": "110"},
-                   "conditions": [{"type": "Ready", "status": "True"}]}})
-    admin.call("PATCH", f"/api/v1/nodes/{name}", body={"spec": {"taints": None}},
-               content_type="application/merge-patch+json")
+    create_node(admin, name, cpu=cpu, labels={"test-group": group})
 
 
 def make_pod(admin: KubeClient, ns: str, name: str, group: str, scheduler: str, requests: dict[str, str],
