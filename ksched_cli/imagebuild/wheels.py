@@ -64,11 +64,13 @@ def source_tree(root: Path = SOURCE_ROOT) -> Path | None:
 
 
 def _source_files(root: Path) -> list[Path]:
-    """What a wheel build reads: pyproject, README/LICENSE and the packages pyproject includes."""
+    """What a wheel build reads: pyproject, README/LICENSE, its data-files and the packages it includes."""
     conf = tomllib.loads((root / "pyproject.toml").read_text())
     include = conf.get("tool", {}).get("setuptools", {}).get("packages", {}).get("find", {}).get("include") or ["*"]
     files = [p for p in root.iterdir() if p.is_file() and (p.name == "pyproject.toml" or
                                                             p.name.upper().startswith(("README", "LICENSE")))]
+    for listed in (conf.get("tool", {}).get("setuptools", {}).get("data-files") or {}).values():
+        files += [root / f for f in listed if (root / f).is_file()]  # templates/ ships as data-files
     for top in sorted(root.iterdir()):
         if top.is_dir() and top.name not in _SKIP_DIRS and not top.name.endswith(".egg-info") \
                 and any(fnmatch(top.name, pat) for pat in include) and (top / "__init__.py").exists():

@@ -22,3 +22,15 @@ def test_data_files_cover_every_template() -> None:
 
 def test_templates_found_in_a_checkout() -> None:
     assert templates_dir() == SOURCE_TEMPLATES and (templates_dir() / "plugin" / "plugin.py.j2").is_file()
+
+
+def test_the_wheel_ksched_build_makes_carries_the_templates(tmp_path: Path) -> None:
+    import zipfile
+
+    from ksched_cli.imagebuild.wheels import build_from_source
+
+    whl = build_from_source(ROOT, tmp_path, lambda _msg: None)
+    names = zipfile.ZipFile(whl).namelist()
+    for t in ("plugin/plugin.py.j2", "deploy/deployment.yaml.j2", "config/kube-scheduler-config.yaml.j2",
+              "Dockerfile.j2"):
+        assert any(n.endswith(f"/share/ksched/templates/{t}") for n in names), t
