@@ -25,6 +25,10 @@ import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from simulate_throughput import node  # noqa: E402 - scheduler_perf's node and pod templates
+from simulate_throughput import pod as sched_perf_pod  # noqa: E402
 
 from scheduler_runtime.cluster.kube import KubeClient, load_connection  # noqa: E402
 from scheduler_runtime.controlplane import ControlPlane  # noqa: E402
@@ -40,20 +44,10 @@ leaderElection:
 """
 
 
-def node(i: int) -> dict:
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": f"node-{i}", "labels": {"kubernetes.io/hostname": f"node-{i}"}},
-            "status": {"capacity": {"pods": "110", "cpu": "4", "memory": "32Gi"},
-                       "allocatable": {"pods": "110", "cpu": "4", "memory": "32Gi"},
-                       "conditions": [{"type": "Ready", "status": "True"}], "phase": "Running"}}
-
-
 def pod(ns: str, i: int) -> dict:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"pod-{i}", "namespace": ns},
-            "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
-                                     "ports": [{"containerPort": 80}],
-                                     "resources": {"requests": {"cpu": "100m", "memory": "500Mi"},
-                                                   "limits": {"cpu": "100m", "memory": "500Mi"}}}]}}
+    p = sched_perf_pod(f"pod-{i}")
+    p["metadata"]["namespace"] = ns
+    return p
 
 
 def parallel(fn, items, workers: int = 16) -> None:
