@@ -13,7 +13,8 @@ SOURCE_TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 def templates_dir() -> Path:
     if SOURCE_TEMPLATES.is_dir():
         return SOURCE_TEMPLATES
-    for base in (sys.prefix, sys.base_prefix, site.USER_BASE or ""):
+    # a venv or system install: <prefix>/share; `pip install --target DIR`: DIR/share beside the packages
+    for base in (sys.prefix, sys.base_prefix, site.USER_BASE or "", str(SOURCE_TEMPLATES.parent)):
         p = Path(base) / "share" / "ksched" / "templates"
         if p.is_dir():
             return p

@@ -118,6 +118,9 @@ def build_from_source(root: Path, out_dir: Path, log: Log) -> Path:
     return Path(shutil.copy2(cached[0], out_dir / cached[0].name))
 
 
+DATA_MARK = "share/ksched/"
+
+
 def repack_installed(dist: md.Distribution, out_dir: Path) -> Path:
     """Rebuild a wheel from an installed (non-editable) distribution's RECORD, for users without the sources.
 
@@ -125,6 +128,7 @@ def repack_installed(dist: md.Distribution, out_dir: Path) -> Path:
     from entry_points.txt. RECORD is rewritten with fresh hashes so pip in the image accepts the wheel.
     """
     files = [f for f in (dist.files or []) if not str(f).startswith("..") and "__pycache__" not in f.parts]
+    data_files = [f for f in (dist.files or []) if DATA_MARK in f.as_posix()]  # templates (pyproject data-files)
     info_dir = next((f.parts[0] for f in files if f.parts[0].endswith(".dist-info")), None)
     if info_dir is None or not any(str(f).endswith(".py") for f in files):
         raise KschedError(f"{DIST_NAME} {dist.version} is installed without its files (editable install?): "
@@ -145,6 +149,19 @@ def repack_installed(dist: md.Distribution, out_dir: Path) -> Path:
             zf.writestr(arc, data)
             digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
             rows.append((arc, f"sha256={digest}", str(len(data))))
+        for f in sorted(data_files, key=str):
+            posix = f.as_posix()
+            rel = posix[posix.index(DATA_MARK):]
+            # RECORD is relative to where pip first put the files; `pip install --target` moves them after
+            site_dir = Path(str(dist.locate_file(info_dir))).parent
+            src = next((c for c in (Path(str(dist.locate_file(f))), site_dir / rel) if c.is_file()), None)
+            if src is None:
+                raise KschedError(f"{DIST_NAME} {dist.version}: installed file {rel} is missing; reinstall ksched")
+            body = src.read_bytes()
+            arc = f"{DIST_NAME}-{dist.version}.data/data/{rel}"
+            zf.writestr(arc, body)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(body).digest()).rstrip(b"=").decode()
+            rows.append((arc, f"sha256={digest}", str(len(body))))
         record = io.StringIO()
         writer = csv.writer(record, lineterminator="\n")
         writer.writerows([*rows, (f"{info_dir}/RECORD", "", "")])
