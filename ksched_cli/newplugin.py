@@ -6,10 +6,12 @@ an error leaves nothing behind and a reader never sees a half-written plugin.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import keyword
 import re
 import shutil
+import sys
 import tempfile
 import textwrap
 from dataclasses import dataclass
@@ -36,6 +38,9 @@ ARG_TYPES = {"str": "str", "string": "str", "int": "int", "float": "float", "boo
              "list": "list[str]", "list[str]": "list[str]"}
 NAME_RE = re.compile(r"^[A-Z][A-Za-z0-9]{1,62}$")
 KEY_RE = re.compile(r"^[a-z][A-Za-z0-9]{0,62}$")
+#: names the generated plugin.py and test import: a plugin class spelled the same would shadow them there
+RESERVED = frozenset({"Any", "ClassVar", "CycleState", "Field", "KschedCluster", "NodeInfo", "NodeList", "NodeScore",
+                      "Plugin", "PluginArgs", "Pod", "PostFilterResult", "QueuedPodInfo", "Status", "ValidationError"})
 
 
 @dataclass
@@ -157,14 +162,41 @@ def tidy(text: str) -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
+def _shadowed_module(module: str, folder: Path) -> str | None:
+    """The importable module a plugin folder of this name would hide, if any.
+
+    pytest imports a test inside a plugin folder as `<folder>.test_<folder>` with the plugins folder first on
+    sys.path, so a folder called `queue` or `numpy` replaces that module for the whole test session."""
+    if module in sys.stdlib_module_names:
+        return module
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or spec.origin is None:
+        return None
+    try:
+        Path(spec.origin).resolve().relative_to(folder.resolve())
+        return None  # the folder itself (already on sys.path), not something it would hide
+    except ValueError:
+        return module
+
+
 def scaffold(name: str, points: list[str], args: list[Arg], plugin_dir: Path, known: set[str],
              force: bool = False, description: str = "") -> Path:
     """Write the plugin folder; returns it. `known` holds plugin names that already exist."""
     if not NAME_RE.match(name):
         raise InputError(f"plugin name {name!r} must be PascalCase letters and digits (2-63), e.g. NetworkCost",
                          field="NAME")
+    if name in RESERVED:
+        raise InputError(f"plugin name {name!r} would shadow scheduler_runtime's {name} in the generated code; "
+                         "choose another name", field="NAME")
     module = snake(name)
     folder = plugin_dir / module
+    hidden = _shadowed_module(module, folder)
+    if hidden:
+        raise InputError(f"plugin name {name!r} gives the folder {module}/, which would hide the Python module "
+                         f"{hidden!r} when the plugin's test runs; choose another name", field="NAME")
     if name in known and not (force and folder.is_dir()):
         raise InputError(f"a plugin named {name} already exists; choose another name", field="NAME")
     if len({a.key for a in args}) != len(args):
@@ -173,11 +205,16 @@ def scaffold(name: str, points: list[str], args: list[Arg], plugin_dir: Path, kn
         raise InputError(f"{folder} already exists; pass --force to overwrite it", field="--dir")
     if plugin_dir.exists() and not plugin_dir.is_dir():
         raise InputError("not a folder", file=str(plugin_dir))
-    types_imports = sorted(n for n, on in (("NodeScore", "score" in points), ("QueuedPodInfo", "queuesort" in points))
-                           if on)
-    testing_imports = sorted({"assert_scheduled_to", "make_node", "make_pod", "plugin_from_folder", "run_cycle",
+    types_imports = sorted(n for n, on in (("NodeScore", "score" in points), ("QueuedPodInfo", "queuesort" in points),
+                                           ("NodeInfo", "filter" in points or "score" in points),
+                                           ("PostFilterResult", "postfilter" in points)) if on)
+    # exactly what the chosen points' tests use, so the generated test is lint-clean
+    testing_imports = sorted({"KschedCluster", "assert_scheduled_to", "make_node", "make_pod", "plugin_from_folder",
+                              *(["run_cycle"] if set(points) - {"queuesort"} else []),
                               *(["assert_passed"] if "filter" in points else []),
-                              *(["assert_score"] if "score" in points else [])})
+                              *(["assert_score"] if "score" in points else []),
+                              *(["assert_unschedulable"] if "postfilter" in points else []),
+                              *(["queue_order"] if "queuesort" in points else [])})
     try:
         shown = folder.resolve().relative_to(Path.cwd().resolve())
     except ValueError:
@@ -186,6 +223,10 @@ def scaffold(name: str, points: list[str], args: list[Arg], plugin_dir: Path, kn
     if len(test_path) > 100:
         test_path = f"{module}/test_{module}.py"
     ctx = {"name": name, "testing_imports": testing_imports, "test_path": test_path,
+           "direct_imports": "filter" in points or "postbind" in points,
+           "uses_state": bool(set(points) - {"preenqueue", "queuesort"}),
+           "uses_status": bool(set(points) - {"queuesort", "postbind"}),
+           "uses_pod": bool(set(points) - {"queuesort"}),
            "module": module, "points": points, "args": args, "folder": str(folder),
            "plugin_dir": str(plugin_dir), "points_config": [POINTS[p][1] for p in points],
            "description": description or f"{name} scheduling plugin.",

@@ -1,12 +1,17 @@
 """Fluent builders for the Node and Pod objects a plugin test needs, as plain Kubernetes dicts.
 
-Dicts (not records) so the same objects can be created in the embedded cluster and on a real API server.
+`build()` gives dicts, so the same objects can be created in the embedded cluster and on a real API server;
+`record()` (and `NodeBuilder.node_info()`) give the runtime's parsed records, for calling a plugin method
+directly without a scheduling cycle.
 """
 
 from __future__ import annotations
 
 import copy
 from typing import Any
+
+from ..framework.types import NodeInfo
+from ..objects import Node, Pod
 
 
 class NodeBuilder:
@@ -49,6 +54,23 @@ class NodeBuilder:
 
     def build(self) -> dict[str, Any]:
         return copy.deepcopy(self._obj)
+
+    def record(self) -> Node:
+        """The Node record plugins see as `node_info.node`."""
+        return Node.from_dict(self.build())
+
+    def node_info(self, *pods: dict[str, Any] | Pod) -> NodeInfo:
+        """A NodeInfo of this node holding `pods` (dicts from `make_pod(...).build()` or Pod records), what
+        `filter(state, pod, node_info)` and `score(...)` receive."""
+        info = NodeInfo(self.record())
+        for i, p in enumerate(pods):
+            if not isinstance(p, Pod):
+                raw = copy.deepcopy(p)
+                raw["metadata"].setdefault("uid", f"{info.name}-pod-{i}")
+                raw["spec"]["nodeName"] = info.name
+                p = Pod.from_dict(raw)
+            info.add_pod(p)
+        return info
 
 
 class PodBuilder:
@@ -116,6 +138,10 @@ class PodBuilder:
 
     def build(self) -> dict[str, Any]:
         return copy.deepcopy(self._obj)
+
+    def record(self) -> Pod:
+        """The Pod record plugin methods receive as `pod`."""
+        return Pod.from_dict(self.build())
 
 
 def make_node(name: str) -> NodeBuilder:

@@ -19,6 +19,8 @@ from ..cluster.memory import MemoryCluster
 from ..config.loader import API_VERSION, KIND, build
 from ..framework.plugin import Plugin
 from ..framework.registry import Registry, build_registry, load_plugin_dir
+from ..objects import Pod
+from ..queue import GATED
 from ..scheduler import Scheduler
 from ..simresults import PREFIX
 
@@ -27,18 +29,26 @@ SCHEDULER_NAME = "ksched-test"
 
 @dataclass
 class CycleResult:
-    """What one attempt decided. `filters[node][plugin]` is "passed" or the rejection message;
-    `scores[node][plugin]` the raw Score, `weighted[node][plugin]` normalised x weight."""
+    """What one attempt decided. `outcome` is scheduled / unschedulable / error / waiting, or `gated` when a
+    PreEnqueue plugin kept the pod out of the queue (then nothing else ran). `filters[node][plugin]` is
+    "passed" or the rejection message; `scores[node][plugin]` the raw Score, `normalized` after
+    NormalizeScore, `weighted` normalized x weight. Per-plugin maps hold "success", "wait" or a message."""
 
     outcome: str
     node: str
     message: str
     filters: dict[str, dict[str, str]] = field(default_factory=dict)
+    preenqueue: dict[str, str] = field(default_factory=dict)
     prefilter: dict[str, str] = field(default_factory=dict)
+    postfilter: str = ""
+    nominated_node: str = ""
+    prescore: dict[str, str] = field(default_factory=dict)
     scores: dict[str, dict[str, int]] = field(default_factory=dict)
+    normalized: dict[str, dict[str, int]] = field(default_factory=dict)
     weighted: dict[str, dict[str, int]] = field(default_factory=dict)
     reserve: dict[str, str] = field(default_factory=dict)
     permit: dict[str, str] = field(default_factory=dict)
+    prebind: dict[str, str] = field(default_factory=dict)
     bind: dict[str, str] = field(default_factory=dict)
     events: list[str] = field(default_factory=list)
 
@@ -89,25 +99,57 @@ def _registry(plugin: type[Plugin] | None, registry: Registry | None) -> Registr
     return reg
 
 
-def _parse(ann: dict[str, str], outcome: str, node: str, message: str) -> CycleResult:
-    def j(key: str) -> Any:
-        raw = ann.get(PREFIX + key)
+def _result(sched: Scheduler, profile: str, uid: str, key: str, ann: dict[str, str], node: str) -> CycleResult:
+    """Read one attempt back: the simulator-format annotations for the verdicts, the scheduler's own
+    ResultStore for outcome and PostFilter, its queue for a pod that PreEnqueue gated."""
+    def j(name: str) -> Any:
+        raw = ann.get(PREFIX + name)
         return json.loads(raw) if raw else {}
 
-    return CycleResult(
-        outcome=outcome, node=node, message=message, filters=j("filter-result"),
-        prefilter=j("prefilter-result-status"),
+    fw = sched.frameworks[profile]
+    res = sched.results.get(key)
+    out = CycleResult(
+        outcome=res.outcome if res else "not attempted", node=node, message=res.message if res else "",
+        filters=j("filter-result"), prefilter=j("prefilter-result-status"), prescore=j("prescore-result"),
         scores={n: {p: int(v) for p, v in d.items()} for n, d in j("score-result").items()},
         weighted={n: {p: int(v) for p, v in d.items()} for n, d in j("finalscore-result").items()},
-        reserve=j("reserve-result"), permit=j("permit-result"), bind=j("bind-result"))
+        reserve=j("reserve-result"), permit=j("permit-result"), prebind=j("prebind-result"), bind=j("bind-result"),
+        postfilter=res.postfilter_message if res else "", nominated_node=res.nominated_node if res else "")
+    weights = {cp.name: cp.weight for cp in fw.score}
+    out.normalized = {n: {p: v // weights[p] if weights.get(p) else 0 for p, v in d.items()}
+                      for n, d in out.weighted.items()}
+    gated = [q for q in sched.queue.pods((GATED,)) if q.pod.uid == uid]
+    if res is None and gated:
+        plugin = gated[0].gating_plugin
+        out.outcome, out.message = "gated", f"PreEnqueue plugin {plugin} keeps the pod out of the queue"
+        for cp in fw.pre_enqueue:
+            out.preenqueue[cp.name] = "gated" if cp.name == plugin else "success"
+            if cp.name == plugin:
+                break
+    else:
+        out.preenqueue = {cp.name: "success" for cp in fw.pre_enqueue}
+    return out
+
+
+def _one_attempt(sched: Scheduler) -> None:
+    """Exactly one scheduling attempt, as kube-scheduler makes per pop: no retry after a preemption or a
+    failure, so the result shows that attempt (e.g. the nominated node). A pod parked by Permit Wait is
+    waited for until a plugin allows or rejects it or its timeout passes."""
+    sched.drain_inbox()
+    qpi = sched.queue.pop(timeout=0)
+    if qpi is not None:
+        sched.schedule_one(qpi)
+    while sched._inflight_bindings:  # the Permit-wait binding cycle runs on its own thread
+        time.sleep(0.005)
+    sched.drain_inbox()
 
 
 def run_cycle(plugin: type[Plugin] | None, nodes: list[dict[str, Any]], pod: dict[str, Any], *,
               args: dict[str, Any] | None = None, weight: int | None = None, existing: list[dict[str, Any]] = (),
               objects: list[dict[str, Any]] = (), config: dict[str, Any] | None = None,
               registry: Registry | None = None, seed: int = 0) -> CycleResult:
-    """Schedule `pod` once on the embedded cluster holding `nodes`, bound pods `existing` and any other
-    `objects` (PDBs, custom objects ...). Returns every plugin's verdicts for that attempt."""
+    """One scheduling attempt of `pod` on the embedded cluster holding `nodes`, bound pods `existing` and any
+    other `objects` (PDBs, custom objects ...). Returns every plugin's verdicts for that attempt."""
     reg = _registry(plugin, registry)
     doc = config or config_for(plugin, args, weight)
     cfg = build(doc, reg)
@@ -120,13 +162,13 @@ def run_cycle(plugin: type[Plugin] | None, nodes: list[dict[str, Any]], pod: dic
     p = dict(pod)
     p["spec"] = {**pod.get("spec", {}), "schedulerName": pod.get("spec", {}).get("schedulerName") or name}
     cluster.create(p)
-    sched.run(until_idle=True)
+    _one_attempt(sched)
     meta = p["metadata"]
     key = f"{meta.get('namespace', 'default')}/{meta['name']}"
-    res = sched.results.get(key)
     raw = cluster.get_pod(meta.get("namespace", "default"), meta["name"]) or {}
-    out = _parse((raw.get("metadata") or {}).get("annotations") or {}, res.outcome if res else "not attempted",
-                 (raw.get("spec") or {}).get("nodeName") or "", res.message if res else "")
+    rmeta = raw.get("metadata") or {}
+    out = _result(sched, name, rmeta.get("uid", ""), key, rmeta.get("annotations") or {},
+                  (raw.get("spec") or {}).get("nodeName") or "")
     out.events = [f"{e.reason}: {e.note}" for e in cluster.events_for(meta.get("namespace", "default"), meta["name"])]
     return out
 
@@ -176,15 +218,18 @@ def run_cycle_on_api_server(kubeconfig: str, plugin: type[Plugin] | None, nodes:
         body["spec"]["schedulerName"] = sched_name
         sel = body["spec"].setdefault("nodeSelector", {})
         sel["ksched.io/test-run"] = run  # only this run's nodes, whatever else the API server holds
-        client.call("POST", f"/api/v1/namespaces/{ns}/pods", body=body)
+        created = client.call("POST", f"/api/v1/namespaces/{ns}/pods", body=body)
+        uid = (created.get("metadata") or {}).get("uid", "")
         key = f"{ns}/{body['metadata']['name']}"
         deadline = time.monotonic() + timeout
         while sched.results.get(key) is None and time.monotonic() < deadline:
             sched.run(until_idle=True, idle_grace=0.2)
+            if sched.queue.where(uid) == GATED:
+                break
         res = sched.results.get(key)
         sched.stop()
         raw: dict[str, Any] = {}
-        while time.monotonic() < deadline:
+        while res is not None and time.monotonic() < deadline:
             raw = client.call("GET", f"/api/v1/namespaces/{ns}/pods/{body['metadata']['name']}")
             if PREFIX + "selected-node" in ((raw.get("metadata") or {}).get("annotations") or {}):
                 break
@@ -195,12 +240,14 @@ def run_cycle_on_api_server(kubeconfig: str, plugin: type[Plugin] | None, nodes:
                 v = v.replace(f'"{real}"', f'"{given}"')
             ann[k] = v
         node = (raw.get("spec") or {}).get("nodeName") or ""
-        out = _parse(ann, res.outcome if res else "not attempted", back.get(node, node),
-                     (res.message if res else "").replace(f"-{run}", ""))
+        out = _result(sched, sched_name, uid, key, ann, back.get(node, node))
+        out.message = out.message.replace(f"-{run}", "")
+        out.nominated_node = back.get(out.nominated_node, out.nominated_node)
         mine = set(rename)  # other tests' nodes on a shared API server are not part of the answer
         out.filters = {k: v for k, v in out.filters.items() if k in mine}
         out.scores = {k: v for k, v in out.scores.items() if k in mine}
         out.weighted = {k: v for k, v in out.weighted.items() if k in mine}
+        out.normalized = {k: v for k, v in out.normalized.items() if k in mine}
         return out
     finally:
         cluster.stop()
@@ -208,3 +255,38 @@ def run_cycle_on_api_server(kubeconfig: str, plugin: type[Plugin] | None, nodes:
         for real in rename.values():
             client.request("DELETE", f"/api/v1/nodes/{real}")
         client.close()
+
+
+def queue_order(plugin: type[Plugin] | None, pods: list[dict[str, Any]], *, args: dict[str, Any] | None = None,
+                config: dict[str, Any] | None = None, registry: Registry | None = None) -> list[str]:
+    """Names of `pods` in the order the scheduling queue pops them: the profile's QueueSort `less` (the plugin's,
+    when it implements one) on the real queue. Pods a PreEnqueue plugin gates are left out."""
+    reg = _registry(plugin, registry)
+    cfg = build(config or config_for(plugin, args), reg)
+    sched = Scheduler(MemoryCluster(), cfg, reg, seed=0)
+    name = cfg.profiles[0].scheduler_name
+    for i, raw in enumerate(pods):
+        obj = json.loads(json.dumps(raw))
+        obj["metadata"].setdefault("uid", f"queue-order-{i}")
+        obj["spec"]["schedulerName"] = obj["spec"].get("schedulerName") or name
+        sched.queue.add(Pod.from_dict(obj))
+    out: list[str] = []
+    while (qpi := sched.queue.pop(timeout=0)) is not None:
+        out.append(qpi.pod.name)
+        sched.queue.done(qpi.pod.uid)
+    return out
+
+
+@dataclass
+class KschedCluster:
+    """One backend for a test: `kind` is "embedded" or "api-server"; `kubeconfig` is set for the latter."""
+
+    kind: str
+    kubeconfig: str | None = None
+
+    def run_cycle(self, plugin: type[Plugin] | None, nodes: list[dict[str, Any]], pod: dict[str, Any],
+                  **kwargs: Any) -> CycleResult:
+        """`run_cycle` or `run_cycle_on_api_server` with the same arguments, whichever this backend is."""
+        if self.kubeconfig is None:
+            return run_cycle(plugin, nodes, pod, **kwargs)
+        return run_cycle_on_api_server(self.kubeconfig, plugin, nodes, pod, **kwargs)

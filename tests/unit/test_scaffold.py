@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ksched_cli.newplugin import parse_arg, parse_points, snake, tidy
+from scheduler_runtime.controlplane import ControlPlaneUnavailable, find_binaries
 from scheduler_runtime.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +47,14 @@ def test_parsing_of_points_and_args() -> None:
     (["new-plugin", "NodeResourcesFit"], "already exists"),
     (["new-plugin", "MyPreFilter"], "already exists"),  # bundled seed plugin
     (["new-plugin", "VolumeBinding"], "already exists"),  # in-tree, unsupported by ksched, still taken
+    (["new-plugin", "Queue"], "would hide the Python module 'queue'"),  # stdlib: pytest would import the folder
+    (["new-plugin", "Numpy"], "would hide the Python module 'numpy'"),  # installed package
+    (["new-plugin", "SchedulerRuntime"], "would hide the Python module 'scheduler_runtime'"),
+    (["new-plugin", "Status"], "would shadow scheduler_runtime's Status"),  # plugin.py imports Status
+    (["new-plugin", "NodeInfo"], "would shadow scheduler_runtime's NodeInfo"),
     (["new-plugin", "Good", "--points", "filter,teleport"], "unknown extension point 'teleport'"),
+    (["new-plugin", "Good", "--points", ","], "at least one extension point"),
+    (["new-plugin", "Good", "--args", "Bad-Key:int=1"], "camelCase"),
     (["new-plugin", "Good", "--args", "limit:int=many"], "not a valid int"),
     (["new-plugin", "Good", "--args", "a:int=1", "--args", "a:str=x"], "unique"),
 ])
@@ -73,7 +81,7 @@ def test_existing_folder_needs_force(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("points", ["prefilter,filter,score", "queuesort,preenqueue,permit,reserve,prebind,bind,"
-                                    "postbind,postfilter,prescore"])
+                                    "postbind,postfilter,prescore", "queuesort", "postbind"])
 def test_generated_plugin_works_end_to_end(tmp_path: Path, points: str) -> None:
     plugins = tmp_path / "plugins"
     r = ksched("new-plugin", "TeamPolicy", "--points", points, "--args", "maxPods:int=7", "--args",
@@ -82,11 +90,30 @@ def test_generated_plugin_works_end_to_end(tmp_path: Path, points: str) -> None:
     folder = plugins / "team_policy"
     assert sorted(p.name for p in folder.iterdir()) == ["README.md", "__init__.py", "example-config.yaml",
                                                        "plugin.py", "test_team_policy.py"]
-    # its own test passes out of the box
-    t = subprocess.run([str(BIN / "pytest"), "-q", "-p", "no:cacheprovider", str(folder)], capture_output=True,
-                       text=True, cwd=tmp_path, timeout=300)
+    # its own test passes out of the box, on the embedded cluster and (binaries permitting) a real API server
+    t = subprocess.run([str(BIN / "pytest"), "-q", "-rs", "-p", "no:cacheprovider", str(folder)],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert t.returncode == 0, t.stdout + t.stderr
     assert " passed" in t.stdout
+    try:
+        find_binaries()
+        assert "skipped" not in t.stdout, t.stdout  # the [api-server] case really ran
+    except ControlPlaneUnavailable:
+        pass
+    # and it can fail: a Filter that rejects every node breaks the generated scheduling test
+    plugin_py = folder / "plugin.py"
+    if "def filter(" in plugin_py.read_text():
+        original = plugin_py.read_text()
+        plugin_py.write_text(original.replace(
+            "fails. `node_info.node` is the Node record; `node_info.requested` what its pods request.\n"
+            "        \"\"\"\n        return None",
+            "fails. `node_info.node` is the Node record; `node_info.requested` what its pods request.\n"
+            "        \"\"\"\n        return Status.unschedulable(\"no\")"))
+        assert plugin_py.read_text() != original
+        broken = subprocess.run([str(BIN / "pytest"), "-q", "-p", "no:cacheprovider", "-k", "embedded or verdict",
+                                 str(folder)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+        assert broken.returncode == 1 and "failed" in broken.stdout, broken.stdout
+        plugin_py.write_text(original)
     # clean under the project's lint rules, where the user would keep it (first-party = this repo)
     lint = subprocess.run([str(BIN / "ruff"), "check", "--no-cache", str(folder)], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from scheduler_runtime.framework.cycle_state import CycleState
+from scheduler_runtime.framework.plugin import Plugin
+from scheduler_runtime.framework.status import Status
+from scheduler_runtime.framework.types import NodeInfo, NodeScore, QueuedPodInfo
+from scheduler_runtime.objects import Pod
 from scheduler_runtime.testing import (
+    KschedCluster,
     assert_filtered,
+    assert_gated,
     assert_passed,
     assert_scheduled_to,
     assert_score,
@@ -15,6 +26,7 @@ from scheduler_runtime.testing import (
     make_node,
     make_pod,
     plugin_from_folder,
+    queue_order,
     run_cycle,
 )
 
@@ -65,9 +77,6 @@ def test_existing_pods_take_room() -> None:
 
 
 def test_per_node_plugin_after_batch_plugins_reports_the_first_rejecting_plugin() -> None:
-    from scheduler_runtime.framework.plugin import Plugin
-    from scheduler_runtime.framework.status import Status
-
     class RejectB(Plugin):
         name = "RejectB"
 
@@ -100,3 +109,118 @@ def test_crd_plugin_reads_objects_by_plural_group_on_the_embedded_cluster() -> N
     assert_filtered(r, "c", by="NodeCRDResourceFit", reason="does not enable resource cpu")
     assert_score(r, "b", "NodeCRDResourceFit", raw=90)
     assert_scheduled_to(r, "b")
+
+
+class HoldLabelled(Plugin):
+    """PreEnqueue gate + QueueSort by name + PreScore/Score/NormalizeScore + PreBind: one plugin per point
+    the harness reports, each with a verdict the tests can tell apart from the defaults."""
+
+    name = "HoldLabelled"
+
+    def pre_enqueue(self, pod: Pod) -> Status | None:
+        return Status.unschedulable("held") if "hold" in pod.labels else None
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        return a.pod.name < b.pod.name
+
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Any) -> Status | None:
+        return None
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
+        return int(node_info.node.labels.get("rank", "0"))
+
+    def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status | None:
+        top = max(s.score for s in scores)
+        for s in scores:
+            s.score = s.score * 100 // top if top else 0
+        return None
+
+    def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        return Status.unschedulable("volume not ready") if "no-volume" in pod.labels else None
+
+
+def ranked() -> list[dict]:
+    return [make_node(f"r{i}").capacity(cpu="8").label("rank", str(i)).build() for i in (1, 2, 4)]
+
+
+def test_preenqueue_gate_is_reported_and_nothing_else_runs() -> None:
+    r = run_cycle(HoldLabelled, ranked(), make_pod("p").label("hold").build())
+    assert_gated(r, by="HoldLabelled")
+    assert r.outcome == "gated" and r.node == "" and r.filters == {} and "HoldLabelled" in r.message
+    ok = run_cycle(HoldLabelled, ranked(), make_pod("q").build())
+    assert ok.preenqueue == {"SchedulingGates": "success", "HoldLabelled": "success"}
+    with pytest.raises(AssertionError, match="gated by HoldLabelled"):
+        assert_gated(ok, by="HoldLabelled")
+
+
+def test_raw_normalized_and_weighted_scores_and_prescore() -> None:
+    r = run_cycle(HoldLabelled, ranked(), make_pod("p").req(cpu="1").build(), weight=3)
+    assert r.prescore["HoldLabelled"] == "success"
+    assert_score(r, "r1", "HoldLabelled", raw=1, normalized=25, weighted=75)
+    assert_score(r, "r4", "HoldLabelled", raw=4, normalized=100, weighted=300)
+    assert r.normalized["r2"]["HoldLabelled"] == 50
+    assert_scheduled_to(r, "r4")
+    with pytest.raises(AssertionError, match="normalized score of r1 is 25, expected 30"):
+        assert_score(r, "r1", "HoldLabelled", normalized=30)
+
+
+def test_prebind_rejection_is_recorded() -> None:
+    r = run_cycle(HoldLabelled, ranked(), make_pod("p").label("no-volume").build())
+    assert r.prebind["HoldLabelled"] == "volume not ready"
+    assert r.outcome == "unschedulable" and r.node == ""
+
+
+def test_queue_order_uses_the_plugins_less_and_skips_gated_pods() -> None:
+    pods = [make_pod(n).priority(p).build() for n, p in (("c", 1000), ("a", 1), ("b", 500))]
+    assert queue_order(HoldLabelled, pods) == ["a", "b", "c"]  # by name, priority ignored
+    assert queue_order(None, pods) == ["c", "b", "a"]  # PrioritySort
+    held = [*pods, make_pod("0-held").label("hold").build()]
+    assert queue_order(HoldLabelled, held) == ["a", "b", "c"]
+
+
+def test_postfilter_preemption_nominates_a_node() -> None:
+    ns = [make_node("only").capacity(cpu="2").build()]
+    victim = make_pod("low").req(cpu="2").priority(0).on_node("only").build()
+    r = run_cycle(None, ns, make_pod("vip").req(cpu="2").priority(1000).build(), existing=[victim])
+    # one attempt, as kube-scheduler makes: the victim is evicted and the node nominated, the pod not yet bound
+    assert r.outcome == "unschedulable" and r.nominated_node == "only" and r.node == ""
+    assert r.postfilter == "" and r.events == ["FailedScheduling: 0/1 nodes are available: 1 Insufficient cpu."]
+    nothing = run_cycle(None, ns, make_pod("big").req(cpu="4").build())
+    assert_unschedulable(nothing, contains="Insufficient cpu")
+    assert "preemption" in nothing.postfilter and nothing.nominated_node == ""
+
+
+def test_records_for_calling_a_method_directly() -> None:
+    info = make_node("n").capacity(cpu="2").taint("k", "v").node_info(make_pod("old").req(cpu="1500m").build())
+    assert info.requested["cpu"] == 1500 and info.node.taints[0].key == "k" and info.pods[0].node_name == "n"
+    pod = make_pod("p").req(cpu="500m", memory="1Gi").toleration("k", "v").record()
+    assert pod.requests["cpu"] == 500 and pod.tolerations[0].key == "k"
+    assert HoldLabelled(None, None).score(CycleState(), pod, make_node("x").label("rank", "7").node_info()) == 7
+    assert HoldLabelled(None, None).pre_enqueue(make_pod("h").label("hold").record()).message == "held"
+
+
+def test_ksched_cluster_embedded_runs_run_cycle() -> None:
+    r = KschedCluster("embedded").run_cycle(None, nodes(), make_pod("p").req(cpu="2").build())
+    assert r.outcome == "scheduled" and r.node == "big"
+
+
+def test_ksched_cluster_fixture_skips_without_binaries_but_fails_under_ci(tmp_path: Path) -> None:
+    (tmp_path / "test_both.py").write_text(
+        'pytest_plugins = ["scheduler_runtime.testing.pytest_plugin"]\n\n\n'
+        "def test_backend(ksched_cluster):\n"
+        "    assert ksched_cluster.kind in ('embedded', 'api-server')\n")
+    empty = tmp_path / "no-binaries"
+    empty.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env.update(KUBEBUILDER_ASSETS=str(empty), KSCHED_CACHE=str(empty))
+
+    def pytest_run(extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "test_both.py"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**env, **extra})
+
+    local = pytest_run({})
+    assert local.returncode == 0, local.stdout
+    assert "1 passed, 1 skipped" in local.stdout and "no kube-apiserver/etcd binaries" in local.stdout
+    ci = pytest_run({"CI": "true"})
+    assert ci.returncode == 1, ci.stdout
+    assert "1 passed, 1 error" in ci.stdout and "CI=true and the real control plane is unavailable" in ci.stdout
