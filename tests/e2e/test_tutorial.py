@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from scheduler_runtime.controlplane import ControlPlaneUnavailable, find_binaries
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 DOC = ROOT / "docs" / "tutorial.md"
@@ -51,5 +53,11 @@ def test_tutorial_runs_end_to_end(tmp_path: Path) -> None:
             code_blocks += 1
     assert ran == 8 and code_blocks == 2
     # the policy really is in force: the added test ran (pytest above) and the plugin now filters spot nodes
-    r = run(f"pytest -q {test_py} -k spot_nodes_only", tmp_path)
-    assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout
+    # the reader's test ran on both backends (the real API server only where its binaries are installed)
+    r = run(f"pytest -q -rs {test_py} -k spot_nodes_only", tmp_path)
+    try:
+        find_binaries()
+        expected = "2 passed"
+    except ControlPlaneUnavailable:
+        expected = "1 passed, 1 skipped"
+    assert r.returncode == 0 and expected in r.stdout, r.stdout
