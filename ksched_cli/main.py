@@ -61,6 +61,25 @@ def main(
 
 # ---------------------------------------------------------------------------- shared helpers
 
+def _deadline(text: str) -> float:
+    from .kube_flags import parse_go_duration
+
+    return parse_go_duration(text, "plugin-deadline")
+
+
+def _embedded_watchdog(deadline: float) -> Any:
+    """Names a plugin stuck past the deadline on stderr, as `ksched run --kubeconfig` does in its log."""
+    import logging
+
+    from scheduler_runtime.watchdog import CycleWatchdog
+
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s] %(message)s")
+    wd = CycleWatchdog(deadline)
+    wd.start()
+    return wd
+
+
 def _registry(plugin_dirs: list[Path] | None) -> Any:
     from scheduler_runtime.framework.registry import build_registry
 
@@ -100,6 +119,9 @@ def _check_paths(paths: list[Path]) -> None:
             raise InputError("no such file or directory", file=str(p))
 
 
+PluginDeadlineOpt = Annotated[str, typer.Option(
+    "--plugin-deadline", help="How long a plugin may run in one cycle before it is named in the log "
+                              "(Go duration); a binding cycle past it no longer holds up other pods. 0 disables.")]
 PluginDirOpt = Annotated[list[Path] | None, typer.Option(
     "--plugin-dir", help="Folder of plugin packages (repeatable). Default: ./plugins when it exists.")]
 
@@ -126,6 +148,7 @@ def run(
     plugin_dir: PluginDirOpt = None,
     kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help="Run against the API server of this "
                                                    "kubeconfig instead of the embedded cluster.")] = None,
+    plugin_deadline: PluginDeadlineOpt = "30s",
 ) -> None:
     """Run the scheduler. Without a kubeconfig it runs on the embedded in-memory cluster and shows
     each decision live; it exits when nothing is left to schedule (--watch keeps it running)."""
@@ -143,6 +166,7 @@ def run(
                 argv.append(f"--plugin-dir={d}")
             if seed is not None:
                 argv.append(f"--seed={seed}")
+            argv.append(f"--plugin-deadline={plugin_deadline}")
             if cluster or pods:
                 raise fail("--cluster/--pods are for the embedded cluster; drop them with --kubeconfig", EXIT_USAGE)
             raise typer.Exit(run_on_cluster(parse(argv), _registry))
@@ -175,7 +199,9 @@ def run(
             else:
                 console.print(f"  [yellow]✗[/] {r.pod:<28} {escape(r.message)}")
 
-        sched = Scheduler(mem, cfg, reg, seed=seed, observer=show)
+        deadline = _deadline(plugin_deadline)
+        watchdog = _embedded_watchdog(deadline)
+        sched = Scheduler(mem, cfg, reg, seed=seed, observer=show, watchdog=watchdog, bind_deadline=deadline)
         sched.start()
         for raw, where in pending:
             try:
@@ -192,8 +218,11 @@ def run(
             sched.run(until_idle=True)
         all_pods = mem.list("pods")
         bound = sum(1 for p in all_pods if (p.get("spec") or {}).get("nodeName"))
+        watchdog.stop()
         console.print(f"done: {sched.scheduled} scheduled in {sched.attempts} attempts; "
                       f"{len(all_pods) - bound} pending; {len(mem.deleted)} preempted")
+        for key, where in sorted(sched.detached_bindings.items()):
+            console.print(f"[red]still binding:[/] {key} has been in {escape(where)} past the deadline")
 
     guarded(go)
 
@@ -213,6 +242,7 @@ def simulate(
     seed: Annotated[int, typer.Option("--seed", help="Seed for tie-breaking; same seed, same placements.")] = 0,
     output: Annotated[str, typer.Option("-o", "--output", help="table, json or yaml.")] = "table",
     plugin_dir: PluginDirOpt = None,
+    plugin_deadline: PluginDeadlineOpt = "30s",
 ) -> None:
     """Replay pods onto a cluster snapshot offline and print where each lands, why the rest are pending,
     and per-node utilisation; with --compare, two scheduler variants side by side."""
@@ -225,10 +255,13 @@ def simulate(
         _check_paths([*cluster, *pods])
         reg = _registry(plugin_dir)
         cfg_a = _config(config, reg)
-        results = [run_sim(cluster, pods, cfg_a, reg, seed=seed, label=str(config or "default"))]
+        deadline = _deadline(plugin_deadline)
+        results = [run_sim(cluster, pods, cfg_a, reg, seed=seed, label=str(config or "default"),
+                           plugin_deadline=deadline)]
         if compare is not None:
             cfg_b = _config(compare, reg)
-            results.append(run_sim(cluster, pods, cfg_b, reg, seed=seed, label=str(compare)))
+            results.append(run_sim(cluster, pods, cfg_b, reg, seed=seed, label=str(compare),
+                                   plugin_deadline=deadline))
         if output == "json":
             print(json.dumps([r.to_dict() for r in results] if compare else results[0].to_dict(), indent=2))
         elif output == "yaml":

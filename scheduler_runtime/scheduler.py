@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import queue as _stdqueue
 import random
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -37,7 +38,7 @@ from .results import (
     group_filter_reasons,
 )
 from .simresults import PREFIX, SUCCESS, VICTIM, WAIT, SimRecord
-from .watchdog import CycleWatchdog
+from .watchdog import CycleWatchdog, plugin_frame
 
 log = logging.getLogger("ksched.scheduler")
 
@@ -116,8 +117,13 @@ class Scheduler:
                  clock: Callable[[], float] = time.monotonic, bind_async: bool = False, bind_workers: int = 16,
                  results: ResultStore | None = None, observer: Callable[[Decision], None] | None = None,
                  metrics: Any = None, record_breakdown: bool = True, results_mode: str = "ksched",
-                 watchdog: CycleWatchdog | None = None) -> None:
+                 watchdog: CycleWatchdog | None = None, bind_deadline: float = 30.0) -> None:
         self.cluster = cluster
+        #: synchronous binding only: how long the loop waits for a binding cycle that runs a plugin from
+        #: outside the runtime before it goes on without it (0 = wait forever on the loop thread)
+        self.bind_deadline = bind_deadline
+        #: pod key -> "plugin (method)" of binding cycles the loop stopped waiting for; cleared when they end
+        self.detached_bindings: dict[str, str] = {}
         self.watchdog = watchdog
         self.config = config
         self.cache = Cache()
@@ -396,8 +402,51 @@ class Scheduler:
             else:
                 threading.Thread(target=self._binding_cycle_guarded, name=f"permit-{pod.name}", daemon=True,
                                  args=(fw, state, qpi, node_name, result, start)).start()
+        elif fw.has_foreign_binding_plugins and self.bind_deadline > 0:
+            self._binding_cycle_bounded(fw, state, qpi, node_name, result, start)
         else:
             self._binding_cycle(fw, state, qpi, node_name, result, start, on_loop=True)
+
+    def _binding_cycle_bounded(self, fw: Framework, state: CycleState, qpi: QueuedPodInfo, node_name: str,
+                               result: AttemptResult, start: float) -> None:
+        """Synchronous binding, but a user's PreBind/Bind that hangs must not stop every other pod: the cycle
+        runs on its own thread and the loop waits for it up to `bind_deadline`, which keeps runs
+        deterministic (failures are undone through the inbox before the next pop) unless a plugin hangs."""
+        done = threading.Event()
+        key = qpi.pod.key
+
+        def work() -> None:
+            try:
+                self._binding_cycle(fw, state, qpi, node_name, result, start, on_loop=False)
+            except Exception:  # noqa: BLE001 - the framework turns plugin errors into statuses already
+                log.exception("binding cycle of pod %s failed", key)
+            finally:
+                with self._inflight_lock:
+                    done.set()
+                    late = self.detached_bindings.pop(key, None) is not None
+                if late:
+                    log.warning("binding cycle of pod %s finished after the loop stopped waiting for it", key)
+
+        if self.watchdog is not None:
+            self.watchdog.end()  # the loop only waits from here on; the binding thread registers itself
+        t = threading.Thread(target=work, name=f"bind-{qpi.pod.name}", daemon=True)
+        t.start()
+        if done.wait(self.bind_deadline):
+            return
+        plugin, method = plugin_frame(sys._current_frames().get(t.ident or -1))
+        where = f"plugin {plugin} ({method})" if plugin else "the framework"
+        with self._inflight_lock:
+            if done.is_set():
+                return
+            self.detached_bindings[key] = where
+        stuck = dataclasses.replace(result, outcome="error", message=(
+            f"binding cycle on node {node_name} has been in {where} for {self.bind_deadline:.0f}s "
+            f"(deadline exceeded); the pod stays reserved there until it returns"))
+        self.results.put(stuck)
+        if self.observer is not None:
+            self.observer(Decision(qpi.pod, stuck))
+        log.warning("stopped waiting for the binding cycle of pod %s after %.0fs (it is in %s); scheduling "
+                    "other pods meanwhile", key, self.bind_deadline, where)
 
     def _binding_cycle_guarded(self, *args: Any) -> None:
         try:

@@ -79,12 +79,14 @@ def load_pods_in_order(paths: Sequence[str | Path]) -> list[tuple[dict[str, Any]
 
 def simulate(cluster_paths: Sequence[str | Path], pod_paths: Sequence[str | Path], config: Any, registry: Registry,
              seed: int = 0, label: str = "default",
-             on_decision: Callable[[Decision], None] | None = None, keep_cluster: bool = False) -> SimulationResult:
+             on_decision: Callable[[Decision], None] | None = None, keep_cluster: bool = False,
+             plugin_deadline: float = 30.0) -> SimulationResult:
     """Schedule `pod_paths` (in order) on the snapshot in `cluster_paths`; pods bound there stay put."""
     cluster = MemoryCluster.from_paths(cluster_paths)
     pods = load_pods_in_order(pod_paths)
     results = ResultStore()
-    sched = Scheduler(cluster, config, registry, seed=seed, results=results, observer=on_decision)
+    sched = Scheduler(cluster, config, registry, seed=seed, results=results, observer=on_decision,
+                      bind_deadline=plugin_deadline)
     sched.start()
     keys = []
     for raw, where in pods:

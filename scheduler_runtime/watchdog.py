@@ -41,7 +41,7 @@ class Stuck:
                 f"(deadline exceeded)")
 
 
-def _plugin_frame(frame: Any) -> tuple[str, str]:
+def plugin_frame(frame: Any) -> tuple[str, str]:
     """The innermost frame on the stack that runs a method of a Plugin: (plugin name, method name)."""
     while frame is not None:
         obj = frame.f_locals.get("self")
@@ -79,7 +79,7 @@ class CycleWatchdog:
                 continue
             if frames is None:
                 frames = sys._current_frames()
-            plugin, method = _plugin_frame(frames.get(ident))
+            plugin, method = plugin_frame(frames.get(ident))
             if self._cycles.get(ident) is not cyc:  # finished meanwhile
                 continue
             s = Stuck(cyc.pod, cyc.phase, plugin, method, age)

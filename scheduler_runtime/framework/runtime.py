@@ -150,6 +150,10 @@ class Framework:
             for plugin, _ in lst:
                 self.plugins[plugin.name] = plugin
         self._filter_all_batch = all(p.batch for p in self.filter)
+        #: a plugin outside the runtime's own in-tree set runs in the binding cycle (it might hang there)
+        self.has_foreign_binding_plugins = any(
+            not type(cp.plugin).__module__.startswith("scheduler_runtime.")
+            for cp in (*self.permit, *self.pre_bind, *self.bind, *self.post_bind))
 
     # ------------------------------------------------------------------ helpers
     def _observe(self, point: str, start: float, status: Status | None) -> None:

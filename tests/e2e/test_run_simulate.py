@@ -129,3 +129,45 @@ def test_debug_shows_traceback(ksched, tmp_path: Path):
     f.write_text("apiVersion: v1\nkind: Node\nmetadata: {}\n")
     r = ksched("--debug", "simulate", "--cluster", str(f), "--pods", str(EX / "pods.yaml"))
     assert r.returncode != 0 and "Traceback" in r.stderr
+
+
+HANGING_PLUGIN = '''"""PreBind that never returns for pods named hang-*."""
+import threading
+
+from scheduler_runtime.framework.plugin import Plugin
+
+
+class HangBind(Plugin):
+    name = "HangBind"
+
+    def pre_bind(self, state, pod, node_name):
+        if pod.name.startswith("hang-"):
+            threading.Event().wait()
+        return None
+'''
+
+
+def test_run_and_simulate_go_on_past_a_hanging_prebind(ksched, tmp_path: Path):
+    (tmp_path / "plugins" / "hangbind").mkdir(parents=True)
+    (tmp_path / "plugins" / "hangbind" / "__init__.py").write_text(HANGING_PLUGIN)
+    (tmp_path / "cfg.yaml").write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n"
+        "- schedulerName: default-scheduler\n  plugins:\n    multiPoint:\n      enabled:\n      - name: HangBind\n")
+    pod = ("apiVersion: v1\nkind: Pod\nmetadata: {{name: {n}}}\n"
+           "spec: {{containers: [{{name: c, image: x, resources: {{requests: {{cpu: 100m}}}}}}]}}\n")
+    (tmp_path / "pods.yaml").write_text("---\n".join(pod.format(n=n) for n in ("hang-1", "ok-1", "ok-2")))
+    common = ["--cluster", str(REPO / "examples" / "cluster"), "--pods", "pods.yaml", "--config", "cfg.yaml",
+              "--plugin-dir", "plugins", "--plugin-deadline", "1s"]
+    r = ksched("run", *common, cwd=tmp_path, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "done: 2 scheduled" in r.stdout, r.stdout
+    assert "still binding: default/hang-1 has been in plugin HangBind (pre_bind)" in r.stdout
+    assert "HangBind (pre_bind)" in r.stderr
+    s = ksched("simulate", *common, "-o", "json", cwd=tmp_path, timeout=60)
+    assert s.returncode == 0, s.stderr
+    pods = {p["pod"]: p for p in json.loads(s.stdout)["pods"]}
+    assert pods["default/ok-1"]["node"] and pods["default/ok-2"]["node"]
+    assert pods["default/hang-1"]["node"] is None
+    assert "plugin HangBind (pre_bind)" in pods["default/hang-1"]["message"]
+    bad = ksched("simulate", *common[:-1], "soon", cwd=tmp_path)
+    assert bad.returncode != 0 and 'invalid argument "soon" for "--plugin-deadline"' in bad.stderr

@@ -235,3 +235,66 @@ def test_raising_and_out_of_range_plugins_fail_only_their_pod_with_scheduler_err
         assert cond["reason"] == "SchedulerError", cond
         for w in words:
             assert w in cond["message"], cond["message"]
+
+
+def test_embedded_mode_stops_waiting_for_a_hanging_prebind_and_names_it() -> None:
+    """`ksched run`/`simulate` bind on the loop; a user's PreBind that hangs holds up nothing past the deadline."""
+    from scheduler_runtime.config.loader import build
+    from scheduler_runtime.testing import config_for
+
+    reg = build_registry([])
+    reg.register(_HangingPreBind, "test")
+    cfg = build(config_for(_HangingPreBind, scheduler_name="default-scheduler"), reg)
+    m = MemoryCluster()
+    m.create(_node("a", "8"), emit=False)
+    s = Scheduler(m, cfg, reg, seed=1, bind_deadline=0.3)
+    s.start()
+    for name in ("stuck", "p1", "p2"):
+        m.create(_pod(name, "100m"))
+    t0 = time.monotonic()
+    s.run(until_idle=True)
+    assert time.monotonic() - t0 < 5
+    assert [m.get_pod("ns", n)["spec"].get("nodeName") for n in ("stuck", "p1", "p2")] == [None, "a", "a"]
+    assert s.detached_bindings == {"ns/stuck": "plugin HangingPreBind (pre_bind)"}
+    r = s.results.get("ns/stuck")
+    assert r is not None and r.outcome == "error" and "HangingPreBind (pre_bind)" in r.message
+    s.frameworks["default-scheduler"].plugins["HangingPreBind"].gate.set()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and s.detached_bindings:
+        time.sleep(0.02)
+    assert s.detached_bindings == {}
+    assert m.get_pod("ns", "stuck")["spec"].get("nodeName") == "a"
+
+
+class _RejectOddPreBind(Plugin):
+    name = "RejectOddPreBind"
+
+    def pre_bind(self, state: Any, pod: Any, node_name: str) -> Any:
+        from scheduler_runtime.framework.status import Status
+
+        return Status.unschedulable("volume not ready") if int(pod.name[1:]) % 2 else None
+
+
+def test_bounded_binding_keeps_embedded_runs_deterministic() -> None:
+    from scheduler_runtime.config.loader import build
+    from scheduler_runtime.testing import config_for
+
+    reg = build_registry([])
+    reg.register(_RejectOddPreBind, "test")
+    cfg_doc = config_for(_RejectOddPreBind, scheduler_name="default-scheduler")
+
+    def once() -> list[Any]:
+        m = MemoryCluster()
+        for n in ("a", "b", "c"):
+            m.create(_node(n, "4"), emit=False)
+        s = Scheduler(m, build(cfg_doc, reg), reg, seed=7)
+        assert s.frameworks["default-scheduler"].has_foreign_binding_plugins
+        s.start()
+        for i in range(30):
+            m.create(_pod(f"p{i}", "300m"))
+        s.run(until_idle=True)
+        return [m.get_pod("ns", f"p{i}")["spec"].get("nodeName") for i in range(30)]
+
+    first = once()
+    assert first == once()
+    assert all(first[i] is None for i in range(1, 30, 2)) and all(first[i] for i in range(0, 30, 2))
