@@ -69,7 +69,7 @@ class Runner:
         self.watchdog = CycleWatchdog(opts.hang_deadline)
         self.scheduler = Scheduler(self.cluster, config, registry, seed=opts.seed, bind_async=True,
                                    bind_workers=opts.bind_workers, metrics=self.metrics, results_mode=opts.results,
-                                   watchdog=self.watchdog)
+                                   watchdog=self.watchdog, bind_deadline=opts.hang_deadline)
         le = config.leader_election
         for k, v in opts.leader_overrides.items():
             setattr(le, k, v)

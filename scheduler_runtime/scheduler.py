@@ -10,12 +10,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from .bindpool import BindingPool
 from .cache import Cache
 from .cluster.base import BindError, ClusterBackend
 from .describe import RESULT_ANNOTATION, encode_result
@@ -119,8 +119,8 @@ class Scheduler:
                  metrics: Any = None, record_breakdown: bool = True, results_mode: str = "ksched",
                  watchdog: CycleWatchdog | None = None, bind_deadline: float = 30.0) -> None:
         self.cluster = cluster
-        #: synchronous binding only: how long the loop waits for a binding cycle that runs a plugin from
-        #: outside the runtime before it goes on without it (0 = wait forever on the loop thread)
+        #: how long a binding cycle may take before it stops holding anything up: synchronous binding waits
+        #: no longer for one with a plugin from outside the runtime; async binding replaces its worker
         self.bind_deadline = bind_deadline
         #: pod key -> "plugin (method)" of binding cycles the loop stopped waiting for; cleared when they end
         self.detached_bindings: dict[str, str] = {}
@@ -154,7 +154,7 @@ class Scheduler:
             self.queue.on_incoming = metrics.incoming
         self._inbox: _stdqueue.SimpleQueue[tuple[Any, ...]] = _stdqueue.SimpleQueue()
         self._bind_async = bind_async
-        self._binders = ThreadPoolExecutor(bind_workers, thread_name_prefix="bind") if bind_async else None
+        self._binders = BindingPool(bind_workers, bind_deadline) if bind_async else None
         self._inflight_bindings = 0
         self._inflight_lock = threading.Lock()
         self._stop = threading.Event()

@@ -298,3 +298,40 @@ def test_bounded_binding_keeps_embedded_runs_deterministic() -> None:
     first = once()
     assert first == once()
     assert all(first[i] is None for i in range(1, 30, 2)) and all(first[i] for i in range(0, 30, 2))
+
+
+class _HangingPreBindMany(_HangingPreBind):
+    name = "HangingPreBindMany"
+
+    def pre_bind(self, state: Any, pod: Any, node_name: str) -> None:
+        if pod.name.startswith("stuck"):
+            self.gate.wait(20)
+
+
+def test_more_hanging_prebinds_than_binding_workers_still_bind_the_others() -> None:
+    from scheduler_runtime.config.loader import build
+    from scheduler_runtime.testing import config_for
+
+    reg = build_registry([])
+    reg.register(_HangingPreBindMany, "test")
+    cfg = build(config_for(_HangingPreBindMany, scheduler_name="default-scheduler"), reg)
+    m = MemoryCluster()
+    m.create(_node("a", "8"), emit=False)
+    s = Scheduler(m, cfg, reg, seed=1, bind_async=True, bind_workers=2, bind_deadline=0.3)
+    s.start()
+    for name in ("stuck1", "stuck2", "stuck3", "p1", "p2"):
+        m.create(_pod(name, "100m"))
+    stop = threading.Event()
+    t = threading.Thread(target=s.run, kwargs={"until_idle": False, "stop": stop}, daemon=True)
+    t.start()
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not all(m.get_pod("ns", n)["spec"].get("nodeName")
+                                                       for n in ("p1", "p2")):
+            time.sleep(0.05)
+        assert [m.get_pod("ns", n)["spec"].get("nodeName") for n in ("p1", "p2", "stuck1")] == ["a", "a", None]
+    finally:
+        s.frameworks["default-scheduler"].plugins["HangingPreBindMany"].gate.set()
+        stop.set()
+        t.join(10)
+    assert all(m.get_pod("ns", f"stuck{i}")["spec"].get("nodeName") == "a" for i in (1, 2, 3))
