@@ -26,6 +26,12 @@ def control_plane() -> Iterator[ControlPlane]:
         cp.stop()
 
 
+@pytest.fixture(scope="session")
+def ksched_control_plane(control_plane: ControlPlane) -> ControlPlane:
+    """The `ksched_cluster` fixture's API server is the suite's shared one: no second etcd per session."""
+    return control_plane
+
+
 @pytest.fixture
 def namespace(control_plane: ControlPlane) -> str:
     """A fresh namespace per test, so tests on the shared API server do not see each other's pods."""
