@@ -116,7 +116,7 @@ def explain_pending(pod: Pod, result: dict[str, Any], nodes: dict[str, Node]) ->
         msg = result["postfilter_message"].removeprefix("preemption: ")
         lines.append(f"Preemption cannot help: {msg}")
     if pod.scheduling_gates:
-        lines.insert(0, f"The pod has scheduling gates {list(pod.scheduling_gates)}: it is not attempted until "
+        lines.insert(0, f"The pod has scheduling gates ({', '.join(pod.scheduling_gates)}): it is not attempted until "
                         f"they are removed.")
     return lines
 
@@ -137,7 +137,7 @@ def describe(pod_raw: dict[str, Any], events: list[dict[str, Any]], nodes: dict[
         if result is not None:
             d.summary = explain_pending(pod, result, nodes)
         elif pod.scheduling_gates:
-            d.summary = [f"The pod has scheduling gates {list(pod.scheduling_gates)}: it is not attempted until "
+            d.summary = [f"The pod has scheduling gates ({', '.join(pod.scheduling_gates)}): it is not attempted until "
                          f"they are removed."]
         else:
             d.summary = [f"No scheduling attempt recorded yet by a ksched scheduler named {pod.scheduler_name!r}."]

@@ -101,7 +101,12 @@ def simulate(cluster_paths: Sequence[str | Path], pod_paths: Sequence[str | Path
     for key in keys:
         ns, name = key.split("/", 1)
         raw = cluster.get_pod(ns, name)
-        placements[key] = ((raw or {}).get("spec") or {}).get("nodeName") or None
+        spec = (raw or {}).get("spec") or {}
+        placements[key] = spec.get("nodeName") or None
+        gates = [g.get("name", "") for g in spec.get("schedulingGates") or [] if isinstance(g, dict)]
+        if gates and not placements[key] and results.get(key) is None:
+            results.put(AttemptResult(key, spec.get("schedulerName") or "default-scheduler", 0, "gated", message=(
+                f"Scheduling is blocked due to non-empty scheduling gates: {', '.join(gates)}")))
     usage = [NodeUsage(ni.name, dict(ni.allocatable), dict(ni.requested), len(ni.pods))
              for ni in sorted(sched.cache.snapshot.node_infos, key=lambda n: n.name)]
     return SimulationResult(label, keys, placements, results.all(), usage, list(cluster.deleted),

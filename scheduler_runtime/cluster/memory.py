@@ -110,6 +110,7 @@ class MemoryCluster(ClusterBackend):
         # Parse hot kinds now so bad input is reported at load time, with its field path.
         if kind == "Pod":
             Pod.from_dict(raw)
+            _mark_scheduling_gated(raw)
         elif kind == "Node":
             Node.from_dict(raw)
         elif kind == "PodDisruptionBudget":
@@ -355,3 +356,18 @@ def load_objects(path: Path) -> list[tuple[dict[str, Any], str]]:
 
 def bind_error_is_gone(exc: BaseException) -> bool:
     return isinstance(exc, BindError) and exc.gone
+
+
+def _mark_scheduling_gated(raw: dict[str, Any]) -> None:
+    """What kube-apiserver does on create: a pod with scheduling gates starts with PodScheduled=False,
+    reason SchedulingGated (kubectl shows it as the pod's STATUS)."""
+    spec = raw.get("spec") or {}
+    if not spec.get("schedulingGates") or spec.get("nodeName"):
+        return
+    status = raw.setdefault("status", {})
+    conds = status.setdefault("conditions", [])
+    if any(c.get("type") == "PodScheduled" for c in conds):
+        return
+    status.setdefault("phase", "Pending")
+    conds.append({"type": "PodScheduled", "status": "False", "lastProbeTime": None, "lastTransitionTime": _now(),
+                  "reason": "SchedulingGated", "message": "Scheduling is blocked due to non-empty scheduling gates"})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import Callable, Iterable
@@ -36,6 +37,11 @@ def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> in
     num = num_all_nodes * pct // 100
     return max(num, MIN_FEASIBLE_NODES_TO_FIND)
 
+
+
+def _q(text: str) -> str:
+    """Go's %q for the names kube-scheduler quotes in its messages."""
+    return json.dumps(text, ensure_ascii=False)
 
 class PluginError(Exception):
     """A plugin raised or returned something invalid; carries the plugin's name."""
@@ -183,12 +189,12 @@ class Framework:
             try:
                 st = _normalize_status(cp.plugin.pre_enqueue(pod))  # type: ignore[attr-defined]
             except Exception as exc:
-                return Status.as_error(PluginError(f"running PreEnqueue plugin {cp.name!r}: {exc}")) \
+                return Status.as_error(PluginError(f"running PreEnqueue plugin {_q(cp.name)}: {exc}")) \
                     .with_plugin(cp.name)
             if st is not None and st.code != Code.Success:
                 st.plugin = cp.name
                 if not st.is_rejected():
-                    return Status.as_error(PluginError(f"running PreEnqueue plugin {cp.name!r}: {st.message}")) \
+                    return Status.as_error(PluginError(f"running PreEnqueue plugin {_q(cp.name)}: {st.message}")) \
                         .with_plugin(cp.name)
                 return st
         return None
@@ -217,7 +223,7 @@ class Framework:
                     raise PluginError(f"returned {type(r).__name__}, expected PreFilterResult")
                 _normalize_status(st)
             except Exception as exc:
-                st = Status.as_error(PluginError(f"running PreFilter plugin {cp.name!r}: {exc}"))
+                st = Status.as_error(PluginError(f"running PreFilter plugin {_q(cp.name)}: {exc}"))
                 st.plugin = cp.name
                 self._observe("PreFilter", start, st)
                 return None, st, rejectors
@@ -238,7 +244,7 @@ class Framework:
                     rejectors.add(cp.name)
                     rejected = rejected or st
                     continue
-                err = Status.as_error(PluginError(f"running PreFilter plugin {cp.name!r}: {st.message}"))
+                err = Status.as_error(PluginError(f"running PreFilter plugin {_q(cp.name)}: {st.message}"))
                 err.plugin = cp.name
                 self._observe("PreFilter", start, err)
                 return None, err, rejectors
@@ -267,7 +273,7 @@ class Framework:
                 continue
             st = _normalize_status(fn(state, pod, to_add, node_info))
             if st is not None and st.code != Code.Success:
-                return Status.as_error(PluginError(f"running AddPod on PreFilter plugin {cp.name!r}: {st.message}"))
+                return Status.as_error(PluginError(f"running AddPod on PreFilter plugin {_q(cp.name)}: {st.message}"))
         return None
 
     def run_pre_filter_remove_pod(self, state: CycleState, pod: Pod, to_remove: Pod,
@@ -281,7 +287,7 @@ class Framework:
             st = _normalize_status(fn(state, pod, to_remove, node_info))
             if st is not None and st.code != Code.Success:
                 return Status.as_error(
-                    PluginError(f"running RemovePod on PreFilter plugin {cp.name!r}: {st.message}"))
+                    PluginError(f"running RemovePod on PreFilter plugin {_q(cp.name)}: {st.message}"))
         return None
 
     # ------------------------------------------------------------------ Filter
@@ -298,11 +304,11 @@ class Framework:
                     fb: FilterBatch = cp.plugin.filter_batch(state, pod, self.handle.snapshot)  # type: ignore
                     st = None if node_info.row < 0 or fb.ok[node_info.row] else fb.status_at(node_info.row)
             except Exception as exc:
-                return Status.as_error(PluginError(f"running {cp.name!r} filter plugin: {exc}")).with_plugin(cp.name)
+                return Status.as_error(PluginError(f"running {_q(cp.name)} filter plugin: {exc}")).with_plugin(cp.name)
             if st is not None and st.code != Code.Success:
                 st.plugin = cp.name
                 if not st.is_rejected():
-                    return Status.as_error(PluginError(f"running {cp.name!r} filter plugin: {st.message}")) \
+                    return Status.as_error(PluginError(f"running {_q(cp.name)} filter plugin: {st.message}")) \
                         .with_plugin(cp.name)
                 return st
         return None
@@ -385,7 +391,7 @@ class Framework:
                     raise PluginError(f"filter_batch returned {type(fb).__name__}, expected FilterBatch")
             except Exception as exc:
                 raise _CycleError(Status.as_error(
-                    PluginError(f"running {cp.name!r} filter plugin: {exc}")).with_plugin(cp.name)) from exc
+                    PluginError(f"running {_q(cp.name)} filter plugin: {exc}")).with_plugin(cp.name)) from exc
             self._observe("Filter", start, None)
             batches.append((cp, fb))
             ok = fb.ok.copy() if ok is None else (ok & fb.ok)
@@ -447,7 +453,7 @@ class Framework:
                     batch_results[cp.name] = cp.plugin.filter_batch(state, pod, snapshot)  # type: ignore
                 except Exception as exc:
                     raise _CycleError(Status.as_error(
-                        PluginError(f"running {cp.name!r} filter plugin: {exc}")).with_plugin(cp.name)) from exc
+                        PluginError(f"running {_q(cp.name)} filter plugin: {exc}")).with_plugin(cp.name)) from exc
         batch_ok: np.ndarray | None = None
         for fb in batch_results.values():
             batch_ok = fb.ok.copy() if batch_ok is None else (batch_ok & fb.ok)
@@ -473,12 +479,12 @@ class Framework:
                             s = _normalize_status(cp.plugin.filter(state, pod, ni))  # type: ignore[attr-defined]
                     except Exception as exc:
                         raise _CycleError(Status.as_error(
-                            PluginError(f"running {cp.name!r} filter plugin: {exc}")).with_plugin(cp.name)) from exc
+                            PluginError(f"running {_q(cp.name)} filter plugin: {exc}")).with_plugin(cp.name)) from exc
                     if s is not None and s.code != Code.Success:
                         s.plugin = cp.name
                         if not s.is_rejected():
                             raise _CycleError(Status.as_error(
-                                PluginError(f"running {cp.name!r} filter plugin: {s.message}")).with_plugin(cp.name))
+                                PluginError(f"running {_q(cp.name)} filter plugin: {s.message}")).with_plugin(cp.name))
                         st = s
                         break
             if st is None:
@@ -506,7 +512,7 @@ class Framework:
                 r, st = ret if isinstance(ret, tuple) else (None, ret)
                 _normalize_status(st)
             except Exception as exc:
-                st = Status.as_error(PluginError(f"running PostFilter plugin {cp.name!r}: {exc}"))
+                st = Status.as_error(PluginError(f"running PostFilter plugin {_q(cp.name)}: {exc}"))
                 self._observe("PostFilter", start, st)
                 return None, st.with_plugin(cp.name)
             if st is None or st.code == Code.Success:
@@ -517,7 +523,7 @@ class Framework:
                 self._observe("PostFilter", start, st)
                 return r, st
             if not st.is_rejected():
-                err = Status.as_error(PluginError(f"running PostFilter plugin {cp.name!r}: {st.message}"))
+                err = Status.as_error(PluginError(f"running PostFilter plugin {_q(cp.name)}: {st.message}"))
                 self._observe("PostFilter", start, err)
                 return None, err.with_plugin(cp.name)
             reasons.extend(st.all_reasons)
@@ -534,13 +540,14 @@ class Framework:
             try:
                 st = _normalize_status(cp.plugin.pre_score(state, pod, nodes))  # type: ignore[attr-defined]
             except Exception as exc:
-                return Status.as_error(PluginError(f"running PreScore plugin {cp.name!r}: {exc}")).with_plugin(cp.name)
+                return Status.as_error(
+                    PluginError(f"running PreScore plugin {_q(cp.name)}: {exc}")).with_plugin(cp.name)
             if st is None or st.code == Code.Success:
                 continue
             if st.code == Code.Skip:
                 state.skip_score_plugins.add(cp.name)
                 continue
-            return Status.as_error(PluginError(f"running PreScore plugin {cp.name!r}: {st.message}")) \
+            return Status.as_error(PluginError(f"running PreScore plugin {_q(cp.name)}: {st.message}")) \
                 .with_plugin(cp.name)
         self._observe("PreScore", start, None)
         return None
@@ -561,11 +568,11 @@ class Framework:
                 raise
             except Exception as exc:
                 raise _CycleError(Status.as_error(
-                    PluginError(f"running Score plugin {cp.name!r}: {exc}")).with_plugin(cp.name)) from exc
+                    PluginError(f"running Score plugin {_q(cp.name)}: {exc}")).with_plugin(cp.name)) from exc
             if len(norm) and (int(norm.max()) > MAX_SCORE or int(norm.min()) < MIN_SCORE):
                 bad = int(norm.max()) if int(norm.max()) > MAX_SCORE else int(norm.min())
                 raise _CycleError(Status.as_error(PluginError(
-                    f"plugin {cp.name!r} returns an invalid score {bad}, it should in the range of "
+                    f"plugin {_q(cp.name)} returns an invalid score {bad}, it should in the range of "
                     f"[{MIN_SCORE}, {MAX_SCORE}] after normalizing")).with_plugin(cp.name))
             totals += norm * cp.weight
             if keep_breakdown:
@@ -588,7 +595,7 @@ class Framework:
                 val, st = ret
                 if st is not None and st.code != Code.Success:
                     raise _CycleError(Status.as_error(PluginError(
-                        f"running Score plugin {cp.name!r}: {st.message}")).with_plugin(cp.name))
+                        f"running Score plugin {_q(cp.name)}: {st.message}")).with_plugin(cp.name))
             else:
                 val = ret
             if isinstance(val, bool) or not isinstance(val, int | np.integer):
@@ -608,7 +615,7 @@ class Framework:
         st = _normalize_status(fn(state, pod, scores))
         if st is not None and st.code != Code.Success:
             raise _CycleError(Status.as_error(PluginError(
-                f"running Normalize on Score plugin {cp.name!r}: {st.message}")).with_plugin(cp.name))
+                f"running Normalize on Score plugin {_q(cp.name)}: {st.message}")).with_plugin(cp.name))
         return np.fromiter((s.score for s in scores), dtype=np.int64, count=len(scores))
 
     def select_host(self, totals: np.ndarray) -> int:
@@ -625,12 +632,12 @@ class Framework:
             try:
                 st = _normalize_status(cp.plugin.reserve(state, pod, node_name))  # type: ignore[attr-defined]
             except Exception as exc:
-                return Status.as_error(PluginError(f"running Reserve plugin {cp.name!r}: {exc}")).with_plugin(cp.name)
+                return Status.as_error(PluginError(f"running Reserve plugin {_q(cp.name)}: {exc}")).with_plugin(cp.name)
             if st is not None and st.code != Code.Success:
                 st.plugin = cp.name
                 if st.is_rejected():
                     return st
-                return Status.as_error(PluginError(f"running Reserve plugin {cp.name!r}: {st.message}")) \
+                return Status.as_error(PluginError(f"running Reserve plugin {_q(cp.name)}: {st.message}")) \
                     .with_plugin(cp.name)
         return None
 
@@ -652,7 +659,7 @@ class Framework:
                 st, timeout = ret if isinstance(ret, tuple) else (ret, 0.0)
                 _normalize_status(st)
             except Exception as exc:
-                return Status.as_error(PluginError(f"running Permit plugin {cp.name!r}: {exc}")).with_plugin(cp.name)
+                return Status.as_error(PluginError(f"running Permit plugin {_q(cp.name)}: {exc}")).with_plugin(cp.name)
             if st is None or st.code == Code.Success:
                 continue
             st.plugin = cp.name
@@ -661,10 +668,11 @@ class Framework:
             if st.code == Code.Wait:
                 timeouts[cp.name] = float(timeout or 0)
                 continue
-            return Status.as_error(PluginError(f"running Permit plugin {cp.name!r}: {st.message}")).with_plugin(cp.name)
+            return Status.as_error(
+                PluginError(f"running Permit plugin {_q(cp.name)}: {st.message}")).with_plugin(cp.name)
         if timeouts:
             self.waiting_pods.add(WaitingPod(pod, timeouts, node_name=node_name))
-            return Status(Code.Wait, f"one or more plugins asked to wait and no plugin rejected pod {pod.name!r}")
+            return Status(Code.Wait, f"one or more plugins asked to wait and no plugin rejected pod {_q(pod.name)}")
         return None
 
     def wait_on_permit(self, pod: Pod) -> Status | None:
@@ -685,12 +693,12 @@ class Framework:
             try:
                 st = _normalize_status(cp.plugin.pre_bind(state, pod, node_name))  # type: ignore[attr-defined]
             except Exception as exc:
-                return Status.as_error(PluginError(f"running PreBind plugin {cp.name!r}: {exc}")).with_plugin(cp.name)
+                return Status.as_error(PluginError(f"running PreBind plugin {_q(cp.name)}: {exc}")).with_plugin(cp.name)
             if st is not None and st.code not in (Code.Success, Code.Skip):
                 st.plugin = cp.name
                 if st.is_rejected():
                     return st
-                return Status.as_error(PluginError(f"running PreBind plugin {cp.name!r}: {st.message}")) \
+                return Status.as_error(PluginError(f"running PreBind plugin {_q(cp.name)}: {st.message}")) \
                     .with_plugin(cp.name)
         return None
 
@@ -701,14 +709,14 @@ class Framework:
             try:
                 st = _normalize_status(cp.plugin.bind(state, pod, node_name))  # type: ignore[attr-defined]
             except Exception as exc:
-                return Status.as_error(PluginError(f"running Bind plugin {cp.name!r}: {exc}")).with_plugin(cp.name)
+                return Status.as_error(PluginError(f"running Bind plugin {_q(cp.name)}: {exc}")).with_plugin(cp.name)
             if st is not None and st.code == Code.Skip:
                 continue
             if st is not None and st.code != Code.Success:
                 st.plugin = cp.name
                 if st.is_rejected():
                     return st
-                return Status.as_error(PluginError(f"running Bind plugin {cp.name!r}: {st.message}")) \
+                return Status.as_error(PluginError(f"running Bind plugin {_q(cp.name)}: {st.message}")) \
                     .with_plugin(cp.name)
             return None
         return Status(Code.Skip, "all bind plugins skipped")

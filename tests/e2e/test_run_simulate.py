@@ -171,3 +171,14 @@ def test_run_and_simulate_go_on_past_a_hanging_prebind(ksched, tmp_path: Path):
     assert "plugin HangBind (pre_bind)" in pods["default/hang-1"]["message"]
     bad = ksched("simulate", *common[:-1], "soon", cwd=tmp_path)
     assert bad.returncode != 0 and 'invalid argument "soon" for "--plugin-deadline"' in bad.stderr
+
+
+def test_gated_pod_is_reported_as_kube_apiserver_marks_it(ksched):
+    s = ksched("simulate", "--cluster", "examples/cluster", "--pods", "examples/pods.yaml", "-o", "json")
+    assert s.returncode == 0, s.stderr
+    gated = next(p for p in json.loads(s.stdout)["pods"] if p["pod"] == "shop/gated")
+    assert gated["node"] is None
+    assert gated["message"] == "Scheduling is blocked due to non-empty scheduling gates: example.com/quota-check"
+    d = ksched("describe-pod", "gated", "-n", "shop", "--cluster", "examples/cluster", "--pods", "examples/pods.yaml")
+    assert d.returncode == 0, d.stderr
+    assert "SchedulingGated" in d.stdout and "(example.com/quota-check)" in d.stdout and "['" not in d.stdout

@@ -147,3 +147,17 @@ def test_preemption_picks_node_with_fewest_and_lowest_victims():
     _run(m, _pod("urgent", "2", 100))
     # a needs two victims of priority 5, b one of priority 1: the lower highest-victim priority wins
     assert m.deleted == ["ns/b1"]
+
+
+def test_memory_cluster_marks_gated_pods_like_kube_apiserver() -> None:
+    from scheduler_runtime.cluster.memory import MemoryCluster
+
+    m = MemoryCluster()
+    made = m.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "g"},
+                     "spec": {"schedulingGates": [{"name": "x/y"}], "containers": [{"name": "c"}]}})
+    cond = made["status"]["conditions"][0]
+    assert (cond["type"], cond["status"], cond["reason"], cond["message"]) == (
+        "PodScheduled", "False", "SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates")
+    plain = m.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                      "spec": {"containers": [{"name": "c"}]}})
+    assert "conditions" not in (plain.get("status") or {})

@@ -97,7 +97,7 @@ def test_prefilter_error_and_exceptions_name_the_plugin():
     snap = nodes(1)
     e = plugin("E", pre_filter=lambda s, pod, n: Status.wait())
     _, st, _ = fw(snap, {"preFilter": [(e, 0)]}).run_pre_filter(CycleState(), POD, NodeList(snap))
-    assert st.code == Code.Error and "running PreFilter plugin 'E'" in st.message
+    assert st.code == Code.Error and 'running PreFilter plugin "E"' in st.message
 
     def boom(*a):
         raise RuntimeError("kaboom")
@@ -130,7 +130,7 @@ def test_filter_non_rejection_aborts_the_cycle(bad: Status):
     with pytest.raises(CycleError) as exc:
         fw(snap, {"filter": [(a, 0)]}).find_nodes_that_pass_filters(CycleState(), POD, snap, None, Diagnosis())
     assert exc.value.status.code == Code.Error
-    assert "running 'A' filter plugin" in exc.value.status.message
+    assert 'running "A" filter plugin' in exc.value.status.message
 
 
 def test_fit_error_message_sorts_whole_strings():
@@ -188,8 +188,8 @@ def test_scores_are_normalized_checked_and_weighted():
     bad = plugin("Bad", score=lambda s, pod, ni: 101)
     with pytest.raises(CycleError) as exc:
         fw(snap, {"score": [(bad, 1)]}).run_score(CycleState(), POD, snap, np.arange(3))
-    assert exc.value.status.message == ("plugin 'Bad' returns an invalid score 101, it should in the range of "
-                                        "[0, 100] after normalizing")
+    assert exc.value.status.message == ('plugin "Bad" returns an invalid score 101, it should in the range of '
+                                        '[0, 100] after normalizing')
     wrong = plugin("Wrong", score=lambda s, pod, ni: "high")
     with pytest.raises(CycleError):
         fw(snap, {"score": [(wrong, 1)]}).run_score(CycleState(), POD, snap, np.arange(3))
