@@ -28,7 +28,7 @@ def explain(name: str, registry: Registry) -> dict[str, Any]:
     if spec is None:
         if name in registry.unsupported:
             raise KeyError(f"{name}: {registry.unsupported[name]}")
-        raise KeyError(f"plugin {name!r} does not exist (known plugins: {', '.join(registry.names())})")
+        raise KeyError(f'plugin "{name}" does not exist (known plugins: {", ".join(registry.names())})')
     out: dict[str, Any] = {"name": name, "source": spec.source, "extensionPoints": spec.extension_points,
                            "doc": (spec.cls.__doc__ or getattr(sys.modules.get(spec.cls.__module__), "__doc__", "")
                                    or "").strip(),

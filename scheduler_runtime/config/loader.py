@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from ..errors import InputError, KschedError
 from ..framework.plugin import EXTENSION_POINTS, implements
 from ..framework.registry import Registry
+from .fielderrors import go_value, translate
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
@@ -54,7 +55,7 @@ def parse_duration(value: Any) -> float:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value) / 1e9  # Go encodes a bare number as nanoseconds
     if not isinstance(value, str):
-        raise ValueError(f"invalid duration {value!r}")
+        raise ValueError(f"invalid duration {go_value(value)}")
     if value in ("0", "0s"):
         return 0.0
     parts = _DUR.findall(value)
@@ -167,7 +168,7 @@ def check_kind(doc: dict[str, Any]) -> list[str]:
         return ['kind: Invalid value: "Policy": the scheduler Policy API was removed in Kubernetes 1.23; '
                 'write a KubeSchedulerConfiguration (see `ksched config render --help`)']
     if kind != KIND:
-        return [f'kind: Invalid value: {kind!r}: this is not a KubeSchedulerConfiguration'
+        return [f'kind: Invalid value: {go_value(kind)}: this is not a KubeSchedulerConfiguration'
                 + (" (a Kubernetes object; ksched config takes a scheduler configuration file)" if kind else "")]
     if isinstance(api, str) and api.startswith("kubescheduler.config.k8s.io/"):
         ver = api.split("/", 1)[1]
@@ -175,7 +176,7 @@ def check_kind(doc: dict[str, Any]) -> list[str]:
             return [f'apiVersion: Invalid value: "{api}": {ver} was removed in Kubernetes {REMOVED_VERSIONS[ver]}; '
                     f'convert the file with `ksched config migrate` to {API_VERSION}']
     if api != API_VERSION:
-        errs.append(f'apiVersion: Unsupported value: {api!r}: supported values: "{API_VERSION}"')
+        errs.append(f'apiVersion: Unsupported value: {go_value(api)}: supported values: "{API_VERSION}"')
     if isinstance(doc.get("metadata"), dict):
         errs.append('metadata: Forbidden: a KubeSchedulerConfiguration is a file passed to kube-scheduler '
                     '--config, not an API object to kubectl apply; remove metadata')
@@ -259,7 +260,8 @@ def default_document(doc: dict[str, Any], registry: Registry) -> dict[str, Any]:
     profiles = d.get("profiles")
     if not profiles:
         profiles = d["profiles"] = [{}]
-    if len(profiles) == 1 and isinstance(profiles[0], dict) and not profiles[0].get("schedulerName"):
+    if len(profiles) == 1 and isinstance(profiles[0], dict) and profiles[0].get("schedulerName") is None:
+        # v1's SchedulerName is a *string: only an absent name is defaulted, an explicit "" stays (and is refused)
         profiles[0]["schedulerName"] = "default-scheduler"
     defaults = _default_plugins()
     for prof in profiles:
@@ -294,9 +296,9 @@ def default_document(doc: dict[str, Any], registry: Registry) -> dict[str, Any]:
                     # kube-scheduler runs SetDefaults on args the user gave too (a scoringStrategy with only
                     # a type gets cpu and memory with weight 1)
                     try:
-                        full = spec.args_model.model_validate(
+                        full = validate_args(spec.args_model, _drop_nulls(
                             {k: v for k, v in pc["args"].items() if k not in ("apiVersion", "kind")}
-                        ).model_dump(by_alias=True, mode="json", exclude_none=True)
+                        )).model_dump(by_alias=True, mode="json", exclude_none=True)
                     except ValidationError:
                         full = None  # validate reports it; leave the user's args as they are
                     if full is not None:
@@ -307,7 +309,33 @@ def default_document(doc: dict[str, Any], registry: Registry) -> dict[str, Any]:
                 if spec is not None and spec.source == "in-tree":
                     # Go's omitempty: kube-scheduler writes no empty lists or maps in args
                     pc["args"] = {k: v for k, v in pc["args"].items() if v not in ([], {})}
-    return d
+    return _sorted_keys(d)
+
+
+def validate_args(model: Any, raw: dict[str, Any]) -> Any:
+    """Args as kube's strict decoding reads them: camelCase keys only (a Python field name is an unknown field)."""
+    try:
+        return model.model_validate(raw, by_alias=True, by_name=False)
+    except TypeError:  # a user's model that is not a pydantic v2.11+ BaseModel
+        return model.model_validate(raw)
+
+
+def _drop_nulls(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _drop_nulls(v) for k, v in obj.items() if v is not None}
+    if isinstance(obj, list):
+        return [_drop_nulls(v) for v in obj]
+    return obj
+
+
+def _sorted_keys(obj: Any) -> Any:
+    """Mappings with their keys in alphabetical order at every level, as kube-scheduler's --write-config-to writes
+    them (sigs.k8s.io/yaml goes through JSON into a map); lists keep their order."""
+    if isinstance(obj, dict):
+        return {k: _sorted_keys(obj[k]) for k in sorted(obj, key=str)}
+    if isinstance(obj, list):
+        return [_sorted_keys(v) for v in obj]
+    return obj
 
 
 def _enabled_names(plugins: dict[str, Any]) -> list[str]:
@@ -338,7 +366,7 @@ def validate_top(d: dict[str, Any], errs: list[str]) -> None:
             try:
                 durs[k] = parse_duration(le.get(k))
             except ValueError as exc:
-                errs.append(f"leaderElection.{k}: Invalid value: {le.get(k)!r}: {exc}")
+                errs.append(f"leaderElection.{k}: Invalid value: {go_value(le.get(k))}: {exc}")
                 continue
             if durs[k] <= 0:
                 errs.append(f'leaderElection.{k}: Invalid value: "{le.get(k)}": must be greater than zero')
@@ -374,8 +402,8 @@ def _plan_for(prof: dict[str, Any], registry: Registry, i: int, errs: list[str])
     seen_mp: set[str] = set()
     for n in mp_names:
         if n in seen_mp:
-            errs.append(f"profiles[{i}].plugins.multiPoint.enabled: Duplicate value: {n!r}: plugin {n!r} already "
-                        f"registered as \"{n}\"")
+            errs.append(f"profiles[{i}].plugins.multiPoint.enabled: Duplicate value: {go_value(n)}: plugin "
+                        f"{go_value(n)} already registered")
         seen_mp.add(n)
     weights: dict[str, int] = {}
     for e in list((plugins.get("score") or {}).get("enabled") or []) + list(mp.get("enabled") or []):
@@ -401,16 +429,16 @@ def _plan_for(prof: dict[str, Any], registry: Registry, i: int, errs: list[str])
         names = [*overrides, *mp_part, *others]
         dup = {n for n in names if names.count(n) > 1}
         for n in sorted(dup):
-            errs.append(f"profiles[{i}].plugins.{point}.enabled: Duplicate value: {n!r}: repeated config for "
-                        f"plugin {n}")
+            errs.append(f"profiles[{i}].plugins.{point}.enabled: Duplicate value: {go_value(n)}: repeated config "
+                        f"for plugin {n}")
         out = []
         for n in dict.fromkeys(names):
             spec = registry.get(n)
             if spec is None:
                 continue  # reported once below
             if not implements(spec.cls, point):
-                errs.append(f"profiles[{i}].plugins.{point}.enabled: Invalid value: {n!r}: plugin {n!r} does "
-                            f"not extend {point} plugin")
+                errs.append(f"profiles[{i}].plugins.{point}.enabled: Invalid value: {go_value(n)}: plugin "
+                            f"{go_value(n)} does not extend {point} plugin")
                 continue
             out.append((n, weights.get(n, 1) if point == "score" else 0))
         plan[point] = out
@@ -435,7 +463,7 @@ def _expect(value: Any, types: tuple[type, ...], path: str, errs: list[str]) -> 
     ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
     if not ok:
         want = " or ".join(dict.fromkeys(_TYPE_NAMES.get(t, t.__name__) for t in types))
-        errs.append(f"{path}: Invalid value: {value!r}: expected {want}")
+        errs.append(f"{path}: Invalid value: {go_value(value)}: expected {want}")
     return ok
 
 
@@ -539,7 +567,11 @@ def _build(doc: dict[str, Any], registry: Registry, file: str | None = None) -> 
         ppct = prof.get("percentageOfNodesToScore")
         if ppct is not None and (not _int(ppct) or not 0 <= ppct <= 100):
             errs.append(f"profiles[{i}].percentageOfNodesToScore: Invalid value: {ppct}: not in valid range [0-100]")
-        for point, ps in (prof.get("plugins") or {}).items():
+        # names are checked in the lists the user wrote, so the index matches their file (the defaulted
+        # multiPoint list starts with the default plugins)
+        user_profiles = doc.get("profiles") or []
+        user_prof = user_profiles[i] if i < len(user_profiles) and isinstance(user_profiles[i], dict) else {}
+        for point, ps in (user_prof.get("plugins") or {}).items():
             for j, e in enumerate((ps or {}).get("enabled") or []):
                 n = e.get("name")
                 path = f"profiles[{i}].plugins.{point}.enabled[{j}]"
@@ -553,10 +585,10 @@ def _build(doc: dict[str, Any], registry: Registry, file: str | None = None) -> 
         plan = _plan_for(prof, registry, i, errs)
         if len(plan.get("queueSort", [])) != 1:
             errs.append(f"profiles[{i}].plugins.queueSort: Invalid value: only one queue sort plugin required for "
-                        f"profile with scheduler name {name!r}, but got {len(plan.get('queueSort', []))}")
+                        f"profile with scheduler name {go_value(name)}, but got {len(plan.get('queueSort', []))}")
         if not plan.get("bind"):
             errs.append(f"profiles[{i}].plugins.bind: Required value: at least one bind plugin is needed for "
-                        f"profile with scheduler name {name!r}")
+                        f"profile with scheduler name {go_value(name)}")
         args: dict[str, object] = {}
         enabled_any = {n for lst in plan.values() for n, _ in lst}
         seen_pc: set[str] = set()
@@ -586,23 +618,20 @@ def _build(doc: dict[str, Any], registry: Registry, file: str | None = None) -> 
                 if raw_args:
                     errs.append(f"{path}.args: Invalid value: plugin {pn} takes no args")
                 continue
+            if spec.source == "in-tree":
+                raw_args = _drop_nulls(raw_args)  # Go decoding leaves null fields at their zero value
             try:
-                args[pn] = spec.args_model.model_validate(raw_args)
+                args[pn] = validate_args(spec.args_model, raw_args)
             except ValidationError as exc:
-                for e in exc.errors():
-                    loc = ".".join(str(x) for x in e["loc"])
-                    errs.append(f"{path}.args{'.' + loc if loc else ''}: Invalid value: "
-                                f"{e.get('input')!r}: {e['msg']}")
+                errs.extend(translate(exc, f"{path}.args", raw_args))
         for n in enabled_any:
             spec = registry.get(n)
             if n not in args and spec is not None and spec.args_model is not None:
                 try:
                     args[n] = spec.args_model()
                 except ValidationError as exc:
-                    for e in exc.errors():
-                        loc = ".".join(str(x) for x in e["loc"])
-                        errs.append(f"profiles[{i}].pluginConfig: Required value: plugin {n} needs args "
-                                    f"({loc}: {e['msg']})")
+                    needs = "; ".join(translate(exc, "", {}))
+                    errs.append(f"profiles[{i}].pluginConfig: Required value: plugin {n} needs args ({needs})")
         queue_sorts.append((i, [n for n, _ in plan.get("queueSort", [])],
                             args.get(plan["queueSort"][0][0]) if plan.get("queueSort") else None))
         cfg.profiles.append(Profile(name or "", ppct, plan, args))

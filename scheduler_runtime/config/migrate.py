@@ -6,6 +6,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from .fielderrors import go_value
 from .loader import API_VERSION, REMOVED_VERSIONS
 
 #: plugins removed from kube-scheduler before v1, with what replaces them
@@ -47,7 +48,7 @@ def _plugin_sets(profile: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 def migrate(doc: dict[str, Any]) -> Migration:
     """Raises ValueError when the document is not a KubeSchedulerConfiguration of a known version."""
     if doc.get("kind") != "KubeSchedulerConfiguration":
-        raise ValueError(f"kind: expected KubeSchedulerConfiguration, got {doc.get('kind')!r}")
+        raise ValueError(f"kind: expected KubeSchedulerConfiguration, got {go_value(doc.get('kind'))}")
     api = doc.get("apiVersion") or ""
     ver = api.split("/", 1)[1] if "/" in api else ""
     m = Migration(copy.deepcopy(doc))
@@ -55,7 +56,7 @@ def migrate(doc: dict[str, Any]) -> Migration:
     if api == API_VERSION:
         return m
     if ver not in REMOVED_VERSIONS:
-        raise ValueError(f"apiVersion: unknown version {api!r}")
+        raise ValueError(f"apiVersion: unknown version {go_value(api)}")
     d["apiVersion"] = API_VERSION
     m.changes.append(f"apiVersion: {api} -> {API_VERSION} ({ver} was removed in Kubernetes {REMOVED_VERSIONS[ver]})")
     for key in ("healthzBindAddress", "metricsBindAddress"):

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
+from ..config.fielderrors import FieldErrorList, invalid
 from ..framework.cycle_state import CycleState
 from ..framework.plugin import Plugin, PluginArgs
 from ..framework.status import Code, Status
@@ -25,14 +26,24 @@ MAX_INT32 = 2**31 - 1
 
 
 class DefaultPreemptionArgs(PluginArgs):
-    min_candidate_nodes_percentage: int = Field(default=10, ge=0, le=100)
-    min_candidate_nodes_absolute: int = Field(default=100, ge=0)
+    min_candidate_nodes_percentage: int = Field(default=10, json_schema_extra={"minimum": 0, "maximum": 100})
+    min_candidate_nodes_absolute: int = Field(default=100, json_schema_extra={"minimum": 0})
 
     @model_validator(mode="after")
-    def _not_both_zero(self) -> DefaultPreemptionArgs:
-        if self.min_candidate_nodes_percentage == 0 and self.min_candidate_nodes_absolute == 0:
-            raise ValueError("minCandidateNodesPercentage and minCandidateNodesAbsolute cannot be zero at the "
-                             "same time")
+    def _kube_rules(self) -> DefaultPreemptionArgs:
+        """kube-scheduler's ValidateDefaultPreemptionArgs, every problem at once."""
+        errs = FieldErrorList()
+        pct, absolute = self.min_candidate_nodes_percentage, self.min_candidate_nodes_absolute
+        if not 0 <= pct <= 100:
+            errs.add(("minCandidateNodesPercentage",), invalid(pct, "not in valid range [0, 100]"))
+        if absolute < 0:
+            errs.add(("minCandidateNodesAbsolute",), invalid(absolute, "not in valid range [0, inf)"))
+        if pct == 0 and absolute == 0:
+            errs.add(("minCandidateNodesPercentage",),
+                     invalid(pct, "cannot be zero at the same time as minCandidateNodesAbsolute"))
+            errs.add(("minCandidateNodesAbsolute",),
+                     invalid(absolute, "cannot be zero at the same time as minCandidateNodesPercentage"))
+        errs.raise_if_any()
         return self
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from ..config.fielderrors import FieldErrors, invalid
 from ..framework.cycle_state import CycleState
 from ..framework.nodelist import NodeList
 from ..framework.plugin import Plugin, PluginArgs
@@ -24,7 +25,15 @@ Pair = tuple[str, str]
 
 
 class InterPodAffinityArgs(PluginArgs):
-    hard_pod_affinity_weight: int = Field(default=1, ge=0, le=100)
+    hard_pod_affinity_weight: int = Field(default=1, json_schema_extra={"minimum": 0, "maximum": 100})
+
+    @model_validator(mode="after")
+    def _kube_rules(self) -> InterPodAffinityArgs:
+        """kube-scheduler's ValidateInterPodAffinityArgs."""
+        w = self.hard_pod_affinity_weight
+        if not 0 <= w <= 100:
+            raise FieldErrors([(("hardPodAffinityWeight",), invalid(w, "not in valid range [0, 100]"))])
+        return self
     ignore_preferred_terms_of_existing_pods: bool = False
 
 

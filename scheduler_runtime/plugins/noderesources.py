@@ -8,11 +8,19 @@ zero in RequestedToCapacityRatio.
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
+from ..config.fielderrors import (
+    FieldErrorList,
+    duplicate,
+    forbidden,
+    invalid,
+    label_key_errors,
+    not_supported,
+    required,
+)
 from ..framework.cycle_state import CycleState
 from ..framework.node_table import PODS, NodeTable
 from ..framework.nodelist import NodeList
@@ -27,69 +35,110 @@ BASE_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 
 
 class ResourceSpec(PluginArgs):
-    name: str
-    weight: int = 1
+    name: str = ""
+    weight: int = 0
 
 
 class UtilizationShapePoint(PluginArgs):
-    utilization: int
-    score: int
+    utilization: int = 0
+    score: int = 0
 
 
 class RequestedToCapacityRatioParam(PluginArgs):
     shape: list[UtilizationShapePoint] = Field(default_factory=list)
 
 
+SCORING_TYPES = ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio")
+
+
 def _default_resources() -> list[ResourceSpec]:
     return [ResourceSpec(name="cpu", weight=1), ResourceSpec(name="memory", weight=1)]
 
 
+def _default_weights(v: list[ResourceSpec]) -> list[ResourceSpec]:
+    """SetDefaults: no resources means cpu and memory; a weight left at 0 means 1."""
+    if not v:
+        return _default_resources()
+    for r in v:
+        if r.weight == 0:
+            r.weight = 1
+    return v
+
+
 class ScoringStrategy(PluginArgs):
-    type: Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"] = "LeastAllocated"
+    # kube-scheduler defaults the type only when scoringStrategy itself is absent (see NodeResourcesFitArgs)
+    type: str = Field("", json_schema_extra={"enum": list(SCORING_TYPES)})
     resources: list[ResourceSpec] = Field(default_factory=_default_resources)
     requested_to_capacity_ratio: RequestedToCapacityRatioParam | None = None
 
     @field_validator("resources")
     @classmethod
     def _weights(cls, v: list[ResourceSpec]) -> list[ResourceSpec]:
-        for r in v:
-            if r.weight == 0:
-                r.weight = 1
-            if not 0 < r.weight <= 100:
-                raise ValueError(f"resource weight of {r.weight} not in valid range (0, 100]")
-        return v
+        return _default_weights(v)
 
-    @model_validator(mode="after")
-    def _shape(self) -> ScoringStrategy:
-        if self.type != "RequestedToCapacityRatio":
-            return self
-        shape = self.requested_to_capacity_ratio.shape if self.requested_to_capacity_ratio else []
-        if not shape:
-            raise ValueError("requestedToCapacityRatio.shape: at least one point must be specified")
-        prev = -1
-        for p in shape:
-            if not 0 <= p.utilization <= 100:
-                raise ValueError(f"utilization {p.utilization} not in valid range [0, 100]")
-            if not 0 <= p.score <= MAX_CUSTOM_PRIORITY_SCORE:
-                raise ValueError(f"score {p.score} not in valid range [0, 10]")
-            if p.utilization <= prev:
-                raise ValueError("utilization values must be sorted in increasing order")
-            prev = p.utilization
-        return self
+
+def _default_strategy() -> ScoringStrategy:
+    return ScoringStrategy(type="LeastAllocated")
+
+
+def _shape_errors(shape: list[UtilizationShapePoint], path: tuple[str | int, ...], errs: FieldErrorList) -> None:
+    """kube-scheduler's validateFunctionShape."""
+    if not shape:
+        errs.add(path, required("at least one point must be specified"))
+        return
+    for i in range(1, len(shape)):
+        if shape[i - 1].utilization >= shape[i].utilization:
+            errs.add((*path, i, "utilization"),
+                     invalid(shape[i].utilization, "values must be sorted in increasing order"))
+            break
+    for i, p in enumerate(shape):
+        if not 0 <= p.utilization <= 100:
+            errs.add((*path, i, "utilization"), invalid(p.utilization, "not in valid range [0, 100]"))
+        if not 0 <= p.score <= MAX_CUSTOM_PRIORITY_SCORE:
+            errs.add((*path, i, "score"), invalid(p.score, f"not in valid range [0, {MAX_CUSTOM_PRIORITY_SCORE}]"))
 
 
 class NodeResourcesFitArgs(PluginArgs):
     ignored_resources: list[str] = Field(default_factory=list)
     ignored_resource_groups: list[str] = Field(default_factory=list)
-    scoring_strategy: ScoringStrategy = Field(default_factory=ScoringStrategy)
+    scoring_strategy: ScoringStrategy = Field(default_factory=_default_strategy)
 
-    @field_validator("ignored_resource_groups")
+    @field_validator("scoring_strategy", mode="before")
     @classmethod
-    def _groups(cls, v: list[str]) -> list[str]:
-        for g in v:
-            if "/" in g:
-                raise ValueError(f"resource group name can't contain '/': {g!r}")
-        return v
+    def _null_strategy(cls, v: object) -> object:
+        return _default_strategy() if v is None else v
+
+    @model_validator(mode="after")
+    def _kube_rules(self) -> NodeResourcesFitArgs:
+        """kube-scheduler's ValidateNodeResourcesFitArgs, every problem at once."""
+        errs = FieldErrorList()
+        for i, res in enumerate(self.ignored_resources):
+            for msg in label_key_errors(res):
+                errs.add(("ignoredResources", i), invalid(res, msg))
+        for i, group in enumerate(self.ignored_resource_groups):
+            if "/" in group:
+                errs.add(("ignoredResourceGroups", i), invalid(group, "resource group name can't contain '/'"))
+            for msg in label_key_errors(group):
+                errs.add(("ignoredResourceGroups", i), invalid(group, msg))
+        s = self.scoring_strategy
+        sp = ("scoringStrategy",)
+        if s.type not in SCORING_TYPES:
+            errs.add((*sp, "type"), not_supported(s.type, sorted(SCORING_TYPES)))
+        for i, r in enumerate(s.resources):
+            if not 0 < r.weight <= 100:
+                errs.add((*sp, "resources", i, "weight"),
+                         invalid(r.weight, f"resource weight of {r.name} not in valid range (0, 100]"))
+        if s.type == "RequestedToCapacityRatio":
+            if s.requested_to_capacity_ratio is None:
+                errs.add((*sp, "requestedToCapacityRatio"),
+                         required("must be specified when type is RequestedToCapacityRatio"))
+            else:
+                _shape_errors(s.requested_to_capacity_ratio.shape, (*sp, "requestedToCapacityRatio", "shape"), errs)
+        elif s.requested_to_capacity_ratio is not None:
+            errs.add((*sp, "requestedToCapacityRatio"),
+                     forbidden("must be nil when type is not RequestedToCapacityRatio"))
+        errs.raise_if_any()
+        return self
 
 
 class NodeResourcesBalancedAllocationArgs(PluginArgs):
@@ -98,14 +147,21 @@ class NodeResourcesBalancedAllocationArgs(PluginArgs):
     @field_validator("resources")
     @classmethod
     def _weights(cls, v: list[ResourceSpec]) -> list[ResourceSpec]:
-        seen = set()
-        for r in v:
+        return _default_weights(v)
+
+    @model_validator(mode="after")
+    def _kube_rules(self) -> NodeResourcesBalancedAllocationArgs:
+        """kube-scheduler's ValidateNodeResourcesBalancedAllocationArgs."""
+        errs = FieldErrorList()
+        seen: set[str] = set()
+        for i, r in enumerate(self.resources):
             if r.name in seen:
-                raise ValueError(f"Duplicate value: {r.name!r}")
+                errs.add(("resources", i, "name"), duplicate(r.name))
             seen.add(r.name)
             if r.weight != 1:
-                raise ValueError("must be 1")
-        return v
+                errs.add(("resources", i, "weight"), invalid(r.weight, "must be 1"))
+        errs.raise_if_any()
+        return self
 
 
 def go_div(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:

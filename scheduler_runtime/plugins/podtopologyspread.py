@@ -10,10 +10,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
+from ..config.fielderrors import (
+    FieldErrorList,
+    duplicate,
+    forbidden,
+    invalid,
+    label_key_errors,
+    not_supported,
+    required,
+)
 from ..framework.cycle_state import CycleState
 from ..framework.nodelist import NodeList
 from ..framework.plugin import Plugin, PluginArgs
@@ -28,15 +37,62 @@ _PRE_FILTER = "PreFilterPodTopologySpread"
 _PRE_SCORE = "PreScorePodTopologySpread"
 
 
+WHEN_UNSATISFIABLE = ("DoNotSchedule", "ScheduleAnyway")
+DEFAULTING_TYPES = ("System", "List")
+
+
 class DefaultConstraint(PluginArgs):
-    max_skew: int
-    topology_key: str
-    when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"]
+    """A v1.TopologySpreadConstraint; absent fields hold Go's zero values, which validation then reports."""
+
+    max_skew: int = 0
+    topology_key: str = ""
+    when_unsatisfiable: str = Field("", json_schema_extra={"enum": list(WHEN_UNSATISFIABLE)})
+    label_selector: dict[str, Any] | None = None
+    min_domains: int | None = None
+    node_affinity_policy: str | None = None
+    node_taints_policy: str | None = None
+    match_label_keys: list[str] | None = None
 
 
 class PodTopologySpreadArgs(PluginArgs):
     default_constraints: list[DefaultConstraint] = Field(default_factory=list)
-    defaulting_type: Literal["System", "List"] = "System"
+    defaulting_type: str = Field("System", json_schema_extra={"enum": list(DEFAULTING_TYPES)})
+
+    @field_validator("defaulting_type")
+    @classmethod
+    def _default_type(cls, v: str) -> str:
+        return v or "System"  # SetDefaults_PodTopologySpreadArgs
+
+    @model_validator(mode="after")
+    def _kube_rules(self) -> PodTopologySpreadArgs:
+        """kube-scheduler's ValidatePodTopologySpreadArgs, every problem at once."""
+        errs = FieldErrorList()
+        if self.defaulting_type not in DEFAULTING_TYPES:
+            errs.add(("defaultingType",), not_supported(self.defaulting_type, DEFAULTING_TYPES))
+        elif self.defaulting_type == "System" and self.default_constraints:
+            errs.add(("defaultingType",), invalid(self.defaulting_type, "when .defaultConstraints are not empty"))
+        for i, c in enumerate(self.default_constraints):
+            p = ("defaultConstraints", i)
+            if c.max_skew <= 0:
+                errs.add((*p, "maxSkew"), invalid(c.max_skew, "not in valid range (0, inf)"))
+            if not c.topology_key:
+                errs.add((*p, "topologyKey"), required("can not be empty"))
+            else:
+                for msg in label_key_errors(c.topology_key):
+                    errs.add((*p, "topologyKey"), invalid(c.topology_key, msg))
+            if not c.when_unsatisfiable:
+                errs.add((*p, "whenUnsatisfiable"), required("can not be empty"))
+            elif c.when_unsatisfiable not in WHEN_UNSATISFIABLE:
+                errs.add((*p, "whenUnsatisfiable"), not_supported(c.when_unsatisfiable, sorted(WHEN_UNSATISFIABLE)))
+            if c.label_selector is not None:
+                errs.add((*p, "labelSelector"),
+                         forbidden("constraint must not define a selector, as they deduced for each pod"))
+            for other in self.default_constraints[:i]:
+                if (other.topology_key, other.when_unsatisfiable) == (c.topology_key, c.when_unsatisfiable):
+                    errs.add(p, duplicate(f"{{{c.topology_key}, {c.when_unsatisfiable}}}"))
+                    break
+        errs.raise_if_any()
+        return self
 
 
 SYSTEM_DEFAULTS = (
