@@ -262,16 +262,25 @@ def render(
     def go() -> None:
         from scheduler_runtime.config import ConfigError
         from scheduler_runtime.config.loader import build
-        from scheduler_runtime.config.render import build_document, profile_from_flags, profile_from_values, render_text
+        from scheduler_runtime.config.render import (
+            build_document,
+            load_values,
+            profile_from_flags,
+            profile_from_values,
+            render_text,
+        )
+
+        if check and output is None:
+            raise fail("--check needs -o/--output: the file to compare with", EXIT_USAGE)
 
         try:
+            elect = leader_elect
             if values is not None:
-                if not values.exists():
-                    raise InputError("no such file or directory", file=str(values))
-                vals = yaml.safe_load(values.read_text()) or {}
-                if not isinstance(vals, dict):
-                    raise InputError("expected a mapping of values", file=str(values))
-                profiles = [profile_from_values(vals, scheduler_name)]
+                vals = load_values(values)
+                profiles = [profile_from_values(vals, scheduler_name, source=str(values))]
+                from_values = (vals.get("scheduler") or {}).get("leaderElect")
+                if elect is None and isinstance(from_values, bool):
+                    elect = from_values
             else:
                 profiles = [profile_from_flags(scheduler_name, plugin or [], disable or [], queue_sort, args or [])]
             for spec in profile or []:
@@ -285,7 +294,7 @@ def render(
                                                    queue_sort, kv.get("args", [])))
         except ValueError as exc:
             raise fail(str(exc), EXIT_USAGE) from None
-        doc = build_document(profiles, leader_elect, kubeconfig)
+        doc = build_document(profiles, elect, kubeconfig)
         try:
             build(doc, _registry(plugin_dir), str(output) if output else "<rendered>")
         except ConfigError as exc:

@@ -156,7 +156,18 @@ def test_render_error_path_matches_the_rendered_file(ksched):
     assert 'profiles[0].plugins.multiPoint.enabled[1]: Invalid value: "NoSuch"' in r.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="--check is parsed in ksched_cli/config_cmd.py, outside the config package")
 def test_render_check_without_output_is_a_usage_error(ksched):
     r = ksched("config", "render", "--check")
     assert r.returncode == 2 and "--check" in r.stderr
+
+
+def test_render_values_errors_name_the_file_and_leader_elect_applies(ksched, tmp_path):
+    bad = tmp_path / "values.yaml"
+    bad.write_text("bogusKey: 1\n")
+    r = ksched("config", "render", "--values", str(bad))
+    assert r.returncode == 1 and r.stderr.startswith(f"error: {bad}"), r.stderr
+    good = tmp_path / "good.yaml"
+    good.write_text("scheduler:\n  leaderElect: false\nplugins:\n  enabled: [ImageLocality]\n")
+    r = ksched("config", "render", "--values", str(good))
+    assert r.returncode == 0, r.stderr
+    assert "leaderElect: false" in r.stdout
