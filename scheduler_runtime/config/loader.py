@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -517,12 +518,18 @@ def check_types(doc: dict[str, Any], errs: list[str]) -> None:
                     _expect(pc["args"], (dict,), f"{path}.args", errs)
 
 
+EXTENDERS_NOTE = "extenders: ksched does not call scheduler extenders; {n} configured, all ignored"
+
+
 def build(doc: dict[str, Any], registry: Registry, file: str | None = None) -> SchedulerConfiguration:
     """Validate a decoded document and build the runtime configuration; raises ConfigError."""
     errs: list[str] = []
     check_types(doc, errs)
     if errs:
         raise ConfigError(errs, file)
+    if doc.get("extenders"):
+        logging.getLogger("ksched.config").warning(
+            "%s%s", f"{file}: " if file else "", EXTENDERS_NOTE.format(n=len(doc["extenders"])))
     # strip explicit nulls: Go decoding leaves such fields at their zero value, which defaulting then fills
     doc = {k: v for k, v in doc.items() if v is not None}
     for section in ("leaderElection", "clientConnection"):

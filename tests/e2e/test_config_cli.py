@@ -171,3 +171,15 @@ def test_render_values_errors_name_the_file_and_leader_elect_applies(ksched, tmp
     r = ksched("config", "render", "--values", str(good))
     assert r.returncode == 0, r.stderr
     assert "leaderElect: false" in r.stdout
+
+
+def test_extenders_are_reported_as_ignored(ksched, tmp_path):
+    cfg = tmp_path / "ext.yaml"
+    cfg.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                   "extenders:\n- urlPrefix: http://127.0.0.1:8888/\n  filterVerb: filter\n")
+    r = ksched("config", "validate", str(cfg))
+    assert r.returncode == 0
+    assert "ksched does not call scheduler extenders; 1 configured, all ignored" in r.stdout
+    assert r.stderr == ""
+    s = ksched("simulate", "--cluster", "examples/cluster", "--pods", "examples/pods.yaml", "--config", str(cfg))
+    assert s.returncode == 0 and "does not call scheduler extenders" in s.stderr
