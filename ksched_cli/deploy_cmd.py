@@ -30,7 +30,8 @@ DEPLOY_EPILOG = (
     "  ksched deploy --second-scheduler --name my-scheduler --config cfg.yaml --image IMG -o yaml\n\n"
     "  ksched deploy --second-scheduler --name my-scheduler --config cfg.yaml --image IMG --apply\n\n"
     "Exit codes: 0 done (or nothing to change), 1 invalid input or API error, 2 usage or I/O error "
-    "(missing file, permission denied), 3 applied but the rollout failed or timed out. See docs/deploy.md.")
+    "(missing, empty or malformed file, permission denied, bad flag value), "
+    "3 applied but the rollout failed or timed out. See docs/deploy.md.")
 
 
 def _registry(plugin_dir: list[Path] | None) -> Any:
@@ -316,6 +317,7 @@ def undeploy(
             raise fail("pass --second-scheduler (a static pod is undone with `ksched deploy --static-pod --rollback`)",
                        EXIT_USAGE)
         secondsched.check_name(name)
+        secondsched.check_namespace_name(namespace)
         client = _client(kubeconfig)
         found = secondsched.find_deployed(client, name, namespace)
         if not found:

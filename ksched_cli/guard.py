@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
 from collections.abc import Callable
 from typing import TypeVar
@@ -9,21 +11,48 @@ from typing import TypeVar
 import typer
 from rich.console import Console
 
-from scheduler_runtime.errors import InputError, KschedError
+from scheduler_runtime.errors import EXIT_INVALID, EXIT_USAGE, KschedError
 
 T = TypeVar("T")
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 DEBUG = {"on": False}
 
-EXIT_INVALID = 1  # the input was read but is invalid, or the scheduling job failed
-EXIT_USAGE = 2  # usage or I/O errors (missing file, unreadable, wrong flags)
+__all__ = ["DEBUG", "EXIT_INVALID", "EXIT_USAGE", "fail", "guarded", "os_error_message", "warn"]
 
 
 def fail(message: str, code: int = EXIT_INVALID) -> typer.Exit:
     err_console.print(f"[bold red]error:[/] {message}", markup=True, emoji=False) if sys.stderr.isatty() \
         else print(f"error: {message}", file=sys.stderr)
     return typer.Exit(code)
+
+
+def warn(message: str) -> None:
+    """One `warning:` line on stderr (never read as rich markup)."""
+    if sys.stderr.isatty():
+        err_console.print("[yellow]warning:[/] ", end="", markup=True)
+        err_console.print(message, markup=False, emoji=False)
+    else:
+        print(f"warning: {message}", file=sys.stderr)
+
+
+def os_error_message(exc: OSError) -> str | None:
+    """`PATH: what` for an OSError about a file, or None when it names none.
+
+    A rename onto a directory names the target (filename2); a temporary file in a missing folder names
+    the folder."""
+    name = exc.filename2 if exc.filename2 is not None and exc.errno in (errno.EISDIR, errno.ENOTDIR) \
+        else exc.filename
+    if name is None:
+        return None
+    path = os.fsdecode(name) if isinstance(name, (bytes, os.PathLike)) else str(name)
+    if exc.errno == errno.ENOENT:
+        parent = os.path.dirname(path)
+        if parent and not os.path.isdir(parent):
+            return f"{parent}: no such directory"
+        return f"{path}: no such file or directory"
+    what = exc.strerror or type(exc).__name__
+    return f"{path}: {what}"
 
 
 def guarded(fn: Callable[[], T]) -> T:
@@ -35,12 +64,16 @@ def guarded(fn: Callable[[], T]) -> T:
     except KschedError as exc:
         if DEBUG["on"]:
             raise
-        io = isinstance(exc, InputError) and exc.detail in ("no such file or directory",) or \
-            "Permission denied" in str(exc) or "Is a directory" in str(exc)
-        raise fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-                   EXIT_USAGE if io else EXIT_INVALID) from None
+        raise fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, exc.exit_code) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+    except OSError as exc:  # a file the command reads or writes: one line naming it, a usage/I-O error
+        if DEBUG["on"]:
+            raise
+        msg = os_error_message(exc)
+        if msg is None:
+            raise fail(f"internal error: {type(exc).__name__}: {exc} (run with --debug for a traceback)") from None
+        raise fail(msg, EXIT_USAGE) from None
     except Exception as exc:  # unexpected: still one line unless --debug
         if DEBUG["on"]:
             raise

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler_runtime.errors import KschedError
+from scheduler_runtime.errors import UsageError
 
 BOOL_FLAGS = {"leader-elect", "profiling", "contention-profiling", "authentication-skip-lookup",
               "authentication-tolerate-lookup-failure", "write-config-only", "debug", "watch"}
@@ -53,7 +53,7 @@ class KubeFlags:
         try:
             return int(v)
         except ValueError:
-            raise KschedError(f'invalid argument "{v}" for "--{name}" flag: parse error') from None
+            raise UsageError(f'invalid argument "{v}" for "--{name}" flag: parse error') from None
 
 
 def parse_go_duration(text: str, flag: str) -> float:
@@ -64,7 +64,7 @@ def parse_go_duration(text: str, flag: str) -> float:
     units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
     parts = re.findall(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)", text)
     if not parts or "".join(a + b for a, b in parts) != text:
-        raise KschedError(f'invalid argument "{text}" for "--{flag}" flag: time: invalid duration "{text}"')
+        raise UsageError(f'invalid argument "{text}" for "--{flag}" flag: time: invalid duration "{text}"')
     return sum(float(a) * units[b] for a, b in parts)
 
 
@@ -74,23 +74,23 @@ def parse(argv: list[str]) -> KubeFlags:
     while i < len(argv):
         arg = argv[i]
         if not arg.startswith("-") or arg in ("-", "--"):
-            raise KschedError(f"unexpected argument {arg!r}: kube-scheduler takes only flags")
+            raise UsageError(f"unexpected argument {arg!r}: kube-scheduler takes only flags")
         body = arg.lstrip("-")
         name, eq, value = body.partition("=")
         if name in BOOL_FLAGS:
             if eq and value.lower() not in ("1", "0", "t", "f", "true", "false"):
-                raise KschedError(f'invalid argument "{value}" for "--{name}" flag: strconv.ParseBool: '
+                raise UsageError(f'invalid argument "{value}" for "--{name}" flag: strconv.ParseBool: '
                                   f'parsing "{value}": invalid syntax')
             flags.values[name] = value if eq else "true"
         elif name in VALUE_FLAGS:
             if not eq:
                 i += 1
                 if i >= len(argv):
-                    raise KschedError(f"flag needs an argument: --{name}")
+                    raise UsageError(f"flag needs an argument: --{name}")
                 value = argv[i]
             flags.values[name] = value
         else:
-            raise KschedError(f"unknown flag: --{name}")
+            raise UsageError(f"unknown flag: --{name}")
         flags.explicit.add(name)
         i += 1
     for name in ("leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period"):

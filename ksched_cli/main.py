@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
 
 from scheduler_runtime import __version__
 from scheduler_runtime.errors import InputError
@@ -20,12 +22,42 @@ from .build_cmd import BUILD_EPILOG, build
 from .config_cmd import app as config_app
 from .deploy_cmd import DEPLOY_EPILOG, deploy, undeploy
 from .devcluster import app as devcluster_app
-from .guard import DEBUG, EXIT_USAGE, fail, guarded
+from .guard import DEBUG, EXIT_USAGE, fail, guarded, warn
 
 console = Console(highlight=False, soft_wrap=True)
 
+
+def _debug_after_subcommand(ctx: Any, param: Any, value: bool) -> None:
+    if value:
+        DEBUG["on"] = True
+
+
+class _KschedGroup(TyperGroup):
+    """The root group: `--debug` is accepted after any subcommand too (`ksched config validate --debug F`),
+    with the same effect as `ksched --debug ...`."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        root = next((p for p in self.params if p.name == "debug"), None)
+        if root is not None:
+            self._add_debug(self.commands.values(), root)
+
+    @classmethod
+    def _add_debug(cls, commands: Any, root: Any) -> None:
+        for cmd in commands:
+            if not any(p.name == "debug" for p in cmd.params):
+                opt = copy.copy(root)
+                opt.callback = _debug_after_subcommand
+                opt.expose_value = False
+                opt.is_eager = True
+                cmd.params.append(opt)
+            sub = getattr(cmd, "commands", None)
+            if sub:
+                cls._add_debug(sub.values(), root)
+
+
 app = typer.Typer(
-    name="ksched", no_args_is_help=True, rich_markup_mode="rich", add_completion=False,
+    name="ksched", cls=_KschedGroup, no_args_is_help=True, rich_markup_mode="rich", add_completion=False,
     help="Build, test and deploy Kubernetes scheduler variants whose plugins are written in Python.\n\n"
          "Start with [bold]ksched run[/] (schedules the bundled example cluster in memory) or "
          "[bold]ksched simulate --help[/].")
@@ -85,12 +117,23 @@ def _registry(plugin_dirs: list[Path] | None) -> Any:
 
     dirs = list(plugin_dirs) if plugin_dirs else ([DEFAULT_PLUGIN_DIR] if DEFAULT_PLUGIN_DIR.is_dir() else [])
     for d in dirs:
+        if not d.exists():
+            raise InputError("plugin folder does not exist", file=str(d), usage=True)
         if not d.is_dir():
-            raise InputError("plugin folder does not exist", file=str(d))
+            raise InputError("not a directory: --plugin-dir names a folder of plugin packages", file=str(d),
+                             usage=True)
     bundled = REPO_ROOT / "plugins"
     if bundled.is_dir() and all(d.resolve() != bundled.resolve() for d in dirs):
         dirs.append(bundled)
-    return build_registry(dirs)
+    reg = build_registry(dirs)
+    for w in reg.warnings:
+        if w not in _WARNED:
+            _WARNED.add(w)
+            warn(w)
+    return reg
+
+
+_WARNED: set[str] = set()
 
 
 def _config(path: Path | None, registry: Any) -> Any:
@@ -117,6 +160,42 @@ def _check_paths(paths: list[Path]) -> None:
     for p in paths:
         if not p.exists():
             raise InputError("no such file or directory", file=str(p))
+
+
+def _warn_if_empty(cluster: list[Path], pods: list[Path], n_nodes: int, n_pods: int) -> None:
+    """Inputs that parse but hold nothing are almost always a mistake: say so (the command still succeeds)."""
+    if n_nodes == 0 and cluster:
+        warn(f"no nodes in {', '.join(map(str, cluster))}: every pod stays Pending")
+    if n_pods == 0 and pods:
+        warn(f"no pods in {', '.join(map(str, pods))}: nothing to schedule")
+
+
+def _validate_pods(mem: Any, pending: list[tuple[dict[str, Any], str]]) -> None:
+    """Every pod to create is checked (fields, duplicates) before anything runs or is printed."""
+    from scheduler_runtime.cluster.memory import MemoryCluster
+
+    scratch = MemoryCluster()
+    for raw, where in pending:
+        try:
+            created = scratch.create(raw, emit=False)
+        except InputError as exc:
+            raise InputError(exc.detail, file=where, field=exc.field) from None
+        meta = created["metadata"]
+        if mem.get_pod(meta["namespace"], meta["name"]) is not None:
+            raise InputError(f'Duplicate value: "{meta["namespace"]}/{meta["name"]}": the cluster already holds '
+                             f'a pod with this namespace/name', file=where, field="metadata.name")
+
+
+def _no_kubeconfig_for_flags(args: list[str], flags: Any, config: Path | None) -> None:
+    """kube-scheduler flags mean a real API server; without any kubeconfig, say what to do instead."""
+    from scheduler_runtime.cluster.kube import find_kubeconfig
+
+    if not args or flags.get("kubeconfig") or flags.get("write-config-to") or _config_names_kubeconfig(config) \
+            or find_kubeconfig() is not None:
+        return
+    raise fail(f"kube-scheduler flags ({' '.join(args)}) run against an API server and no kubeconfig was found "
+               "(--kubeconfig, clientConnection.kubeconfig in --config, KUBECONFIG, or in-cluster); drop them to "
+               "run on the embedded cluster", EXIT_USAGE)
 
 
 PluginDeadlineOpt = Annotated[str, typer.Option(
@@ -169,7 +248,9 @@ def run(
             argv.append(f"--plugin-deadline={plugin_deadline}")
             if cluster or pods:
                 raise fail("--cluster/--pods are for the embedded cluster; drop them with --kubeconfig", EXIT_USAGE)
-            raise typer.Exit(run_on_cluster(parse(argv), _registry))
+            flags = parse(argv)
+            _no_kubeconfig_for_flags(list(ctx.args), flags, config)
+            raise typer.Exit(run_on_cluster(flags, _registry))
 
         guarded(real)
         return
@@ -186,10 +267,10 @@ def run(
         cfg = _config(config, reg)
         mem = MemoryCluster.from_paths(cluster_paths)
         pending = load_pods_in_order(pod_paths)
+        _validate_pods(mem, pending)
+        deadline = _deadline(plugin_deadline)
         n_nodes = len(mem.list("nodes"))
-        console.print(f"[bold]ksched {__version__}[/] embedded cluster: {n_nodes} nodes, "
-                      f"{len(mem.list('pods'))} pods already present, {len(pending)} to schedule; "
-                      f"profiles: {', '.join(p.scheduler_name for p in cfg.profiles)}")
+        _warn_if_empty(list(cluster_paths), list(pod_paths), n_nodes, len(pending))
 
         def show(d: Any) -> None:
             r = d.result
@@ -199,9 +280,12 @@ def run(
             else:
                 console.print(f"  [yellow]✗[/] {r.pod:<28} {escape(r.message)}")
 
-        deadline = _deadline(plugin_deadline)
         watchdog = _embedded_watchdog(deadline)
+        # built before the banner: a plugin whose constructor fails is reported before anything is shown
         sched = Scheduler(mem, cfg, reg, seed=seed, observer=show, watchdog=watchdog, bind_deadline=deadline)
+        console.print(f"[bold]ksched {__version__}[/] embedded cluster: {n_nodes} nodes, "
+                      f"{len(mem.list('pods'))} pods already present, {len(pending)} to schedule; "
+                      f"profiles: {', '.join(p.scheduler_name for p in cfg.profiles)}")
         sched.start()
         for raw, where in pending:
             try:
@@ -255,11 +339,12 @@ def simulate(
         _check_paths([*cluster, *pods])
         reg = _registry(plugin_dir)
         cfg_a = _config(config, reg)
+        cfg_b = _config(compare, reg) if compare is not None else None
         deadline = _deadline(plugin_deadline)
         results = [run_sim(cluster, pods, cfg_a, reg, seed=seed, label=str(config or "default"),
                            plugin_deadline=deadline)]
+        _warn_if_empty(list(cluster), list(pods), len(results[0].usage), len(results[0].pods))
         if compare is not None:
-            cfg_b = _config(compare, reg)
             results.append(run_sim(cluster, pods, cfg_b, reg, seed=seed, label=str(compare),
                                    plugin_deadline=deadline))
         if output == "json":

@@ -202,9 +202,9 @@ def scaffold(name: str, points: list[str], args: list[Arg], plugin_dir: Path, kn
     if len({a.key for a in args}) != len(args):
         raise InputError("args keys must be unique", field="--args")
     if folder.exists() and not force:
-        raise InputError(f"{folder} already exists; pass --force to overwrite it", field="--dir")
+        raise InputError(f"{folder} already exists; pass --force to overwrite it", field="--dir", usage=False)
     if plugin_dir.exists() and not plugin_dir.is_dir():
-        raise InputError("not a folder", file=str(plugin_dir))
+        raise InputError("not a folder", file=str(plugin_dir), usage=True)
     types_imports = sorted(n for n, on in (("NodeScore", "score" in points), ("QueuedPodInfo", "queuesort" in points),
                                            ("NodeInfo", "filter" in points or "score" in points),
                                            ("PostFilterResult", "postfilter" in points)) if on)

@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from scheduler_runtime.errors import KschedError
+from scheduler_runtime.errors import InputError, UsageError
 
 from .kube_flags import KubeFlags, parse_go_duration
 
@@ -33,7 +33,7 @@ def leader_overrides(flags: KubeFlags) -> dict[str, Any]:
         else:
             out[attr] = flags.get(flag)
     if out.get("resource_lock", "leases") != "leases":
-        raise KschedError('--leader-elect-resource-lock: resourceLock value must be "leases", '
+        raise UsageError('--leader-elect-resource-lock: resourceLock value must be "leases", '
                           f'got {out["resource_lock"]!r}')
     return out
 
@@ -52,7 +52,7 @@ def run_on_cluster(flags: KubeFlags, registry_factory: Any) -> int:
     setup_logging(flags.int("v", 0))
     config_path = flags.get("config")
     if config_path is not None and not Path(config_path).exists():
-        raise KschedError(f"{config_path}: no such file or directory")
+        raise InputError("no such file or directory", file=str(config_path))
     plugin_dirs = [Path(p) for p in (flags.get("plugin-dir") or "").split(",") if p]
     registry = registry_factory(plugin_dirs or None)
     cfg = load_config(Path(config_path) if config_path else None, registry)
@@ -76,11 +76,13 @@ def run_on_cluster(flags: KubeFlags, registry_factory: Any) -> int:
         hang_deadline=parse_go_duration(flags.get("plugin-deadline", "30s"), "plugin-deadline"),
     )
     if opts.results not in ("ksched", "simulator", "off"):
-        raise KschedError(f"--results: unsupported value {opts.results!r} (ksched, simulator or off)")
+        raise UsageError(f"--results: unsupported value {opts.results!r} (ksched, simulator or off)")
     if flags.get("write-config-to"):
         import yaml
 
-        Path(flags.get("write-config-to")).write_text(yaml.safe_dump(cfg.raw, sort_keys=False))
+        from .outfile import write_output
+
+        write_output(flags.get("write-config-to"), yaml.safe_dump(cfg.raw, sort_keys=False))
         return 0
     runner = Runner(cfg, registry, opts)
     return runner.run()

@@ -75,7 +75,7 @@ def build_frameworks(config: Any, registry: Registry, snapshot: Any, cluster: Cl
                     spec = registry.get(name)
                     if spec is None:
                         raise ValueError(f"plugin {name!r} does not exist")
-                    inst = spec.cls(prof.args.get(name), handle)
+                    inst = spec.instantiate(prof.args.get(name), handle)
                     instances[name] = inst
                 lst.append((inst, weight))
             plan[point] = lst

@@ -82,10 +82,20 @@ def check_name(name: str, flag: str = "--name") -> None:
                          f"characters (objects are named after it, e.g. {name}-extras)", field=flag)
 
 
+def check_namespace_name(namespace: str, flag: str = "--namespace") -> None:
+    """A namespace name is a DNS-1123 label (at most 63 characters), as the API server requires."""
+    if len(namespace) > 63:
+        raise InputError(f"Invalid value: {namespace!r}: must be no more than 63 characters", field=flag)
+    if not _DNS_LABEL.match(namespace):
+        raise InputError(f"Invalid value: {namespace!r}: a lowercase RFC 1123 label must consist of lower case "
+                         "alphanumeric characters or '-', and must start and end with an alphanumeric character "
+                         "(e.g. 'my-name', or '123-abc')", field=flag)
+
+
 def prepare(name: str, namespace: str, image: str, config: Path, replicas: int, registry: Any) -> SecondScheduler:
     """Validate the input, make the config safe to run beside the default scheduler, render the objects."""
     check_name(name)
-    check_name(namespace, "--namespace")
+    check_namespace_name(namespace)
     if not image or not image.strip() or any(ch.isspace() for ch in image):
         raise InputError("must be a non-empty image reference without spaces, e.g. registry.example.com/ksched:v1 "
                          "(the tag `ksched build` printed)", field="--image")
@@ -220,7 +230,7 @@ def check_namespace(client: Any, namespace: str) -> None:
     resp = client.request("GET", f"/api/v1/namespaces/{namespace}")
     if resp.status == 404:
         raise InputError(f"namespace {namespace!r} does not exist: create it (kubectl create namespace {namespace}) "
-                         f"or use --namespace kube-system", field="--namespace")
+                         f"or use --namespace kube-system", field="--namespace", usage=False)
     if not resp.ok:
         raise client.error(resp, "GET", f"/api/v1/namespaces/{namespace}")
 

@@ -609,7 +609,8 @@ def plan_rollback(manifest: Path, backup_dir: Path, config_dest: Path) -> Rollba
     found = files.backups_of(manifest, backup_dir)
     if not found:
         raise InputError(f"no backup of {manifest.name} in {backup_dir} (ksched deploy --static-pod writes one before "
-                         f"each change; pass --backup-dir if you used another folder)", field="--rollback")
+                         f"each change; pass --backup-dir if you used another folder)", field="--rollback",
+                         usage=False)
     newest = found[-1]
     restored = files.read_bytes(newest, "backup")
     current = files.read_bytes(manifest, "static pod manifest") if manifest.exists() else b""

@@ -215,9 +215,140 @@ def _kubeconfig_candidates(explicit: str | os.PathLike[str] | None) -> str | Non
     return None
 
 
+_SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
+def _in_cluster() -> bool:
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and Path(_SERVICE_ACCOUNT_TOKEN).is_file()
+
+
+def find_kubeconfig(explicit: str | os.PathLike[str] | None = None) -> str | None:
+    """Where `load_connection` would read from: the kubeconfig path(s), "in-cluster", or None if nowhere."""
+    path = _kubeconfig_candidates(explicit)
+    if path is not None:
+        return path
+    if _in_cluster():
+        return "in-cluster"
+    home = Path("~/.kube/config").expanduser()
+    return str(home) if home.is_file() else None
+
+
+def _kc_error(message: str, *, usage: bool) -> KubeConfigError:
+    err = KubeConfigError(message)
+    err.usage = usage
+    return err
+
+
+def _read_kubeconfig_file(p: str) -> dict[str, Any]:
+    """One kubeconfig file as a mapping; unreadable, empty or malformed files are usage/I-O errors (exit 2)."""
+    import yaml
+
+    f = Path(p).expanduser()
+    if f.is_dir():
+        raise _kc_error(f"{p}: is a directory, expected a kubeconfig file", usage=True)
+    try:
+        data = f.read_bytes()
+    except FileNotFoundError:
+        raise _kc_error(f"{p}: no such file or directory (kubeconfig)", usage=True) from None
+    except PermissionError:
+        raise _kc_error(f"{p}: permission denied (kubeconfig)", usage=True) from None
+    except OSError as exc:
+        raise _kc_error(f"{p}: cannot read the kubeconfig: {exc.strerror or exc}", usage=True) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _kc_error(f"{p}: not UTF-8 text, expected a kubeconfig (YAML)", usage=True) from None
+    if not text.strip():
+        raise _kc_error(f"{p}: empty file, expected a kubeconfig", usage=True)
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise _kc_error(f"{p}: {line}invalid YAML: {problem}", usage=True) from None
+    if doc is None:
+        raise _kc_error(f"{p}: empty file, expected a kubeconfig", usage=True)
+    if not isinstance(doc, dict):
+        raise _kc_error(f"{p}: expected a kubeconfig mapping (apiVersion: v1, kind: Config), "
+                        f"got a {type(doc).__name__}", usage=True)
+    return doc
+
+
+def _named_entries(doc: dict[str, Any], key: str, inner: str, where: str) -> dict[str, tuple[int, dict[str, Any]]]:
+    """`clusters`, `contexts` or `users` by name: name -> (index, the inner mapping)."""
+    items = doc.get(key)
+    if items is None:
+        return {}
+    if not isinstance(items, list):
+        raise _kc_error(f"{where}: {key}: must be a list, got a {type(items).__name__}", usage=False)
+    out: dict[str, tuple[int, dict[str, Any]]] = {}
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise _kc_error(f"{where}: {key}[{i}]: must be a mapping", usage=False)
+        name = item.get("name")
+        if not name or not isinstance(name, str):
+            raise _kc_error(f"{where}: {key}[{i}].name: Required value", usage=False)
+        body = item.get(inner)
+        if body is None:
+            body = {}
+        if not isinstance(body, dict):
+            raise _kc_error(f"{where}: {key}[{i}].{inner}: must be a mapping", usage=False)
+        out.setdefault(name, (i, body))  # the first one wins, as when kubeconfig files are merged
+    return out
+
+
+def check_kubeconfig(path: str, context: str | None = None) -> None:
+    """Check kubeconfig file(s) (`path` may list several, separated as in $KUBECONFIG) before the client reads
+    them, so every problem is one line naming the file and the field: read/parse problems are usage errors
+    (exit 2), a parsed file missing what a connection needs is invalid (exit 1)."""
+    files = [p for p in path.split(os.pathsep) if p]
+    docs = [(p, _read_kubeconfig_file(p)) for p in files]
+    if not docs:
+        raise _kc_error("no kubeconfig found: KUBECONFIG is empty", usage=True)
+    where = docs[0][0] if len(docs) == 1 else path
+    merged: dict[str, dict[str, tuple[int, dict[str, Any], str]]] = {"clusters": {}, "contexts": {}, "users": {}}
+    current = None
+    for p, doc in docs:
+        for key, inner in (("clusters", "cluster"), ("contexts", "context"), ("users", "user")):
+            for name, (i, body) in _named_entries(doc, key, inner, p).items():
+                merged[key].setdefault(name, (i, body, p))
+        cc = doc.get("current-context")
+        if current is None and cc:
+            current = (str(cc), p)
+    if context is not None:
+        name, src, field_ = context, where, "context"
+    elif current is None:
+        if not merged["clusters"]:
+            raise _kc_error(f"{where}: clusters: Required value: the kubeconfig defines no cluster", usage=False)
+        raise _kc_error(f"{where}: current-context: Required value: no context is selected "
+                        f"(kubectl config use-context NAME)", usage=False)
+    else:
+        (name, src), field_ = current, "current-context"
+    if name not in merged["contexts"]:
+        raise _kc_error(f'{src}: {field_}: Invalid value: "{name}": no such entry in contexts', usage=False)
+    i, ctx, src = merged["contexts"][name]
+    cluster = ctx.get("cluster")
+    if not cluster:
+        raise _kc_error(f"{src}: contexts[{i}].context.cluster: Required value", usage=False)
+    if not merged["clusters"]:
+        raise _kc_error(f"{where}: clusters: Required value: the kubeconfig defines no cluster", usage=False)
+    if cluster not in merged["clusters"]:
+        raise _kc_error(f'{src}: contexts[{i}].context.cluster: Invalid value: "{cluster}": no such entry in '
+                        f'clusters', usage=False)
+    user = ctx.get("user")
+    if user and user not in merged["users"]:
+        raise _kc_error(f'{src}: contexts[{i}].context.user: Invalid value: "{user}": no such entry in users',
+                        usage=False)
+    j, cl, csrc = merged["clusters"][cluster]
+    if not cl.get("server"):
+        raise _kc_error(f"{csrc}: clusters[{j}].cluster.server: Required value", usage=False)
+
+
 def load_connection(kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None) -> Connection:
     """Read connection details: an explicit kubeconfig, else $KUBECONFIG, else the in-cluster service
     account, else ~/.kube/config. Raises KubeConfigError with a one-line message."""
+    import yaml
     from kubernetes import client as kclient
     from kubernetes import config as kconfig
     from kubernetes.config.config_exception import ConfigException
@@ -226,20 +357,17 @@ def load_connection(kubeconfig: str | os.PathLike[str] | None = None, context: s
     path = _kubeconfig_candidates(kubeconfig)
     source = ""
     try:
-        if path is None and os.environ.get("KUBERNETES_SERVICE_HOST") and \
-                Path("/var/run/secrets/kubernetes.io/serviceaccount/token").is_file():
+        if path is None and _in_cluster():
             kconfig.load_incluster_config(client_configuration=cfg)
             source = "in-cluster service account"
         else:
             if path is None:
                 home = Path("~/.kube/config").expanduser()
                 if not home.is_file():
-                    raise KubeConfigError("no kubeconfig found: pass --kubeconfig, set KUBECONFIG or "
-                                          "clientConnection.kubeconfig, or run in a pod with a service account")
+                    raise _kc_error("no kubeconfig found: pass --kubeconfig, set KUBECONFIG or "
+                                    "clientConnection.kubeconfig, or run in a pod with a service account", usage=True)
                 path = str(home)
-            for p in path.split(os.pathsep):
-                if p and not Path(p).expanduser().is_file():
-                    raise KubeConfigError(f"kubeconfig {p}: no such file")
+            check_kubeconfig(path, context)
             kconfig.load_kube_config(config_file=path, context=context, client_configuration=cfg,
                                      persist_config=False)
             source = f"kubeconfig {path}"
@@ -249,7 +377,7 @@ def load_connection(kubeconfig: str | os.PathLike[str] | None = None, context: s
         msg = " ".join(str(exc).split())
         raise KubeConfigError(f"{source or ('kubeconfig ' + str(path)) if path else 'in-cluster config'}: "
                               f"{msg}") from None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError) as exc:
         msg = " ".join(str(exc).split()) or type(exc).__name__
         raise KubeConfigError(f"kubeconfig {path}: {msg}") from None
 

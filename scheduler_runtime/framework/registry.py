@@ -6,6 +6,7 @@ import importlib
 import importlib.util
 import inspect
 import sys
+import traceback
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -31,12 +32,23 @@ class PluginSpec:
     def args_model(self):  # noqa: ANN201 - pydantic model class or None
         return self.cls.args_model
 
+    def instantiate(self, args: object, handle: object) -> Plugin:
+        """A new instance; a constructor that raises is reported as kube-scheduler does:
+        `initializing plugin "Name": <error>`."""
+        try:
+            return self.cls(args, handle)
+        except Exception as exc:
+            detail = " ".join(str(exc).split()) or type(exc).__name__
+            raise KschedError(f'initializing plugin "{self.name}": {detail}', usage=False) from exc
+
 
 @dataclass
 class Registry:
     plugins: dict[str, PluginSpec] = field(default_factory=dict)
     #: names of in-tree kube-scheduler plugins ksched does not implement (volume, DRA ...)
     unsupported: dict[str, str] = field(default_factory=dict)
+    #: plugin folders that were skipped, with why (the CLI prints each once on stderr)
+    warnings: list[str] = field(default_factory=list)
 
     def register(self, cls: type[Plugin], source: str) -> None:
         name = getattr(cls, "name", "")
@@ -63,8 +75,38 @@ def _plugin_classes(module: ModuleType) -> list[type[Plugin]]:
             and getattr(obj, "name", "")]
 
 
-def load_plugin_dir(directory: Path) -> list[tuple[type[Plugin], str]]:
-    """Import every plugin package in `directory` (a sub-folder with __init__.py or plugin.py)."""
+def _where_raised(exc: BaseException, folder: Path) -> str | None:
+    """`file:line` of the innermost frame inside `folder` (for a SyntaxError, the offending line)."""
+    root = folder.resolve()
+
+    def inside(filename: str | None) -> bool:
+        if not filename:
+            return False
+        try:
+            return Path(filename).resolve().is_relative_to(root)
+        except (OSError, ValueError):
+            return False
+
+    if isinstance(exc, SyntaxError) and inside(exc.filename) and exc.lineno:
+        return f"{_shown(exc.filename, folder)}:{exc.lineno}"
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if inside(f.filename)]
+    if frames:
+        return f"{_shown(frames[-1].filename, folder)}:{frames[-1].lineno}"
+    return None
+
+
+def _shown(filename: str, folder: Path) -> str:
+    """The file as the user named the folder (relative stays relative)."""
+    try:
+        return str(folder / Path(filename).resolve().relative_to(folder.resolve()))
+    except ValueError:
+        return filename
+
+
+def load_plugin_dir(directory: Path, warnings: list[str] | None = None) -> list[tuple[type[Plugin], str]]:
+    """Import every plugin package in `directory` (a sub-folder with __init__.py or plugin.py).
+
+    A sub-folder with Python files that yields no plugin is skipped with a note in `warnings`."""
     found: list[tuple[type[Plugin], str]] = []
     if not directory.is_dir():
         return found
@@ -74,6 +116,8 @@ def load_plugin_dir(directory: Path) -> list[tuple[type[Plugin], str]]:
         init = sub / "__init__.py"
         entry = init if init.exists() else sub / "plugin.py"
         if not entry.exists():
+            if warnings is not None and any(sub.glob("*.py")):
+                warnings.append(f"{sub}: has Python files but neither __init__.py nor plugin.py; skipped")
             continue
         mod_name = f"ksched_user_plugins.{sub.name}"
         if mod_name in sys.modules:
@@ -93,11 +137,22 @@ def load_plugin_dir(directory: Path) -> list[tuple[type[Plugin], str]]:
                 spec.loader.exec_module(module)
             except Exception as exc:
                 del sys.modules[mod_name]
-                raise KschedError(f"{entry}: cannot import plugin: {type(exc).__name__}: {exc}") from exc
+                for name in [m for m in sys.modules if m.startswith(mod_name + ".")]:
+                    del sys.modules[name]
+                where = _where_raised(exc, sub) or str(entry)
+                detail = " ".join(str(exc).split())
+                raise KschedError(f"{where}: cannot import plugin {sub.name}: {type(exc).__name__}"
+                                  + (f": {detail}" if detail else ""), usage=False) from exc
         classes = _plugin_classes(module)
         for sub_mod in list(sys.modules.values()):
             if getattr(sub_mod, "__name__", "").startswith(mod_name + "."):
                 classes += _plugin_classes(sub_mod)
+        if not classes and warnings is not None:
+            unnamed = [obj.__qualname__ for _, obj in inspect.getmembers(module, inspect.isclass)
+                       if issubclass(obj, Plugin) and obj is not Plugin and obj.__module__ == module.__name__]
+            why = (f"Plugin subclass {', '.join(unnamed)} has no `name`" if unnamed
+                   else f"{entry.name} defines no Plugin subclass")
+            warnings.append(f"{sub}: {why}; skipped")
         found += [(c, str(sub)) for c in classes]
     return found
 
@@ -120,6 +175,6 @@ def build_registry(plugin_dirs: list[Path] | None = None, entry_points_enabled: 
             for cls in classes:
                 reg.register(cls, f"entry-point:{dist}")
     for d in plugin_dirs or []:
-        for cls, src in load_plugin_dir(Path(d)):
+        for cls, src in load_plugin_dir(Path(d), reg.warnings):
             reg.register(cls, src)
     return reg
