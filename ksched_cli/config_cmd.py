@@ -19,6 +19,7 @@ from rich.table import Table
 from scheduler_runtime.errors import InputError
 
 from .guard import EXIT_USAGE, fail, guarded
+from .outfile import write_output
 
 app = typer.Typer(no_args_is_help=True, help="Validate, default, explain, migrate and render "
                                              "KubeSchedulerConfiguration files with kube-scheduler's rules.")
@@ -232,25 +233,12 @@ def migrate(
         if out is None:
             print(text, end="")
         else:
-            _atomic_write(out, text)
+            write_output(out, text)
             print(f"wrote {out}", file=sys.stderr)
 
     guarded(go)
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    import os
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(dir=str(path.parent or "."), prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 @app.command(epilog="Examples:\n\n  ksched config render --scheduler-name my-scheduler --plugin NetworkTraffic:5 "
@@ -329,7 +317,7 @@ def render(
                 raise fail(f"{output}: differs from the rendered config (run without --check to update)", 1)
             print(f"{output}: up to date", file=sys.stderr)
             return
-        _atomic_write(output, text)
+        write_output(output, text)
         print(f"wrote {output}", file=sys.stderr)
 
     guarded(go)

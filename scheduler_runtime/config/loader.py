@@ -57,12 +57,23 @@ def parse_duration(value: Any) -> float:
         return float(value) / 1e9  # Go encodes a bare number as nanoseconds
     if not isinstance(value, str):
         raise ValueError(f"invalid duration {go_value(value)}")
-    if value in ("0", "0s"):
+    sign, body = (-1.0, value[1:]) if value.startswith("-") else (1.0, value.removeprefix("+"))
+    if body in ("0", "0s"):
         return 0.0
-    parts = _DUR.findall(value)
-    if not parts or "".join(a + b for a, b in parts) != value:
+    parts = _DUR.findall(body)
+    if not parts or "".join(a + b for a, b in parts) != body:
         raise ValueError(f'time: invalid duration "{value}"')
-    return sum(float(a) * _DUR_UNITS[b] for a, b in parts)
+    return sign * sum(float(a) * _DUR_UNITS[b] for a, b in parts)
+
+
+def _zero_duration(value: Any) -> bool:
+    """Absent or zero: Go's metav1.Duration cannot tell them apart, so defaulting fills both."""
+    if value is None:
+        return True
+    try:
+        return parse_duration(value) == 0
+    except ValueError:
+        return False
 
 
 def format_duration(seconds: float) -> str:
@@ -240,9 +251,9 @@ def default_document(doc: dict[str, Any], registry: Registry) -> dict[str, Any]:
     d.setdefault("parallelism", 16)
     le = d["leaderElection"] = d.get("leaderElection") or {}
     le.setdefault("leaderElect", True)
-    le.setdefault("leaseDuration", "15s")
-    le.setdefault("renewDeadline", "10s")
-    le.setdefault("retryPeriod", "2s")
+    for k, dflt in (("leaseDuration", "15s"), ("renewDeadline", "10s"), ("retryPeriod", "2s")):
+        if _zero_duration(le.get(k)):  # metav1.Duration is not a pointer: zero means unset
+            le[k] = dflt
     le.setdefault("resourceLock", "leases")
     le.setdefault("resourceName", "kube-scheduler")
     le.setdefault("resourceNamespace", "kube-system")
@@ -372,8 +383,8 @@ def validate_top(d: dict[str, Any], errs: list[str]) -> None:
             if durs[k] <= 0:
                 errs.append(f'leaderElection.{k}: Invalid value: "{le.get(k)}": must be greater than zero')
         if len(durs) == 3 and durs["leaseDuration"] <= durs["renewDeadline"]:
-            errs.append(f'leaderElection.leaseDuration: Invalid value: "{le.get("leaseDuration")}": '
-                        f"LeaseDuration must be greater than RenewDeadline")
+            errs.append(f'leaderElection.leaseDuration: Invalid value: "{le.get("renewDeadline")}": '
+                        f"must be greater than `RenewDeadline`")
         for k in ("resourceLock", "resourceName", "resourceNamespace"):
             if not le.get(k):
                 errs.append(f"leaderElection.{k}: Required value")
@@ -439,7 +450,7 @@ def _plan_for(prof: dict[str, Any], registry: Registry, i: int, errs: list[str])
                 continue  # reported once below
             if not implements(spec.cls, point):
                 errs.append(f"profiles[{i}].plugins.{point}.enabled: Invalid value: {go_value(n)}: plugin "
-                            f"{go_value(n)} does not extend {point} plugin")
+                            f"{go_value(n)} does not extend {point[0].upper()}{point[1:]}Plugin plugin")
                 continue
             out.append((n, weights.get(n, 1) if point == "score" else 0))
         plan[point] = out

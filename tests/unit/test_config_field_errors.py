@@ -215,7 +215,7 @@ def test_go_style_values_and_quotes_in_plan_errors():
         '"a\\"b"', "3", "2", "0.5", "true", "null", '[{"a":1}]']
     errs = errors_of("profiles:\n- plugins:\n    score:\n      enabled: [{name: NodeName}]\n")
     assert errs == ['profiles[0].plugins.score.enabled: Invalid value: "NodeName": plugin "NodeName" does not '
-                    "extend score plugin"]
+                    "extend ScorePlugin plugin"]
     assert label_key_errors("example.com/zone") == [] and label_key_errors("a/b/c")
 
 

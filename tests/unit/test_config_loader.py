@@ -96,7 +96,7 @@ def test_plugin_args_are_validated_and_defaulted(tmp_path):
     ("profiles:\n- plugins:\n    filter:\n      enabled: [{name: VolumeBinding}]\n", "not supported by ksched yet"),
     ("profiles:\n- plugins:\n    filter:\n      enabled: [{name: EBSLimits}]\n", 'was invalid in version "v1"'),
     ("profiles:\n- plugins:\n    filter:\n      enabled: [{name: ImageLocality}]\n",
-     'plugin "ImageLocality" does not extend filter plugin'),
+     'plugin "ImageLocality" does not extend FilterPlugin plugin'),
     ("percentageOfNodesToScore: 101\n", "percentageOfNodesToScore: Invalid value: 101: not in valid range [0-100]"),
     ("profiles:\n- schedulerName: a\n- schedulerName: a\n", 'profiles[1].schedulerName: Duplicate value: "a"'),
     ("parallelism: 0\n", "parallelism: Invalid value: 0: should be an integer value greater than zero"),
