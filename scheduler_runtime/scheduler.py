@@ -124,6 +124,7 @@ class Scheduler:
         self.bind_deadline = bind_deadline
         #: pod key -> "plugin (method)" of binding cycles the loop stopped waiting for; cleared when they end
         self.detached_bindings: dict[str, str] = {}
+        self._warned_volumes = False
         self.watchdog = watchdog
         self.config = config
         self.cache = Cache()
@@ -547,6 +548,11 @@ class Scheduler:
         result.outcome = "scheduled"
         result.message = f"Successfully assigned {pod.namespace}/{pod.name} to {node_name}"
         self.scheduled += 1
+        if not self._warned_volumes and _needs_unsupported_plugins(pod.raw):
+            self._warned_volumes = True
+            log.warning("pod %s uses PersistentVolumeClaims or ResourceClaims; ksched does not implement the volume "
+                        "and DynamicResources plugins, so it placed the pod as kube-scheduler would with those "
+                        "plugins disabled (see README, 'What ksched does not do yet')", pod.key)
         self._record_event(pod, "Normal", "Scheduled", "Binding", result.message)
         if self.metrics is not None:
             self.metrics.attempt(fw.profile_name, "scheduled", time.perf_counter() - start, qpi)
@@ -666,6 +672,15 @@ class Scheduler:
 
     def _delete_victim(self, pod: Pod) -> None:
         self.cluster.delete_pod(pod, reason="preempted")
+
+
+def _needs_unsupported_plugins(raw: dict[str, Any] | None) -> bool:
+    """Does kube-scheduler's default profile judge this pod with a plugin ksched lacks?"""
+    spec = (raw or {}).get("spec") or {}
+    if spec.get("resourceClaims"):
+        return True
+    return any(isinstance(v, dict) and ("persistentVolumeClaim" in v or "ephemeral" in v)
+               for v in spec.get("volumes") or [])
 
 
 def _top_scores(scores: ScoreResult, k: int, snapshot: Any) -> list[dict[str, Any]]:

@@ -335,3 +335,15 @@ def test_more_hanging_prebinds_than_binding_workers_still_bind_the_others() -> N
         stop.set()
         t.join(10)
     assert all(m.get_pod("ns", f"stuck{i}")["spec"].get("nodeName") == "a" for i in (1, 2, 3))
+
+
+def test_a_pod_with_claims_is_placed_with_a_single_warning_naming_the_missing_plugins(caplog) -> None:
+    pvc = _pod("with-pvc", "100m")
+    pvc["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+    pvc2 = _pod("with-pvc-2", "100m")
+    pvc2["spec"]["volumes"] = pvc["spec"]["volumes"]
+    with caplog.at_level("WARNING", logger="ksched.scheduler"):
+        m = _schedule("ksched", [_node("a", "8")], [_pod("plain", "100m"), pvc, pvc2])
+    assert all(m.get_pod("ns", n)["spec"].get("nodeName") == "a" for n in ("plain", "with-pvc", "with-pvc-2"))
+    warned = [r.getMessage() for r in caplog.records if "PersistentVolumeClaims" in r.getMessage()]
+    assert len(warned) == 1 and "ns/with-pvc " in warned[0] and "volume and DynamicResources plugins" in warned[0]
