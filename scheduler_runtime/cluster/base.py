@@ -16,8 +16,11 @@ KIND_TO_RESOURCE = {
     "ReplicaSet": "replicasets", "StatefulSet": "statefulsets", "ReplicationController": "replicationcontrollers",
     "Namespace": "namespaces", "PriorityClass": "priorityclasses", "Deployment": "deployments",
     "PersistentVolumeClaim": "persistentvolumeclaims", "CustomResourceDefinition": "customresourcedefinitions",
+    "PersistentVolume": "persistentvolumes", "StorageClass": "storageclasses", "CSINode": "csinodes",
+    "CSIDriver": "csidrivers", "CSIStorageCapacity": "csistoragecapacities",
 }
-CLUSTER_SCOPED = {"nodes", "namespaces", "priorityclasses", "customresourcedefinitions"}
+CLUSTER_SCOPED = {"nodes", "namespaces", "priorityclasses", "customresourcedefinitions", "persistentvolumes",
+                  "storageclasses", "csinodes", "csidrivers", "volumeattachments"}
 
 
 def resource_of_kind(kind: str) -> str:
@@ -30,6 +33,27 @@ class BindError(Exception):
     def __init__(self, message: str, gone: bool = False) -> None:
         super().__init__(message)
         self.gone = gone
+
+
+class PatchError(Exception):
+    """patch_object failed: `status` is the HTTP-like code (404 not found, 409 conflict, ...)."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: mappings merge recursively, None deletes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge_patch(out.get(k), v)
+    return out
 
 
 class ClusterBackend(ABC):
@@ -60,6 +84,13 @@ class ClusterBackend(ABC):
 
     def annotate_pod(self, pod: Pod, annotations: dict[str, str | None]) -> None:
         """Write (or remove, with None) annotations; used for scheduling results."""
+
+    def patch_object(self, resource: str, name: str, namespace: str | None,
+                     patch: dict[str, Any]) -> dict[str, Any]:
+        """JSON merge patch (RFC 7386) of any object, as plugins' PreBind writes need (VolumeBinding sets a
+        PV's claimRef, a PVC's selected-node annotation). `patch.metadata.resourceVersion`, when given, is a
+        precondition. Returns the updated object; raises PatchError (`status` 404 not found, 409 conflict)."""
+        raise PatchError(f"{type(self).__name__} cannot patch {resource}", status=405)
 
     def stop(self) -> None:
         """Release connections and threads."""

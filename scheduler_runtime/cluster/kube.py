@@ -42,7 +42,7 @@ import urllib3
 from ..errors import KschedError
 from ..objects import Pod
 from ..ratelimit import TokenBucket
-from .base import BindError, ClusterBackend, EventHandler
+from .base import BindError, ClusterBackend, EventHandler, PatchError
 
 log = logging.getLogger("ksched.kube")
 
@@ -1553,6 +1553,21 @@ class KubeCluster(ClusterBackend):
                 continue
             self.stats["bind_errors"] += 1
             raise BindError(str(self.client.error(resp, "POST", path)))
+
+    # ----------------------------------------------------------------- generic writes
+    def patch_object(self, resource: str, name: str, namespace: str | None,
+                     patch: dict[str, Any]) -> dict[str, Any]:
+        """PATCH (application/merge-patch+json) any object; resourceVersion in the patch is a precondition."""
+        group, plural, version = parse_resource(resource)
+        try:
+            ref = self.discover(group, plural, version)
+        except _NotServed as exc:
+            raise PatchError(str(exc), status=404) from None
+        path = ref.path(namespace if ref.namespaced else None, name)
+        resp = self.client.request("PATCH", path, body=patch, content_type="application/merge-patch+json")
+        if resp.ok:
+            return _strip(resp.json())
+        raise PatchError(str(self.client.error(resp, "PATCH", path)), status=resp.status)
 
     # ----------------------------------------------------------------- events
     def _events(self) -> _EventWriter:

@@ -18,7 +18,27 @@ import yaml
 
 from ..errors import InputError
 from ..objects import Node, Pod, PodDisruptionBudget
-from .base import CLUSTER_SCOPED, BindError, ClusterBackend, EventHandler, resource_of_kind
+from .base import (
+    CLUSTER_SCOPED,
+    BindError,
+    ClusterBackend,
+    EventHandler,
+    PatchError,
+    merge_patch,
+    resource_of_kind,
+)
+
+_VOLUME_RESOURCES = ("persistentvolumes", "persistentvolumeclaims", "storageclasses")
+_ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+_ANN_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
+_ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
+
+
+def resource_singular(resource: str) -> str:
+    """`persistentvolumeclaims` -> `persistentvolumeclaim`, as apimachinery's NotFound names resources."""
+    if resource.endswith("sses"):
+        return resource[:-2]
+    return resource[:-1] if resource.endswith("s") else resource
 
 
 @dataclass(slots=True)
@@ -72,6 +92,7 @@ class MemoryCluster(ClusterBackend):
         self._stores: dict[str, Store] = {}
         self._rv = 0
         self._uid = 0
+        self._syncing = False
         self.events: list[RecordedEvent] = []
         self.bindings: list[tuple[str, str]] = []
         self.deleted: list[str] = []
@@ -86,6 +107,7 @@ class MemoryCluster(ClusterBackend):
                     c.create(raw, emit=False)
                 except InputError as exc:
                     raise InputError(exc.detail, file=where, field=exc.field) from None
+        c.sync_volumes(emit=False)
         return c
 
     # ------------------------------------------------------------------ writes
@@ -115,6 +137,9 @@ class MemoryCluster(ClusterBackend):
             Node.from_dict(raw)
         elif kind == "PodDisruptionBudget":
             PodDisruptionBudget.from_dict(raw)
+        elif kind == "StorageClass":  # kube-apiserver's defaulting
+            raw.setdefault("volumeBindingMode", "Immediate")
+            raw.setdefault("reclaimPolicy", "Delete")
         with self._lock:
             bucket = self._objects.setdefault(resource, {})
             key = _key(resource, raw)
@@ -129,6 +154,8 @@ class MemoryCluster(ClusterBackend):
             bucket[key] = raw
         if emit:
             self._emit(resource, "ADDED", None, raw)
+            if resource in _VOLUME_RESOURCES:
+                self.sync_volumes()
         return raw
 
     def update(self, raw: dict[str, Any]) -> dict[str, Any]:
@@ -144,7 +171,159 @@ class MemoryCluster(ClusterBackend):
             new["metadata"].setdefault("uid", old["metadata"].get("uid"))
             bucket[key] = new
         self._emit(resource, "MODIFIED", old, new)
+        if resource in _VOLUME_RESOURCES:
+            self.sync_volumes()
         return new
+
+    def patch_object(self, resource: str, name: str, namespace: str | None,
+                     patch: dict[str, Any]) -> dict[str, Any]:
+        """Merge-patch an object (resourceVersion in the patch is a precondition), then let the embedded
+        PV controller react (see `sync_volumes`)."""
+        resource = self.informer(resource).resource
+        key = name if resource in CLUSTER_SCOPED else f"{namespace or 'default'}/{name}"
+        with self._lock:
+            old = self._objects.get(resource, {}).get(key)
+            if old is None:
+                raise PatchError(f'{resource_singular(resource)} "{name}" not found', status=404)
+            want_rv = ((patch.get("metadata") or {}).get("resourceVersion"))
+            if want_rv and str(want_rv) != str(old["metadata"].get("resourceVersion")):
+                raise PatchError(f'Operation cannot be fulfilled on {resource} "{name}": the object has been '
+                                 f"modified; please apply your changes to the latest version and try again",
+                                 status=409)
+            new = merge_patch(copy.deepcopy(old), patch)
+            new["metadata"]["resourceVersion"] = self._next_rv()
+            new["metadata"]["uid"] = old["metadata"].get("uid")
+            self._objects[resource][key] = new
+        self._emit(resource, "MODIFIED", old, new)
+        if resource in _VOLUME_RESOURCES:
+            self.sync_volumes()
+        return new
+
+    # ------------------------------------------------------------------ the embedded PV controller
+    def _put(self, resource: str, new: dict[str, Any], emit: bool) -> None:
+        key = _key(resource, new)
+        with self._lock:
+            old = self._objects[resource].get(key)
+            new["metadata"]["resourceVersion"] = self._next_rv()
+            self._objects[resource][key] = new
+        if emit:
+            self._emit(resource, "MODIFIED", old, new)
+
+    def sync_volumes(self, emit: bool = True) -> None:
+        """What kube-controller-manager's PV controller (and an external provisioner) would do, since the
+        embedded cluster has neither, so `ksched simulate` and `ksched run` complete volume binding:
+
+        - a PV without status.phase and without claimRef becomes Available;
+        - a PV whose spec.claimRef names an existing PVC (the scheduler's static binding), or a PVC whose
+          spec.volumeName names an existing PV (a pre-bound pair), becomes Bound: the PVC gets
+          spec.volumeName, the pv.kubernetes.io/bind-completed annotation and status Bound;
+        - an unbound PVC annotated volume.kubernetes.io/selected-node whose StorageClass has a provisioner
+          (not kubernetes.io/no-provisioner) gets a PV `pvc-<uid>` provisioned and bound; the PV is pinned
+          to the selected node's values of the keys the class's allowedTopologies use.
+
+        Unbound PVCs of Immediate classes are not bound here (create their PVs pre-bound), so pods using
+        them stay pending with kube-scheduler's "pod has unbound immediate PersistentVolumeClaims"."""
+        if self._syncing:
+            return
+        self._syncing = True
+        try:
+            for _ in range(3):  # a provisioned PV binds on the next pass
+                if not self._sync_volumes_once(emit):
+                    break
+        finally:
+            self._syncing = False
+
+    def _sync_volumes_once(self, emit: bool) -> bool:
+        changed = False
+        with self._lock:
+            pvs = {k: v for k, v in self._objects.get("persistentvolumes", {}).items()}
+            pvcs = {k: v for k, v in self._objects.get("persistentvolumeclaims", {}).items()}
+        for pv in pvs.values():
+            ref = (pv.get("spec") or {}).get("claimRef") or {}
+            if not ref.get("name") and not (pv.get("status") or {}).get("phase"):
+                new = copy.deepcopy(pv)
+                new["status"] = {**(pv.get("status") or {}), "phase": "Available"}
+                self._put("persistentvolumes", new, emit)
+                changed = True
+        for pvc in pvcs.values():
+            ann = (pvc.get("metadata") or {}).get("annotations") or {}
+            if ann.get(_ANN_BIND_COMPLETED) and (pvc.get("spec") or {}).get("volumeName"):
+                continue
+            ns = pvc["metadata"].get("namespace") or "default"
+            vname = (pvc.get("spec") or {}).get("volumeName")
+            pv = pvs.get(vname) if vname else None
+            if pv is None and not vname:
+                for cand in pvs.values():
+                    ref = (cand.get("spec") or {}).get("claimRef") or {}
+                    if ref.get("name") == pvc["metadata"]["name"] and (ref.get("namespace") or "default") == ns \
+                            and ref.get("uid", pvc["metadata"].get("uid")) == pvc["metadata"].get("uid"):
+                        pv = cand
+                        break
+            if pv is None and not vname and ann.get(_ANN_SELECTED_NODE):
+                pv = self._provision(pvc, ann[_ANN_SELECTED_NODE], emit)
+                changed = changed or pv is not None
+            if pv is None:
+                continue
+            ref = (pv.get("spec") or {}).get("claimRef") or {}
+            if ref.get("name") and (ref.get("name") != pvc["metadata"]["name"] or
+                                    (ref.get("namespace") or "default") != ns):
+                continue  # the PV belongs to another claim
+            self._bind_pair(pv, pvc, emit)
+            changed = True
+        return changed
+
+    def _bind_pair(self, pv: dict[str, Any], pvc: dict[str, Any], emit: bool) -> None:
+        pmeta = pvc["metadata"]
+        new_pv = copy.deepcopy(pv)
+        new_pv.setdefault("spec", {})["claimRef"] = {
+            **((pv.get("spec") or {}).get("claimRef") or {}), "kind": "PersistentVolumeClaim", "apiVersion": "v1",
+            "namespace": pmeta.get("namespace") or "default", "name": pmeta["name"], "uid": pmeta.get("uid")}
+        new_pv["status"] = {**(pv.get("status") or {}), "phase": "Bound"}
+        self._put("persistentvolumes", new_pv, emit)
+        new_pvc = copy.deepcopy(pvc)
+        ann = dict(new_pvc["metadata"].get("annotations") or {})
+        if not (pvc.get("spec") or {}).get("volumeName"):
+            ann[_ANN_BOUND_BY_CONTROLLER] = "yes"
+        ann[_ANN_BIND_COMPLETED] = "yes"
+        new_pvc["metadata"]["annotations"] = ann
+        new_pvc.setdefault("spec", {})["volumeName"] = pv["metadata"]["name"]
+        pspec = pv.get("spec") or {}
+        new_pvc["status"] = {**(pvc.get("status") or {}), "phase": "Bound",
+                             "accessModes": list(pspec.get("accessModes") or []),
+                             "capacity": dict(pspec.get("capacity") or {})}
+        self._put("persistentvolumeclaims", new_pvc, emit)
+
+    def _provision(self, pvc: dict[str, Any], node_name: str, emit: bool) -> dict[str, Any] | None:
+        pspec = pvc.get("spec") or {}
+        ann = (pvc.get("metadata") or {}).get("annotations") or {}
+        class_name = ann.get("volume.beta.kubernetes.io/storage-class") or pspec.get("storageClassName") or ""
+        with self._lock:
+            sc = self._objects.get("storageclasses", {}).get(class_name)
+            node = self._objects.get("nodes", {}).get(node_name)
+        provisioner = (sc or {}).get("provisioner") or ""
+        if sc is None or not provisioner or provisioner == "kubernetes.io/no-provisioner":
+            return None
+        name = f"pvc-{pvc['metadata'].get('uid')}"
+        labels = ((node or {}).get("metadata") or {}).get("labels") or {}
+        keys = sorted({e.get("key") for t in sc.get("allowedTopologies") or []
+                       for e in (t or {}).get("matchLabelExpressions") or [] if e.get("key")})
+        spec: dict[str, Any] = {
+            "capacity": {"storage": ((pspec.get("resources") or {}).get("requests") or {}).get("storage", "0")},
+            "accessModes": list(pspec.get("accessModes") or []), "storageClassName": class_name,
+            "persistentVolumeReclaimPolicy": sc.get("reclaimPolicy") or "Delete",
+            "volumeMode": pspec.get("volumeMode") or "Filesystem",
+            "csi": {"driver": provisioner, "volumeHandle": name},
+        }
+        if keys and all(k in labels for k in keys):
+            spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": k, "operator": "In", "values": [labels[k]]} for k in keys]}]}}
+        raw = {"apiVersion": "v1", "kind": "PersistentVolume",
+               "metadata": {"name": name, "annotations": {"pv.kubernetes.io/provisioned-by": provisioner}},
+               "spec": spec, "status": {"phase": "Pending"}}
+        try:
+            return self.create(raw, emit=emit)  # sync_volumes is not re-entered: we are in it
+        except InputError:
+            return None
 
     def delete(self, resource: str, name: str, namespace: str | None = "default") -> None:
         key = name if resource in CLUSTER_SCOPED else f"{namespace or 'default'}/{name}"

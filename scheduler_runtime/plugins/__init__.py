@@ -18,6 +18,7 @@ _IN_TREE: list[tuple[str, str]] = [
     ("nodeaffinity", "NodeAffinity"),
     ("nodeports", "NodePorts"),
     ("noderesources", "NodeResourcesFit"),
+    ("volumerestrictions", "VolumeRestrictions"),
     ("podtopologyspread", "PodTopologySpread"),
     ("interpodaffinity", "InterPodAffinity"),
     ("defaultpreemption", "DefaultPreemption"),
@@ -27,17 +28,16 @@ _IN_TREE: list[tuple[str, str]] = [
 ]
 
 #: kube-scheduler v1.36 default multiPoint plugins with their weights (score plugins only).
-#: The volume plugins, DynamicResources and NodeDeclaredFeatures are left out: ksched does not
-#: implement them yet and refuses configs that enable them (see UNSUPPORTED_IN_TREE).
+#: The volume plugins not implemented yet, DynamicResources and NodeDeclaredFeatures are left out: ksched does
+#: not implement them and refuses configs that enable them (see UNSUPPORTED_IN_TREE).
 DEFAULT_MULTIPOINT: list[tuple[str, int | None]] = [
     ("SchedulingGates", None), ("PrioritySort", None), ("NodeUnschedulable", None), ("NodeName", None),
     ("TaintToleration", 3), ("NodeAffinity", 2), ("NodePorts", None), ("NodeResourcesFit", 1),
-    ("PodTopologySpread", 2), ("InterPodAffinity", 2), ("DefaultPreemption", None),
+    ("VolumeRestrictions", None), ("PodTopologySpread", 2), ("InterPodAffinity", 2), ("DefaultPreemption", None),
     ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1), ("DefaultBinder", None),
 ]
 
 UNSUPPORTED_IN_TREE: dict[str, str] = {
-    "VolumeRestrictions": "volume plugins are not supported by ksched yet",
     "NodeVolumeLimits": "volume plugins are not supported by ksched yet",
     "VolumeBinding": "volume plugins are not supported by ksched yet",
     "VolumeZone": "volume plugins are not supported by ksched yet",

@@ -343,7 +343,9 @@ def test_a_pod_with_claims_is_placed_with_a_single_warning_naming_the_missing_pl
     pvc2 = _pod("with-pvc-2", "100m")
     pvc2["spec"]["volumes"] = pvc["spec"]["volumes"]
     with caplog.at_level("WARNING", logger="ksched.scheduler"):
-        m = _schedule("ksched", [_node("a", "8")], [_pod("plain", "100m"), pvc, pvc2])
+        claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": "ns"},
+                 "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+        m = _schedule("ksched", [_node("a", "8"), claim], [_pod("plain", "100m"), pvc, pvc2])
     assert all(m.get_pod("ns", n)["spec"].get("nodeName") == "a" for n in ("plain", "with-pvc", "with-pvc-2"))
     warned = [r.getMessage() for r in caplog.records if "PersistentVolumeClaims" in r.getMessage()]
     assert len(warned) == 1 and "ns/with-pvc " in warned[0] and "volume and DynamicResources plugins" in warned[0]

@@ -1,0 +1,197 @@
+"""Shared helpers of the volume plugins: the pod's claims, watched PVC/PV/StorageClass/CSINode stores,
+kube's not-found wording and PersistentVolume node affinity."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from ..objects import Node, NodeSelector, Pod
+from ..quantity import resource_amount
+
+PVCS = "persistentvolumeclaims"
+PVS = "persistentvolumes"
+CLASSES = "storageclasses.storage.k8s.io"
+CSINODES = "csinodes.storage.k8s.io"
+
+#: ClusterEvent resources as the scheduler names the watched kinds (see scheduler._event_resource)
+EV_PVC = "PersistentVolumeClaim"
+EV_PV = "PersistentVolume"
+EV_CLASS = "storage.k8s.io/StorageClass"
+EV_CSINODE = "storage.k8s.io/CSINode"
+EV_CSIDRIVER = "storage.k8s.io/CSIDriver"
+EV_CAPACITY = "storage.k8s.io/CSIStorageCapacity"
+
+ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
+ANN_BETA_CLASS = "volume.beta.kubernetes.io/storage-class"
+ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+ANN_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
+ANN_PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
+NO_PROVISIONER = "kubernetes.io/no-provisioner"
+WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
+
+
+def pod_volumes(pod: Pod) -> list[dict[str, Any]]:
+    """`spec.volumes` of the pod (mappings only); an empty list costs one dict lookup."""
+    vols = (pod.raw.get("spec") or {}).get("volumes")
+    if not vols:
+        return []
+    return [v for v in vols if isinstance(v, dict)]
+
+
+def claim_of(pod: Pod, vol: dict[str, Any]) -> tuple[str | None, bool]:
+    """(claim name, is a generic ephemeral volume) of a volume, or (None, False) when it uses no claim.
+    A generic ephemeral volume's claim is named `<pod name>-<volume name>`, as the ephemeral controller names it."""
+    pvc = vol.get("persistentVolumeClaim")
+    if isinstance(pvc, dict):
+        return str(pvc.get("claimName") or ""), False
+    if vol.get("ephemeral") is not None:
+        return f"{pod.name}-{vol.get('name', '')}", True
+    return None, False
+
+
+def pod_claim_names(pod: Pod) -> Iterator[tuple[str, bool]]:
+    for v in pod_volumes(pod):
+        name, eph = claim_of(pod, v)
+        if name is not None:
+            yield name, eph
+
+
+def not_found(resource: str, name: str) -> str:
+    """apimachinery's NotFound text: `persistentvolumeclaim "x" not found`."""
+    return f'{resource} "{name}" not found'
+
+
+def meta(raw: dict[str, Any] | None) -> dict[str, Any]:
+    return (raw or {}).get("metadata") or {}
+
+
+def spec(raw: dict[str, Any] | None) -> dict[str, Any]:
+    return (raw or {}).get("spec") or {}
+
+
+def annotations(raw: dict[str, Any] | None) -> dict[str, str]:
+    return meta(raw).get("annotations") or {}
+
+
+def claim_class(pvc: dict[str, Any]) -> str:
+    """GetPersistentVolumeClaimClass: the beta annotation wins over spec.storageClassName."""
+    ann = annotations(pvc)
+    if ANN_BETA_CLASS in ann:
+        return ann[ANN_BETA_CLASS]
+    return spec(pvc).get("storageClassName") or ""
+
+
+def volume_class(pv: dict[str, Any]) -> str:
+    ann = annotations(pv)
+    if ANN_BETA_CLASS in ann:
+        return ann[ANN_BETA_CLASS]
+    return spec(pv).get("storageClassName") or ""
+
+
+def storage_bytes(amounts: dict[str, Any] | None) -> int:
+    q = (amounts or {}).get("storage")
+    if q is None:
+        return 0
+    return resource_amount("storage", q)
+
+
+def pv_node_selector(pv: dict[str, Any]) -> NodeSelector | None:
+    """The PV's `spec.nodeAffinity.required`, parsed (None: no constraint)."""
+    req = (spec(pv).get("nodeAffinity") or {}).get("required")
+    if req is None:
+        return None
+    return NodeSelector(req, "spec.nodeAffinity.required")
+
+
+_MISSING = object()
+_NOTHING = NodeSelector({"nodeSelectorTerms": []}, "")
+_sel_cache: dict[tuple[str, str], NodeSelector] = {}
+_sel_lock = threading.Lock()
+
+
+def pv_matches_node(pv: dict[str, Any], node: Node) -> bool:
+    """CheckNodeAffinity: a PV without required node affinity fits every node; parsed selectors are
+    cached by (name, resourceVersion)."""
+    if (spec(pv).get("nodeAffinity") or {}).get("required") is None:
+        return True
+    m = meta(pv)
+    key = (str(m.get("name") or ""), str(m.get("resourceVersion") or ""))
+    sel = _sel_cache.get(key, _MISSING)
+    if sel is _MISSING:
+        try:
+            sel = pv_node_selector(pv) or _NOTHING
+        except Exception:  # a malformed selector matches nothing, as kube's conversion error does
+            sel = _NOTHING
+        with _sel_lock:
+            if len(_sel_cache) > 50_000:
+                _sel_cache.clear()
+            _sel_cache[key] = sel  # type: ignore[assignment]
+    return sel.matches(node)  # type: ignore[union-attr]
+
+
+def hostname_nodes(pv: dict[str, Any]) -> set[str]:
+    """Node names a local PV is pinned to (`kubernetes.io/hostname In [...]` terms), empty when not pinned."""
+    req = (spec(pv).get("nodeAffinity") or {}).get("required") or {}
+    out: set[str] = set()
+    for term in req.get("nodeSelectorTerms") or []:
+        names: set[str] | None = None
+        for e in (term or {}).get("matchExpressions") or []:
+            if e.get("key") == "kubernetes.io/hostname" and e.get("operator") == "In":
+                vals = {str(v) for v in e.get("values") or []}
+                names = vals if names is None else names & vals
+        out |= names or set()
+    return out
+
+
+class VolumeStores:
+    """The watched stores the volume plugins read, taken from the framework handle.
+
+    Created eagerly when the handle has a cluster (so a real API server's reflectors start with the
+    scheduler), lazily otherwise."""
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+        self._stores: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def warm(self, *resources: str) -> None:
+        if self._handle is not None and getattr(self._handle, "cluster", None) is not None:
+            for r in resources:
+                self.store(r)
+
+    def store(self, resource: str) -> Any:
+        s = self._stores.get(resource)
+        if s is None:
+            with self._lock:
+                s = self._stores.get(resource)
+                if s is None:
+                    if self._handle is None:
+                        raise RuntimeError("the volume plugins need a framework handle with a cluster")
+                    s = self._stores[resource] = self._handle.informer(resource)
+        return s
+
+    def pvc(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.store(PVCS).get(name, namespace)
+
+    def pv(self, name: str) -> dict[str, Any] | None:
+        return self.store(PVS).get(name)
+
+    def storage_class(self, name: str) -> dict[str, Any] | None:
+        return self.store(CLASSES).get(name)
+
+    def csinode(self, name: str) -> dict[str, Any] | None:
+        return self.store(CSINODES).get(name)
+
+    def pvs(self) -> list[dict[str, Any]]:
+        return self.store(PVS).list()
+
+
+def queue_if_pod_claims(pod: Pod, obj: Any) -> bool:
+    """Does a PVC event concern one of the pod's claims (same namespace, same name)?"""
+    m = meta(obj if isinstance(obj, dict) else None)
+    if (m.get("namespace") or "default") != pod.namespace:
+        return False
+    name = m.get("name")
+    return any(n == name for n, _ in pod_claim_names(pod))

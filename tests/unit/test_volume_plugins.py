@@ -1,0 +1,193 @@
+"""The volume plugins on the embedded cluster: every branch and message, kube-scheduler's wording."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler_runtime.cluster.memory import MemoryCluster
+from scheduler_runtime.framework.cycle_state import CycleState
+from scheduler_runtime.framework.handle import Handle
+from scheduler_runtime.framework.nodelist import NodeList
+from scheduler_runtime.framework.snapshot import Snapshot
+from scheduler_runtime.framework.status import Code, Status
+from scheduler_runtime.framework.types import QUEUE, QUEUE_SKIP, NodeInfo
+from scheduler_runtime.objects import Node, Pod
+from scheduler_runtime.plugins.volumerestrictions import (
+    REASON_DISK_CONFLICT,
+    REASON_RWOP_CONFLICT,
+    VolumeRestrictions,
+)
+
+NS = "ns"
+
+
+def node(name: str, labels: dict | None = None, allocatable: dict | None = None) -> Node:
+    return Node.from_dict({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+                           "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110",
+                                                      **(allocatable or {})}}})
+
+
+_uid = [0]
+
+
+def pod(name: str = "p", volumes: list | None = None, node_name: str = "", ns: str = NS) -> Pod:
+    _uid[0] += 1
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "app:1"}], "volumes": volumes or []}
+    if node_name:
+        spec["nodeName"] = node_name
+    return Pod.from_dict({"metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}-{_uid[0]}"}, "spec": spec})
+
+
+def claim_vol(claim: str, name: str = "") -> dict:
+    return {"name": name or claim, "persistentVolumeClaim": {"claimName": claim}}
+
+
+def pvc(name: str, *, modes: tuple = ("ReadWriteOnce",), cls: str | None = "", volume: str = "",
+        storage: str = "1Gi", bound: bool = False, ns: str = NS, **extra: Any) -> dict:
+    spec: dict[str, Any] = {"accessModes": list(modes), "resources": {"requests": {"storage": storage}}}
+    if cls is not None:
+        spec["storageClassName"] = cls
+    if volume:
+        spec["volumeName"] = volume
+    meta: dict[str, Any] = {"name": name, "namespace": ns, **extra.pop("meta", {})}
+    if bound:
+        meta.setdefault("annotations", {})["pv.kubernetes.io/bind-completed"] = "yes"
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": {**spec, **extra}}
+
+
+def pv(name: str, *, cls: str = "", storage: str = "1Gi", modes: tuple = ("ReadWriteOnce",), labels: dict | None = None,
+       affinity: dict | None = None, claim: tuple[str, str] | None = None, phase: str = "Available",
+       **extra: Any) -> dict:
+    spec: dict[str, Any] = {"capacity": {"storage": storage}, "accessModes": list(modes), "storageClassName": cls,
+                            **extra}
+    if affinity is not None:
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": k, "operator": "In", "values": v if isinstance(v, list) else [v]}
+            for k, v in affinity.items()]}]}}
+    if claim:
+        spec["claimRef"] = {"namespace": claim[0], "name": claim[1]}
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name, "labels": labels or {}},
+            "spec": spec, "status": {"phase": phase}}
+
+
+def storage_class(name: str, mode: str | None = "WaitForFirstConsumer", provisioner: str = "csi.example.com",
+                  topologies: list | None = None) -> dict:
+    raw: dict[str, Any] = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+                           "provisioner": provisioner}
+    if mode is not None:
+        raw["volumeBindingMode"] = mode
+    if topologies is not None:
+        raw["allowedTopologies"] = [{"matchLabelExpressions": [{"key": k, "values": v} for k, v in t.items()]}
+                                    for t in topologies]
+    return raw
+
+
+def setup(*objects: dict, nodes: tuple[Node, ...] = (), placed: dict[str, list[Pod]] | None = None
+          ) -> tuple[MemoryCluster, Handle]:
+    cluster = MemoryCluster()
+    for o in objects:
+        cluster.create(o, emit=False)
+    snap = Snapshot()
+    for n in nodes:
+        ni = NodeInfo(n)
+        snap.add_node(ni)
+        for p in (placed or {}).get(n.name, []):
+            snap.add_pod(ni, p)
+    return cluster, Handle(snap, cluster=cluster)
+
+
+def prefilter(plugin: Any, p: Pod, state: CycleState | None = None) -> tuple[CycleState, Any]:
+    state = state or CycleState()
+    return state, plugin.pre_filter(state, p, NodeList(plugin.handle.snapshot))
+
+
+def reasons(st: Status | None) -> tuple[int, list[str]] | None:
+    return None if st is None else (int(st.code), st.reasons)
+
+
+# ------------------------------------------------------------------------------------------ VolumeRestrictions
+
+
+def test_volume_restrictions_skips_pods_without_volumes_or_checks():
+    _, h = setup(pvc("data"), nodes=(node("n1"),))
+    pl = VolumeRestrictions(None, h)
+    assert prefilter(pl, pod())[1].code == Code.Skip
+    assert prefilter(pl, pod(volumes=[{"name": "tmp", "emptyDir": {}}]))[1].code == Code.Skip
+    assert prefilter(pl, pod(volumes=[claim_vol("data")]))[1].code == Code.Skip  # RWO claim: nothing to check
+
+
+def test_volume_restrictions_missing_claim_is_unresolvable():
+    _, h = setup(nodes=(node("n1"),))
+    st = prefilter(VolumeRestrictions(None, h), pod(volumes=[claim_vol("gone")]))[1]
+    assert reasons(st) == (Code.UnschedulableAndUnresolvable, ['persistentvolumeclaim "gone" not found'])
+
+
+@pytest.mark.parametrize("mine, theirs, conflict", [
+    ({"gcePersistentDisk": {"pdName": "d1"}}, {"gcePersistentDisk": {"pdName": "d1", "readOnly": True}}, True),
+    ({"gcePersistentDisk": {"pdName": "d1", "readOnly": True}},
+     {"gcePersistentDisk": {"pdName": "d1", "readOnly": True}}, False),
+    ({"gcePersistentDisk": {"pdName": "d1"}}, {"gcePersistentDisk": {"pdName": "d2"}}, False),
+    ({"awsElasticBlockStore": {"volumeID": "v1", "readOnly": True}},
+     {"awsElasticBlockStore": {"volumeID": "v1", "readOnly": True}}, True),
+    ({"awsElasticBlockStore": {"volumeID": "v1"}}, {"awsElasticBlockStore": {"volumeID": "v2"}}, False),
+    ({"iscsi": {"iqn": "iqn.1", "targetPortal": "a", "lun": 0}}, {"iscsi": {"iqn": "iqn.1", "lun": 1}}, True),
+    ({"iscsi": {"iqn": "iqn.1", "readOnly": True}}, {"iscsi": {"iqn": "iqn.1", "readOnly": True}}, False),
+    ({"rbd": {"monitors": ["m1", "m2"], "image": "img"}}, {"rbd": {"monitors": ["m2"], "image": "img"}}, True),
+    ({"rbd": {"monitors": ["m1"], "image": "img"}}, {"rbd": {"monitors": ["m3"], "image": "img"}}, False),
+    ({"rbd": {"monitors": ["m1"], "image": "img", "pool": "a"}},
+     {"rbd": {"monitors": ["m1"], "image": "img", "pool": "b"}}, False),
+    ({"rbd": {"monitors": ["m1"], "image": "img", "readOnly": True}},
+     {"rbd": {"monitors": ["m1"], "image": "img", "readOnly": True}}, False),
+])
+def test_volume_restrictions_disk_conflicts(mine, theirs, conflict):
+    other = pod("other", volumes=[{"name": "d", **theirs}], node_name="n1")
+    _, h = setup(nodes=(node("n1"), node("n2")), placed={"n1": [other]})
+    pl = VolumeRestrictions(None, h)
+    p = pod(volumes=[{"name": "d", **mine}])
+    state, st = prefilter(pl, p)
+    assert st is None
+    got = pl.filter(state, p, h.snapshot.get("n1"))
+    assert reasons(got) == ((Code.Unschedulable, [REASON_DISK_CONFLICT]) if conflict else None)
+    assert pl.filter(state, p, h.snapshot.get("n2")) is None
+
+
+def test_volume_restrictions_read_write_once_pod():
+    user = pod("user", volumes=[claim_vol("solo")], node_name="n1")
+    _, h = setup(pvc("solo", modes=("ReadWriteOncePod",)), pvc("free", modes=("ReadWriteOncePod",)),
+                 nodes=(node("n1"), node("n2")), placed={"n1": [user]})
+    pl = VolumeRestrictions(None, h)
+    p = pod(volumes=[claim_vol("solo")])
+    state, st = prefilter(pl, p)
+    assert st is None
+    # the claim is in use anywhere in the cluster: every node is rejected, preemption may help
+    for n in ("n1", "n2"):
+        assert reasons(pl.filter(state, p, h.snapshot.get(n))) == (Code.Unschedulable, [REASON_RWOP_CONFLICT])
+    # removing the user (a preemption victim) clears the conflict; adding it back restores it
+    s2 = state.clone()
+    assert pl.remove_pod(s2, p, user, h.snapshot.get("n1")) is None
+    assert pl.filter(s2, p, h.snapshot.get("n2")) is None
+    pl.add_pod(s2, p, user, h.snapshot.get("n1"))
+    assert pl.filter(s2, p, h.snapshot.get("n2")).code == Code.Unschedulable
+    assert pl.filter(state, p, h.snapshot.get("n2")).code == Code.Unschedulable  # the clone is separate
+    # an unused ReadWriteOncePod claim needs no check
+    assert prefilter(pl, pod(volumes=[claim_vol("free")]))[1].code == Code.Skip
+    # the same claim name in another namespace is another claim
+    assert prefilter(pl, pod(volumes=[claim_vol("solo")], ns="other"))[1].code == Code.UnschedulableAndUnresolvable
+
+
+def test_volume_restrictions_events_and_hints():
+    pl = VolumeRestrictions(None, None)
+    regs = {r.event.resource: r for r in pl.events_to_register()}
+    assert set(regs) == {"Pod", "Node", "PersistentVolumeClaim"}
+    p = pod(volumes=[claim_vol("data"), {"name": "d", "awsElasticBlockStore": {"volumeID": "v1"}}])
+    hint = regs["PersistentVolumeClaim"].hint
+    assert hint(p, None, pvc("data")) == QUEUE
+    assert hint(p, None, pvc("other")) == QUEUE_SKIP
+    assert hint(p, None, pvc("data", ns="elsewhere")) == QUEUE_SKIP
+    deleted = regs["Pod"].hint
+    assert deleted(p, pod("x", volumes=[{"name": "d", "awsElasticBlockStore": {"volumeID": "v1"}}]), None) == QUEUE
+    assert deleted(p, pod("x", volumes=[claim_vol("data")]), None) == QUEUE
+    assert deleted(p, pod("x", volumes=[claim_vol("zzz")]), None) == QUEUE_SKIP
+
