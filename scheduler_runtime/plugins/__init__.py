@@ -19,6 +19,7 @@ _IN_TREE: list[tuple[str, str]] = [
     ("nodeports", "NodePorts"),
     ("noderesources", "NodeResourcesFit"),
     ("volumerestrictions", "VolumeRestrictions"),
+    ("volumezone", "VolumeZone"),
     ("podtopologyspread", "PodTopologySpread"),
     ("interpodaffinity", "InterPodAffinity"),
     ("defaultpreemption", "DefaultPreemption"),
@@ -33,14 +34,14 @@ _IN_TREE: list[tuple[str, str]] = [
 DEFAULT_MULTIPOINT: list[tuple[str, int | None]] = [
     ("SchedulingGates", None), ("PrioritySort", None), ("NodeUnschedulable", None), ("NodeName", None),
     ("TaintToleration", 3), ("NodeAffinity", 2), ("NodePorts", None), ("NodeResourcesFit", 1),
-    ("VolumeRestrictions", None), ("PodTopologySpread", 2), ("InterPodAffinity", 2), ("DefaultPreemption", None),
+    ("VolumeRestrictions", None), ("VolumeZone", None),
+    ("PodTopologySpread", 2), ("InterPodAffinity", 2), ("DefaultPreemption", None),
     ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1), ("DefaultBinder", None),
 ]
 
 UNSUPPORTED_IN_TREE: dict[str, str] = {
     "NodeVolumeLimits": "volume plugins are not supported by ksched yet",
     "VolumeBinding": "volume plugins are not supported by ksched yet",
-    "VolumeZone": "volume plugins are not supported by ksched yet",
     "DynamicResources": "dynamic resource allocation is not supported by ksched yet",
     "NodeDeclaredFeatures": "NodeDeclaredFeatures is not supported by ksched yet",
     "GangScheduling": "the alpha GangScheduling plugin is not supported by ksched; use Coscheduling",

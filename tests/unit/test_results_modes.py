@@ -343,9 +343,15 @@ def test_a_pod_with_claims_is_placed_with_a_single_warning_naming_the_missing_pl
     pvc2 = _pod("with-pvc-2", "100m")
     pvc2["spec"]["volumes"] = pvc["spec"]["volumes"]
     with caplog.at_level("WARNING", logger="ksched.scheduler"):
-        claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": "ns"},
-                 "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
-        m = _schedule("ksched", [_node("a", "8"), claim], [_pod("plain", "100m"), pvc, pvc2])
+        claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                 "metadata": {"name": "data", "namespace": "ns",
+                              "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+                 "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}},
+                          "volumeName": "pv-data"}}
+        vol = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-data"},
+               "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                        "claimRef": {"namespace": "ns", "name": "data"}}}
+        m = _schedule("ksched", [_node("a", "8"), claim, vol], [_pod("plain", "100m"), pvc, pvc2])
     assert all(m.get_pod("ns", n)["spec"].get("nodeName") == "a" for n in ("plain", "with-pvc", "with-pvc-2"))
     warned = [r.getMessage() for r in caplog.records if "PersistentVolumeClaims" in r.getMessage()]
     assert len(warned) == 1 and "ns/with-pvc " in warned[0] and "volume and DynamicResources plugins" in warned[0]

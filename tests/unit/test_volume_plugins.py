@@ -19,6 +19,8 @@ from scheduler_runtime.plugins.volumerestrictions import (
     REASON_RWOP_CONFLICT,
     VolumeRestrictions,
 )
+from scheduler_runtime.plugins.volumezone import REASON_CONFLICT as VZ_REASON
+from scheduler_runtime.plugins.volumezone import VolumeZone
 
 NS = "ns"
 
@@ -45,7 +47,7 @@ def claim_vol(claim: str, name: str = "") -> dict:
 
 
 def pvc(name: str, *, modes: tuple = ("ReadWriteOnce",), cls: str | None = "", volume: str = "",
-        storage: str = "1Gi", bound: bool = False, ns: str = NS, **extra: Any) -> dict:
+        storage: str = "1Gi", bound: bool = False, ns: str = NS, status: dict | None = None, **extra: Any) -> dict:
     spec: dict[str, Any] = {"accessModes": list(modes), "resources": {"requests": {"storage": storage}}}
     if cls is not None:
         spec["storageClassName"] = cls
@@ -54,7 +56,8 @@ def pvc(name: str, *, modes: tuple = ("ReadWriteOnce",), cls: str | None = "", v
     meta: dict[str, Any] = {"name": name, "namespace": ns, **extra.pop("meta", {})}
     if bound:
         meta.setdefault("annotations", {})["pv.kubernetes.io/bind-completed"] = "yes"
-    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": {**spec, **extra}}
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": {**spec, **extra},
+            "status": status or {}}
 
 
 def pv(name: str, *, cls: str = "", storage: str = "1Gi", modes: tuple = ("ReadWriteOnce",), labels: dict | None = None,
@@ -91,6 +94,7 @@ def setup(*objects: dict, nodes: tuple[Node, ...] = (), placed: dict[str, list[P
         cluster.create(o, emit=False)
     snap = Snapshot()
     for n in nodes:
+        cluster.create({"apiVersion": "v1", "kind": "Node", **n.raw}, emit=False)
         ni = NodeInfo(n)
         snap.add_node(ni)
         for p in (placed or {}).get(n.name, []):
@@ -190,4 +194,70 @@ def test_volume_restrictions_events_and_hints():
     assert deleted(p, pod("x", volumes=[{"name": "d", "awsElasticBlockStore": {"volumeID": "v1"}}]), None) == QUEUE
     assert deleted(p, pod("x", volumes=[claim_vol("data")]), None) == QUEUE
     assert deleted(p, pod("x", volumes=[claim_vol("zzz")]), None) == QUEUE_SKIP
+
+
+# ------------------------------------------------------------------------------------------ VolumeZone
+
+ZONE = "topology.kubernetes.io/zone"
+REGION = "topology.kubernetes.io/region"
+BETA_ZONE = "failure-domain.beta.kubernetes.io/zone"
+
+
+def zone_setup(*objects: dict):
+    nodes = (node("a1", {ZONE: "a", REGION: "r1"}), node("b1", {ZONE: "b", REGION: "r1"}),
+             node("beta-a", {BETA_ZONE: "a"}), node("plain"))
+    return setup(*objects, nodes=nodes)
+
+
+def zone_verdicts(pl, p) -> dict[str, Any]:
+    state, st = prefilter(pl, p)
+    assert st is None
+    return {ni.name: reasons(pl.filter(state, p, ni)) for ni in pl.handle.snapshot.node_infos}
+
+
+def test_volume_zone_bound_pv_zone_and_region():
+    _, h = zone_setup(pvc("data", volume="pv-a", bound=True), pv("pv-a", labels={ZONE: "a", REGION: "r1"}))
+    got = zone_verdicts(VolumeZone(None, h), pod(volumes=[claim_vol("data")]))
+    no = (Code.UnschedulableAndUnresolvable, [VZ_REASON])
+    # beta-a has only the beta zone label: the GA zone label of the PV matches it, the region does not
+    assert got == {"a1": None, "b1": no, "beta-a": no, "plain": None}
+
+
+def test_volume_zone_beta_labels_and_multi_zone_values():
+    _, h = zone_setup(pvc("data", volume="pv", bound=True), pv("pv", labels={BETA_ZONE: "a__b"}))
+    got = zone_verdicts(VolumeZone(None, h), pod(volumes=[claim_vol("data")]))
+    # the PV's beta key is looked up on the node, then translated to the GA key
+    assert got == {"a1": None, "b1": None, "beta-a": None, "plain": None}
+    _, h = zone_setup(pvc("data", volume="pv", bound=True), pv("pv", labels={ZONE: "a__"}))
+    assert prefilter(VolumeZone(None, h), pod(volumes=[claim_vol("data")]))[1].code == Code.Skip  # bad label ignored
+
+
+def test_volume_zone_skips_and_errors():
+    objs = (pvc("nolabels", volume="pv0", bound=True), pv("pv0"), pvc("wffc", cls="late"), storage_class("late"),
+            pvc("imm", cls="now"), storage_class("now", mode="Immediate"), pvc("nocls", cls=None),
+            pvc("ghostcls", cls="ghost"), pvc("ghostpv", volume="missing", bound=True), pvc("odd", cls="odd"),
+            storage_class("odd"))
+    cluster, h = zone_setup(*objs)
+    del cluster._objects["storageclasses"]["odd"]["volumeBindingMode"]  # only an unvalidated object lacks it
+    pl = VolumeZone(None, h)
+    assert prefilter(pl, pod())[1].code == Code.Skip
+    assert prefilter(pl, pod(volumes=[claim_vol("nolabels")]))[1].code == Code.Skip
+    assert prefilter(pl, pod(volumes=[claim_vol("wffc")]))[1].code == Code.Skip  # unbound WaitForFirstConsumer
+    unres = Code.UnschedulableAndUnresolvable
+    for claim, msg in [("imm", "PersistentVolume had no name"),
+                       ("nocls", "PersistentVolumeClaim had no pv name and storageClass name"),
+                       ("ghostcls", 'storageclass.storage.k8s.io "ghost" not found'),
+                       ("ghostpv", 'persistentvolume "missing" not found'),
+                       ("absent", 'persistentvolumeclaim "absent" not found'),
+                       ("odd", 'VolumeBindingMode not set for StorageClass "odd"'),
+                       ("", "PersistentVolumeClaim had no name")]:
+        assert reasons(prefilter(pl, pod(volumes=[claim_vol(claim, "v")]))[1]) == (unres, [msg]), claim
+
+
+def test_volume_zone_events():
+    regs = {r.event.resource: r for r in VolumeZone(None, None).events_to_register()}
+    assert set(regs) == {"storage.k8s.io/StorageClass", "Node", "PersistentVolumeClaim", "PersistentVolume"}
+    p = pod(volumes=[claim_vol("data")])
+    assert regs["PersistentVolumeClaim"].hint(p, None, pvc("data")) == QUEUE
+    assert regs["PersistentVolumeClaim"].hint(p, None, pvc("x")) == QUEUE_SKIP
 

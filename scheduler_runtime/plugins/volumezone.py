@@ -1,0 +1,135 @@
+"""VolumeZone: the zone/region labels of the PVs bound to the pod's claims must match the node's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..framework.cycle_state import CycleState
+from ..framework.nodelist import NodeList
+from ..framework.plugin import Plugin
+from ..framework.status import Status
+from ..framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
+from ..objects import Pod
+from .volumeutil import (
+    CLASSES,
+    EV_CLASS,
+    EV_PV,
+    EV_PVC,
+    PVCS,
+    PVS,
+    WAIT_FOR_FIRST_CONSUMER,
+    VolumeStores,
+    claim_class,
+    meta,
+    not_found,
+    pod_volumes,
+    queue_if_pod_claims,
+    spec,
+)
+
+REASON_CONFLICT = "node(s) had no available volume zone"
+_STATE = "PreFilterVolumeZone"
+BETA_ZONE = "failure-domain.beta.kubernetes.io/zone"
+BETA_REGION = "failure-domain.beta.kubernetes.io/region"
+ZONE = "topology.kubernetes.io/zone"
+REGION = "topology.kubernetes.io/region"
+#: in kube's order: the deprecated beta keys first
+TOPOLOGY_LABELS = (BETA_ZONE, BETA_REGION, ZONE, REGION)
+_GA = {BETA_ZONE: ZONE, BETA_REGION: REGION}
+
+
+def label_zones(value: str) -> frozenset[str] | None:
+    """A multi-zone label value `a__b` -> {a, b}; None when a part is empty (kube ignores such labels)."""
+    parts = [p.strip() for p in value.split("__")]
+    if any(not p for p in parts):
+        return None
+    return frozenset(parts)
+
+
+class VolumeZone(Plugin):
+    name = "VolumeZone"
+
+    def __init__(self, args: Any = None, handle: Any = None) -> None:
+        super().__init__(args, handle)
+        self.stores = VolumeStores(handle)
+        self.stores.warm(PVCS, PVS, CLASSES)
+
+    def _topologies(self, pod: Pod) -> tuple[list[tuple[str, str, frozenset[str]]], Status | None]:
+        out: list[tuple[str, str, frozenset[str]]] = []
+        for v in pod_volumes(pod):
+            c = v.get("persistentVolumeClaim")
+            if not isinstance(c, dict):
+                continue
+            name = str(c.get("claimName") or "")
+            if not name:
+                return out, Status.unresolvable("PersistentVolumeClaim had no name")
+            pvc = self.stores.pvc(pod.namespace, name)
+            if pvc is None:
+                return out, Status.unresolvable(not_found("persistentvolumeclaim", name))
+            pv_name = spec(pvc).get("volumeName") or ""
+            if not pv_name:
+                cls_name = claim_class(pvc)
+                if not cls_name:
+                    return out, Status.unresolvable("PersistentVolumeClaim had no pv name and storageClass name")
+                sc = self.stores.storage_class(cls_name)
+                if sc is None:
+                    return out, Status.unresolvable(not_found("storageclass.storage.k8s.io", cls_name))
+                mode = sc.get("volumeBindingMode")
+                if mode is None:
+                    return out, Status.unresolvable(f'VolumeBindingMode not set for StorageClass "{cls_name}"')
+                if mode == WAIT_FOR_FIRST_CONSUMER:
+                    continue  # unbound, bound later to a PV on the chosen node: nothing to check
+                return out, Status.unresolvable("PersistentVolume had no name")
+            pv = self.stores.pv(pv_name)
+            if pv is None:
+                return out, Status.unresolvable(not_found("persistentvolume", pv_name))
+            labels = meta(pv).get("labels") or {}
+            for key in TOPOLOGY_LABELS:
+                if key in labels:
+                    zones = label_zones(str(labels[key]))
+                    if zones is not None:
+                        out.append((pv_name, key, zones))
+        return out, None
+
+    def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
+        if not pod_volumes(pod):
+            return Status.skip()
+        topo, st = self._topologies(pod)
+        if st is not None:
+            return st
+        if not topo:
+            return Status.skip()
+        state.write(_STATE, topo)
+        return None
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        if not pod_volumes(pod):
+            return None
+        topo = state.get(_STATE)
+        if topo is None:
+            topo, st = self._topologies(pod)
+            if st is not None:
+                return st
+        node = node_info.node
+        if node is None:
+            return Status.as_error("node not found")
+        labels = node.labels
+        if not any(k in labels for k in TOPOLOGY_LABELS):
+            return None  # a node without zone labels (single-zone cluster) fits
+        for _pv, key, zones in topo:
+            v = labels.get(key)
+            if v is None:
+                v = labels.get(_GA.get(key, key))
+            if v is None or v not in zones:
+                return Status.unresolvable(REASON_CONFLICT)
+        return None
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(ClusterEvent(EV_CLASS, ActionType.Add)),
+            ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeLabel
+                                              | ActionType.UpdateNodeTaint)),
+            ClusterEventWithHint(ClusterEvent(EV_PVC, ActionType.Add | ActionType.Update),
+                                 lambda pod, old, new: QUEUE if queue_if_pod_claims(pod, new) else QUEUE_SKIP),
+            ClusterEventWithHint(ClusterEvent(EV_PV, ActionType.Add | ActionType.Update)),
+        ]
