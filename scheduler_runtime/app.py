@@ -84,19 +84,23 @@ class Runner:
                                    opts.tls_cert_file, opts.tls_private_key_file, tls=opts.secure_port != 0,
                                    cert_dir=opts.cert_dir) if opts.secure_port else None
         self._stop = threading.Event()
+        self._leading = threading.Event()  # set while this replica may schedule
         self._sched_thread: threading.Thread | None = None
+        self._booted = threading.Event()  # informers synced, events flowing into the cache and queue
+        self._boot_error: str | None = None
         self._started = False
         self._lost = False
+        self._terminating = False
 
     # ------------------------------------------------------------------ health
     def _ready(self) -> str | None:
+        if not self._booted.is_set():
+            return self._boot_error or "waiting for the initial list of every informer"
         h = getattr(self.cluster, "health", None)
         if callable(h):
             ok, reason = h()
             if not ok:
                 return reason
-        if not self._started and self.elector is None:
-            return "scheduler not started"
         return None
 
     def _leader_ok(self) -> str | None:
@@ -105,25 +109,64 @@ class Runner:
         return None
 
     # ------------------------------------------------------------------ lifecycle
+    def _boot(self) -> None:
+        """Reach the API server and sync the informers, retrying with backoff as kube-scheduler's informers
+        do: a scheduler started before its API server (a static pod at control-plane boot), with a
+        certificate or RBAC not in place yet, recovers by itself and says why in /readyz meanwhile."""
+        from .cluster.kube import ApiError
+
+        delay = 1.0
+        self._boot_error = "connecting to the API server"
+        while not self._stop.is_set():
+            try:
+                self.cluster.preflight()
+                break
+            except ApiError as exc:
+                self._boot_error = str(exc)
+                log.error("%s; retrying in %.0fs", exc, delay)
+                if self._stop.wait(delay):
+                    return
+                delay = min(delay * 2, 30.0)
+        else:
+            return
+        self._boot_error = None
+        log.info("waiting for the informers' initial lists")
+        try:
+            self.scheduler.start(timeout=None)
+        except ApiError:
+            if self._stop.is_set():
+                return  # stopped while listing
+            raise
+        self._booted.set()
+        log.info("caches synced")
+        self._loop()
+
     def _start_scheduling(self) -> None:
         if self._started:
             return
         self._started = True
         log.info("starting to schedule pods")
-        self.scheduler.start()
-        self._sched_thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
-        self._sched_thread.start()
+        self._leading.set()
 
     def _loop(self) -> None:
         try:
-            self.scheduler.run(until_idle=False, stop=self._stop)
+            self.scheduler.run(until_idle=False, stop=self._stop, active=self._leading)
         except Exception:  # the loop must never die silently
             log.exception("scheduling loop failed")
             self._stop.set()
 
     def _lost_lease(self) -> None:
+        self._leading.clear()
+        if self._terminating:
+            return  # releasing the lease on the way out is not a loss
         log.error("leaderelection lost: stopping scheduling")
         self._lost = True
+        self._stop.set()
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        if not self._terminating:
+            log.info("Requested to terminate, exiting (%s)", signal.Signals(signum).name)
+        self._terminating = True
         self._stop.set()
 
     def run(self) -> int:
@@ -136,13 +179,15 @@ class Runner:
         prev = {}
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
-                prev[sig] = signal.signal(sig, lambda *_: self._stop.set())
+                prev[sig] = signal.signal(sig, self._on_signal)
             except ValueError:  # not on the main thread (tests)
                 pass
         self.watchdog.start()
         try:
+            self._sched_thread = threading.Thread(target=self._boot, name="scheduler", daemon=True)
+            self._sched_thread.start()
             if self.elector is not None:
-                self.elector.start()
+                self.elector.start()  # a standby keeps its informers and queue warm, as kube-scheduler does
             else:
                 self._start_scheduling()
             while not self._stop.wait(0.5):
@@ -154,9 +199,12 @@ class Runner:
         return 1 if self._lost else 0
 
     def stop(self) -> None:
+        self._terminating = True
         self._stop.set()
 
     def shutdown(self) -> None:
+        if not self._lost:
+            self._terminating = True
         self._stop.set()
         self.watchdog.stop()
         self.scheduler.queue.close()

@@ -32,6 +32,7 @@ class BindingPool:
         self._busy_since: dict[int, float] = {}
         self._threads: dict[int, threading.Thread] = {}
         self._serial = 0
+        self._pending = 0  # submitted, not yet taken by a worker
         self._closed = threading.Event()
         self._done = threading.Event()
         for _ in range(workers):
@@ -46,6 +47,8 @@ class BindingPool:
     def submit(self, fn: Callable[..., Any], *args: Any) -> None:
         if self._closed.is_set():
             raise RuntimeError("binding pool is shut down")
+        with self._lock:
+            self._pending += 1
         self._tasks.put((fn, args))
 
     def stuck(self) -> int:
@@ -96,6 +99,7 @@ class BindingPool:
                 break
             fn, args = item
             with self._lock:
+                self._pending -= 1
                 self._busy_since[me] = self.clock()
             try:
                 fn(*args)
@@ -118,15 +122,22 @@ class BindingPool:
         return sum(1 for t in self._busy_since.values() if now - t >= self.deadline) if self.deadline > 0 else 0
 
     def _grow(self) -> int:
-        """Starts a worker for each one stuck past the deadline; returns how many it started."""
+        """Starts a worker for each one stuck past the deadline; returns how many it started. After
+        shutdown only queued work counts: one worker is started when every live one is stuck."""
         started = 0
         with self._lock:
-            while len(self._threads) - self._stuck_locked() < self.workers:
-                self._spawn()
-                started += 1
+            stuck = self._stuck_locked()
+            if self._closed.is_set():
+                if self._pending and len(self._threads) - stuck <= 0:
+                    self._spawn()
+                    started = 1
+            else:
+                while len(self._threads) - stuck < self.workers:
+                    self._spawn()
+                    started += 1
         if started:
-            log.warning("%d binding worker(s) stuck for more than %.0fs; started as many more (%d in all)",
-                        started, self.deadline, self.size())
+            log.warning("%d binding worker(s) busy for more than %.0fs; started %d more so binding goes on "
+                        "(%d workers)", stuck, self.deadline, started, self.size())
         return started
 
     def _watch(self, interval: float) -> None:

@@ -172,9 +172,9 @@ class Scheduler:
     def _events_for(self, profile: str, plugin: str) -> Any:
         return self._events.get(profile, {}).get(plugin)
 
-    def start(self) -> None:
+    def start(self, **kwargs: Any) -> None:
         """Subscribe to the backend; initial objects arrive as ADDED events into the inbox."""
-        self.cluster.start(self.on_cluster_event)
+        self.cluster.start(self.on_cluster_event, **kwargs)
         self.drain_inbox()
 
     def on_cluster_event(self, resource: str, action: str, old: dict | None, new: dict | None) -> None:
@@ -278,13 +278,18 @@ class Scheduler:
 
     # ------------------------------------------------------------------ the loop
     def run(self, until_idle: bool = True, stop: threading.Event | None = None,
-            idle_grace: float = 0.0) -> None:
-        """Schedule until stopped, or (until_idle) until nothing is left that could be attempted."""
+            idle_grace: float = 0.0, active: threading.Event | None = None) -> None:
+        """Schedule until stopped, or (until_idle) until nothing is left that could be attempted. While
+        `active` is given and not set (a standby replica) cluster events still update the cache and the
+        queue, as kube-scheduler's informers do before it leads, but no pod is attempted."""
         stop = stop or self._stop
         last_flush = self.clock()
         idle_since: float | None = None
         while not stop.is_set():
             self.drain_inbox()
+            if active is not None and not active.is_set():
+                active.wait(0.1)
+                continue
             now = self.clock()
             if now - last_flush >= 30.0:
                 self.queue.flush_unschedulable_leftover()

@@ -1430,11 +1430,13 @@ class KubeCluster(ClusterBackend):
         core = [r for r in refl if r.ref is not None and r.plural in BUILTIN]
         deadline = None if timeout is None else time.monotonic() + timeout
         for r in core:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not r.wait_for_sync(left):
-                raise ApiError(f"caches did not sync within {timeout:g}s: {r.name}: "
-                               f"{r.last_error or 'waiting for the initial list'}",
-                               status=getattr(r.last_exception, "status", 0))
+            while not r.wait_for_sync(1.0 if deadline is None else min(1.0, max(0.0, deadline - time.monotonic()))):
+                if r._stop.is_set():
+                    raise ApiError(f"stopped before {r.name} synced")
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise ApiError(f"caches did not sync within {timeout:g}s: {r.name}: "
+                                   f"{r.last_error or 'waiting for the initial list'}",
+                                   status=getattr(r.last_exception, "status", 0))
         for r in refl:
             if r not in core:
                 left = None if deadline is None else max(0.0, min(10.0, deadline - time.monotonic()))

@@ -6,10 +6,14 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
+import ssl
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -81,12 +85,27 @@ profiles:
 class Replica:
     """`ksched run --config` as its own process, as a second replica in a Deployment would be."""
 
-    def __init__(self, config: Path, name: str, log_dir: Path) -> None:
+    def __init__(self, config: Path, name: str, log_dir: Path, *extra: str) -> None:
         self.name = name
         self.log = log_dir / f"{name}.log"
         self._fh = self.log.open("wb")
-        self.proc = subprocess.Popen([str(KSCHED), "run", f"--config={config}", "--secure-port=0", "-v=2"],
+        self.port = _free_port()
+        self.proc = subprocess.Popen([str(KSCHED), "run", f"--config={config}", f"--secure-port={self.port}",
+                                      "--bind-address=127.0.0.1", "-v=2", *extra],
                                      stdout=self._fh, stderr=subprocess.STDOUT, env={**os.environ, "COLUMNS": "200"})
+
+    def readyz(self) -> tuple[int, str]:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        try:
+            with urllib.request.urlopen(f"https://127.0.0.1:{self.port}/readyz?verbose", context=ctx,
+                                        timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+        except OSError as e:
+            return 0, str(e)
 
     def text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -98,14 +117,22 @@ class Replica:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)
 
-    def stop(self) -> None:
+    def stop(self) -> int | None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-        self._fh.close()
+        if not self._fh.closed:
+            self._fh.close()
+        return self.proc.returncode
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def test_two_replicas_only_the_leader_binds_and_the_standby_takes_over(admin: KubeClient, control_plane: Any,
@@ -123,6 +150,9 @@ def test_two_replicas_only_the_leader_binds_and_the_standby_takes_over(admin: Ku
         b = Replica(cfg, "b", tmp_path)
         wait_for(lambda: "is held by" in b.text(), timeout=20,
                  what="replica b to start as a standby")
+        # a standby syncs its informers and is Ready, as kube-scheduler's standby is
+        status = wait_for(lambda: (r := b.readyz())[0] == 200 and r, timeout=20, what="the standby's /readyz")
+        assert "[+]informer-sync ok" in status[1], status
         first = [f"p{i}" for i in range(15)]
         make_pods(admin, ns, first, group, scheduler)
         wait_for(lambda: all(bound(admin, ns).get(n) for n in first), what="the leader to bind the first pods")
@@ -143,10 +173,31 @@ def test_two_replicas_only_the_leader_binds_and_the_standby_takes_over(admin: Ku
         assert took >= 2.0, "the standby waited for the lease to expire"
         counts = wait_for(lambda: (c := scheduled_events(admin, ns)) and len(c) == 30 and c, what="30 events")
         assert set(counts.values()) == {1}, f"some pod was bound twice: {counts}"
+        assert b.stop() == 0, b.text()[-2000:]  # SIGTERM is a clean exit, not a lost lease
+        log = b.text()
+        assert "Requested to terminate" in log and "leaderelection lost" not in log and "stuck" not in log, log
     finally:
         a.stop()
         if b is not None:
             b.stop()
+
+
+def test_unreachable_api_server_at_start_is_retried_and_reported_in_readyz(tmp_path: Path) -> None:
+    """A static pod can start before its API server: keep retrying with backoff, say why in /readyz."""
+    kc = tmp_path / "kubeconfig"
+    kc.write_text("apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+                  "clusters: [{name: k, cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}}]\n"
+                  "contexts: [{name: c, context: {cluster: k, user: u}}]\nusers: [{name: u, user: {token: t}}]\n")
+    r = Replica(_config(tmp_path, str(kc), "ksched-nowhere", "nowhere-lease", False), "nowhere", tmp_path)
+    try:
+        status = wait_for(lambda: (x := r.readyz())[0] == 500 and "cannot reach" in x[1] and x, timeout=30,
+                          what="/readyz to say why")
+        assert "[-]informer-sync failed: cannot reach the API server at https://127.0.0.1:1" in status[1], status
+        wait_for(lambda: r.text().count("retrying in") >= 2, timeout=20, what="two retries")
+        assert r.proc.poll() is None, r.text()
+    finally:
+        code = r.stop()
+    assert code == 0, r.text()[-2000:]
 
 
 @pytest.fixture
@@ -157,7 +208,7 @@ def runner(control_plane: Any, tmp_path: Path) -> Iterator[tuple[Runner, str]]:
     r = Runner(cfg, reg, RunOptions(kubeconfig=str(control_plane.kubeconfig_path), secure_port=0, seed=1))
     t = threading.Thread(target=r.run, daemon=True)
     t.start()
-    wait_for(lambda: r.cluster.health()[0] and r.scheduler.attempts >= 0 and r._started, what="runner started")
+    wait_for(lambda: r._booted.is_set() and r.cluster.health()[0] and r._started, what="runner started")
     yield r, scheduler
     r.stop()
     t.join(60)

@@ -95,7 +95,7 @@ def run_with(control_plane: Any, tmp_path: Path) -> Iterator[Callable[[str], tup
         t = threading.Thread(target=r.run, daemon=True)
         t.start()
         runners.append((r, t))
-        wait_for(lambda: r._started and r.cluster.health()[0], what="runner started")
+        wait_for(lambda: r._started and r._booted.is_set() and r.cluster.health()[0], what="runner started")
         return r, scheduler
 
     yield start

@@ -61,3 +61,15 @@ def test_shutdown_runs_queued_work_and_does_not_wait_for_a_hung_worker() -> None
     pool.shutdown(wait=True)
     assert out == [1] and time.monotonic() - t0 < 5
     hang.set()
+
+
+def test_an_idle_shutdown_starts_no_workers_and_logs_nothing(caplog) -> None:
+    pool = BindingPool(8, deadline=0.2, check_interval=0.05)
+    out: list[int] = []
+    for i in range(20):
+        pool.submit(out.append, i)
+    with caplog.at_level("WARNING", logger="ksched.bindpool"):
+        time.sleep(0.3)
+        pool.shutdown(wait=True)
+    assert sorted(out) == list(range(20)) and pool.size() == 0
+    assert not caplog.records
