@@ -19,6 +19,7 @@ _IN_TREE: list[tuple[str, str]] = [
     ("nodeports", "NodePorts"),
     ("noderesources", "NodeResourcesFit"),
     ("volumerestrictions", "VolumeRestrictions"),
+    ("nodevolumelimits", "NodeVolumeLimits"),
     ("volumezone", "VolumeZone"),
     ("podtopologyspread", "PodTopologySpread"),
     ("interpodaffinity", "InterPodAffinity"),
@@ -34,13 +35,13 @@ _IN_TREE: list[tuple[str, str]] = [
 DEFAULT_MULTIPOINT: list[tuple[str, int | None]] = [
     ("SchedulingGates", None), ("PrioritySort", None), ("NodeUnschedulable", None), ("NodeName", None),
     ("TaintToleration", 3), ("NodeAffinity", 2), ("NodePorts", None), ("NodeResourcesFit", 1),
-    ("VolumeRestrictions", None), ("VolumeZone", None),
+    ("VolumeRestrictions", None), ("NodeVolumeLimits", None),
+    ("VolumeZone", None),
     ("PodTopologySpread", 2), ("InterPodAffinity", 2), ("DefaultPreemption", None),
     ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1), ("DefaultBinder", None),
 ]
 
 UNSUPPORTED_IN_TREE: dict[str, str] = {
-    "NodeVolumeLimits": "volume plugins are not supported by ksched yet",
     "VolumeBinding": "volume plugins are not supported by ksched yet",
     "DynamicResources": "dynamic resource allocation is not supported by ksched yet",
     "NodeDeclaredFeatures": "NodeDeclaredFeatures is not supported by ksched yet",

@@ -37,7 +37,8 @@ def test_default_profile_plan_and_weights():
     assert prof.plan["bind"] == [("DefaultBinder", 0)]
     assert [n for n, _ in prof.plan["filter"]] == ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity",
                                                    "NodePorts", "NodeResourcesFit", "VolumeRestrictions",
-                                                   "VolumeZone", "PodTopologySpread", "InterPodAffinity"]
+                                                   "NodeVolumeLimits", "VolumeZone", "PodTopologySpread",
+                                                   "InterPodAffinity"]
     assert dict(prof.plan["score"]) == {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1,
                                         "PodTopologySpread": 2, "InterPodAffinity": 2,
                                         "NodeResourcesBalancedAllocation": 1, "ImageLocality": 1}

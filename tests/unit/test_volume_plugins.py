@@ -14,6 +14,8 @@ from scheduler_runtime.framework.snapshot import Snapshot
 from scheduler_runtime.framework.status import Code, Status
 from scheduler_runtime.framework.types import QUEUE, QUEUE_SKIP, NodeInfo
 from scheduler_runtime.objects import Node, Pod
+from scheduler_runtime.plugins.nodevolumelimits import REASON_MAX_VOLUME_COUNT as NVL_REASON
+from scheduler_runtime.plugins.nodevolumelimits import NodeVolumeLimits
 from scheduler_runtime.plugins.volumerestrictions import (
     REASON_DISK_CONFLICT,
     REASON_RWOP_CONFLICT,
@@ -260,4 +262,76 @@ def test_volume_zone_events():
     p = pod(volumes=[claim_vol("data")])
     assert regs["PersistentVolumeClaim"].hint(p, None, pvc("data")) == QUEUE
     assert regs["PersistentVolumeClaim"].hint(p, None, pvc("x")) == QUEUE_SKIP
+
+
+# ------------------------------------------------------------------------------------------ NodeVolumeLimits
+
+
+def csinode(name: str, **counts: int) -> dict:
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": name},
+            "spec": {"drivers": [{"name": d.replace("_", "."), "nodeID": name, "allocatable": {"count": c}}
+                                 for d, c in counts.items()]}}
+
+
+def csi_pv(name: str, driver: str = "csi.example.com", handle: str = "") -> dict:
+    return pv(name, csi={"driver": driver, "volumeHandle": handle or name}, phase="Bound")
+
+
+def test_node_volume_limits_counts_unique_handles_per_driver():
+    existing = pod("old", volumes=[claim_vol("c1"), claim_vol("c2")], node_name="n1")
+    objs = [pvc(f"c{i}", volume=f"v{i}", bound=True) for i in range(1, 5)] + [
+        csi_pv("v1"), csi_pv("v2"), csi_pv("v3"), csi_pv("v4", driver="other.example.com"),
+        csinode("n1", csi_example_com=3, other_example_com=0), csinode("n2", csi_example_com=1)]
+    _, h = setup(*objs, nodes=(node("n1"), node("n2"), node("n3")), placed={"n1": [existing]})
+    pl = NodeVolumeLimits(None, h)
+    n1, n2, n3 = (h.snapshot.get(n) for n in ("n1", "n2", "n3"))
+    p = pod(volumes=[claim_vol("c2"), claim_vol("c3")])  # c2 is already attached on n1: counted once
+    state, st = prefilter(pl, p)
+    assert st is None
+    assert pl.filter(state, p, n1) is None  # 2 attached + 1 new <= 3
+    assert reasons(pl.filter(state, p, n2)) == (Code.Unschedulable, [NVL_REASON])  # 2 new > 1
+    assert pl.filter(state, p, n3) is None  # no CSINode, no limits
+    q = pod(volumes=[claim_vol("c1"), claim_vol("c3"), claim_vol("c4")])
+    assert reasons(pl.filter(CycleState(), q, n1)) == (Code.Unschedulable, [NVL_REASON])  # other driver limit 0
+    r = pod(volumes=[claim_vol("c3"), {"name": "x", "persistentVolumeClaim": {"claimName": "c3"}}])
+    assert pl.filter(CycleState(), r, n2) is None  # the same claim twice is one volume
+
+
+def test_node_volume_limits_unbound_claims_count_for_the_provisioner():
+    objs = [pvc("u1", cls="fast"), pvc("u2", cls="fast"), pvc("nocls", cls=None), storage_class("fast"),
+            csinode("n1", csi_example_com=1)]
+    _, h = setup(*objs, nodes=(node("n1"),))
+    pl = NodeVolumeLimits(None, h)
+    n1 = h.snapshot.get("n1")
+    assert pl.filter(CycleState(), pod(volumes=[claim_vol("u1")]), n1) is None
+    assert pl.filter(CycleState(), pod(volumes=[claim_vol("u1"), claim_vol("u2")]), n1).reasons == [NVL_REASON]
+    assert pl.filter(CycleState(), pod(volumes=[claim_vol("u1"), claim_vol("nocls")]), n1) is None
+
+
+def test_node_volume_limits_node_allocatable_keys_and_errors():
+    objs = [pvc("c1", volume="v1", bound=True), pvc("c2", volume="v2", bound=True), csi_pv("v1"), csi_pv("v2")]
+    _, h = setup(*objs, nodes=(node("n1", allocatable={"attachable-volumes-csi-csi.example.com": "1"}),))
+    pl = NodeVolumeLimits(None, h)
+    n1 = h.snapshot.get("n1")
+    assert pl.filter(CycleState(), pod(volumes=[claim_vol("c1"), claim_vol("c2")]), n1).reasons == [NVL_REASON]
+    assert prefilter(pl, pod())[1].code == Code.Skip
+    assert prefilter(pl, pod(volumes=[{"name": "e", "emptyDir": {}}]))[1].code == Code.Skip
+    assert prefilter(pl, pod(volumes=[{"name": "e", "ephemeral": {"volumeClaimTemplate": {}}}]))[1] is None
+    st = pl.filter(CycleState(), pod(volumes=[claim_vol("gone")]), n1)
+    assert reasons(st) == (Code.UnschedulableAndUnresolvable,
+                           ['looking up PVC ns/gone: persistentvolumeclaim "gone" not found'])
+    # a generic ephemeral volume's claim must be owned by the pod
+    _, h = setup(pvc("p-scratch"), nodes=(node("n1"),))
+    st = NodeVolumeLimits(None, h).filter(CycleState(), pod("p", volumes=[{"name": "scratch", "ephemeral": {}}]),
+                                          h.snapshot.get("n1"))
+    assert st.code == Code.Error and "was not created for pod ns/p (pod is not owner)" in st.message
+
+
+def test_node_volume_limits_events():
+    regs = {r.event.resource: r for r in NodeVolumeLimits(None, None).events_to_register()}
+    assert set(regs) == {"storage.k8s.io/CSINode", "Pod", "PersistentVolumeClaim"}
+    p = pod(volumes=[claim_vol("c")])
+    assert regs["Pod"].hint(p, pod("x", volumes=[claim_vol("c")], node_name="n"), None) == QUEUE
+    assert regs["Pod"].hint(p, pod("x", node_name="n"), None) == QUEUE_SKIP
+    assert regs["PersistentVolumeClaim"].hint(p, None, pvc("c")) == QUEUE
 
