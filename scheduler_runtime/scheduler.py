@@ -623,6 +623,10 @@ class Scheduler:
         msg = st.message
         result.outcome = "unschedulable" if rejected else "error"
         result.message = msg
+        if not rejected:
+            cause = getattr(st.error, "__cause__", None)
+            log.error("Error scheduling pod; retrying: pod=%s err=%s", pod.key, msg,
+                      exc_info=(type(cause), cause, cause.__traceback__) if cause is not None else None)
         result.plugin = st.plugin
         if nominated:
             result.nominated_node = nominated

@@ -47,6 +47,14 @@ class PluginError(Exception):
     """A plugin raised or returned something invalid; carries the plugin's name."""
 
 
+def _plugin_error(message: str, exc: BaseException) -> PluginError:
+    """The one-line error for the pod, keeping the plugin's own exception (and its traceback) as the cause
+    so the scheduler can log where in the plugin it was raised."""
+    err = PluginError(message)
+    err.__cause__ = exc
+    return err
+
+
 @dataclass(slots=True)
 class ConfiguredPlugin:
     plugin: Plugin
@@ -189,7 +197,7 @@ class Framework:
             try:
                 st = _normalize_status(cp.plugin.pre_enqueue(pod))  # type: ignore[attr-defined]
             except Exception as exc:
-                return Status.as_error(PluginError(f"running PreEnqueue plugin {_q(cp.name)}: {exc}")) \
+                return Status.as_error(_plugin_error(f"running PreEnqueue plugin {_q(cp.name)}: {exc}", exc)) \
                     .with_plugin(cp.name)
             if st is not None and st.code != Code.Success:
                 st.plugin = cp.name
@@ -223,7 +231,7 @@ class Framework:
                     raise PluginError(f"returned {type(r).__name__}, expected PreFilterResult")
                 _normalize_status(st)
             except Exception as exc:
-                st = Status.as_error(PluginError(f"running PreFilter plugin {_q(cp.name)}: {exc}"))
+                st = Status.as_error(_plugin_error(f"running PreFilter plugin {_q(cp.name)}: {exc}", exc))
                 st.plugin = cp.name
                 self._observe("PreFilter", start, st)
                 return None, st, rejectors
@@ -304,7 +312,8 @@ class Framework:
                     fb: FilterBatch = cp.plugin.filter_batch(state, pod, self.handle.snapshot)  # type: ignore
                     st = None if node_info.row < 0 or fb.ok[node_info.row] else fb.status_at(node_info.row)
             except Exception as exc:
-                return Status.as_error(PluginError(f"running {_q(cp.name)} filter plugin: {exc}")).with_plugin(cp.name)
+                err = _plugin_error(f"running {_q(cp.name)} filter plugin: {exc}", exc)
+                return Status.as_error(err).with_plugin(cp.name)
             if st is not None and st.code != Code.Success:
                 st.plugin = cp.name
                 if not st.is_rejected():
@@ -391,7 +400,7 @@ class Framework:
                     raise PluginError(f"filter_batch returned {type(fb).__name__}, expected FilterBatch")
             except Exception as exc:
                 raise _CycleError(Status.as_error(
-                    PluginError(f"running {_q(cp.name)} filter plugin: {exc}")).with_plugin(cp.name)) from exc
+                    _plugin_error(f"running {_q(cp.name)} filter plugin: {exc}", exc)).with_plugin(cp.name)) from exc
             self._observe("Filter", start, None)
             batches.append((cp, fb))
             ok = fb.ok.copy() if ok is None else (ok & fb.ok)
@@ -452,8 +461,8 @@ class Framework:
                 try:
                     batch_results[cp.name] = cp.plugin.filter_batch(state, pod, snapshot)  # type: ignore
                 except Exception as exc:
-                    raise _CycleError(Status.as_error(
-                        PluginError(f"running {_q(cp.name)} filter plugin: {exc}")).with_plugin(cp.name)) from exc
+                    err = _plugin_error(f"running {_q(cp.name)} filter plugin: {exc}", exc)
+                    raise _CycleError(Status.as_error(err).with_plugin(cp.name)) from exc
         batch_ok: np.ndarray | None = None
         for fb in batch_results.values():
             batch_ok = fb.ok.copy() if batch_ok is None else (batch_ok & fb.ok)
@@ -478,8 +487,8 @@ class Framework:
                         else:
                             s = _normalize_status(cp.plugin.filter(state, pod, ni))  # type: ignore[attr-defined]
                     except Exception as exc:
-                        raise _CycleError(Status.as_error(
-                            PluginError(f"running {_q(cp.name)} filter plugin: {exc}")).with_plugin(cp.name)) from exc
+                        err = _plugin_error(f"running {_q(cp.name)} filter plugin: {exc}", exc)
+                        raise _CycleError(Status.as_error(err).with_plugin(cp.name)) from exc
                     if s is not None and s.code != Code.Success:
                         s.plugin = cp.name
                         if not s.is_rejected():
@@ -512,7 +521,7 @@ class Framework:
                 r, st = ret if isinstance(ret, tuple) else (None, ret)
                 _normalize_status(st)
             except Exception as exc:
-                st = Status.as_error(PluginError(f"running PostFilter plugin {_q(cp.name)}: {exc}"))
+                st = Status.as_error(_plugin_error(f"running PostFilter plugin {_q(cp.name)}: {exc}", exc))
                 self._observe("PostFilter", start, st)
                 return None, st.with_plugin(cp.name)
             if st is None or st.code == Code.Success:
@@ -541,7 +550,7 @@ class Framework:
                 st = _normalize_status(cp.plugin.pre_score(state, pod, nodes))  # type: ignore[attr-defined]
             except Exception as exc:
                 return Status.as_error(
-                    PluginError(f"running PreScore plugin {_q(cp.name)}: {exc}")).with_plugin(cp.name)
+                    _plugin_error(f"running PreScore plugin {_q(cp.name)}: {exc}", exc)).with_plugin(cp.name)
             if st is None or st.code == Code.Success:
                 continue
             if st.code == Code.Skip:
@@ -568,7 +577,7 @@ class Framework:
                 raise
             except Exception as exc:
                 raise _CycleError(Status.as_error(
-                    PluginError(f"running Score plugin {_q(cp.name)}: {exc}")).with_plugin(cp.name)) from exc
+                    _plugin_error(f"running Score plugin {_q(cp.name)}: {exc}", exc)).with_plugin(cp.name)) from exc
             if len(norm) and (int(norm.max()) > MAX_SCORE or int(norm.min()) < MIN_SCORE):
                 bad = int(norm.max()) if int(norm.max()) > MAX_SCORE else int(norm.min())
                 raise _CycleError(Status.as_error(PluginError(
@@ -632,7 +641,8 @@ class Framework:
             try:
                 st = _normalize_status(cp.plugin.reserve(state, pod, node_name))  # type: ignore[attr-defined]
             except Exception as exc:
-                return Status.as_error(PluginError(f"running Reserve plugin {_q(cp.name)}: {exc}")).with_plugin(cp.name)
+                err = _plugin_error(f"running Reserve plugin {_q(cp.name)}: {exc}", exc)
+                return Status.as_error(err).with_plugin(cp.name)
             if st is not None and st.code != Code.Success:
                 st.plugin = cp.name
                 if st.is_rejected():
@@ -659,7 +669,8 @@ class Framework:
                 st, timeout = ret if isinstance(ret, tuple) else (ret, 0.0)
                 _normalize_status(st)
             except Exception as exc:
-                return Status.as_error(PluginError(f"running Permit plugin {_q(cp.name)}: {exc}")).with_plugin(cp.name)
+                err = _plugin_error(f"running Permit plugin {_q(cp.name)}: {exc}", exc)
+                return Status.as_error(err).with_plugin(cp.name)
             if st is None or st.code == Code.Success:
                 continue
             st.plugin = cp.name
@@ -693,7 +704,8 @@ class Framework:
             try:
                 st = _normalize_status(cp.plugin.pre_bind(state, pod, node_name))  # type: ignore[attr-defined]
             except Exception as exc:
-                return Status.as_error(PluginError(f"running PreBind plugin {_q(cp.name)}: {exc}")).with_plugin(cp.name)
+                err = _plugin_error(f"running PreBind plugin {_q(cp.name)}: {exc}", exc)
+                return Status.as_error(err).with_plugin(cp.name)
             if st is not None and st.code not in (Code.Success, Code.Skip):
                 st.plugin = cp.name
                 if st.is_rejected():
@@ -709,7 +721,8 @@ class Framework:
             try:
                 st = _normalize_status(cp.plugin.bind(state, pod, node_name))  # type: ignore[attr-defined]
             except Exception as exc:
-                return Status.as_error(PluginError(f"running Bind plugin {_q(cp.name)}: {exc}")).with_plugin(cp.name)
+                err = _plugin_error(f"running Bind plugin {_q(cp.name)}: {exc}", exc)
+                return Status.as_error(err).with_plugin(cp.name)
             if st is not None and st.code == Code.Skip:
                 continue
             if st is not None and st.code != Code.Success:

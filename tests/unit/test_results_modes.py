@@ -355,3 +355,25 @@ def test_a_pod_with_claims_is_placed_with_a_single_warning_naming_the_missing_pl
     assert all(m.get_pod("ns", n)["spec"].get("nodeName") == "a" for n in ("plain", "with-pvc", "with-pvc-2"))
     warned = [r.getMessage() for r in caplog.records if "PersistentVolumeClaims" in r.getMessage()]
     assert len(warned) == 1 and "ns/with-pvc " in warned[0] and "volume and DynamicResources plugins" in warned[0]
+
+
+def test_a_raising_plugin_is_logged_with_its_traceback(caplog) -> None:
+    import traceback
+
+    from scheduler_runtime.config.loader import build
+    from scheduler_runtime.testing import config_for
+
+    reg = build_registry([])
+    reg.register(_Raising, "test")
+    cfg = build(config_for(_Raising, scheduler_name="default-scheduler"), reg)
+    m = MemoryCluster()
+    m.create(_node("a", "8"), emit=False)
+    s = Scheduler(m, cfg, reg, seed=1)
+    s.start()
+    m.create(_pod("boom", "100m"))
+    with caplog.at_level("ERROR", logger="ksched.scheduler"):
+        s.run(until_idle=True)
+    recs = [r for r in caplog.records if r.getMessage().startswith("Error scheduling pod; retrying: pod=ns/boom")]
+    assert recs and 'running "Raising" filter plugin: kaboom' in recs[0].getMessage()
+    tb = "".join(traceback.format_exception(*recs[0].exc_info))
+    assert "RuntimeError: kaboom" in tb and "in filter" in tb and "test_results_modes.py" in tb
