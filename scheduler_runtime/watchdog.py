@@ -92,8 +92,11 @@ class CycleWatchdog:
         return out
 
     def readyz(self) -> str | None:
+        """Only a stuck scheduling cycle makes the scheduler unready: it holds up every pod. A stuck binding
+        cycle holds up its own pod only (the binding pool replaces its worker), so it is logged, not
+        reported here, where it would keep the replica NotReady for as long as the plugin hangs."""
         with self._lock:
-            stuck = list(self.stuck)
+            stuck = [s for s in self.stuck if s.phase == "scheduling"]
         return "; ".join(s.message() for s in stuck) or None
 
     def start(self) -> None:

@@ -205,6 +205,7 @@ def test_a_plugin_hanging_in_prebind_blocks_no_other_pod_and_is_named() -> None:
         stuck = wd.check()
         assert [(x.pod, x.phase, x.plugin, x.method) for x in stuck] == [
             ("ns/stuck", "binding", "HangingPreBind", "pre_bind")]
+        assert wd.readyz() is None  # only its own pod waits: the replica stays Ready
     finally:
         s.frameworks["default-scheduler"].plugins["HangingPreBind"].gate.set()
         stop.set()
