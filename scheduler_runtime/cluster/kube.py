@@ -1526,12 +1526,11 @@ class KubeCluster(ClusterBackend):
         body = orjson.dumps({"apiVersion": "v1", "kind": "Binding", "metadata": meta,
                              "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}})
         attempt = 0
-        ambiguous = False
         while True:
             try:
                 resp = self.client.request("POST", path, body=body, conn_retries=0)
             except ApiUnreachableError as exc:
-                ambiguous = True  # the bind may have happened; a retry then answers 409 for our node
+                # the bind may have happened; a retry then answers 409 "already assigned" to our node
                 if attempt >= self.bind_retries:
                     self.stats["bind_errors"] += 1
                     raise BindError(f"binding {pod.key} to {node_name}: {exc}") from None
@@ -1542,7 +1541,9 @@ class KubeCluster(ClusterBackend):
                 self.stats["binds"] += 1
                 return
             msg = resp.message()
-            if resp.status == 409 and ambiguous and f'node "{node_name}"' in msg:
+            if resp.status == 409 and "already assigned" in msg and f'node "{node_name}"' in msg:
+                # an earlier try whose answer was lost (connection cut, 5xx while the server went down)
+                # did bind it, or someone bound it where we would: either way it sits on our node
                 self.stats["binds"] += 1
                 return
             if resp.status in (404, 409):
