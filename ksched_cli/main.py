@@ -303,6 +303,13 @@ def run(
         all_pods = mem.list("pods")
         bound = sum(1 for p in all_pods if (p.get("spec") or {}).get("nodeName"))
         watchdog.stop()
+        for p in all_pods:  # never attempted, so the live view had nothing to say about them
+            spec = p.get("spec") or {}
+            gates = [g.get("name", "") for g in spec.get("schedulingGates") or [] if isinstance(g, dict)]
+            if gates and not spec.get("nodeName"):
+                meta = p.get("metadata") or {}
+                console.print(f"  [dim]⏸[/] {meta.get('namespace', 'default') + '/' + meta.get('name', ''):<28} "
+                              f"Scheduling is blocked due to non-empty scheduling gates: {escape(', '.join(gates))}")
         console.print(f"done: {sched.scheduled} scheduled in {sched.attempts} attempts; "
                       f"{len(all_pods) - bound} pending; {len(mem.deleted)} preempted")
         for key, where in sorted(sched.detached_bindings.items()):

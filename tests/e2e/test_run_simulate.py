@@ -25,6 +25,7 @@ def test_run_embedded_default_schedules_and_exits(ksched):
     assert "✓ shop/web-1" in r.stdout
     # the pod that fits nowhere is reported with kube-scheduler's message format
     assert "shop/huge" in r.stdout and "0/6 nodes are available:" in r.stdout
+    assert "shop/gated" in r.stdout and "non-empty scheduling gates: example.com/quota-check" in r.stdout
     assert "done:" in r.stdout
 
 
