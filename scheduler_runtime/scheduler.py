@@ -555,9 +555,9 @@ class Scheduler:
         self.scheduled += 1
         if not self._warned_volumes and _needs_unsupported_plugins(pod.raw):
             self._warned_volumes = True
-            log.warning("pod %s uses PersistentVolumeClaims or ResourceClaims; ksched does not implement the volume "
-                        "and DynamicResources plugins, so it placed the pod as kube-scheduler would with those "
-                        "plugins disabled (see README, 'What ksched does not do yet')", pod.key)
+            log.warning("pod %s uses ResourceClaims; ksched does not implement the DynamicResources plugin, so it "
+                        "placed the pod as kube-scheduler would with that plugin disabled (see README, 'What ksched "
+                        "does not do yet')", pod.key)
         self._record_event(pod, "Normal", "Scheduled", "Binding", result.message)
         if self.metrics is not None:
             self.metrics.attempt(fw.profile_name, "scheduled", time.perf_counter() - start, qpi)
@@ -686,10 +686,7 @@ class Scheduler:
 def _needs_unsupported_plugins(raw: dict[str, Any] | None) -> bool:
     """Does kube-scheduler's default profile judge this pod with a plugin ksched lacks?"""
     spec = (raw or {}).get("spec") or {}
-    if spec.get("resourceClaims"):
-        return True
-    return any(isinstance(v, dict) and ("persistentVolumeClaim" in v or "ephemeral" in v)
-               for v in spec.get("volumes") or [])
+    return bool(spec.get("resourceClaims"))
 
 
 def _top_scores(scores: ScoreResult, k: int, snapshot: Any) -> list[dict[str, Any]]:

@@ -37,8 +37,8 @@ def test_default_profile_plan_and_weights():
     assert prof.plan["bind"] == [("DefaultBinder", 0)]
     assert [n for n, _ in prof.plan["filter"]] == ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity",
                                                    "NodePorts", "NodeResourcesFit", "VolumeRestrictions",
-                                                   "NodeVolumeLimits", "VolumeZone", "PodTopologySpread",
-                                                   "InterPodAffinity"]
+                                                   "NodeVolumeLimits", "VolumeBinding", "VolumeZone",
+                                                   "PodTopologySpread", "InterPodAffinity"]
     assert dict(prof.plan["score"]) == {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1,
                                         "PodTopologySpread": 2, "InterPodAffinity": 2,
                                         "NodeResourcesBalancedAllocation": 1, "ImageLocality": 1}
@@ -94,7 +94,7 @@ def test_plugin_args_are_validated_and_defaulted(tmp_path):
 @pytest.mark.parametrize("body, expect", [
     ("profiles:\n- plugins:\n    multiPoint:\n      enabled: [{name: NoSuchPlugin}]\n",
      'plugin "NoSuchPlugin" does not exist'),
-    ("profiles:\n- plugins:\n    filter:\n      enabled: [{name: VolumeBinding}]\n", "not supported by ksched yet"),
+    ("profiles:\n- plugins:\n    filter:\n      enabled: [{name: DynamicResources}]\n", "not supported by ksched yet"),
     ("profiles:\n- plugins:\n    filter:\n      enabled: [{name: EBSLimits}]\n", 'was invalid in version "v1"'),
     ("profiles:\n- plugins:\n    filter:\n      enabled: [{name: ImageLocality}]\n",
      'plugin "ImageLocality" does not extend FilterPlugin plugin'),

@@ -16,6 +16,11 @@ from scheduler_runtime.framework.types import QUEUE, QUEUE_SKIP, NodeInfo
 from scheduler_runtime.objects import Node, Pod
 from scheduler_runtime.plugins.nodevolumelimits import REASON_MAX_VOLUME_COUNT as NVL_REASON
 from scheduler_runtime.plugins.nodevolumelimits import NodeVolumeLimits
+from scheduler_runtime.plugins.volumebinding import REASON_BIND_CONFLICT as VB_BIND_CONFLICT
+from scheduler_runtime.plugins.volumebinding import REASON_NODE_CONFLICT as VB_NODE_CONFLICT
+from scheduler_runtime.plugins.volumebinding import REASON_PV_NOT_EXIST as VB_PV_NOT_EXIST
+from scheduler_runtime.plugins.volumebinding import REASON_UNBOUND_IMMEDIATE as VB_UNBOUND_IMMEDIATE
+from scheduler_runtime.plugins.volumebinding import VolumeBinding, VolumeBindingArgs
 from scheduler_runtime.plugins.volumerestrictions import (
     REASON_DISK_CONFLICT,
     REASON_RWOP_CONFLICT,
@@ -335,3 +340,161 @@ def test_node_volume_limits_events():
     assert regs["Pod"].hint(p, pod("x", node_name="n"), None) == QUEUE_SKIP
     assert regs["PersistentVolumeClaim"].hint(p, None, pvc("c")) == QUEUE
 
+
+# ------------------------------------------------------------------------------------------ VolumeBinding
+
+
+def vb_setup(*objects: dict, nodes: tuple[Node, ...] | None = None):
+    nodes = nodes or (node("n1", {ZONE: "a"}), node("n2", {ZONE: "b"}), node("n3", {ZONE: "a"}))
+    cluster, h = setup(*objects, nodes=nodes)
+    return cluster, h, VolumeBinding(None, h)
+
+
+def vb_filter(pl, p) -> tuple[CycleState, dict[str, Any]]:
+    state = CycleState()
+    res, st = pl.pre_filter(state, p, NodeList(pl.handle.snapshot))
+    assert st is None, st.message
+    allowed = res.node_names if res is not None else None
+    return state, {ni.name: reasons(pl.filter(state, p, ni)) for ni in pl.handle.snapshot.node_infos
+                   if allowed is None or ni.name in allowed}
+
+
+UNRES = Code.UnschedulableAndUnresolvable
+
+
+def test_volume_binding_prefilter_skip_and_claim_errors():
+    objs = (pvc("deleting", meta={"deletionTimestamp": "2026-01-01T00:00:00Z"}),
+            pvc("lost", volume="pv-x", status={"phase": "Lost"}),
+            pvc("imm", cls="now"), storage_class("now", mode="Immediate"), pvc("nocls", cls=None),
+            pvc("prebound", cls="late", volume="pv-y"), storage_class("late"), pvc("p-eph"))
+    _, _, pl = vb_setup(*objs)
+    state = CycleState()
+    res, st = pl.pre_filter(state, pod(), NodeList(pl.handle.snapshot))
+    assert st.code == Code.Skip and res is None
+    res, st = pl.pre_filter(state, pod(volumes=[{"name": "t", "emptyDir": {}}]), NodeList(pl.handle.snapshot))
+    assert st.code == Code.Skip
+    for claim, msg in [("gone", 'persistentvolumeclaim "gone" not found'),
+                       ("deleting", 'persistentvolumeclaim "deleting" is being deleted'),
+                       ("lost", 'persistentvolumeclaim "lost" bound to non-existent persistentvolume "pv-x"'),
+                       ("imm", VB_UNBOUND_IMMEDIATE), ("nocls", VB_UNBOUND_IMMEDIATE),
+                       ("prebound", VB_UNBOUND_IMMEDIATE)]:
+        _, st = pl.pre_filter(CycleState(), pod(volumes=[claim_vol(claim)]), NodeList(pl.handle.snapshot))
+        assert reasons(st) == (UNRES, [msg]), claim
+    eph = pod("q", volumes=[{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}}])
+    _, st = pl.pre_filter(CycleState(), eph, NodeList(pl.handle.snapshot))
+    assert st.reasons == ['waiting for ephemeral volume controller to create the persistentvolumeclaim "q-scratch"']
+    eph = pod("p", volumes=[{"name": "eph", "ephemeral": {"volumeClaimTemplate": {}}}])
+    _, st = pl.pre_filter(CycleState(), eph, NodeList(pl.handle.snapshot))
+    assert st.reasons == ["PVC ns/p-eph was not created for pod ns/p (pod is not owner)"]
+
+
+def test_volume_binding_bound_pv_node_affinity_and_missing_pv():
+    _, _, pl = vb_setup(pvc("zonal", volume="pv-a", bound=True), pv("pv-a", affinity={ZONE: "a"}, claim=(NS, "zonal")),
+                        pvc("local", volume="pv-l", bound=True),
+                        pv("pv-l", affinity={"kubernetes.io/hostname": "n3"}, claim=(NS, "local")),
+                        pvc("dangling", volume="nope", bound=True))
+    _, got = vb_filter(pl, pod(volumes=[claim_vol("zonal")]))
+    assert got == {"n1": None, "n2": (UNRES, [VB_NODE_CONFLICT]), "n3": None}
+    state, got = vb_filter(pl, pod(volumes=[claim_vol("local")]))
+    assert got == {"n3": None}  # a local PV pinned by hostname narrows PreFilter to its node
+    _, got = vb_filter(pl, pod(volumes=[claim_vol("dangling")]))
+    assert list(got.values()) == [(UNRES, [VB_PV_NOT_EXIST])] * 3
+
+
+def test_volume_binding_static_match_picks_smallest_fitting_pv():
+    objs = (storage_class("local", provisioner="kubernetes.io/no-provisioner"), pvc("data", cls="local", storage="5Gi"),
+            pv("small", cls="local", storage="1Gi"), pv("big", cls="local", storage="20Gi"),
+            pv("fit", cls="local", storage="10Gi"), pv("taken", cls="local", storage="5Gi", claim=(NS, "other")),
+            pv("released", cls="local", storage="5Gi", phase="Released"), pv("otherclass", cls="x", storage="5Gi"),
+            pv("rox", cls="local", storage="5Gi", modes=("ReadOnlyMany",)),
+            pv("block", cls="local", storage="5Gi", volumeMode="Block"),
+            pv("zone-b", cls="local", storage="6Gi", affinity={ZONE: "b"}))
+    _, _, pl = vb_setup(*objs)
+    state, got = vb_filter(pl, pod(volumes=[claim_vol("data")]))
+    assert got == {"n1": None, "n2": None, "n3": None}
+    s = state.get("VolumeBinding")
+    assert [p["metadata"]["name"] for p, _ in s.by_node["n1"].static] == ["fit"]
+    assert [p["metadata"]["name"] for p, _ in s.by_node["n2"].static] == ["zone-b"]  # smaller and fits zone b
+    # a selector narrows the candidates
+    _, _, pl = vb_setup(*objs, pvc("sel", cls="local", storage="1Gi", selector={"matchLabels": {"tier": "gold"}}))
+    _, got = vb_filter(pl, pod(volumes=[claim_vol("sel")]))
+    assert list(got.values()) == [(UNRES, [VB_BIND_CONFLICT])] * 3  # no PV labelled gold; no-provisioner class
+
+
+def test_volume_binding_reserve_assumes_and_unreserve_reverts():
+    objs = (storage_class("local", provisioner="kubernetes.io/no-provisioner"), pvc("a", cls="local"),
+            pvc("b", cls="local"), pv("only", cls="local"))
+    _, _, pl = vb_setup(*objs)
+    p1 = pod("p1", volumes=[claim_vol("a")])
+    state, got = vb_filter(pl, p1)
+    assert got["n1"] is None
+    assert pl.reserve(state, p1, "n1") is None
+    assert pl.cache.pv("only")["spec"]["claimRef"]["name"] == "a"
+    p2 = pod("p2", volumes=[claim_vol("b")])
+    _, got = vb_filter(pl, p2)  # the PV is assumed for p1: p2 finds nothing
+    assert list(got.values()) == [(UNRES, [VB_BIND_CONFLICT])] * 3
+    pl.unreserve(state, p1, "n1")
+    pl.unreserve(state, p1, "n1")  # idempotent
+    assert "claimRef" not in pl.cache.pv("only")["spec"]
+    _, got = vb_filter(pl, p2)
+    assert got["n1"] is None
+
+
+def test_volume_binding_prebind_static_and_provisioned_on_the_embedded_cluster():
+    objs = (storage_class("local", provisioner="kubernetes.io/no-provisioner"), pvc("a", cls="local"),
+            pv("only", cls="local"), storage_class("fast", topologies=[{ZONE: ["b"]}]), pvc("dyn", cls="fast"))
+    cluster, _, pl = vb_setup(*objs)
+    p = pod("p", volumes=[claim_vol("a"), claim_vol("dyn")])
+    state, got = vb_filter(pl, p)
+    # pv "only" fits every node, class "fast" provisions in zone b only: n2
+    assert got == {"n1": (UNRES, [VB_BIND_CONFLICT]), "n2": None, "n3": (UNRES, [VB_BIND_CONFLICT])}
+    objs2 = objs[:-2] + (storage_class("fast", topologies=[{ZONE: ["a"]}]), pvc("dyn", cls="fast"))
+    cluster, _, pl = vb_setup(*objs2)
+    state, got = vb_filter(pl, p)
+    assert got == {"n1": None, "n2": (UNRES, [VB_BIND_CONFLICT]), "n3": None}
+    assert pl.reserve(state, p, "n1") is None
+    assert pl.pre_bind(state, p, "n1") is None
+    a = cluster.informer("persistentvolumeclaims").get("a", NS)
+    assert a["spec"]["volumeName"] == "only" and a["status"]["phase"] == "Bound"
+    dyn = cluster.informer("persistentvolumeclaims").get("dyn", NS)
+    assert dyn["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == "n1"
+    provisioned = cluster.informer("persistentvolumes").get(dyn["spec"]["volumeName"])
+    assert provisioned["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"] == [
+        {"key": ZONE, "operator": "In", "values": ["a"]}]
+    # the next cycle sees both claims bound
+    state, got = vb_filter(pl, pod("p2", volumes=[claim_vol("a"), claim_vol("dyn")]))
+    assert got == {"n1": None, "n2": (UNRES, [VB_NODE_CONFLICT]), "n3": None}
+
+
+def test_volume_binding_prebind_times_out_and_reports_patch_errors():
+    objs = (storage_class("fast"), pvc("dyn", cls="fast"))
+    cluster, h, _ = vb_setup(*objs)
+    pl = VolumeBinding(VolumeBindingArgs(bind_timeout_seconds=0), h)
+    cluster._objects["storageclasses"]["fast"]["provisioner"] = "csi.example.com"
+    p = pod("p", volumes=[claim_vol("dyn")])
+    state, got = vb_filter(pl, p)
+    pl.reserve(state, p, "n1")
+    cluster._objects["storageclasses"].pop("fast")  # nothing can provision it now
+    st = pl.pre_bind(state, p, "n1")
+    assert st.code == Code.Error and st.message == "binding volumes: context deadline exceeded"
+    # a claim changed since it was read: the patch conflicts
+    cluster, h, pl = vb_setup(storage_class("fast"), pvc("dyn", cls="fast"))
+    state, _ = vb_filter(pl, p)
+    pl.reserve(state, p, "n1")
+    cluster.patch_object("persistentvolumeclaims", "dyn", NS, {"metadata": {"labels": {"x": "y"}}})
+    st = pl.pre_bind(state, p, "n1")
+    assert st.code == Code.Error and "the object has been modified" in st.message
+
+
+def test_volume_binding_args_validation():
+    assert VolumeBindingArgs().bind_timeout_seconds == 600
+    with pytest.raises(ValueError, match="invalid BindTimeoutSeconds, should not be a negative value"):
+        VolumeBindingArgs(bind_timeout_seconds=-1)
+    with pytest.raises(ValueError, match="turn on the feature gate StorageCapacityScoring"):
+        VolumeBindingArgs.model_validate({"shape": [{"utilization": 0, "score": 10}]})
+
+
+def test_volume_binding_events():
+    regs = {r.event.resource for r in VolumeBinding(None, None).events_to_register()}
+    assert regs == {"storage.k8s.io/StorageClass", "PersistentVolumeClaim", "PersistentVolume", "Node",
+                    "storage.k8s.io/CSINode", "storage.k8s.io/CSIDriver", "storage.k8s.io/CSIStorageCapacity"}

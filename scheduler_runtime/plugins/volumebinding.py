@@ -1,0 +1,532 @@
+"""VolumeBinding: the pod's PersistentVolumeClaims must be bound, or bindable on the node, and are bound
+before the pod.
+
+PreFilter: pods without claims skip the plugin; a missing, lost or deleted claim, or an unbound claim of an
+Immediate class, makes the pod unschedulable (UnschedulableAndUnresolvable); claims bound to local PVs pinned
+by hostname narrow the nodes. Filter: bound PVs' node affinity; unbound WaitForFirstConsumer claims take the
+smallest matching Available PV (class, access modes, capacity, volume mode, selector, node affinity) or are
+provisioned (a class with a provisioner other than kubernetes.io/no-provisioner whose allowedTopologies fit
+the node). Reserve assumes the chosen PV bindings and selected nodes in memory so the next pod does not get
+the same PV; Unreserve reverts them. PreBind writes them (PV spec.claimRef, PVC annotation
+volume.kubernetes.io/selected-node) and waits up to bindTimeoutSeconds until the claims are bound.
+
+Not done (documented differences): CSIStorageCapacity checks ("did not have enough free storage") and the
+StorageCapacityScoring Score (alpha, off by default in v1.36, so kube-scheduler does not score either).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import model_validator
+
+from ..cluster.base import PatchError
+from ..config.fielderrors import FieldErrorList, invalid
+from ..framework.cycle_state import CycleState
+from ..framework.nodelist import NodeList
+from ..framework.plugin import Plugin, PluginArgs
+from ..framework.status import Status
+from ..framework.types import (
+    QUEUE,
+    QUEUE_SKIP,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    NodeInfo,
+    PreFilterResult,
+)
+from ..objects import LabelSelector, Node, Pod
+from .volumeutil import (
+    ANN_BIND_COMPLETED,
+    ANN_BOUND_BY_CONTROLLER,
+    ANN_SELECTED_NODE,
+    CLASSES,
+    CSINODES,
+    EV_CAPACITY,
+    EV_CLASS,
+    EV_CSIDRIVER,
+    EV_CSINODE,
+    EV_PV,
+    EV_PVC,
+    NO_PROVISIONER,
+    PVCS,
+    PVS,
+    WAIT_FOR_FIRST_CONSUMER,
+    VolumeStores,
+    annotations,
+    claim_class,
+    hostname_nodes,
+    meta,
+    not_found,
+    pod_claim_names,
+    pod_volumes,
+    pv_matches_node,
+    spec,
+    storage_bytes,
+    volume_class,
+)
+
+REASON_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
+REASON_NODE_CONFLICT = "node(s) had volume node affinity conflict"
+REASON_PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
+REASON_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
+_STATE = "VolumeBinding"
+
+
+class VolumeBindingArgs(PluginArgs):
+    """`bindTimeoutSeconds`: how long PreBind waits for the claims to be bound (default 600)."""
+
+    bind_timeout_seconds: int = 600
+    shape: list[Any] | None = None
+
+    @model_validator(mode="after")
+    def _kube_rules(self) -> VolumeBindingArgs:
+        """kube-scheduler's ValidateVolumeBindingArgs with StorageCapacityScoring off (its v1.36 default)."""
+        errs = FieldErrorList()
+        if self.bind_timeout_seconds < 0:
+            errs.add(("bindTimeoutSeconds",), invalid(self.bind_timeout_seconds,
+                                                      "invalid BindTimeoutSeconds, should not be a negative value"))
+        if self.shape is not None:
+            errs.add(("shape",), invalid(self.shape, "unexpected field `shape`, remove it or turn on the feature "
+                                                     "gate StorageCapacityScoring"))
+        errs.raise_if_any()
+        return self
+
+
+@dataclass
+class _PodVolumes:
+    static: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)  # (pv, pvc)
+    provisions: list[dict[str, Any]] = field(default_factory=list)  # pvcs
+
+
+@dataclass
+class _State:
+    bound: list[dict[str, Any]] = field(default_factory=list)
+    delayed: list[dict[str, Any]] = field(default_factory=list)
+    pvs_by_class: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    by_node: dict[str, _PodVolumes] = field(default_factory=dict)
+    all_bound: bool = True
+
+    def clone(self) -> _State:
+        return self  # shared by the clones of one cycle, as kube's stateData is
+
+
+class AssumeCache:
+    """PVs and PVCs as the watched stores hold them, overlaid with the versions Reserve assumed. An assumed
+    version is dropped as soon as the store holds a different resourceVersion than the one it was based on."""
+
+    def __init__(self, stores: VolumeStores) -> None:
+        self.stores = stores
+        self._lock = threading.Lock()
+        self._pvs: dict[str, tuple[dict[str, Any], str]] = {}
+        self._pvcs: dict[str, tuple[dict[str, Any], str]] = {}
+
+    @staticmethod
+    def _rv(obj: dict[str, Any] | None) -> str:
+        return str(meta(obj).get("resourceVersion") or "")
+
+    def _overlay(self, table: dict[str, tuple[dict[str, Any], str]], key: str,
+                 real: dict[str, Any] | None) -> dict[str, Any] | None:
+        hit = table.get(key)
+        if hit is None:
+            return real
+        if real is None or self._rv(real) != hit[1]:
+            with self._lock:
+                table.pop(key, None)
+            return real
+        return hit[0]
+
+    def pv(self, name: str) -> dict[str, Any] | None:
+        return self._overlay(self._pvs, name, self.stores.pv(name))
+
+    def pvc(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._overlay(self._pvcs, f"{namespace}/{name}", self.stores.pvc(namespace, name))
+
+    def pvs(self) -> list[dict[str, Any]]:
+        out = self.stores.pvs()
+        if not self._pvs:
+            return out
+        return [self._overlay(self._pvs, meta(p).get("name", ""), p) or p for p in out]
+
+    def assume_pv(self, new: dict[str, Any]) -> None:
+        name = meta(new).get("name", "")
+        with self._lock:
+            base = self._pvs[name][1] if name in self._pvs else self._rv(self.stores.pv(name))
+            self._pvs[name] = (new, base)
+
+    def assume_pvc(self, new: dict[str, Any]) -> None:
+        m = meta(new)
+        key = f"{m.get('namespace') or 'default'}/{m.get('name')}"
+        with self._lock:
+            base = self._pvcs[key][1] if key in self._pvcs else self._rv(
+                self.stores.pvc(m.get("namespace") or "default", m.get("name", "")))
+            self._pvcs[key] = (new, base)
+
+    def restore_pv(self, name: str) -> None:
+        with self._lock:
+            self._pvs.pop(name, None)
+
+    def restore_pvc(self, namespace: str, name: str) -> None:
+        with self._lock:
+            self._pvcs.pop(f"{namespace}/{name}", None)
+
+
+def fully_bound(pvc: dict[str, Any]) -> bool:
+    return bool(spec(pvc).get("volumeName")) and ANN_BIND_COMPLETED in annotations(pvc)
+
+
+def bound_to_claim(pv: dict[str, Any], pvc: dict[str, Any]) -> bool:
+    ref = spec(pv).get("claimRef") or {}
+    m = meta(pvc)
+    if not ref or ref.get("name") != m.get("name") or (ref.get("namespace") or "") != (m.get("namespace") or ""):
+        return False
+    return not ref.get("uid") or ref.get("uid") == m.get("uid")
+
+
+def _modes_ok(pvc: dict[str, Any], pv: dict[str, Any]) -> bool:
+    have = set(spec(pv).get("accessModes") or ())
+    return all(m in have for m in spec(pvc).get("accessModes") or ())
+
+
+def find_matching_volume(pvc: dict[str, Any], pvs: list[dict[str, Any]], node: Node,
+                         excluded: set[str]) -> dict[str, Any] | None:
+    """The PV pre-bound to the claim, else the smallest Available one that fits it on the node."""
+    cs = spec(pvc)
+    requested = storage_bytes((cs.get("resources") or {}).get("requests"))
+    cls = claim_class(pvc)
+    sel_raw = cs.get("selector")
+    selector = LabelSelector.parse(sel_raw) if sel_raw is not None else None
+    mode = cs.get("volumeMode") or "Filesystem"
+    vac = cs.get("volumeAttributesClassName") or ""
+    best: dict[str, Any] | None = None
+    best_qty = 0
+    for pv in pvs:
+        ps = spec(pv)
+        if meta(pv).get("name") in excluded:
+            continue
+        if (ps.get("volumeAttributesClassName") or "") != vac:
+            continue
+        qty = storage_bytes(ps.get("capacity"))
+        if qty < requested or (ps.get("volumeMode") or "Filesystem") != mode or meta(pv).get("deletionTimestamp"):
+            continue
+        affinity_ok = pv_matches_node(pv, node)
+        if bound_to_claim(pv, pvc):
+            return pv if affinity_ok else None
+        phase = (pv.get("status") or {}).get("phase") or "Available"  # the embedded cluster may omit it
+        if phase != "Available" or ps.get("claimRef"):
+            continue
+        if selector is not None and not selector.matches(meta(pv).get("labels") or {}):
+            continue
+        if volume_class(pv) != cls or not affinity_ok or not _modes_ok(pvc, pv):
+            continue
+        if best is None or qty < best_qty:
+            best, best_qty = pv, qty
+    return best
+
+
+def topology_fits(terms: list[dict[str, Any]] | None, labels: dict[str, str]) -> bool:
+    """MatchTopologySelectorTerms: no terms fit every node; else one term whose expressions all match."""
+    if not terms:
+        return True
+    for t in terms:
+        exprs = (t or {}).get("matchLabelExpressions") or []
+        if all(labels.get(e.get("key")) in set(e.get("values") or ()) for e in exprs):
+            return True
+    return False
+
+
+class VolumeBinding(Plugin):
+    name = "VolumeBinding"
+    args_model = VolumeBindingArgs
+
+    def __init__(self, args: VolumeBindingArgs | None = None, handle: Any = None) -> None:
+        super().__init__(args if args is not None else VolumeBindingArgs(), handle)
+        self.stores = VolumeStores(handle)
+        self.stores.warm(PVCS, PVS, CLASSES, CSINODES)
+        self.cache = AssumeCache(self.stores)
+        #: seconds between checks while PreBind waits for the claims to be bound
+        self.poll_interval = 0.5
+
+    # ------------------------------------------------------------------ PreFilter
+    def _is_delay_binding(self, pvc: dict[str, Any]) -> bool:
+        name = claim_class(pvc)
+        if not name:
+            return False
+        sc = self.stores.storage_class(name)
+        if sc is None:
+            return False
+        mode = sc.get("volumeBindingMode")
+        if mode is None:
+            raise ValueError(f'VolumeBindingMode not set for StorageClass "{name}"')
+        return mode == WAIT_FOR_FIRST_CONSUMER
+
+    def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeList) -> tuple[PreFilterResult | None,
+                                                                                  Status | None]:
+        if not pod_volumes(pod):
+            state.write(_STATE, _State())
+            return None, Status.skip()
+        claims = list(pod_claim_names(pod))
+        if not claims:
+            state.write(_STATE, _State())
+            return None, Status.skip()
+        s = _State(all_bound=False)
+        immediate = False
+        for name, ephemeral in claims:
+            pvc = self.cache.pvc(pod.namespace, name)
+            if pvc is None:
+                msg = (f'waiting for ephemeral volume controller to create the persistentvolumeclaim "{name}"'
+                       if ephemeral else not_found("persistentvolumeclaim", name))
+                return None, Status.unresolvable(msg)
+            if (pvc.get("status") or {}).get("phase") == "Lost":
+                return None, Status.unresolvable(f'persistentvolumeclaim "{name}" bound to non-existent '
+                                                 f'persistentvolume "{spec(pvc).get("volumeName") or ""}"')
+            if meta(pvc).get("deletionTimestamp"):
+                return None, Status.unresolvable(f'persistentvolumeclaim "{name}" is being deleted')
+            if ephemeral and not any(r.get("controller") and r.get("kind") == "Pod" and r.get("uid") == pod.uid
+                                     for r in meta(pvc).get("ownerReferences") or []):
+                return None, Status.unresolvable(f"PVC {pod.namespace}/{name} was not created for pod "
+                                                 f"{pod.namespace}/{pod.name} (pod is not owner)")
+            if fully_bound(pvc):
+                s.bound.append(pvc)
+                continue
+            try:
+                delay = self._is_delay_binding(pvc)
+            except ValueError as exc:
+                return None, Status.as_error(str(exc))
+            if delay and not spec(pvc).get("volumeName"):
+                s.delayed.append(pvc)
+            else:
+                immediate = True
+        if immediate:
+            return None, Status.unresolvable(REASON_UNBOUND_IMMEDIATE)
+        eligible: set[str] | None = None
+        for pvc in s.bound:
+            pv = self.cache.pv(spec(pvc).get("volumeName") or "")
+            names = hostname_nodes(pv) if pv is not None else set()
+            if names:
+                eligible = set(names) if eligible is None else eligible & names
+        if s.delayed:
+            classes = {claim_class(p) for p in s.delayed}
+            for pv in self.cache.pvs():
+                c = volume_class(pv)
+                if c in classes:
+                    s.pvs_by_class.setdefault(c, []).append(pv)
+        state.write(_STATE, s)
+        return (PreFilterResult(eligible) if eligible is not None else None), None
+
+    # ------------------------------------------------------------------ Filter
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        s: _State | None = state.get(_STATE)
+        if s is None:
+            return Status.as_error(f'reading "{_STATE}" from cycleState: not found')
+        node = node_info.node
+        if node is None:
+            return Status.as_error("node not found")
+        try:
+            volumes, reasons = self._find_pod_volumes(s, node)
+        except ValueError as exc:
+            return Status.as_error(str(exc))
+        if reasons:
+            return Status.unresolvable(*reasons)
+        s.by_node[node.name] = volumes
+        return None
+
+    def _find_pod_volumes(self, s: _State, node: Node) -> tuple[_PodVolumes, list[str]]:
+        out = _PodVolumes()
+        bound_ok, pvs_found, unbound_ok = True, True, True
+        for pvc in s.bound:
+            pv = self.cache.pv(spec(pvc).get("volumeName") or "")
+            if pv is None:
+                pvs_found = False
+                break
+            if not pv_matches_node(pv, node):
+                bound_ok = False
+                break
+        if bound_ok and pvs_found and s.delayed:
+            to_match: list[dict[str, Any]] = []
+            to_provision: list[dict[str, Any]] = []
+            for pvc in s.delayed:
+                selected = annotations(pvc).get(ANN_SELECTED_NODE)
+                if selected is not None:
+                    if selected != node.name:
+                        unbound_ok = False
+                        break
+                    to_provision.append(pvc)
+                else:
+                    to_match.append(pvc)
+            if unbound_ok:
+                chosen: set[str] = set()
+                for pvc in sorted(to_match, key=lambda c: storage_bytes(
+                        (spec(c).get("resources") or {}).get("requests"))):
+                    pv = find_matching_volume(pvc, s.pvs_by_class.get(claim_class(pvc), []), node, chosen)
+                    if pv is None:
+                        to_provision.append(pvc)
+                        continue
+                    chosen.add(meta(pv).get("name", ""))
+                    out.static.append((pv, pvc))
+                if to_provision:
+                    unbound_ok = self._can_provision(to_provision, node)
+                    if unbound_ok:
+                        out.provisions = to_provision
+        reasons = []
+        if not bound_ok:
+            reasons.append(REASON_NODE_CONFLICT)
+        if not unbound_ok:
+            reasons.append(REASON_BIND_CONFLICT)
+        if not pvs_found:
+            reasons.append(REASON_PV_NOT_EXIST)
+        return out, reasons
+
+    def _can_provision(self, claims: list[dict[str, Any]], node: Node) -> bool:
+        for pvc in claims:
+            cls = claim_class(pvc)
+            if not cls:
+                raise ValueError(f'no class for claim "{meta(pvc).get("name")}"')
+            sc = self.stores.storage_class(cls)
+            if sc is None:
+                raise ValueError(f'failed to find storage class "{cls}"')
+            provisioner = sc.get("provisioner") or ""
+            if not provisioner or provisioner == NO_PROVISIONER:
+                return False
+            if not topology_fits(sc.get("allowedTopologies"), node.labels):
+                return False
+        return True
+
+    # ------------------------------------------------------------------ Reserve / Unreserve
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        s: _State | None = state.get(_STATE)
+        if s is None:
+            return Status.as_error(f'reading "{_STATE}" from cycleState: not found')
+        volumes = s.by_node.get(node_name)
+        if volumes is None or (not volumes.static and not volumes.provisions):
+            s.all_bound = True
+            return None
+        s.all_bound = False
+        assumed_static = []
+        for pv, pvc in volumes.static:
+            new = pv
+            if not bound_to_claim(pv, pvc) or ANN_BOUND_BY_CONTROLLER not in annotations(pv):
+                new = _bind_volume_to_claim(pv, pvc)
+                self.cache.assume_pv(new)
+            assumed_static.append((new, pvc))
+        assumed_claims = []
+        for pvc in volumes.provisions:
+            new = {**pvc, "metadata": {**meta(pvc), "annotations": {**annotations(pvc), ANN_SELECTED_NODE: node_name}}}
+            self.cache.assume_pvc(new)
+            assumed_claims.append(new)
+        s.by_node[node_name] = _PodVolumes(assumed_static, assumed_claims)
+        return None
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        s: _State | None = state.get(_STATE)
+        volumes = s.by_node.get(node_name) if s is not None else None
+        if volumes is None:
+            return
+        for pv, _pvc in volumes.static:
+            self.cache.restore_pv(meta(pv).get("name", ""))
+        for pvc in volumes.provisions:
+            self.cache.restore_pvc(meta(pvc).get("namespace") or "default", meta(pvc).get("name", ""))
+
+    # ------------------------------------------------------------------ PreBind
+    def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        s: _State | None = state.get(_STATE)
+        if s is None:
+            return Status.as_error(f'reading "{_STATE}" from cycleState: not found')
+        if s.all_bound:
+            return None
+        volumes = s.by_node.get(node_name)
+        if volumes is None:
+            return Status.as_error(f'no pod volumes found for node "{node_name}"')
+        cluster = self.handle.cluster
+        try:
+            for pv, _pvc in volumes.static:
+                m = meta(pv)
+                cluster.patch_object(PVS, m["name"], None, {
+                    "metadata": {"resourceVersion": m.get("resourceVersion"),
+                                 "annotations": {ANN_BOUND_BY_CONTROLLER: "yes"}},
+                    "spec": {"claimRef": spec(pv)["claimRef"]}})
+            for pvc in volumes.provisions:
+                m = meta(pvc)
+                cluster.patch_object(PVCS, m["name"], m.get("namespace") or "default", {
+                    "metadata": {"resourceVersion": m.get("resourceVersion"),
+                                 "annotations": {ANN_SELECTED_NODE: node_name}}})
+        except PatchError as exc:
+            return Status.as_error(f"binding volumes: {exc}")
+        ni = self.handle.snapshot.get(node_name)
+        node = ni.node if ni is not None else None
+        deadline = time.monotonic() + self.args.bind_timeout_seconds
+        while True:
+            try:
+                if self._bindings_done(volumes, node_name, node):
+                    return None
+            except ValueError as exc:
+                return Status.as_error(f"binding volumes: {exc}")
+            if time.monotonic() >= deadline:
+                return Status.as_error("binding volumes: context deadline exceeded")
+            time.sleep(min(self.poll_interval, max(0.0, deadline - time.monotonic())))
+
+    def _bindings_done(self, volumes: _PodVolumes, node_name: str, node: Node | None) -> bool:
+        for pv, pvc in volumes.static:
+            name = meta(pv).get("name", "")
+            cur = self.stores.pv(name)
+            if cur is None:
+                raise ValueError(f'failed to get pv "{name}" from cache')
+            ref = spec(cur).get("claimRef") or {}
+            if not ref.get("name"):
+                raise ValueError(f'ClaimRef got reset for pv "{name}"')
+            m = meta(pvc)
+            claim = self.stores.pvc(m.get("namespace") or "default", m.get("name", ""))
+            if claim is None:
+                raise ValueError(f'failed to get pvc "{m.get("namespace")}/{m.get("name")}" from cache')
+            if not fully_bound(claim):
+                return False
+        for pvc in volumes.provisions:
+            m = meta(pvc)
+            claim = self.stores.pvc(m.get("namespace") or "default", m.get("name", ""))
+            if claim is None:
+                raise ValueError(f'failed to get pvc "{m.get("namespace")}/{m.get("name")}" from cache')
+            selected = annotations(claim).get(ANN_SELECTED_NODE)
+            if selected is None:
+                raise ValueError(f'selectedNode annotation reset for PVC "{m.get("name")}"')
+            if selected != node_name:
+                raise ValueError(f'selectedNode annotation value "{selected}" not set to scheduled node '
+                                 f'"{node_name}"')
+            if not fully_bound(claim):
+                return False
+            pv_name = spec(claim).get("volumeName") or ""
+            pv = self.stores.pv(pv_name)
+            if pv is None:
+                return False
+            if node is not None and not pv_matches_node(pv, node):
+                raise ValueError(f'pv "{pv_name}" node affinity doesn\'t match node "{node_name}"')
+        return True
+
+    # ------------------------------------------------------------------ events
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        au = ActionType.Add | ActionType.Update
+        return [
+            ClusterEventWithHint(ClusterEvent(EV_CLASS, au)),
+            ClusterEventWithHint(ClusterEvent(EV_PVC, au)),
+            ClusterEventWithHint(ClusterEvent(EV_PV, au), _after_pv_change),
+            ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeLabel
+                                              | ActionType.UpdateNodeTaint)),
+            ClusterEventWithHint(ClusterEvent(EV_CSINODE, au)),
+            ClusterEventWithHint(ClusterEvent(EV_CSIDRIVER, au)),
+            ClusterEventWithHint(ClusterEvent(EV_CAPACITY, au)),
+        ]
+
+
+def _bind_volume_to_claim(pv: dict[str, Any], pvc: dict[str, Any]) -> dict[str, Any]:
+    m = meta(pvc)
+    ref = {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": m.get("namespace") or "default",
+           "name": m.get("name"), "uid": m.get("uid"), "resourceVersion": m.get("resourceVersion")}
+    ref = {k: v for k, v in ref.items() if v}
+    return {**pv, "metadata": {**meta(pv), "annotations": {**annotations(pv), ANN_BOUND_BY_CONTROLLER: "yes"}},
+            "spec": {**spec(pv), "claimRef": ref}}
+
+
+def _after_pv_change(pod: Pod, old: Any, new: Any) -> int:
+    return QUEUE if any(n for n in pod_claim_names(pod)) else QUEUE_SKIP

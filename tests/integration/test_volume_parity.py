@@ -1,0 +1,112 @@
+"""The volume plugins against the real kube-scheduler on the same API server: a pod whose bound claim's PV
+is pinned to one node lands on that node for both schedulers, and a pod whose Immediate claim is unbound
+stays pending with the same reason."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from scheduler_runtime.app import Runner, RunOptions
+from scheduler_runtime.cluster.kube import KubeClient, load_connection
+from scheduler_runtime.config import load_config
+from scheduler_runtime.framework.registry import build_registry
+from scheduler_runtime.testing.kube import create_node, wait_for
+
+pytestmark = pytest.mark.integration
+KUBE, OURS = "vol-kube-scheduler", "vol-ksched"
+IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
+
+
+def _all_nodes(c: KubeClient) -> list[dict]:
+    return c.call("GET", "/api/v1/nodes")["items"]
+
+
+def _pod(ns: str, name: str, scheduler: str, claim: str, group: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+            "spec": {"schedulerName": scheduler, "nodeSelector": {"vol-group": group},
+                     "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "100m"}}}],
+                     "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}}
+
+
+def _decision(c: KubeClient, ns: str, name: str) -> tuple[str, str] | None:
+    got = c.call("GET", f"/api/v1/namespaces/{ns}/pods/{name}")
+    if got["spec"].get("nodeName"):
+        return ("bound", got["spec"]["nodeName"])
+    for cond in (got.get("status") or {}).get("conditions") or []:
+        if cond["type"] == "PodScheduled" and cond["status"] == "False" and cond.get("message"):
+            return ("pending", cond["message"])
+    return None
+
+
+def test_bound_pv_affinity_and_unbound_immediate_claim_match_kube_scheduler(control_plane, namespace,
+                                                                            tmp_path: Path):
+    c = KubeClient(load_connection(str(control_plane.kubeconfig_path)))
+    ns, group = namespace, uuid.uuid4().hex[:8]
+    nodes = [f"vol-{group}-{i}" for i in range(3)]
+    for n in nodes:
+        create_node(c, n, labels={"vol-group": group})
+    sc = f"imm-{group}"
+    c.call("POST", "/apis/storage.k8s.io/v1/storageclasses", body={
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": sc},
+        "provisioner": "csi.example.com", "volumeBindingMode": "Immediate"})
+    pv = f"pv-{group}"
+    c.call("POST", "/api/v1/persistentvolumes", body={
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
+                 "csi": {"driver": "csi.example.com", "volumeHandle": pv},
+                 "claimRef": {"namespace": ns, "name": "bound"},
+                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                     {"key": "kubernetes.io/hostname", "operator": "In", "values": [nodes[1]]}]}]}}}})
+    c.call("POST", f"/api/v1/namespaces/{ns}/persistentvolumeclaims", body={
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "bound", "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+        "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": pv,
+                 "resources": {"requests": {"storage": "1Gi"}}}})
+    c.call("POST", f"/api/v1/namespaces/{ns}/persistentvolumeclaims", body={
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "unbound"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": sc,
+                 "resources": {"requests": {"storage": "1Gi"}}}})
+
+    cfg = tmp_path / "kube.yaml"
+    cfg.write_text(f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                   f"clientConnection: {{kubeconfig: {control_plane.kubeconfig_path}}}\n"
+                   f"leaderElection: {{leaderElect: false}}\nprofiles:\n- schedulerName: {KUBE}\n")
+    ours_cfg = tmp_path / "ours.yaml"
+    ours_cfg.write_text(f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                        f"leaderElection: {{leaderElect: false}}\nprofiles:\n- schedulerName: {OURS}\n")
+    log = open(tmp_path / "kube-scheduler.log", "wb")  # noqa: SIM115 - child process output
+    proc = subprocess.Popen([str(control_plane.bin_dir / "kube-scheduler"), f"--config={cfg}", "--secure-port=0",
+                             "-v=1"], stdout=log, stderr=subprocess.STDOUT)
+    reg = build_registry([])
+    runner = Runner(load_config(ours_cfg, reg), reg, RunOptions(
+        kubeconfig=str(control_plane.kubeconfig_path), secure_port=0, leader_overrides={"leader_elect": False},
+        seed=1))
+    t = threading.Thread(target=runner.run, daemon=True)
+    t.start()
+    try:
+        got = {}
+        for who, sched in (("kube", KUBE), ("ours", OURS)):
+            for claim in ("bound", "unbound"):
+                name = f"{who}-{claim}"
+                c.call("POST", f"/api/v1/namespaces/{ns}/pods", body=_pod(ns, name, sched, claim, group))
+                got[name] = wait_for(lambda name=name: _decision(c, ns, name), 60, f"a decision for {name}")
+        assert got["kube-bound"] == ("bound", nodes[1])
+        assert got["ours-bound"] == got["kube-bound"]
+        assert got["kube-unbound"][0] == "pending"
+        assert "pod has unbound immediate PersistentVolumeClaims" in got["kube-unbound"][1]
+        # kube-scheduler's PostFilter part reads "not found": its DynamicResources PostFilter (which ksched does
+        # not run) finds no state of its PreFilter, which never ran since VolumeBinding rejected the pod first
+        assert got["kube-unbound"][1] == f"0/{len(_all_nodes(c))} nodes are available: {IMMEDIATE}. not found"
+        assert got["ours-unbound"][0] == "pending"
+        assert got["ours-unbound"][1].startswith(f"0/{len(_all_nodes(c))} nodes are available: {IMMEDIATE}. ")
+    finally:
+        runner.stop()
+        t.join(30)
+        proc.terminate()
+        proc.wait(30)
+        log.close()
