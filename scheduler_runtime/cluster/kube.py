@@ -1255,6 +1255,12 @@ REQUIRED_PERMISSIONS: tuple[tuple[str, str, str, str], ...] = (
     ("list", "scheduling.k8s.io", "priorityclasses", ""), ("watch", "scheduling.k8s.io", "priorityclasses", ""),
     ("create", "", "pods", "binding"), ("patch", "", "pods", "status"), ("delete", "", "pods", ""),
     ("create", "events.k8s.io", "events", ""),
+    # the volume plugins of the default profile (system:kube-scheduler reads, system:volume-scheduler writes)
+    ("list", "", "persistentvolumeclaims", ""), ("watch", "", "persistentvolumeclaims", ""),
+    ("list", "", "persistentvolumes", ""), ("watch", "", "persistentvolumes", ""),
+    ("list", "storage.k8s.io", "storageclasses", ""), ("watch", "storage.k8s.io", "storageclasses", ""),
+    ("list", "storage.k8s.io", "csinodes", ""), ("watch", "storage.k8s.io", "csinodes", ""),
+    ("patch", "", "persistentvolumes", ""), ("patch", "", "persistentvolumeclaims", ""),
 )
 
 
