@@ -1,14 +1,30 @@
-"""Prometheus metrics with kube-scheduler's names, labels and buckets, so existing dashboards work."""
+"""Prometheus metrics with kube-scheduler's names, labels and buckets, so existing dashboards work.
+
+Gauges that mirror scheduler state (pending and unschedulable pods, in-flight events, cache size, binding
+threads) are read from the queue and the cache when /metrics is scraped, so the scheduling cycle pays nothing
+for them and they are exact at scrape time.
+"""
 
 from __future__ import annotations
 
 import random
 import time
+from collections import Counter as _Tally
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from .framework.status import Status
+
+# kube-scheduler's registry exposes no `*_created` series; prometheus_client's documented switch turns them off
+# (the same as PROMETHEUS_DISABLE_CREATED_SERIES=True). It is process-wide, read when samples are produced.
+disable_created_metrics()
+
+QUEUES = ("active", "backoff", "unschedulable", "gated")
+#: kube-scheduler's in-flight marker for a popped pod in scheduler_inflight_events
+POD_POPPED = "PodPopped"
 
 
 def _exp(start: float, factor: float, count: int) -> list[float]:
@@ -38,8 +54,6 @@ class SchedulerMetrics:
         self.pod_attempts = Histogram(
             "scheduler_pod_scheduling_attempts", "Number of attempts to successfully schedule a pod.",
             buckets=_exp(1, 2, 5), registry=r)
-        self.pending_pods = Gauge(
-            "scheduler_pending_pods", "Number of pending pods, by the queue type.", ["queue"], registry=r)
         self.incoming_pods = Counter(
             "scheduler_queue_incoming_pods", "Number of pods added to scheduling queues by event and queue type.",
             ["queue", "event"], registry=r)
@@ -56,14 +70,39 @@ class SchedulerMetrics:
         self.preemption_victims = Histogram(
             "scheduler_preemption_victims", "Number of selected preemption victims", buckets=_exp(1, 2, 7),
             registry=r)
-        self.unschedulable_pods = Gauge(
-            "scheduler_unschedulable_pods", "The number of unschedulable pods broken down by plugin name.",
-            ["plugin", "profile"], registry=r)
+        self.event_handling = Histogram(
+            "scheduler_event_handling_duration_seconds", "Event handling latency in seconds.", ["event"],
+            buckets=_exp(0.0001, 2, 12), registry=r)
+        self._event_children: dict[str, Any] = {}
         self.permit_wait = Histogram(
             "scheduler_permit_wait_duration_seconds", "Duration of waiting on permit.", ["result"],
             buckets=_exp(0.001, 2, 15), registry=r)
         self.plugin_sample_rate = plugin_sample_rate
         self._rng = random.Random()
+        self._scheduler: Any = None
+        self._state = _StateCollector(self)
+        r.register(self._state)
+
+    def bind(self, scheduler: Any) -> None:
+        """The scheduler whose queue, cache and binding threads the state gauges report."""
+        self._scheduler = scheduler
+
+    def preemption(self, post_filter_plugins: Iterable[str], victims: int) -> None:
+        """After PostFilter ran: DefaultPreemption counts one attempt per run (whatever its outcome) and,
+        when it preempted, the number of victims of the chosen candidate."""
+        if "DefaultPreemption" in post_filter_plugins:
+            self.preemption_attempts.inc()
+        if victims:
+            self.preemption_victims.observe(victims)
+
+    def event_handled(self, resource: str, action: str, old: dict | None, new: dict | None, seconds: float,
+                      profiles: Any = ()) -> None:
+        """One informer event applied to the cache and queue, labelled as kube-scheduler's handlers do."""
+        for label in event_labels(resource, action, old, new, profiles):
+            child = self._event_children.get(label)
+            if child is None:
+                child = self._event_children[label] = self.event_handling.labels(label)
+            child.observe(seconds)
 
     def extension_point(self, profile: str, point: str, status: Status | None, seconds: float) -> None:
         code = "Success" if status is None else status.code.name
@@ -81,6 +120,134 @@ class SchedulerMetrics:
     def incoming(self, queue: str, event: str) -> None:
         self.incoming_pods.labels(queue, event).inc()
 
-    def set_pending(self, counts: dict[str, int]) -> None:
-        for q, n in counts.items():
-            self.pending_pods.labels(q).set(n)
+
+def _meta(raw: dict | None) -> dict:
+    return (raw or {}).get("metadata") or {}
+
+
+def _node_update_actions(old: dict | None, new: dict | None) -> list[str]:
+    """The node properties that changed, as kube-scheduler's node-update events (one observation each)."""
+    o, n = old or {}, new or {}
+    os_, ns = o.get("status") or {}, n.get("status") or {}
+    osp, nsp = o.get("spec") or {}, n.get("spec") or {}
+    out = []
+    if os_.get("allocatable") != ns.get("allocatable"):
+        out.append("UpdateNodeAllocatable")
+    if _meta(o).get("labels") != _meta(n).get("labels"):
+        out.append("UpdateNodeLabel")
+    if osp.get("taints") != nsp.get("taints") or bool(osp.get("unschedulable")) != bool(nsp.get("unschedulable")):
+        out.append("UpdateNodeTaint")
+    conds = [{c.get("type"): c.get("status") for c in s.get("conditions") or []} for s in (os_, ns)]
+    if conds[0] != conds[1]:
+        out.append("UpdateNodeCondition")
+    if _meta(o).get("annotations") != _meta(n).get("annotations"):
+        out.append("UpdateNodeAnnotation")
+    return out
+
+
+_VERB = {"ADDED": "Add", "DELETED": "Delete"}
+
+
+def event_labels(resource: str, action: str, old: dict | None, new: dict | None, profiles: Any = ()) -> list[str]:
+    """kube-scheduler's event labels for one watch event (empty when its handlers would not observe it)."""
+    verb = _VERB.get(action, "Update")
+    if resource == "pods":
+        pod = new or old or {}
+        spec = pod.get("spec") or {}
+        if spec.get("nodeName"):
+            was_bound = bool(((old or {}).get("spec") or {}).get("nodeName"))
+            return ["AssignedPod" + ("Add" if verb == "Update" and not was_bound else verb)]
+        if profiles and (spec.get("schedulerName") or "default-scheduler") not in profiles:
+            return []
+        return ["UnschedulablePod" + verb]
+    if resource == "nodes":
+        if verb != "Update":
+            return ["Node" + verb]
+        return ["Node" + a for a in _node_update_actions(old, new)]
+    if resource == "namespaces":
+        return []
+    from .scheduler import _event_resource
+
+    return [_event_resource(new or old or {}) + verb]
+
+
+def _event_label(ev: Any) -> str:
+    """A queue event's label; the queue's Pod events are about assigned pods, as kube-scheduler names them."""
+    label = str(ev)
+    return "Assigned" + label if label.startswith("Pod") else label
+
+
+class _StateCollector:
+    """Gauges computed from the bound scheduler at scrape time. Series once seen stay, at 0, as kube's do."""
+
+    def __init__(self, m: SchedulerMetrics) -> None:
+        self.m = m
+        self._seen_reasons: set[tuple[str, str]] = set()
+        self._seen_events: set[str] = set()
+
+    def describe(self) -> Iterator[Metric]:
+        yield from self._families()
+
+    def _families(self) -> tuple[GaugeMetricFamily, ...]:
+        return (
+            GaugeMetricFamily("scheduler_pending_pods",
+                              "Number of pending pods, by the queue type: active (activeQ), backoff (backoffQ), "
+                              "unschedulable (attempted and failed), gated (never attempted: a PreEnqueue plugin "
+                              "holds it).", labels=["queue"]),
+            GaugeMetricFamily("scheduler_unschedulable_pods",
+                              "The number of unschedulable pods broken down by plugin name. A pod counts for every "
+                              "plugin that rejected it, until it is attempted again.", labels=["plugin", "profile"]),
+            GaugeMetricFamily("scheduler_inflight_events",
+                              "Number of events currently tracked in the scheduling queue.", labels=["event"]),
+            GaugeMetricFamily("scheduler_goroutines",
+                              "Number of running threads split by the work they do, such as binding.",
+                              labels=["operation"]),
+            GaugeMetricFamily("scheduler_cache_size",
+                              "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
+                              labels=["type"]),
+        )
+
+    def collect(self) -> Iterator[Metric]:
+        sched = self.m._scheduler
+        if sched is None:
+            return
+        pending, reasons, inflight, events = self._queue_state(sched.queue)
+        fam = self._families()
+        for q in QUEUES:
+            fam[0].add_metric([q], pending.get(q, 0))
+        self._seen_reasons.update(reasons)
+        for key in sorted(self._seen_reasons):
+            fam[1].add_metric(list(key), reasons.get(key, 0))
+        fam[2].add_metric([POD_POPPED], inflight)
+        self._seen_events.update(events)
+        for label in sorted(self._seen_events):
+            fam[2].add_metric([label], events.get(label, 0))
+        binding = getattr(sched, "_inflight_bindings", 0) + len(getattr(sched, "detached_bindings", {}))
+        fam[3].add_metric(["binding"], binding)
+        cache = sched.cache
+        states = list(cache._pods.values())
+        fam[4].add_metric(["nodes"], len(cache.snapshot) + len(cache._orphans))
+        fam[4].add_metric(["pods"], len(states))
+        fam[4].add_metric(["assumed_pods"], sum(1 for s in states if s.assumed))
+        yield from fam
+
+    @staticmethod
+    def _queue_state(queue: Any) -> tuple[dict[str, int], dict[tuple[str, str], int], int, dict[str, int]]:
+        """One consistent read of the queue under its lock."""
+        pending: _Tally[str] = _Tally()
+        reasons: _Tally[tuple[str, str]] = _Tally()
+        with queue._cond:
+            for kind, obj in queue._where.values():
+                pending[kind] += 1
+                qpi = getattr(obj, "qpi", obj)
+                plugins = qpi.unschedulable_plugins | qpi.pending_plugins
+                # a PreEnqueue plugin gates only a pod not attempted yet, and (as in kube) it counts until the
+                # pod's first attempt, even once the gate is lifted
+                if qpi.gating_plugin and qpi.attempts == 0:
+                    plugins = plugins | {qpi.gating_plugin}
+                profile = qpi.pod.scheduler_name
+                for plugin in plugins:
+                    reasons[(plugin, profile)] += 1
+            inflight = len(queue._in_flight)
+            events = _Tally(_event_label(ev) for _, ev, _, _ in queue._event_log)
+        return pending, reasons, inflight, events

@@ -153,6 +153,10 @@ class Scheduler:
             fw.handle.record_event = self._record_event
         if metrics is not None:
             self.queue.on_incoming = metrics.incoming
+            bind = getattr(metrics, "bind", None)
+            if bind is not None:
+                bind(self)
+        self._victims_deleted = 0  # preemption victims deleted so far (scheduler_preemption_victims)
         self._inbox: _stdqueue.SimpleQueue[tuple[Any, ...]] = _stdqueue.SimpleQueue()
         self._bind_async = bind_async
         self._binders = BindingPool(bind_workers, bind_deadline) if bind_async else None
@@ -196,7 +200,12 @@ class Scheduler:
                 item[1]()
                 continue
             try:
-                self._apply(*item)
+                if self.metrics is None:
+                    self._apply(*item)
+                else:
+                    t0 = time.perf_counter()
+                    self._apply(*item)
+                    self.metrics.event_handled(*item, time.perf_counter() - t0, self.frameworks)
             except Exception as exc:  # one bad object must not stop the scheduler
                 log.error("ignoring %s %s event: %s", item[0], item[1], exc)
 
@@ -600,7 +609,10 @@ class Scheduler:
             if d.absent_status is not None and d.num_absent:
                 for ni in self.cache.snapshot.node_infos:
                     statuses.setdefault(ni.name, d.absent_status)
+            victims = self._victims_deleted
             r, st = fw.run_post_filter(state, pod, statuses)
+            if self.metrics is not None:
+                self.metrics.preemption([cp.name for cp in fw.post_filter], self._victims_deleted - victims)
             if st.code != Code.Success and st.message:
                 d.post_filter_msg = st.message
             if r is not None and r.nominated_node_name:
@@ -680,6 +692,7 @@ class Scheduler:
             log.warning("could not record event for pod %s: %s", pod.key, exc)
 
     def _delete_victim(self, pod: Pod) -> None:
+        self._victims_deleted += 1
         self.cluster.delete_pod(pod, reason="preempted")
 
 
