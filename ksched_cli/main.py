@@ -505,9 +505,17 @@ def _print_description(d: Any) -> None:
         console.print(t)
     r = d.result
     if r:
+        from scheduler_runtime.describe import filtering_completed
+
+        error = r.get("outcome") == "error"
+        # an error before a node was chosen leaves no feasible count worth showing (filtering did not finish)
+        counts = (f" ({r.get('feasible', 0)} feasible of {r.get('num_nodes', 0)} nodes)" if filtering_completed(r)
+                  else f" ({r.get('num_nodes', 0)} nodes)")
         console.print(f"[bold]Last attempt[/] #{r.get('attempt')} by profile {r.get('profile')}: "
-                      f"{r.get('outcome')}" + (f" on {r['node']}" if r.get("node") else "")
-                      + f" ({r.get('feasible', 0)} feasible of {r.get('num_nodes', 0)} nodes)")
+                      f"{r.get('outcome')}" + (f" in plugin {escape(r['plugin'])}" if error and r.get("plugin") else "")
+                      + (f" on {r['node']}" if r.get("node") else "") + counts)
+        if error and r.get("message"):
+            console.print(f"  [bold]Error:[/] {escape(r['message'])}")
         reasons = r.get("filter_reasons") or {}
         if reasons:
             t = Table(title="Filtered out", title_justify="left")
@@ -519,12 +527,25 @@ def _print_description(d: Any) -> None:
             console.print(t)
         scores = r.get("scores") or []
         if scores:
+            from scheduler_runtime.describe import short_plugin_names
+
             plugin_names = sorted({p for s in scores for p in s.get("plugins", {})})
-            t = Table(title="Scores of the best nodes (normalized x weight)", title_justify="left")
-            t.add_column("node")
+            headers = {p: p for p in plugin_names}
+            cells = [max(len(s["node"]) for s in scores), 5] + [max(len(p), 7) for p in plugin_names]
+            compact = sum(w + 3 for w in cells) + 1 > console.width
+            if compact:  # full names would be cut to look-alikes: distinct short headers, a legend, less padding
+                from rich import box
+
+                headers = short_plugin_names(plugin_names)
+                t = Table(title="Scores of the best nodes (normalized x weight)", title_justify="left",
+                          box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 0, 0, 1))
+            else:
+                t = Table(title="Scores of the best nodes (normalized x weight)", title_justify="left")
+            t.add_column("node", overflow="fold")
             t.add_column("total", justify="right")
-            for p in plugin_names:
-                t.add_column(p, justify="right")
+            for p in plugin_names:  # never split a header: the node column gives way instead
+                t.add_column(escape(headers[p]), justify="right", overflow="fold",
+                             min_width=len(headers[p]) if compact else None)
             for s in scores:
                 row = [s["node"], str(s["total"])]
                 for p in plugin_names:
@@ -532,6 +553,14 @@ def _print_description(d: Any) -> None:
                     row.append(f"{v['normalized']}x{v['weight']}" if v else "-")
                 t.add_row(*row)
             console.print(t)
+            line = ""
+            for entry in (f"{headers[p]} = {p}" for p in plugin_names if headers[p] != p):
+                if line and len(line) + len(entry) + 2 > console.width:
+                    console.print(escape(line), soft_wrap=True)
+                    line = ""
+                line = f"{line}, {entry}" if line else f"  {entry}"
+            if line:
+                console.print(escape(line), soft_wrap=True)
     if d.summary:
         console.print("[bold]Why pending / what would help:[/]")
         for line in d.summary:

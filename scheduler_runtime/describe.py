@@ -7,6 +7,7 @@ the same code serves the embedded cluster and a real API server.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +55,55 @@ class PodDescription:
                 "events": self.events, "schedulingResult": self.result, "summary": self.summary}
 
 
+#: short, unambiguous column headers for the score table (in-tree score plugins share long prefixes)
+SHORT_PLUGIN_NAMES = {
+    "ImageLocality": "Image", "InterPodAffinity": "PodAff", "NodeAffinity": "NodeAff",
+    "NodeResourcesBalancedAllocation": "Balanced", "NodeResourcesFit": "Fit", "PodTopologySpread": "Spread",
+    "TaintToleration": "Taint", "VolumeBinding": "Volume", "DynamicResources": "DRA",
+}
+
+
+def short_plugin_names(names: list[str], limit: int = 8) -> dict[str, str]:
+    """name -> a distinct short header: the known abbreviation, the name when short, else its CamelCase
+    initials; a number is appended where two would read the same."""
+    out: dict[str, str] = {}
+    used: set[str] = set()
+    for name in names:
+        short = SHORT_PLUGIN_NAMES.get(name)
+        if short is None:
+            short = name if len(name) <= limit else ("".join(re.findall(r"[A-Z0-9]", name)) or name[:limit])
+        base, i = short, 2
+        while short.lower() in used:
+            short, i = f"{base}{i}", i + 1
+        used.add(short.lower())
+        out[name] = short
+    return out
+
+
+_ERROR_PREFIX = re.compile(r'^running (?:(?:\w+ on )?(?P<p1>\w+) plugin "[^"]*"|"[^"]*" (?P<p2>\w+) plugin): ')
+
+
+def filtering_completed(result: dict[str, Any]) -> bool:
+    """Whether the attempt got past Filter (so its feasible count means something): an attempt that ended
+    in an error before a node was chosen never finished filtering."""
+    return result.get("outcome") != "error" or bool(result.get("node")) or bool(result.get("feasible"))
+
+
+def explain_error(result: dict[str, Any]) -> str:
+    """Plain-language line for an attempt that ended in an error (a plugin raised or returned Error)."""
+    msg = (result.get("message") or "").strip()
+    plugin = result.get("plugin") or ""
+    m = _ERROR_PREFIX.match(msg)
+    point = ""
+    if m is not None and plugin:
+        point = m.group("p1") or m.group("p2") or ""
+        point = f" at {point.capitalize() if point.islower() else point}"
+        msg = msg[m.end():]
+    msg = msg.rstrip(".") or "no message"
+    who = f"Plugin {plugin} failed{point}" if plugin else "The scheduler hit an error"
+    return f"{who}: {msg}; the pod is retried with backoff."
+
+
 def _fmt_taint(t: Any) -> str:
     return f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
 
@@ -61,6 +111,8 @@ def _fmt_taint(t: Any) -> str:
 def explain_pending(pod: Pod, result: dict[str, Any], nodes: dict[str, Node]) -> list[str]:
     """Plain-language lines: what blocks the pod, and what would help."""
     lines: list[str] = []
+    if result.get("outcome") == "error":
+        lines.append(explain_error(result))
     reasons: dict[str, dict[str, Any]] = result.get("filter_reasons") or {}
     if result.get("prefilter_message"):
         lines.append(f"Rejected before any node was checked: {result['prefilter_message']}.")
