@@ -483,6 +483,31 @@ def describe_pod(
     guarded(go)
 
 
+def _event_age(e: dict[str, Any]) -> str:
+    """kubectl's AGE column: `2m (x5 over 10m)` for an EventSeries, `40s` for a single event."""
+    from datetime import UTC, datetime
+
+    def ago(ts: Any) -> str:
+        if not ts:
+            return "<unknown>"
+        try:
+            t = datetime.fromisoformat(str(ts).replace("Z", "+00:00"))
+        except ValueError:
+            return "<unknown>"
+        secs = max(0, int((datetime.now(UTC) - t).total_seconds()))
+        for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+            if secs >= size:
+                return f"{secs // size}{unit}"
+        return f"{secs}s"
+
+    first = e.get("eventTime") or (e.get("metadata") or {}).get("creationTimestamp")
+    series = e.get("series") or {}
+    count = int(series.get("count") or e.get("deprecatedCount") or 1)
+    if count > 1:
+        return f"{ago(series.get('lastObservedTime') or e.get('deprecatedLastTimestamp'))} (x{count} over {ago(first)})"
+    return ago(first)
+
+
 def _print_description(d: Any) -> None:
     console.print(f"[bold]Name:[/] {d.namespace}/{d.name}   [bold]Phase:[/] {d.phase}   "
                   f"[bold]Node:[/] {d.node or '<none>'}   [bold]Scheduler:[/] {d.scheduler}   "
@@ -497,11 +522,11 @@ def _print_description(d: Any) -> None:
         console.print(t)
     if d.events:
         t = Table(title="Events", title_justify="left")
-        for col in ("type", "reason", "from", "message"):
+        for col in ("type", "reason", "age", "from", "message"):
             t.add_column(col, overflow="fold")
         for e in d.events:
-            t.add_row(str(e.get("type", "")), str(e.get("reason", "")), str(e.get("reportingController", "")),
-                      escape(str(e.get("note", "") or "")))
+            t.add_row(str(e.get("type", "")), str(e.get("reason", "")), _event_age(e),
+                      str(e.get("reportingController", "")), escape(str(e.get("note", "") or "")))
         console.print(t)
     r = d.result
     if r:
@@ -511,7 +536,10 @@ def _print_description(d: Any) -> None:
         # an error before a node was chosen leaves no feasible count worth showing (filtering did not finish)
         counts = (f" ({r.get('feasible', 0)} feasible of {r.get('num_nodes', 0)} nodes)" if filtering_completed(r)
                   else f" ({r.get('num_nodes', 0)} nodes)")
-        console.print(f"[bold]Last attempt[/] #{r.get('attempt')} by profile {r.get('profile')}: "
+        # a retry with the same result does not rewrite the annotation (the pod keeps its resourceVersion,
+        # so its events aggregate): the number is the first attempt that gave this result
+        label = "Result of attempt" if r.get("outcome") == "scheduled" else "Result since attempt"
+        console.print(f"[bold]{label}[/] #{r.get('attempt')} by profile {r.get('profile')}: "
                       f"{r.get('outcome')}" + (f" in plugin {escape(r['plugin'])}" if error and r.get("plugin") else "")
                       + (f" on {r['node']}" if r.get("node") else "") + counts)
         if error and r.get("message"):

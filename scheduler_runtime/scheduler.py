@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import queue as _stdqueue
 import random
@@ -678,10 +679,12 @@ class Scheduler:
             except Exception as exc:
                 log.warning("could not record scheduling result on pod %s: %s", pod.key, exc)
         if self.results_mode == "ksched" and not carried:
-            try:
-                self.cluster.annotate_pod(pod, {RESULT_ANNOTATION: encode_result(result.to_dict())})
-            except Exception as exc:
-                log.warning("could not record scheduling result on pod %s: %s", pod.key, exc)
+            text = encode_result(result.to_dict())
+            if not _same_result(pod, text):
+                try:
+                    self.cluster.annotate_pod(pod, {RESULT_ANNOTATION: text})
+                except Exception as exc:
+                    log.warning("could not record scheduling result on pod %s: %s", pod.key, exc)
         if self.observer is not None:
             self.observer(Decision(pod, result))
 
@@ -700,6 +703,24 @@ def _needs_unsupported_plugins(raw: dict[str, Any] | None) -> bool:
     """Does kube-scheduler's default profile judge this pod with a plugin ksched lacks?"""
     spec = (raw or {}).get("spec") or {}
     return bool(spec.get("resourceClaims"))
+
+
+def _same_result(pod: Pod, text: str) -> bool:
+    """Is the pod's result annotation this result but for the attempt number? Then it is not rewritten:
+    an unchanged pod keeps its resourceVersion, so repeated FailedScheduling events for it aggregate into
+    one EventSeries as kube-scheduler's do, and a pod stuck for hours costs no write per retry."""
+    prev = (((pod.raw or {}).get("metadata") or {}).get("annotations") or {}).get(RESULT_ANNOTATION)
+    if not prev:
+        return False
+    try:
+        old, new = json.loads(prev), json.loads(text)
+    except ValueError:
+        return False
+    if not isinstance(old, dict) or old.get("outcome") == "scheduled":
+        return False
+    old.pop("attempt", None)
+    new.pop("attempt", None)
+    return bool(old == new)
 
 
 def _top_scores(scores: ScoreResult, k: int, snapshot: Any) -> list[dict[str, Any]]:

@@ -395,8 +395,14 @@ class MemoryCluster(ClusterBackend):
             new = copy.copy(raw)
             status = dict(raw.get("status") or {})
             if condition is not None:
+                before = next((c for c in status.get("conditions") or [] if c.get("type") == condition["type"]), {})
+                same = all(before.get(k) == condition.get(k) for k in ("status", "reason", "message"))
+                if same and (nominated_node_name is None
+                             or (status.get("nominatedNodeName") or "") == nominated_node_name):
+                    return  # as kube-scheduler's updatePod: nothing changes, nothing is written
                 conds = [c for c in status.get("conditions") or [] if c.get("type") != condition["type"]]
-                conds.append({**condition, "lastTransitionTime": _now()})
+                since = before.get("lastTransitionTime") if before.get("status") == condition.get("status") else None
+                conds.append({**condition, "lastTransitionTime": since or _now()})
                 status["conditions"] = conds
             if nominated_node_name is not None:
                 if nominated_node_name:

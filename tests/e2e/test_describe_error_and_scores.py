@@ -52,7 +52,7 @@ def test_error_attempt_names_the_plugin_and_the_retry(tmp_path: Path) -> None:
                   "--config", str(cfg))
     assert r.returncode == 0, r.stderr
     out = r.stdout
-    last = next(ln for ln in out.splitlines() if ln.startswith("Last attempt"))
+    last = next(ln for ln in out.splitlines() if ln.startswith("Result since attempt"))
     assert "error in plugin Boom" in last and "feasible" not in last, last
     assert 'Error: running "Boom" filter plugin: quota service unreachable' in out
     why = out[out.index("Why pending"):]

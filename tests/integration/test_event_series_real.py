@@ -32,9 +32,9 @@ def runner(control_plane, tmp_path) -> Iterator[Runner]:
     f.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
                  f"leaderElection: {{leaderElect: false}}\nprofiles:\n- schedulerName: {SCHEDULER}\n")
     cfg = load_config(f, reg)
-    # results=off: ksched's own result annotation would change the pod (and its resourceVersion) on every
-    # attempt, which kube-scheduler never does
-    r = Runner(cfg, reg, RunOptions(kubeconfig=str(control_plane.kubeconfig_path), secure_port=0, results="off",
+    # the default results mode: ksched's result annotation is rewritten only when the result changes, so
+    # retries leave the pod (and its resourceVersion) alone, as kube-scheduler's do
+    r = Runner(cfg, reg, RunOptions(kubeconfig=str(control_plane.kubeconfig_path), secure_port=0, results="ksched",
                                     leader_overrides={"leader_elect": False}, seed=1))
     t = threading.Thread(target=r.run, daemon=True)
     t.start()
@@ -75,6 +75,8 @@ def test_unschedulable_pod_gets_one_event_series(admin, runner, namespace) -> No
         cond = wait_for(scheduled_condition, what="PodScheduled condition")
         assert cond["status"] == "False" and cond["reason"] == "Unschedulable", cond
         assert "Insufficient cpu" in cond["message"]
+        wait_for(lambda: "ksched.io/scheduling-result" in (pod()["metadata"].get("annotations") or {}),
+                 what="the result annotation")
         patched = pod()
         for i in range(ATTEMPTS - 1):
             admin.call("DELETE", f"/api/v1/namespaces/{ns}/pods/filler{i}", body={"gracePeriodSeconds": 0})
@@ -83,11 +85,12 @@ def test_unschedulable_pod_gets_one_event_series(admin, runner, namespace) -> No
         cluster = runner.cluster
         assert cluster.flush(10)
 
-        # the condition was written once: later attempts found it unchanged and left the pod alone
+        # the condition and the result annotation were written once each: later attempts found both
+        # unchanged and left the pod alone
         final = pod()
         assert final["metadata"]["resourceVersion"] == patched["metadata"]["resourceVersion"]
         assert scheduled_condition() == cond
-        assert cluster._pod_writer.written == 1 and cluster._pod_writer.skipped >= ATTEMPTS - 1
+        assert cluster._pod_writer.written == 2 and cluster._pod_writer.skipped >= ATTEMPTS - 1
 
         def failed_events() -> list[dict]:
             items = admin.call("GET", f"/apis/events.k8s.io/v1/namespaces/{ns}/events",

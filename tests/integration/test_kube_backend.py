@@ -396,7 +396,7 @@ def test_event_queue_drops_oldest_when_full(control_plane: Any, admin: KubeClien
         c.event_client.limiter.qps, c.event_client.limiter.burst = 1.0, 1  # slow writer: the queue fills
         t0 = time.monotonic()
         for i in range(50):
-            c.record_event(pod, "Normal", "R", "A", f"n{i}")
+            c.record_event(pod, "Normal", f"R{i}", "A", f"n{i}")
         assert time.monotonic() - t0 < 0.5, "record_event never waits on the API"
         assert c.events_dropped >= 40
     finally:

@@ -380,3 +380,30 @@ def test_a_raising_plugin_is_logged_with_its_traceback(caplog) -> None:
     assert recs and 'running "Raising" filter plugin: kaboom' in recs[0].getMessage()
     tb = "".join(traceback.format_exception(*recs[0].exc_info))
     assert "RuntimeError: kaboom" in tb and "in filter" in tb and "test_results_modes.py" in tb
+
+
+def test_an_unchanged_result_is_not_rewritten_so_the_pod_keeps_its_resource_version() -> None:
+    m = MemoryCluster()
+    m.create(_node("small", "1"), emit=False)
+    reg = build_registry([])
+    clock = [0.0]
+    s = Scheduler(m, load_config(None, reg), reg, seed=1, clock=lambda: clock[0])
+    s.start()
+    m.create(_pod("big", "4"))
+    s.run(until_idle=True)
+    first = m.get_pod("ns", "big")
+    rv, ann = first["metadata"]["resourceVersion"], json.loads(first["metadata"]["annotations"][RESULT_ANNOTATION])
+    assert ann["outcome"] == "unschedulable" and ann["attempt"] == 1
+    for _ in range(2):  # retried (the 5-minute flush) with the same verdict each time
+        clock[0] += 400
+        assert s.queue.flush_unschedulable_leftover() == 1
+        s.run(until_idle=True)
+    assert s.attempts == 3
+    assert m.get_pod("ns", "big")["metadata"]["resourceVersion"] == rv
+    m.create(_node("tiny", "500m"))  # another node: the result differs, so it is written
+    clock[0] += 400
+    s.queue.flush_unschedulable_leftover()
+    s.run(until_idle=True)
+    after = m.get_pod("ns", "big")
+    assert after["metadata"]["resourceVersion"] != rv
+    assert json.loads(after["metadata"]["annotations"][RESULT_ANNOTATION])["num_nodes"] == 2
