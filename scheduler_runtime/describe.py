@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from .objects import Node, Pod, tolerates_all
 from .quantity import format_amount
 
@@ -18,22 +20,26 @@ RESULT_ANNOTATION = "ksched.io/scheduling-result"
 MAX_RESULT_BYTES = 32 * 1024
 
 
+def _dumps(obj: dict[str, Any]) -> bytes:
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY)
+
+
 def encode_result(result: dict[str, Any]) -> str:
     """JSON for the result annotation, trimmed to 32 KiB by dropping detail, never the verdict."""
-    text = json.dumps(result, separators=(",", ":"), sort_keys=True)
-    if len(text) <= MAX_RESULT_BYTES:
-        return text
+    data = _dumps(result)
+    if len(data) <= MAX_RESULT_BYTES:
+        return data.decode()
     r = dict(result)
     reasons = r.get("filter_reasons") or {}
     r["filter_reasons"] = {k: {**v, "nodes": v.get("nodes", [])[:3]} for k, v in reasons.items()}
     r["scores"] = (r.get("scores") or [])[:2]
-    text = json.dumps(r, separators=(",", ":"), sort_keys=True)
-    if len(text) <= MAX_RESULT_BYTES:
-        return text
+    data = _dumps(r)
+    if len(data) <= MAX_RESULT_BYTES:
+        return data.decode()
     r["filter_reasons"] = {k: {"count": v.get("count", 0)} for k, v in list(r["filter_reasons"].items())[:50]}
     r["scores"] = []
     r["message"] = (r.get("message") or "")[:4096]
-    return json.dumps(r, separators=(",", ":"), sort_keys=True)
+    return _dumps(r).decode()
 
 
 @dataclass

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import queue as _stdqueue
 import random
@@ -15,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import orjson
 
 from .bindpool import BindingPool
 from .cache import Cache
@@ -713,8 +713,8 @@ def _same_result(pod: Pod, text: str) -> bool:
     if not prev:
         return False
     try:
-        old, new = json.loads(prev), json.loads(text)
-    except ValueError:
+        old, new = orjson.loads(prev), orjson.loads(text)
+    except orjson.JSONDecodeError:
         return False
     if not isinstance(old, dict) or old.get("outcome") == "scheduled":
         return False
