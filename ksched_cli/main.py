@@ -173,17 +173,13 @@ def _warn_if_empty(cluster: list[Path], pods: list[Path], n_nodes: int, n_pods: 
 def _validate_pods(mem: Any, pending: list[tuple[dict[str, Any], str]]) -> None:
     """Every pod to create is checked (fields, duplicates) before anything runs or is printed."""
     from scheduler_runtime.cluster.memory import MemoryCluster
+    from scheduler_runtime.simulate import create_pods
 
-    scratch = MemoryCluster()
-    for raw, where in pending:
-        try:
-            created = scratch.create(raw, emit=False)
-        except InputError as exc:
-            raise InputError(exc.detail, file=where, field=exc.field) from None
-        meta = created["metadata"]
-        if mem.get_pod(meta["namespace"], meta["name"]) is not None:
-            raise InputError(f'Duplicate value: "{meta["namespace"]}/{meta["name"]}": the cluster already holds '
-                             f'a pod with this namespace/name', file=where, field="metadata.name")
+    keys = create_pods(MemoryCluster(), pending, emit=False)  # fields, and duplicates among themselves
+    for key, (_, where) in zip(keys, pending, strict=True):
+        if mem.get_pod(*key.split("/", 1)) is not None:
+            raise InputError(f'Duplicate value: "{key}": the cluster already holds a pod with this namespace/name',
+                             file=where, field="metadata.name")
 
 
 def _no_kubeconfig_for_flags(args: list[str], flags: Any, config: Path | None) -> None:
@@ -287,11 +283,8 @@ def run(
                       f"{len(mem.list('pods'))} pods already present, {len(pending)} to schedule; "
                       f"profiles: {', '.join(p.scheduler_name for p in cfg.profiles)}")
         sched.start()
-        for raw, where in pending:
-            try:
-                mem.create(raw)
-            except InputError as exc:
-                raise InputError(exc.detail, file=where, field=exc.field) from None
+        for raw, _ in pending:  # checked by _validate_pods
+            mem.create(raw)
         if watch:
             console.print("[dim]watching; Ctrl-C to stop[/]")
             try:

@@ -77,6 +77,19 @@ def load_pods_in_order(paths: Sequence[str | Path]) -> list[tuple[dict[str, Any]
     return out
 
 
+def create_pods(cluster: MemoryCluster, pods: Sequence[tuple[dict[str, Any], str]], emit: bool = True) -> list[str]:
+    """Create the pods in order; a bad one is reported with the file it came from. Returns their keys."""
+    keys = []
+    for raw, where in pods:
+        try:
+            created = cluster.create(raw, emit=emit)
+        except InputError as exc:
+            raise InputError(exc.detail, file=where, field=exc.field) from None
+        meta = created["metadata"]
+        keys.append(f"{meta['namespace']}/{meta['name']}")
+    return keys
+
+
 def simulate(cluster_paths: Sequence[str | Path], pod_paths: Sequence[str | Path], config: Any, registry: Registry,
              seed: int = 0, label: str = "default",
              on_decision: Callable[[Decision], None] | None = None, keep_cluster: bool = False,
@@ -88,14 +101,7 @@ def simulate(cluster_paths: Sequence[str | Path], pod_paths: Sequence[str | Path
     sched = Scheduler(cluster, config, registry, seed=seed, results=results, observer=on_decision,
                       bind_deadline=plugin_deadline)
     sched.start()
-    keys = []
-    for raw, where in pods:
-        try:
-            created = cluster.create(raw, emit=True)
-        except InputError as exc:
-            raise InputError(exc.detail, file=where, field=exc.field) from None
-        meta = created["metadata"]
-        keys.append(f"{meta['namespace']}/{meta['name']}")
+    keys = create_pods(cluster, pods)
     sched.run(until_idle=True)
     placements: dict[str, str | None] = {}
     for key in keys:
