@@ -59,6 +59,16 @@ class BindingPool:
         with self._lock:
             return sum(1 for t in self._busy_since.values() if now - t >= self.deadline)
 
+    def give_up(self, worker: int) -> None:
+        """The caller stopped waiting for `worker`'s task: count that worker as stuck now (not at the next
+        check) and start its replacement, so work queued behind it goes on at once."""
+        with self._lock:
+            since = self._busy_since.get(worker)
+            if since is None:
+                return  # it finished meanwhile
+            self._busy_since[worker] = min(since, self.clock() - self.deadline)
+        self._grow()
+
     def size(self) -> int:
         with self._lock:
             return len(self._threads)

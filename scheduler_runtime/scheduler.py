@@ -159,8 +159,8 @@ class Scheduler:
                 bind(self)
         self._victims_deleted = 0  # preemption victims deleted so far (scheduler_preemption_victims)
         self._inbox: _stdqueue.SimpleQueue[tuple[Any, ...]] = _stdqueue.SimpleQueue()
-        self._bind_async = bind_async
         self._binders = BindingPool(bind_workers, bind_deadline) if bind_async else None
+        self._bounded_binder: BindingPool | None = None  # synchronous binding of foreign plugins, lazily
         self._inflight_bindings = 0
         self._inflight_lock = threading.Lock()
         self._stop = threading.Event()
@@ -317,6 +317,9 @@ class Scheduler:
                 continue
             idle_since = None
             self.schedule_one(qpi)
+        if self._bounded_binder is not None:
+            self._bounded_binder.shutdown(wait=True)
+            self._bounded_binder = None
         if self._binders is not None:
             self._binders.shutdown(wait=True)
             self.drain_inbox()
@@ -426,12 +429,15 @@ class Scheduler:
     def _binding_cycle_bounded(self, fw: Framework, state: CycleState, qpi: QueuedPodInfo, node_name: str,
                                result: AttemptResult, start: float) -> None:
         """Synchronous binding, but a user's PreBind/Bind that hangs must not stop every other pod: the cycle
-        runs on its own thread and the loop waits for it up to `bind_deadline`, which keeps runs
-        deterministic (failures are undone through the inbox before the next pop) unless a plugin hangs."""
+        runs on a binding pool's worker (replaced when stuck) and the loop waits for it up to
+        `bind_deadline`, which keeps runs deterministic (failures are undone through the inbox before the
+        next pop) unless a plugin hangs."""
         done = threading.Event()
         key = qpi.pod.key
+        worker: list[int] = []
 
         def work() -> None:
+            worker.append(threading.get_ident())
             try:
                 self._binding_cycle(fw, state, qpi, node_name, result, start, on_loop=False)
             except Exception:  # noqa: BLE001 - the framework turns plugin errors into statuses already
@@ -445,16 +451,18 @@ class Scheduler:
 
         if self.watchdog is not None:
             self.watchdog.end()  # the loop only waits from here on; the binding thread registers itself
-        t = threading.Thread(target=work, name=f"bind-{qpi.pod.name}", daemon=True)
-        t.start()
+        if self._bounded_binder is None:
+            self._bounded_binder = BindingPool(1, self.bind_deadline, name="bind-bounded")
+        self._bounded_binder.submit(work)
         if done.wait(self.bind_deadline):
             return
-        plugin, method = plugin_frame(sys._current_frames().get(t.ident or -1))
+        plugin, method = plugin_frame(sys._current_frames().get(worker[0]) if worker else None)
         where = f"plugin {plugin} ({method})" if plugin else "the framework"
         with self._inflight_lock:
             if done.is_set():
                 return
             self.detached_bindings[key] = where
+        self._bounded_binder.give_up(worker[0])
         stuck = dataclasses.replace(result, outcome="error", message=(
             f"binding cycle on node {node_name} has been in {where} for {self.bind_deadline:.0f}s "
             f"(deadline exceeded); the pod stays reserved there until it returns"))
