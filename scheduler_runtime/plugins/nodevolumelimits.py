@@ -27,10 +27,11 @@ from .volumeutil import (
     PVCS,
     PVS,
     VolumeStores,
-    claim_class,
     claim_of,
+    class_of,
     meta,
     not_found,
+    owned_by,
     pod_volumes,
     queue_if_pod_claims,
     spec,
@@ -67,8 +68,6 @@ class NodeVolumeLimits(Plugin):
         return Status.skip()
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
-        if not pod_volumes(pod):
-            return None
         new: dict[str, str] = {}
         try:
             self._attachable(pod, True, new)
@@ -120,7 +119,7 @@ class NodeVolumeLimits(Plugin):
                     raise _LookupError(f"looking up PVC {pod.namespace}/{name}: "
                                        f"{not_found('persistentvolumeclaim', name)}", not_found=True)
                 continue
-            if ephemeral and not _owned_by(pvc, pod):
+            if ephemeral and not owned_by(pvc, pod):
                 raise _LookupError(f"PVC {pod.namespace}/{name} was not created for pod {pod.namespace}/{pod.name} "
                                    f"(pod is not owner)")
             driver, handle = self._driver_info(pvc)
@@ -131,7 +130,7 @@ class NodeVolumeLimits(Plugin):
         pv_name = spec(pvc).get("volumeName") or ""
         pv = self.stores.pv(pv_name) if pv_name else None
         if pv is None:
-            cls_name = claim_class(pvc)
+            cls_name = class_of(pvc)
             sc = self.stores.storage_class(cls_name) if cls_name else None
             if sc is None:
                 return "", ""
@@ -148,10 +147,6 @@ class NodeVolumeLimits(Plugin):
                                  lambda pod, old, new: QUEUE if queue_if_pod_claims(pod, new) else QUEUE_SKIP),
         ]
 
-
-def _owned_by(pvc: dict[str, Any], pod: Pod) -> bool:
-    return any(r.get("controller") and r.get("kind") == "Pod" and r.get("uid") == pod.uid
-               for r in meta(pvc).get("ownerReferences") or [])
 
 
 def _after_pod_deleted(pod: Pod, old: Any, new: Any) -> int:

@@ -30,8 +30,6 @@ from ..framework.nodelist import NodeList
 from ..framework.plugin import Plugin, PluginArgs
 from ..framework.status import Status
 from ..framework.types import (
-    QUEUE,
-    QUEUE_SKIP,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
@@ -57,16 +55,16 @@ from .volumeutil import (
     WAIT_FOR_FIRST_CONSUMER,
     VolumeStores,
     annotations,
-    claim_class,
+    class_of,
     hostname_nodes,
     meta,
     not_found,
+    owned_by,
     pod_claim_names,
     pod_volumes,
     pv_matches_node,
     spec,
     storage_bytes,
-    volume_class,
 )
 
 REASON_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
@@ -196,7 +194,7 @@ def find_matching_volume(pvc: dict[str, Any], pvs: list[dict[str, Any]], node: N
     """The PV pre-bound to the claim, else the smallest Available one that fits it on the node."""
     cs = spec(pvc)
     requested = storage_bytes((cs.get("resources") or {}).get("requests"))
-    cls = claim_class(pvc)
+    cls = class_of(pvc)
     sel_raw = cs.get("selector")
     selector = LabelSelector.parse(sel_raw) if sel_raw is not None else None
     mode = cs.get("volumeMode") or "Filesystem"
@@ -220,7 +218,7 @@ def find_matching_volume(pvc: dict[str, Any], pvs: list[dict[str, Any]], node: N
             continue
         if selector is not None and not selector.matches(meta(pv).get("labels") or {}):
             continue
-        if volume_class(pv) != cls or not affinity_ok or not _modes_ok(pvc, pv):
+        if class_of(pv) != cls or not affinity_ok or not _modes_ok(pvc, pv):
             continue
         if best is None or qty < best_qty:
             best, best_qty = pv, qty
@@ -252,7 +250,7 @@ class VolumeBinding(Plugin):
 
     # ------------------------------------------------------------------ PreFilter
     def _is_delay_binding(self, pvc: dict[str, Any]) -> bool:
-        name = claim_class(pvc)
+        name = class_of(pvc)
         if not name:
             return False
         sc = self.stores.storage_class(name)
@@ -285,8 +283,7 @@ class VolumeBinding(Plugin):
                                                  f'persistentvolume "{spec(pvc).get("volumeName") or ""}"')
             if meta(pvc).get("deletionTimestamp"):
                 return None, Status.unresolvable(f'persistentvolumeclaim "{name}" is being deleted')
-            if ephemeral and not any(r.get("controller") and r.get("kind") == "Pod" and r.get("uid") == pod.uid
-                                     for r in meta(pvc).get("ownerReferences") or []):
+            if ephemeral and not owned_by(pvc, pod):
                 return None, Status.unresolvable(f"PVC {pod.namespace}/{name} was not created for pod "
                                                  f"{pod.namespace}/{pod.name} (pod is not owner)")
             if fully_bound(pvc):
@@ -309,9 +306,9 @@ class VolumeBinding(Plugin):
             if names:
                 eligible = set(names) if eligible is None else eligible & names
         if s.delayed:
-            classes = {claim_class(p) for p in s.delayed}
+            classes = {class_of(p) for p in s.delayed}
             for pv in self.cache.pvs():
-                c = volume_class(pv)
+                c = class_of(pv)
                 if c in classes:
                     s.pvs_by_class.setdefault(c, []).append(pv)
         state.write(_STATE, s)
@@ -361,7 +358,7 @@ class VolumeBinding(Plugin):
                 chosen: set[str] = set()
                 for pvc in sorted(to_match, key=lambda c: storage_bytes(
                         (spec(c).get("resources") or {}).get("requests"))):
-                    pv = find_matching_volume(pvc, s.pvs_by_class.get(claim_class(pvc), []), node, chosen)
+                    pv = find_matching_volume(pvc, s.pvs_by_class.get(class_of(pvc), []), node, chosen)
                     if pv is None:
                         to_provision.append(pvc)
                         continue
@@ -382,7 +379,7 @@ class VolumeBinding(Plugin):
 
     def _can_provision(self, claims: list[dict[str, Any]], node: Node) -> bool:
         for pvc in claims:
-            cls = claim_class(pvc)
+            cls = class_of(pvc)
             if not cls:
                 raise ValueError(f'no class for claim "{meta(pvc).get("name")}"')
             sc = self.stores.storage_class(cls)
@@ -510,7 +507,7 @@ class VolumeBinding(Plugin):
         return [
             ClusterEventWithHint(ClusterEvent(EV_CLASS, au)),
             ClusterEventWithHint(ClusterEvent(EV_PVC, au)),
-            ClusterEventWithHint(ClusterEvent(EV_PV, au), _after_pv_change),
+            ClusterEventWithHint(ClusterEvent(EV_PV, au)),
             ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeLabel
                                               | ActionType.UpdateNodeTaint)),
             ClusterEventWithHint(ClusterEvent(EV_CSINODE, au)),
@@ -527,6 +524,3 @@ def _bind_volume_to_claim(pv: dict[str, Any], pvc: dict[str, Any]) -> dict[str, 
     return {**pv, "metadata": {**meta(pv), "annotations": {**annotations(pv), ANN_BOUND_BY_CONTROLLER: "yes"}},
             "spec": {**spec(pv), "claimRef": ref}}
 
-
-def _after_pv_change(pod: Pod, old: Any, new: Any) -> int:
-    return QUEUE if any(n for n in pod_claim_names(pod)) else QUEUE_SKIP

@@ -75,19 +75,19 @@ def annotations(raw: dict[str, Any] | None) -> dict[str, str]:
     return meta(raw).get("annotations") or {}
 
 
-def claim_class(pvc: dict[str, Any]) -> str:
-    """GetPersistentVolumeClaimClass: the beta annotation wins over spec.storageClassName."""
-    ann = annotations(pvc)
+def class_of(obj: dict[str, Any] | None) -> str:
+    """GetPersistentVolumeClaimClass / GetPersistentVolumeClass: the beta annotation wins over
+    spec.storageClassName."""
+    ann = annotations(obj)
     if ANN_BETA_CLASS in ann:
         return ann[ANN_BETA_CLASS]
-    return spec(pvc).get("storageClassName") or ""
+    return spec(obj).get("storageClassName") or ""
 
 
-def volume_class(pv: dict[str, Any]) -> str:
-    ann = annotations(pv)
-    if ANN_BETA_CLASS in ann:
-        return ann[ANN_BETA_CLASS]
-    return spec(pv).get("storageClassName") or ""
+def owned_by(pvc: dict[str, Any], pod: Pod) -> bool:
+    """Is the claim controlled by the pod (a generic ephemeral volume's claim)?"""
+    return any(r.get("controller") and r.get("kind") == "Pod" and r.get("uid") == pod.uid
+               for r in meta(pvc).get("ownerReferences") or [])
 
 
 def storage_bytes(amounts: dict[str, Any] | None) -> int:

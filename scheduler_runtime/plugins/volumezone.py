@@ -19,7 +19,7 @@ from .volumeutil import (
     PVS,
     WAIT_FOR_FIRST_CONSUMER,
     VolumeStores,
-    claim_class,
+    class_of,
     meta,
     not_found,
     pod_volumes,
@@ -68,7 +68,7 @@ class VolumeZone(Plugin):
                 return out, Status.unresolvable(not_found("persistentvolumeclaim", name))
             pv_name = spec(pvc).get("volumeName") or ""
             if not pv_name:
-                cls_name = claim_class(pvc)
+                cls_name = class_of(pvc)
                 if not cls_name:
                     return out, Status.unresolvable("PersistentVolumeClaim had no pv name and storageClass name")
                 sc = self.stores.storage_class(cls_name)
@@ -92,8 +92,6 @@ class VolumeZone(Plugin):
         return out, None
 
     def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
-        if not pod_volumes(pod):
-            return Status.skip()
         topo, st = self._topologies(pod)
         if st is not None:
             return st
@@ -103,13 +101,9 @@ class VolumeZone(Plugin):
         return None
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
-        if not pod_volumes(pod):
-            return None
         topo = state.get(_STATE)
         if topo is None:
-            topo, st = self._topologies(pod)
-            if st is not None:
-                return st
+            return Status.as_error(f'reading "{_STATE}" from cycleState: not found')
         node = node_info.node
         if node is None:
             return Status.as_error("node not found")
