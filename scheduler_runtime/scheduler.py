@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import orjson
 
 from .bindpool import BindingPool
 from .cache import Cache
@@ -126,6 +125,8 @@ class Scheduler:
         #: pod key -> "plugin (method)" of binding cycles the loop stopped waiting for; cleared when they end
         self.detached_bindings: dict[str, str] = {}
         self._warned_volumes = False
+        #: pod uid -> the result annotation last written for it (attempt number zeroed), while it is pending
+        self._written_results: dict[str, str] = {}
         self.watchdog = watchdog
         self.config = config
         self.cache = Cache()
@@ -248,6 +249,7 @@ class Scheduler:
     def _apply_pod(self, action: str, old_raw: dict | None, new_raw: dict | None) -> None:
         if action == "DELETED":
             pod = Pod.from_dict(old_raw or {})
+            self._written_results.pop(pod.uid, None)
             if self.cache.pod_node(pod.uid) is not None:
                 self.cache.remove_pod(pod)
                 self.queue.move_on_event(ClusterEvent("Pod", ActionType.Delete), pod, None)
@@ -260,6 +262,7 @@ class Scheduler:
         assert new_raw is not None
         pod = Pod.from_dict(new_raw)
         if pod.node_name:
+            self._written_results.pop(pod.uid, None)
             known = self.cache.pod_node(pod.uid) is not None
             if pod.terminated:
                 if known:
@@ -687,10 +690,20 @@ class Scheduler:
             except Exception as exc:
                 log.warning("could not record scheduling result on pod %s: %s", pod.key, exc)
         if self.results_mode == "ksched" and not carried:
-            text = encode_result(result.to_dict())
-            if not _same_result(pod, text):
+            # a retry with the same result (but for its attempt number) leaves the pod alone: it keeps its
+            # resourceVersion, so its FailedScheduling events aggregate into one EventSeries as
+            # kube-scheduler's do, and a pod pending for hours costs no write per retry
+            d = result.to_dict()
+            sig = encode_result({**d, "attempt": 0})
+            if result.outcome == "scheduled":
+                self._written_results.pop(pod.uid, None)
+            elif self._written_results.get(pod.uid) == sig:
+                sig = ""
+            else:
+                self._written_results[pod.uid] = sig
+            if sig:
                 try:
-                    self.cluster.annotate_pod(pod, {RESULT_ANNOTATION: text})
+                    self.cluster.annotate_pod(pod, {RESULT_ANNOTATION: encode_result(d)})
                 except Exception as exc:
                     log.warning("could not record scheduling result on pod %s: %s", pod.key, exc)
         if self.observer is not None:
@@ -711,24 +724,6 @@ def _needs_unsupported_plugins(raw: dict[str, Any] | None) -> bool:
     """Does kube-scheduler's default profile judge this pod with a plugin ksched lacks?"""
     spec = (raw or {}).get("spec") or {}
     return bool(spec.get("resourceClaims"))
-
-
-def _same_result(pod: Pod, text: str) -> bool:
-    """Is the pod's result annotation this result but for the attempt number? Then it is not rewritten:
-    an unchanged pod keeps its resourceVersion, so repeated FailedScheduling events for it aggregate into
-    one EventSeries as kube-scheduler's do, and a pod stuck for hours costs no write per retry."""
-    prev = (((pod.raw or {}).get("metadata") or {}).get("annotations") or {}).get(RESULT_ANNOTATION)
-    if not prev:
-        return False
-    try:
-        old, new = orjson.loads(prev), orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return False
-    if not isinstance(old, dict) or old.get("outcome") == "scheduled":
-        return False
-    old.pop("attempt", None)
-    new.pop("attempt", None)
-    return bool(old == new)
 
 
 def _top_scores(scores: ScoreResult, k: int, snapshot: Any) -> list[dict[str, Any]]:

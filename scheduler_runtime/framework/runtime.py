@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from collections.abc import Callable, Iterable
@@ -11,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..config.fielderrors import go_value
 from ..objects import Pod
 from .cycle_state import CycleState
 from .handle import Handle
@@ -39,9 +39,8 @@ def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> in
 
 
 
-def _q(text: str) -> str:
-    """Go's %q for the names kube-scheduler quotes in its messages."""
-    return json.dumps(text, ensure_ascii=False)
+_q = go_value  # Go's %q, for the names kube-scheduler quotes in its messages
+
 
 class PluginError(Exception):
     """A plugin raised or returned something invalid; carries the plugin's name."""
@@ -164,10 +163,11 @@ class Framework:
             for plugin, _ in lst:
                 self.plugins[plugin.name] = plugin
         self._filter_all_batch = all(p.batch for p in self.filter)
-        #: a plugin outside the runtime's own in-tree set runs in the binding cycle (it might hang there)
+        #: a plugin outside the runtime's own in-tree set runs in the binding cycle (it might hang there);
+        #: Permit runs in the scheduling cycle, and a Permit Wait has its own thread already
         self.has_foreign_binding_plugins = any(
             not type(cp.plugin).__module__.startswith("scheduler_runtime.")
-            for cp in (*self.permit, *self.pre_bind, *self.bind, *self.post_bind))
+            for cp in (*self.pre_bind, *self.bind, *self.post_bind))
 
     # ------------------------------------------------------------------ helpers
     def _observe(self, point: str, start: float, status: Status | None) -> None:

@@ -399,7 +399,9 @@ def test_an_unchanged_result_is_not_rewritten_so_the_pod_keeps_its_resource_vers
         assert s.queue.flush_unschedulable_leftover() == 1
         s.run(until_idle=True)
     assert s.attempts == 3
-    assert m.get_pod("ns", "big")["metadata"]["resourceVersion"] == rv
+    same = m.get_pod("ns", "big")
+    assert same["metadata"]["resourceVersion"] == rv
+    assert json.loads(same["metadata"]["annotations"][RESULT_ANNOTATION])["attempt"] == 1  # not rewritten
     m.create(_node("tiny", "500m"))  # another node: the result differs, so it is written
     clock[0] += 400
     s.queue.flush_unschedulable_leftover()
