@@ -13,7 +13,6 @@ import pytest
 from scheduler_runtime.cluster.kube import (
     EVENT_MAX_TRIES,
     EVENT_SERIES_FINISH_TIME,
-    EVENT_SERIES_REFRESH_TIME,
     ApiError,
     ApiUnreachableError,
     Response,
@@ -103,12 +102,6 @@ def writer(api: FakeClient, clock: Clock) -> Any:
     w = _EventWriter(api, clock=clock, housekeeping=False, retry_sleep=0.01)  # type: ignore[arg-type]
     yield w
     w.stop()
-
-
-def test_client_go_timings() -> None:
-    assert EVENT_SERIES_FINISH_TIME == 6 * 60
-    assert EVENT_SERIES_REFRESH_TIME == 30 * 60
-    assert EVENT_MAX_TRIES == 12
 
 
 def test_create_then_series_patch_then_memory_then_refresh_then_finish(writer, api, clock) -> None:

@@ -4,11 +4,15 @@ too), preemption attempts and victims, in-flight events, cache size, binding thr
 
 from __future__ import annotations
 
+import threading
+import time
+
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler_runtime.cluster.memory import MemoryCluster
 from scheduler_runtime.config import load_config
+from scheduler_runtime.framework.plugin import Plugin
 from scheduler_runtime.framework.registry import build_registry
 from scheduler_runtime.framework.types import ActionType, ClusterEvent
 from scheduler_runtime.metrics import SchedulerMetrics, event_labels
@@ -138,10 +142,42 @@ def test_inflight_events_while_a_pod_is_in_flight() -> None:
     assert _get(got, "scheduler_inflight_events", event="NodeAdd") == 0
 
 
+class _HeldPreBind(Plugin):
+    name = "HeldPreBind"
+    gate = threading.Event()
+
+    def pre_bind(self, state: object, pod: object, node_name: str) -> None:
+        self.gate.wait(10)
+
+
 def test_binding_threads_in_flight() -> None:
-    _, s, m = _scheduler([_node("a", "2")])
-    s._inflight_bindings = 3
-    assert _get(_samples(m), "scheduler_goroutines", operation="binding") == 3
+    """A binding cycle held in PreBind on a worker counts as one binding goroutine until it returns."""
+    from scheduler_runtime.config.loader import build
+    from scheduler_runtime.testing import config_for
+
+    cluster = MemoryCluster()
+    cluster.create(_node("a", "2"), emit=False)
+    reg = build_registry([])
+    reg.register(_HeldPreBind, "test")
+    m = SchedulerMetrics()
+    s = Scheduler(cluster, build(config_for(_HeldPreBind, scheduler_name="default-scheduler"), reg), reg, seed=1,
+                  metrics=m, bind_async=True)
+    s.start()
+    cluster.create(_pod("p", "1"))
+    stop = threading.Event()
+    t = threading.Thread(target=s.run, kwargs={"until_idle": False, "stop": stop}, daemon=True)
+    t.start()
+    try:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and _get(_samples(m), "scheduler_goroutines", operation="binding") != 1:
+            time.sleep(0.02)
+        assert _get(_samples(m), "scheduler_goroutines", operation="binding") == 1
+    finally:
+        _HeldPreBind.gate.set()
+        stop.set()
+        t.join(10)
+    assert cluster.get_pod("ns", "p")["spec"].get("nodeName") == "a"
+    assert _get(_samples(m), "scheduler_goroutines", operation="binding") == 0
 
 
 def test_event_labels() -> None:
