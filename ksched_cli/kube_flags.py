@@ -57,15 +57,12 @@ class KubeFlags:
 
 
 def parse_go_duration(text: str, flag: str) -> float:
-    import re
+    from scheduler_runtime.config.loader import parse_duration
 
-    if text == "0":
-        return 0.0
-    units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-    parts = re.findall(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)", text)
-    if not parts or "".join(a + b for a, b in parts) != text:
-        raise UsageError(f'invalid argument "{text}" for "--{flag}" flag: time: invalid duration "{text}"')
-    return sum(float(a) * units[b] for a, b in parts)
+    try:
+        return parse_duration(text)
+    except ValueError:
+        raise UsageError(f'invalid argument "{text}" for "--{flag}" flag: time: invalid duration "{text}"') from None
 
 
 def parse(argv: list[str]) -> KubeFlags:

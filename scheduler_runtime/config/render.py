@@ -161,20 +161,10 @@ def _values_error(errs: list[str], source: str) -> InputError:
 
 
 def load_values(path: Path) -> dict[str, Any]:
-    """Read and check a values file; InputError names the file, the key path and what is wrong."""
+    """Read a values file (one YAML mapping); profile_from_values checks its keys against the chart's."""
     from .loader import read_document
 
-    try:
-        values = read_document(path)
-    except InputError as exc:
-        if "expected a KubeSchedulerConfiguration" not in exc.detail:
-            raise
-        raise InputError(exc.detail.replace("a KubeSchedulerConfiguration", "a values mapping"), file=str(path)) \
-            from None
-    errs = check_values(values)
-    if errs:
-        raise _values_error(errs, str(path))
-    return values
+    return read_document(path, what="a values")
 
 
 def profile_from_values(values: dict[str, Any], scheduler_name: str, source: str = "--values file"

@@ -183,3 +183,11 @@ def test_extenders_are_reported_as_ignored(ksched, tmp_path):
     assert r.stderr == ""
     s = ksched("simulate", "--cluster", "examples/cluster", "--pods", "examples/pods.yaml", "--config", str(cfg))
     assert s.returncode == 0 and "does not call scheduler extenders" in s.stderr
+
+
+def test_render_values_that_are_not_a_mapping_is_a_parse_error(ksched, tmp_path):
+    bad = tmp_path / "values.yaml"
+    bad.write_text("- a\n- b\n")
+    r = ksched("config", "render", "--values", str(bad))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip() == f"error: {bad}: expected a values mapping, got a list"
