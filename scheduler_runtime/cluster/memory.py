@@ -18,8 +18,16 @@ import yaml
 
 from ..errors import InputError
 from ..objects import Node, Pod, PodDisruptionBudget
+from ..plugins.volumeutil import (
+    ANN_BIND_COMPLETED,
+    ANN_BOUND_BY_CONTROLLER,
+    ANN_SELECTED_NODE,
+    NO_PROVISIONER,
+    class_of,
+)
 from .base import (
     CLUSTER_SCOPED,
+    KIND_TO_RESOURCE,
     BindError,
     ClusterBackend,
     EventHandler,
@@ -29,16 +37,12 @@ from .base import (
 )
 
 _VOLUME_RESOURCES = ("persistentvolumes", "persistentvolumeclaims", "storageclasses")
-_ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
-_ANN_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
-_ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
+_SINGULAR = {resource: kind.lower() for kind, resource in KIND_TO_RESOURCE.items()}
 
 
 def resource_singular(resource: str) -> str:
     """`persistentvolumeclaims` -> `persistentvolumeclaim`, as apimachinery's NotFound names resources."""
-    if resource.endswith("sses"):
-        return resource[:-2]
-    return resource[:-1] if resource.endswith("s") else resource
+    return _SINGULAR.get(resource) or (resource[:-1] if resource.endswith("s") else resource)
 
 
 @dataclass(slots=True)
@@ -161,18 +165,12 @@ class MemoryCluster(ClusterBackend):
     def update(self, raw: dict[str, Any]) -> dict[str, Any]:
         resource = resource_of_kind(raw["kind"])
         with self._lock:
-            bucket = self._objects.setdefault(resource, {})
-            key = _key(resource, raw)
-            old = bucket.get(key)
+            old = self._objects.get(resource, {}).get(_key(resource, raw))
             if old is None:
-                raise KeyError(key)
+                raise KeyError(_key(resource, raw))
             new = copy.deepcopy(raw)
-            new["metadata"]["resourceVersion"] = self._next_rv()
             new["metadata"].setdefault("uid", old["metadata"].get("uid"))
-            bucket[key] = new
-        self._emit(resource, "MODIFIED", old, new)
-        if resource in _VOLUME_RESOURCES:
-            self.sync_volumes()
+        self._put(resource, new, emit=True, sync=True)
         return new
 
     def patch_object(self, resource: str, name: str, namespace: str | None,
@@ -181,33 +179,41 @@ class MemoryCluster(ClusterBackend):
         PV controller react (see `sync_volumes`)."""
         resource = self.informer(resource).resource
         key = name if resource in CLUSTER_SCOPED else f"{namespace or 'default'}/{name}"
-        with self._lock:
-            old = self._objects.get(resource, {}).get(key)
-            if old is None:
-                raise PatchError(f'{resource_singular(resource)} "{name}" not found', status=404)
-            want_rv = ((patch.get("metadata") or {}).get("resourceVersion"))
-            if want_rv and str(want_rv) != str(old["metadata"].get("resourceVersion")):
-                raise PatchError(f'Operation cannot be fulfilled on {resource} "{name}": the object has been '
-                                 f"modified; please apply your changes to the latest version and try again",
-                                 status=409)
-            new = merge_patch(copy.deepcopy(old), patch)
-            new["metadata"]["resourceVersion"] = self._next_rv()
-            new["metadata"]["uid"] = old["metadata"].get("uid")
-            self._objects[resource][key] = new
-        self._emit(resource, "MODIFIED", old, new)
-        if resource in _VOLUME_RESOURCES:
-            self.sync_volumes()
-        return new
+        while True:
+            with self._lock:
+                old = self._objects.get(resource, {}).get(key)
+                if old is None:
+                    raise PatchError(f'{resource_singular(resource)} "{name}" not found', status=404)
+                want_rv = ((patch.get("metadata") or {}).get("resourceVersion"))
+                if want_rv and str(want_rv) != str(old["metadata"].get("resourceVersion")):
+                    raise PatchError(f'Operation cannot be fulfilled on {resource} "{name}": the object has been '
+                                     f"modified; please apply your changes to the latest version and try again",
+                                     status=409)
+                new = merge_patch(copy.deepcopy(old), patch)
+                new["metadata"]["uid"] = old["metadata"].get("uid")
+            if self._put(resource, new, emit=True, sync=True, expect=old):
+                return new
+            # changed since the lookup: check and merge again against the current version
 
     # ------------------------------------------------------------------ the embedded PV controller
-    def _put(self, resource: str, new: dict[str, Any], emit: bool) -> None:
+    def _put(self, resource: str, new: dict[str, Any], emit: bool, sync: bool = False,
+             expect: dict[str, Any] | None = None) -> bool:
+        """Store `new` with the next resourceVersion, emit MODIFIED (when `emit`) and let the embedded PV
+        controller react (when `sync`). With `expect`, nothing is written and False is returned unless the
+        stored object is still `expect`."""
         key = _key(resource, new)
         with self._lock:
-            old = self._objects[resource].get(key)
+            bucket = self._objects.setdefault(resource, {})
+            old = bucket.get(key)
+            if expect is not None and old is not expect:
+                return False
             new["metadata"]["resourceVersion"] = self._next_rv()
-            self._objects[resource][key] = new
+            bucket[key] = new
         if emit:
             self._emit(resource, "MODIFIED", old, new)
+        if sync and resource in _VOLUME_RESOURCES:
+            self.sync_volumes()
+        return True
 
     def sync_volumes(self, emit: bool = True) -> None:
         """What kube-controller-manager's PV controller (and an external provisioner) would do, since the
@@ -247,7 +253,7 @@ class MemoryCluster(ClusterBackend):
                 changed = True
         for pvc in pvcs.values():
             ann = (pvc.get("metadata") or {}).get("annotations") or {}
-            if ann.get(_ANN_BIND_COMPLETED) and (pvc.get("spec") or {}).get("volumeName"):
+            if ann.get(ANN_BIND_COMPLETED) and (pvc.get("spec") or {}).get("volumeName"):
                 continue
             ns = pvc["metadata"].get("namespace") or "default"
             vname = (pvc.get("spec") or {}).get("volumeName")
@@ -259,8 +265,8 @@ class MemoryCluster(ClusterBackend):
                             and ref.get("uid", pvc["metadata"].get("uid")) == pvc["metadata"].get("uid"):
                         pv = cand
                         break
-            if pv is None and not vname and ann.get(_ANN_SELECTED_NODE):
-                pv = self._provision(pvc, ann[_ANN_SELECTED_NODE], emit)
+            if pv is None and not vname and ann.get(ANN_SELECTED_NODE):
+                pv = self._provision(pvc, ann[ANN_SELECTED_NODE], emit)
                 changed = changed or pv is not None
             if pv is None:
                 continue
@@ -283,8 +289,8 @@ class MemoryCluster(ClusterBackend):
         new_pvc = copy.deepcopy(pvc)
         ann = dict(new_pvc["metadata"].get("annotations") or {})
         if not (pvc.get("spec") or {}).get("volumeName"):
-            ann[_ANN_BOUND_BY_CONTROLLER] = "yes"
-        ann[_ANN_BIND_COMPLETED] = "yes"
+            ann[ANN_BOUND_BY_CONTROLLER] = "yes"
+        ann[ANN_BIND_COMPLETED] = "yes"
         new_pvc["metadata"]["annotations"] = ann
         new_pvc.setdefault("spec", {})["volumeName"] = pv["metadata"]["name"]
         pspec = pv.get("spec") or {}
@@ -295,13 +301,12 @@ class MemoryCluster(ClusterBackend):
 
     def _provision(self, pvc: dict[str, Any], node_name: str, emit: bool) -> dict[str, Any] | None:
         pspec = pvc.get("spec") or {}
-        ann = (pvc.get("metadata") or {}).get("annotations") or {}
-        class_name = ann.get("volume.beta.kubernetes.io/storage-class") or pspec.get("storageClassName") or ""
+        class_name = class_of(pvc)
         with self._lock:
             sc = self._objects.get("storageclasses", {}).get(class_name)
             node = self._objects.get("nodes", {}).get(node_name)
         provisioner = (sc or {}).get("provisioner") or ""
-        if sc is None or not provisioner or provisioner == "kubernetes.io/no-provisioner":
+        if sc is None or not provisioner or provisioner == NO_PROVISIONER:
             return None
         name = f"pvc-{pvc['metadata'].get('uid')}"
         labels = ((node or {}).get("metadata") or {}).get("labels") or {}
