@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -52,7 +49,7 @@ def _minor(version: str | None) -> int | None:
 def validate_file(path: Path, reg: Any, minor: int | None) -> tuple[list[str], list[str]]:
     """(errors, notes) for one file; raises InputError for I/O problems."""
     from scheduler_runtime.config import ConfigError
-    from scheduler_runtime.config.loader import EXTENDERS_NOTE, build, read_document
+    from scheduler_runtime.config.loader import build, read_document
     from scheduler_runtime.config.migrate import migrate
 
     doc = read_document(path)
@@ -71,26 +68,11 @@ def validate_file(path: Path, reg: Any, minor: int | None) -> tuple[list[str], l
                 notes.append(f"{api} is served by Kubernetes 1.{minor}; checked as its v1 equivalent")
             except ValueError as exc:
                 return [str(exc)], notes
-    if doc.get("extenders"):
-        notes.append(EXTENDERS_NOTE.format(n=len(doc["extenders"])))
     try:
-        with _quiet("ksched.config"):
-            build(doc, reg, None)
+        build(doc, reg, None, notes=notes)
     except ConfigError as exc:
         return exc.errors, notes
     return [], notes
-
-
-@contextlib.contextmanager
-def _quiet(logger: str) -> Iterator[None]:
-    """validate reports notes itself; the library's log warnings would repeat them."""
-    log = logging.getLogger(logger)
-    before = log.disabled
-    log.disabled = True
-    try:
-        yield
-    finally:
-        log.disabled = before
 
 
 @app.command(epilog="Examples:\n\n  ksched config validate scheduler-config.yaml\n\n"

@@ -84,12 +84,14 @@ def check_name(name: str, flag: str = "--name") -> None:
 
 def check_namespace_name(namespace: str, flag: str = "--namespace") -> None:
     """A namespace name is a DNS-1123 label (at most 63 characters), as the API server requires."""
+    from scheduler_runtime.config.fielderrors import invalid
+
     if len(namespace) > 63:
-        raise InputError(f"Invalid value: {namespace!r}: must be no more than 63 characters", field=flag)
+        raise InputError(invalid(namespace, "must be no more than 63 characters"), field=flag)
     if not _DNS_LABEL.match(namespace):
-        raise InputError(f"Invalid value: {namespace!r}: a lowercase RFC 1123 label must consist of lower case "
-                         "alphanumeric characters or '-', and must start and end with an alphanumeric character "
-                         "(e.g. 'my-name', or '123-abc')", field=flag)
+        raise InputError(invalid(namespace, "a lowercase RFC 1123 label must consist of lower case alphanumeric "
+                                            "characters or '-', and must start and end with an alphanumeric "
+                                            "character (e.g. 'my-name', or '123-abc')"), field=flag)
 
 
 def prepare(name: str, namespace: str, image: str, config: Path, replicas: int, registry: Any) -> SecondScheduler:

@@ -68,8 +68,7 @@ def duplicate(value: Any) -> str:
 def not_supported(value: Any, supported: Sequence[Any]) -> str:
     body = f"Unsupported value: {go_value(value)}"
     if supported:
-        body += ": supported values: " + ", ".join(go_value(str(s)) if isinstance(s, str) else go_value(s)
-                                                    for s in supported)
+        body += ": supported values: " + ", ".join(go_value(s) for s in supported)
     return body
 
 

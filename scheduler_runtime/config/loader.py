@@ -534,15 +534,19 @@ def check_types(doc: dict[str, Any], errs: list[str]) -> None:
 EXTENDERS_NOTE = "extenders: ksched does not call scheduler extenders; {n} configured, all ignored"
 
 
-def build(doc: dict[str, Any], registry: Registry, file: str | None = None) -> SchedulerConfiguration:
+def build(doc: dict[str, Any], registry: Registry, file: str | None = None,
+          notes: list[str] | None = None) -> SchedulerConfiguration:
     """Validate a decoded document and build the runtime configuration; raises ConfigError."""
     errs: list[str] = []
     check_types(doc, errs)
     if errs:
         raise ConfigError(errs, file)
     if doc.get("extenders"):
-        logging.getLogger("ksched.config").warning(
-            "%s%s", f"{file}: " if file else "", EXTENDERS_NOTE.format(n=len(doc["extenders"])))
+        note = EXTENDERS_NOTE.format(n=len(doc["extenders"]))
+        if notes is not None:  # the caller reports it (config validate); otherwise it is logged
+            notes.append(note)
+        else:
+            logging.getLogger("ksched.config").warning("%s%s", f"{file}: " if file else "", note)
     # strip explicit nulls: Go decoding leaves such fields at their zero value, which defaulting then fills
     doc = {k: v for k, v in doc.items() if v is not None}
     for section in ("leaderElection", "clientConnection"):
