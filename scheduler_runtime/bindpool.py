@@ -117,7 +117,8 @@ class BindingPool:
                 log.exception("binding cycle failed")
             with self._lock:
                 started = self._busy_since.pop(me)
-                surplus = not self._closed.is_set() and len(self._threads) - self._stuck_locked() > self.workers
+                surplus = (len(self._threads) > self.workers and not self._closed.is_set()
+                           and len(self._threads) - self._stuck_locked() > self.workers)
                 if surplus:
                     self._threads.pop(me, None)
             if self.deadline > 0 and self.clock() - started >= self.deadline:

@@ -592,11 +592,16 @@ class KubeClient:
             to = self._timeouts[read] = urllib3.Timeout(connect=self.connect_timeout, read=read)
         return to
 
-    def url(self, path: str, query: dict[str, Any] | None = None) -> str:
-        u = self.host + path
+    def _target(self, path: str, query: dict[str, Any] | None = None) -> str:
+        """Path (after the server URL's own path prefix) and query string of a request."""
+        t = self._base_path + path
         if query:
-            u += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None and v != ""})
-        return u
+            t += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None and v != ""})
+        return t
+
+    def url(self, path: str, query: dict[str, Any] | None = None) -> str:
+        parts = urllib.parse.urlsplit(self.host)
+        return f"{parts.scheme}://{parts.netloc}{self._target(path, query)}"
 
     def _unreachable(self, exc: BaseException, method: str, path: str) -> ApiUnreachableError:
         verb, resource, group, ns = describe_request(method, path)
@@ -613,9 +618,7 @@ class KubeClient:
         if body is not None:
             data = body if isinstance(body, bytes) else orjson.dumps(body)
             content_type = content_type or "application/json"
-        target = self._base_path + path
-        if query:
-            target += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None and v != ""})
+        target = self._target(path, query)
         to = self._timeout(timeout or self.timeout)
         pool = self._host_pool()
         force = False
