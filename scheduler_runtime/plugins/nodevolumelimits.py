@@ -11,6 +11,7 @@ lists the plugin as migrated.
 from __future__ import annotations
 
 import secrets
+from dataclasses import dataclass
 from typing import Any
 
 from ..framework.cycle_state import CycleState
@@ -39,12 +40,24 @@ from .volumeutil import (
 
 REASON_MAX_VOLUME_COUNT = "node(s) exceed max volume count"
 LIMIT_PREFIX = "attachable-volumes-csi-"
+_STATE = "PreFilterNodeVolumeLimits"
 
 
 class _LookupError(Exception):
     def __init__(self, message: str, not_found: bool = False) -> None:
         super().__init__(message)
         self.not_found = not_found
+
+
+@dataclass(frozen=True)
+class _State:
+    """The pod's attachable volumes (unique handle -> limit key), or the error of looking them up."""
+
+    new: dict[str, str]
+    error: _LookupError | None
+
+    def clone(self) -> _State:
+        return self  # read-only
 
 
 def limit_key(driver: str) -> str:
@@ -64,17 +77,32 @@ class NodeVolumeLimits(Plugin):
     def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
         for v in pod_volumes(pod):
             if isinstance(v.get("persistentVolumeClaim"), dict) or v.get("ephemeral") is not None:
-                return None
-        return Status.skip()
+                break
+        else:
+            return Status.skip()
+        # the pod's own volumes do not depend on the node: look them up once; a failed lookup is reported by
+        # Filter on every node, as kube's per-node lookup does
+        state.write(_STATE, self._pod_state(pod))
+        return None
 
-    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+    def _pod_state(self, pod: Pod) -> _State:
         new: dict[str, str] = {}
         try:
             self._attachable(pod, True, new)
         except _LookupError as exc:
+            return _State({}, exc)
+        return _State(new, None)
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        s: _State | None = state.get(_STATE)
+        if s is None:  # PreFilter disabled in the profile: kube's Filter looks the volumes up itself
+            s = self._pod_state(pod)
+        if s.error is not None:
+            exc = s.error
             return Status.unresolvable(str(exc)) if exc.not_found else Status.as_error(str(exc))
-        if not new:
+        if not s.new:
             return None
+        new = dict(s.new)
         limits = self._limits(node_info)
         if not limits:
             return None

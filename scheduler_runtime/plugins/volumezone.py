@@ -102,8 +102,10 @@ class VolumeZone(Plugin):
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         topo = state.get(_STATE)
-        if topo is None:
-            return Status.as_error(f'reading "{_STATE}" from cycleState: not found')
+        if topo is None:  # PreFilter disabled in the profile (after a Skip the framework skips Filter)
+            topo, st = self._topologies(pod)  # kube's VolumeZone falls back the same way
+            if st is not None:
+                return st
         node = node_info.node
         if node is None:
             return Status.as_error("node not found")

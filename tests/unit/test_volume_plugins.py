@@ -282,6 +282,13 @@ def csi_pv(name: str, driver: str = "csi.example.com", handle: str = "") -> dict
     return pv(name, csi={"driver": driver, "volumeHandle": handle or name}, phase="Bound")
 
 
+def nvl_filter(pl: NodeVolumeLimits, p: Pod, ni: NodeInfo) -> Status | None:
+    """PreFilter (which looks the pod's volumes up) then Filter on one node."""
+    state, st = prefilter(pl, p)
+    assert st is None
+    return pl.filter(state, p, ni)
+
+
 def test_node_volume_limits_counts_unique_handles_per_driver():
     existing = pod("old", volumes=[claim_vol("c1"), claim_vol("c2")], node_name="n1")
     objs = [pvc(f"c{i}", volume=f"v{i}", bound=True) for i in range(1, 5)] + [
@@ -297,9 +304,9 @@ def test_node_volume_limits_counts_unique_handles_per_driver():
     assert reasons(pl.filter(state, p, n2)) == (Code.Unschedulable, [NVL_REASON])  # 2 new > 1
     assert pl.filter(state, p, n3) is None  # no CSINode, no limits
     q = pod(volumes=[claim_vol("c1"), claim_vol("c3"), claim_vol("c4")])
-    assert reasons(pl.filter(CycleState(), q, n1)) == (Code.Unschedulable, [NVL_REASON])  # other driver limit 0
+    assert reasons(nvl_filter(pl, q, n1)) == (Code.Unschedulable, [NVL_REASON])  # other driver limit 0
     r = pod(volumes=[claim_vol("c3"), {"name": "x", "persistentVolumeClaim": {"claimName": "c3"}}])
-    assert pl.filter(CycleState(), r, n2) is None  # the same claim twice is one volume
+    assert nvl_filter(pl, r, n2) is None  # the same claim twice is one volume
 
 
 def test_node_volume_limits_unbound_claims_count_for_the_provisioner():
@@ -308,9 +315,9 @@ def test_node_volume_limits_unbound_claims_count_for_the_provisioner():
     _, h = setup(*objs, nodes=(node("n1"),))
     pl = NodeVolumeLimits(None, h)
     n1 = h.snapshot.get("n1")
-    assert pl.filter(CycleState(), pod(volumes=[claim_vol("u1")]), n1) is None
-    assert pl.filter(CycleState(), pod(volumes=[claim_vol("u1"), claim_vol("u2")]), n1).reasons == [NVL_REASON]
-    assert pl.filter(CycleState(), pod(volumes=[claim_vol("u1"), claim_vol("nocls")]), n1) is None
+    assert nvl_filter(pl, pod(volumes=[claim_vol("u1")]), n1) is None
+    assert nvl_filter(pl, pod(volumes=[claim_vol("u1"), claim_vol("u2")]), n1).reasons == [NVL_REASON]
+    assert nvl_filter(pl, pod(volumes=[claim_vol("u1"), claim_vol("nocls")]), n1) is None
 
 
 def test_node_volume_limits_node_allocatable_keys_and_errors():
@@ -318,17 +325,17 @@ def test_node_volume_limits_node_allocatable_keys_and_errors():
     _, h = setup(*objs, nodes=(node("n1", allocatable={"attachable-volumes-csi-csi.example.com": "1"}),))
     pl = NodeVolumeLimits(None, h)
     n1 = h.snapshot.get("n1")
-    assert pl.filter(CycleState(), pod(volumes=[claim_vol("c1"), claim_vol("c2")]), n1).reasons == [NVL_REASON]
+    assert nvl_filter(pl, pod(volumes=[claim_vol("c1"), claim_vol("c2")]), n1).reasons == [NVL_REASON]
     assert prefilter(pl, pod())[1].code == Code.Skip
     assert prefilter(pl, pod(volumes=[{"name": "e", "emptyDir": {}}]))[1].code == Code.Skip
     assert prefilter(pl, pod(volumes=[{"name": "e", "ephemeral": {"volumeClaimTemplate": {}}}]))[1] is None
-    st = pl.filter(CycleState(), pod(volumes=[claim_vol("gone")]), n1)
+    st = nvl_filter(pl, pod(volumes=[claim_vol("gone")]), n1)
     assert reasons(st) == (Code.UnschedulableAndUnresolvable,
                            ['looking up PVC ns/gone: persistentvolumeclaim "gone" not found'])
     # a generic ephemeral volume's claim must be owned by the pod
     _, h = setup(pvc("p-scratch"), nodes=(node("n1"),))
-    st = NodeVolumeLimits(None, h).filter(CycleState(), pod("p", volumes=[{"name": "scratch", "ephemeral": {}}]),
-                                          h.snapshot.get("n1"))
+    st = nvl_filter(NodeVolumeLimits(None, h), pod("p", volumes=[{"name": "scratch", "ephemeral": {}}]),
+                    h.snapshot.get("n1"))
     assert st.code == Code.Error and "was not created for pod ns/p (pod is not owner)" in st.message
 
 
