@@ -101,10 +101,26 @@ class _PodVolumes:
 
 
 @dataclass
+class _Claim:
+    """An unbound WaitForFirstConsumer claim to match to an existing PV, with the PVs that could take it
+    whatever the node (in the store's order, each with whether it is pre-bound to the claim)."""
+
+    pvc: dict[str, Any]
+    requested: int
+    candidates: list[tuple[dict[str, Any], int, bool]]  # (pv, capacity bytes, pre-bound to the claim)
+
+
+@dataclass
 class _State:
     bound: list[dict[str, Any]] = field(default_factory=list)
     delayed: list[dict[str, Any]] = field(default_factory=list)
-    pvs_by_class: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: delayed claims with a selected node: (claim, node name), in the pod's order
+    selected: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    #: the other delayed claims, smallest request first
+    to_match: list[_Claim] = field(default_factory=list)
+    #: a malformed claim or PV met while listing the candidates: raised by Filter when it matches claims,
+    #: where the per-node matching used to raise it
+    match_error: Exception | None = None
     by_node: dict[str, _PodVolumes] = field(default_factory=dict)
     all_bound: bool = True
 
@@ -189,9 +205,10 @@ def _modes_ok(pvc: dict[str, Any], pv: dict[str, Any]) -> bool:
     return all(m in have for m in spec(pvc).get("accessModes") or ())
 
 
-def find_matching_volume(pvc: dict[str, Any], pvs: list[dict[str, Any]], node: Node,
-                         excluded: set[str]) -> dict[str, Any] | None:
-    """The PV pre-bound to the claim, else the smallest Available one that fits it on the node."""
+def claim_candidates(pvc: dict[str, Any], pvs: list[dict[str, Any]]) -> _Claim:
+    """The node-independent part of FindMatchingVolume: the PVs of the claim's class that fit it (capacity,
+    volume mode, volume attributes class, not being deleted; pre-bound to it, or Available with the
+    claim's access modes and selector)."""
     cs = spec(pvc)
     requested = storage_bytes((cs.get("resources") or {}).get("requests"))
     cls = class_of(pvc)
@@ -199,28 +216,39 @@ def find_matching_volume(pvc: dict[str, Any], pvs: list[dict[str, Any]], node: N
     selector = LabelSelector.parse(sel_raw) if sel_raw is not None else None
     mode = cs.get("volumeMode") or "Filesystem"
     vac = cs.get("volumeAttributesClassName") or ""
-    best: dict[str, Any] | None = None
-    best_qty = 0
+    out: list[tuple[dict[str, Any], int, bool]] = []
     for pv in pvs:
         ps = spec(pv)
-        if meta(pv).get("name") in excluded:
-            continue
         if (ps.get("volumeAttributesClassName") or "") != vac:
             continue
         qty = storage_bytes(ps.get("capacity"))
         if qty < requested or (ps.get("volumeMode") or "Filesystem") != mode or meta(pv).get("deletionTimestamp"):
             continue
-        affinity_ok = pv_matches_node(pv, node)
         if bound_to_claim(pv, pvc):
-            return pv if affinity_ok else None
+            out.append((pv, qty, True))
+            continue
         phase = (pv.get("status") or {}).get("phase") or "Available"  # the embedded cluster may omit it
         if phase != "Available" or ps.get("claimRef"):
             continue
         if selector is not None and not selector.matches(meta(pv).get("labels") or {}):
             continue
-        if class_of(pv) != cls or not affinity_ok or not _modes_ok(pvc, pv):
+        if class_of(pv) != cls or not _modes_ok(pvc, pv):
             continue
-        if best is None or qty < best_qty:
+        out.append((pv, qty, False))
+    return _Claim(pvc, requested, out)
+
+
+def find_matching_volume(claim: _Claim, node: Node, excluded: set[str]) -> dict[str, Any] | None:
+    """The PV pre-bound to the claim, else the smallest Available one that fits it on the node."""
+    best: dict[str, Any] | None = None
+    best_qty = 0
+    for pv, qty, prebound in claim.candidates:
+        if meta(pv).get("name") in excluded:
+            continue
+        affinity_ok = pv_matches_node(pv, node)
+        if prebound:
+            return pv if affinity_ok else None
+        if affinity_ok and (best is None or qty < best_qty):
             best, best_qty = pv, qty
     return best
 
@@ -307,10 +335,21 @@ class VolumeBinding(Plugin):
                 eligible = set(names) if eligible is None else eligible & names
         if s.delayed:
             classes = {class_of(p) for p in s.delayed}
+            pvs_by_class: dict[str, list[dict[str, Any]]] = {}
             for pv in self.cache.pvs():
                 c = class_of(pv)
                 if c in classes:
-                    s.pvs_by_class.setdefault(c, []).append(pv)
+                    pvs_by_class.setdefault(c, []).append(pv)
+            for pvc in s.delayed:
+                selected = annotations(pvc).get(ANN_SELECTED_NODE)
+                if selected is not None:
+                    s.selected.append((pvc, selected))
+                elif s.match_error is None:
+                    try:
+                        s.to_match.append(claim_candidates(pvc, pvs_by_class.get(class_of(pvc), [])))
+                    except Exception as exc:  # noqa: BLE001 - re-raised by Filter
+                        s.match_error = exc
+            s.to_match.sort(key=lambda c: c.requested)
         state.write(_STATE, s)
         return (PreFilterResult(eligible) if eligible is not None else None), None
 
@@ -343,27 +382,19 @@ class VolumeBinding(Plugin):
                 bound_ok = False
                 break
         if bound_ok and pvs_found and s.delayed:
-            to_match: list[dict[str, Any]] = []
-            to_provision: list[dict[str, Any]] = []
-            for pvc in s.delayed:
-                selected = annotations(pvc).get(ANN_SELECTED_NODE)
-                if selected is not None:
-                    if selected != node.name:
-                        unbound_ok = False
-                        break
-                    to_provision.append(pvc)
-                else:
-                    to_match.append(pvc)
+            unbound_ok = all(selected == node.name for _pvc, selected in s.selected)
             if unbound_ok:
+                if s.match_error is not None:
+                    raise s.match_error
+                to_provision = [pvc for pvc, _selected in s.selected]
                 chosen: set[str] = set()
-                for pvc in sorted(to_match, key=lambda c: storage_bytes(
-                        (spec(c).get("resources") or {}).get("requests"))):
-                    pv = find_matching_volume(pvc, s.pvs_by_class.get(class_of(pvc), []), node, chosen)
+                for claim in s.to_match:
+                    pv = find_matching_volume(claim, node, chosen)
                     if pv is None:
-                        to_provision.append(pvc)
+                        to_provision.append(claim.pvc)
                         continue
                     chosen.add(meta(pv).get("name", ""))
-                    out.static.append((pv, pvc))
+                    out.static.append((pv, claim.pvc))
                 if to_provision:
                     unbound_ok = self._can_provision(to_provision, node)
                     if unbound_ok:
