@@ -23,12 +23,17 @@ VALUE_FLAGS = {
     "kube-api-qps", "kube-api-burst", "kube-api-content-type", "v", "feature-gates", "logging-format",
     "write-config-to", "results", "plugin-dir", "seed", "plugin-deadline", "pod-max-in-unschedulable-pods-duration",
     "authorization-always-allow-paths", "requestheader-client-ca-file", "tls-cipher-suites", "tls-min-version",
-    "log-flush-frequency", "vmodule",
+    "log-flush-frequency", "vmodule", "requestheader-allowed-names", "requestheader-username-headers",
+    "requestheader-group-headers", "requestheader-extra-headers-prefix", "requestheader-uid-headers",
+    "authentication-token-webhook-cache-ttl", "authorization-webhook-cache-authorized-ttl",
+    "authorization-webhook-cache-unauthorized-ttl",
 }
+#: pflag string slices: a repeated flag appends (comma-separated values also split)
+SLICE_FLAGS = {"authorization-always-allow-paths", "tls-cipher-suites", "requestheader-allowed-names",
+               "requestheader-username-headers", "requestheader-group-headers",
+               "requestheader-extra-headers-prefix", "requestheader-uid-headers"}
 #: accepted for compatibility, no effect in ksched (documented in docs/deploy.md)
-IGNORED = {"profiling", "contention-profiling", "authentication-skip-lookup", "authentication-tolerate-lookup-failure",
-           "client-ca-file", "requestheader-client-ca-file", "authorization-always-allow-paths", "feature-gates",
-           "logging-format", "tls-cipher-suites", "tls-min-version", "log-flush-frequency", "vmodule",
+IGNORED = {"profiling", "contention-profiling", "feature-gates", "logging-format", "log-flush-frequency", "vmodule",
            "kube-api-content-type", "master"}
 
 
@@ -45,6 +50,13 @@ class KubeFlags:
         if v is None:
             return default
         return v.lower() in ("1", "t", "true")
+
+    def list(self, name: str, default: list[str]) -> list[str]:
+        """A pflag string slice: comma-separated, repeats appended; `--flag=` gives an empty list."""
+        v = self.values.get(name)
+        if v is None:
+            return list(default)
+        return [p.strip() for p in v.split(",") if p.strip()]
 
     def int(self, name: str, default: int) -> int:
         v = self.values.get(name)
@@ -85,7 +97,10 @@ def parse(argv: list[str]) -> KubeFlags:
                 if i >= len(argv):
                     raise UsageError(f"flag needs an argument: --{name}")
                 value = argv[i]
-            flags.values[name] = value
+            if name in SLICE_FLAGS and name in flags.explicit:
+                flags.values[name] += "," + value
+            else:
+                flags.values[name] = value
         else:
             raise UsageError(f"unknown flag: --{name}")
         flags.explicit.add(name)

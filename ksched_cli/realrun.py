@@ -38,6 +38,42 @@ def leader_overrides(flags: KubeFlags) -> dict[str, Any]:
     return out
 
 
+def auth_options(flags: KubeFlags) -> Any:
+    """--authentication-*, --authorization-*, --client-ca-file and --requestheader-* -> DelegatedAuthOptions."""
+    from scheduler_runtime.server import DelegatedAuthOptions
+    from scheduler_runtime.server.auth import PathAuthorizer
+
+    d = DelegatedAuthOptions()
+    ttl = {}
+    for flag, default in (("authentication-token-webhook-cache-ttl", d.token_cache_ttl),
+                          ("authorization-webhook-cache-authorized-ttl", d.authorized_ttl),
+                          ("authorization-webhook-cache-unauthorized-ttl", d.unauthorized_ttl)):
+        ttl[flag] = parse_go_duration(flags.get(flag), flag) if flags.get(flag) is not None else default
+    opts = DelegatedAuthOptions(
+        authentication_kubeconfig=flags.get("authentication-kubeconfig") or None,
+        authorization_kubeconfig=flags.get("authorization-kubeconfig") or None,
+        client_ca_file=flags.get("client-ca-file") or None,
+        requestheader_client_ca_file=flags.get("requestheader-client-ca-file") or None,
+        requestheader_allowed_names=flags.list("requestheader-allowed-names", d.requestheader_allowed_names),
+        requestheader_username_headers=flags.list("requestheader-username-headers",
+                                                  d.requestheader_username_headers),
+        requestheader_group_headers=flags.list("requestheader-group-headers", d.requestheader_group_headers),
+        requestheader_extra_headers_prefix=flags.list("requestheader-extra-headers-prefix",
+                                                      d.requestheader_extra_headers_prefix),
+        requestheader_uid_headers=flags.list("requestheader-uid-headers", d.requestheader_uid_headers),
+        skip_lookup=flags.bool("authentication-skip-lookup", False),
+        tolerate_lookup_failure=flags.bool("authentication-tolerate-lookup-failure", True),
+        token_cache_ttl=ttl["authentication-token-webhook-cache-ttl"],
+        authorized_ttl=ttl["authorization-webhook-cache-authorized-ttl"],
+        unauthorized_ttl=ttl["authorization-webhook-cache-unauthorized-ttl"],
+        always_allow_paths=flags.list("authorization-always-allow-paths", d.always_allow_paths),
+    )
+    PathAuthorizer(opts.always_allow_paths)  # a bad pattern is a usage error before anything starts
+    if opts.requestheader_client_ca_file and not opts.requestheader_username_headers:
+        raise UsageError("--requestheader-username-headers: required with --requestheader-client-ca-file")
+    return opts
+
+
 def setup_logging(verbosity: int) -> None:
     level = logging.DEBUG if verbosity >= 4 else logging.INFO if verbosity >= 0 else logging.WARNING
     logging.basicConfig(level=level, format="%(asctime)s %(levelname).1s %(name)s] %(message)s")
@@ -68,6 +104,9 @@ def run_on_cluster(flags: KubeFlags, registry_factory: Any) -> int:
         cert_dir=flags.get("cert-dir"),
         tls_cert_file=flags.get("tls-cert-file"),
         tls_private_key_file=flags.get("tls-private-key-file"),
+        tls_min_version=flags.get("tls-min-version") or None,
+        tls_cipher_suites=flags.list("tls-cipher-suites", []),
+        auth=auth_options(flags),
         results=flags.get("results", "ksched"),
         seed=flags.int("seed", 0) if flags.get("seed") is not None else None,
         leader_overrides=leader_overrides(flags),
@@ -75,6 +114,12 @@ def run_on_cluster(flags: KubeFlags, registry_factory: Any) -> int:
         burst=None if config_path else (flags.int("kube-api-burst", 100) if flags.get("kube-api-burst") else None),
         hang_deadline=parse_go_duration(flags.get("plugin-deadline", "30s"), "plugin-deadline"),
     )
+    if not 0 <= opts.secure_port <= 65535:
+        raise UsageError(f"--secure-port: {opts.secure_port} must be between 0 and 65535, inclusive "
+                         "(0 disables the secure port)")
+    from scheduler_runtime.server.serving import tls_settings
+
+    tls_settings(opts.tls_min_version, opts.tls_cipher_suites)  # unknown names: a usage error up front
     if opts.results not in ("ksched", "simulator", "off"):
         raise UsageError(f"--results: unsupported value {opts.results!r} (ksched, simulator or off)")
     if flags.get("write-config-to"):

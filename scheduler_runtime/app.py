@@ -20,7 +20,7 @@ from .errors import KschedError
 from .framework.registry import Registry
 from .metrics import SchedulerMetrics
 from .scheduler import Scheduler
-from .server import HealthServer
+from .server import DelegatedAuthOptions, HealthServer, ServingOptions
 from .watchdog import CycleWatchdog
 
 log = logging.getLogger("ksched.app")
@@ -34,6 +34,10 @@ class RunOptions:
     cert_dir: str | None = None
     tls_cert_file: str | None = None
     tls_private_key_file: str | None = None
+    tls_min_version: str | None = None
+    tls_cipher_suites: list[str] = field(default_factory=list)
+    #: delegated authentication/authorization on the secure port (kube-scheduler's defaults)
+    auth: DelegatedAuthOptions = field(default_factory=DelegatedAuthOptions)
     results: str = "ksched"  # ksched | simulator | off
     bind_workers: int = 48
     seed: int | None = None
@@ -80,9 +84,12 @@ class Runner:
                 self.cluster, name=le.resource_name, namespace=le.resource_namespace,
                 lease_duration=le.lease_duration, renew_deadline=le.renew_deadline, retry_period=le.retry_period,
                 on_started_leading=self._start_scheduling, on_stopped_leading=self._lost_lease)
-        self.server = HealthServer(opts.bind_address, opts.secure_port, self.metrics.registry,
-                                   opts.tls_cert_file, opts.tls_private_key_file, tls=opts.secure_port != 0,
-                                   cert_dir=opts.cert_dir) if opts.secure_port else None
+        serving = ServingOptions(bind_address=opts.bind_address, port=opts.secure_port,
+                                 cert_file=opts.tls_cert_file, key_file=opts.tls_private_key_file,
+                                 cert_dir=opts.cert_dir, min_version=opts.tls_min_version,
+                                 cipher_suites=list(opts.tls_cipher_suites))
+        # --secure-port=0 turns serving off, as in kube-scheduler
+        self.server = HealthServer(serving, self.metrics.registry, opts.auth) if opts.secure_port else None
         self._stop = threading.Event()
         self._leading = threading.Event()  # set while this replica may schedule
         self._sched_thread: threading.Thread | None = None

@@ -1,0 +1,493 @@
+"""The secure port's listener: plain TCP accept, TLS and HTTP/1.1 per connection, with kube's limits.
+
+Follows kube-apiserver's `SecureServingOptions` (k8s.io/apiserver serving.go) as kube-scheduler uses them:
+`--bind-address`, `--secure-port` (0 = no serving), `--cert-dir`, `--tls-cert-file`/`--tls-private-key-file`,
+`--tls-min-version`, `--tls-cipher-suites`, a self-signed pair for localhost/127.0.0.1 when none is given, and
+Go's net/http limits as kube sets them (1 MiB of request headers, a header read timeout of 32 s that also
+bounds the TLS handshake, 90 s keep-alive idle timeout).
+
+Why not `ssl.wrap_socket` on the listener: then the handshake runs inside `accept()`, and one client that
+connects and sends nothing stops every probe. Here the accept loop only accepts; each connection gets its
+own thread, which does the handshake and the reads under deadlines, so a slow client only ever costs its
+own time. Connections beyond `max_connections` are closed at once rather than queued.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import errno
+import ipaddress
+import logging
+import re
+import shutil
+import socket
+import ssl
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from email.utils import formatdate
+from pathlib import Path
+
+from ..errors import KschedError, UsageError
+
+log = logging.getLogger("ksched.serving")
+
+#: Go/IANA cipher-suite names (crypto/tls) -> OpenSSL names; TLS 1.3 suites are not configurable in Go either
+CIPHER_SUITES: dict[str, str] = {
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256": "ECDHE-ECDSA-AES128-GCM-SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384": "ECDHE-ECDSA-AES256-GCM-SHA384",
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256": "ECDHE-RSA-AES128-GCM-SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384": "ECDHE-RSA-AES256-GCM-SHA384",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-ECDSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305": "ECDHE-ECDSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-RSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305": "ECDHE-RSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA": "ECDHE-ECDSA-AES128-SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA": "ECDHE-ECDSA-AES256-SHA",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA": "ECDHE-RSA-AES128-SHA",
+    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA": "ECDHE-RSA-AES256-SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256": "ECDHE-ECDSA-AES128-SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256": "ECDHE-RSA-AES128-SHA256",
+    "TLS_RSA_WITH_AES_128_GCM_SHA256": "AES128-GCM-SHA256",
+    "TLS_RSA_WITH_AES_256_GCM_SHA384": "AES256-GCM-SHA384",
+    "TLS_RSA_WITH_AES_128_CBC_SHA": "AES128-SHA",
+    "TLS_RSA_WITH_AES_256_CBC_SHA": "AES256-SHA",
+    "TLS_RSA_WITH_AES_128_CBC_SHA256": "AES128-SHA256",
+    "TLS_RSA_WITH_3DES_EDE_CBC_SHA": "DES-CBC3-SHA",
+    "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA": "ECDHE-RSA-DES-CBC3-SHA",
+    "TLS_RSA_WITH_RC4_128_SHA": "RC4-SHA",
+    "TLS_ECDHE_RSA_WITH_RC4_128_SHA": "ECDHE-RSA-RC4-SHA",
+    "TLS_ECDHE_ECDSA_WITH_RC4_128_SHA": "ECDHE-ECDSA-RC4-SHA",
+}
+TLS13_SUITES = {"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"}
+TLS_VERSIONS = {"VersionTLS12": ssl.TLSVersion.TLSv1_2, "VersionTLS13": ssl.TLSVersion.TLSv1_3}
+
+_STATUS_TEXT = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+                405: "Method Not Allowed", 408: "Request Timeout", 413: "Request Entity Too Large",
+                431: "Request Header Fields Too Large", 500: "Internal Server Error", 501: "Not Implemented",
+                503: "Service Unavailable"}
+_HEAD_END = re.compile(rb"\r?\n\r?\n")
+
+
+class ServingError(KschedError):
+    """The secure port cannot be opened (address in use, not local, not permitted): exit 1."""
+
+    usage = False
+
+
+@dataclass
+class ServingOptions:
+    bind_address: str = "0.0.0.0"
+    port: int = 10259
+    cert_file: str | None = None
+    key_file: str | None = None
+    cert_dir: str | None = None
+    min_version: str | None = None  # VersionTLS12 | VersionTLS13; Go's server default is TLS 1.2
+    cipher_suites: list[str] = field(default_factory=list)
+    #: kube sets ReadHeaderTimeout 32s; Go bounds the handshake by it too
+    handshake_timeout: float = 32.0
+    header_timeout: float = 32.0
+    idle_timeout: float = 90.0
+    write_timeout: float = 60.0
+    max_connections: int = 256
+    max_header_bytes: int = 1 << 20  # kube's MaxHeaderBytes
+    max_body_bytes: int = 1 << 20
+
+
+def tls_settings(min_version: str | None, cipher_suites: list[str]) -> tuple[ssl.TLSVersion, str | None]:
+    """Validate `--tls-min-version` and `--tls-cipher-suites`; (minimum version, OpenSSL cipher string)."""
+    if min_version in ("VersionTLS10", "VersionTLS11"):
+        raise UsageError(f"--tls-min-version: {min_version} is not supported by ksched (OpenSSL here refuses TLS "
+                         "below 1.2); use VersionTLS12 or VersionTLS13")
+    if min_version and min_version not in TLS_VERSIONS:
+        raise UsageError(f'--tls-min-version: unknown tls version "{min_version}": allowed values are '
+                         "VersionTLS12, VersionTLS13")
+    version = TLS_VERSIONS.get(min_version or "VersionTLS12", ssl.TLSVersion.TLSv1_2)
+    names = [c.strip() for c in cipher_suites if c.strip()]
+    if not names:
+        return version, None
+    openssl: list[str] = []
+    probe = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    for name in names:
+        if name in TLS13_SUITES:
+            continue  # as in Go: TLS 1.3 suites are always on and cannot be chosen
+        mapped = CIPHER_SUITES.get(name)
+        if mapped is None:
+            raise UsageError(f"--tls-cipher-suites: cipher suite {name} not supported or doesn't exist "
+                             "(use Go/IANA names such as TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256)")
+        try:
+            probe.set_ciphers(mapped)
+        except ssl.SSLError:
+            raise UsageError(f"--tls-cipher-suites: {name} ({mapped}) is not available in this OpenSSL "
+                             f"({ssl.OPENSSL_VERSION})") from None
+        openssl.append(mapped)
+    if not openssl:
+        if version < ssl.TLSVersion.TLSv1_3:
+            raise UsageError("--tls-cipher-suites: only TLS 1.3 suites given, which leaves TLS 1.2 with none: add "
+                             "TLS 1.2 suites or set --tls-min-version=VersionTLS13")
+        return version, None
+    return version, ":".join(openssl)
+
+
+def self_signed_pem(host: str = "localhost", bind_address: str | None = None) -> tuple[bytes, bytes]:
+    """A self-signed serving pair for localhost/127.0.0.1 (+ the bind address unless it is 0.0.0.0/::), as
+    kube-scheduler makes when given no certificate; returns (cert PEM, key PEM)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = _dt.datetime.now(_dt.UTC)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{host}@{int(now.timestamp())}")])
+    alt: list[x509.GeneralName] = [x509.DNSName(host), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    if host != "localhost":
+        alt.append(x509.DNSName("localhost"))
+    if bind_address:
+        try:
+            ip = ipaddress.ip_address(bind_address)
+            if not ip.is_unspecified and ip != ipaddress.ip_address("127.0.0.1"):
+                alt.append(x509.IPAddress(ip))
+        except ValueError:
+            pass
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - _dt.timedelta(hours=1))
+            .not_valid_after(now + _dt.timedelta(days=365))
+            .add_extension(x509.SubjectAlternativeName(alt), critical=False)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .sign(key, hashes.SHA256()))
+    return (cert.public_bytes(serialization.Encoding.PEM),
+            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                              serialization.NoEncryption()))
+
+
+@dataclass
+class Request:
+    method: str
+    target: str
+    version: str
+    headers: dict[str, list[str]]  # lower-case names
+    peer_cert: bytes | None  # DER of a client certificate verified against the client CAs
+    client: str = ""
+
+    @property
+    def path(self) -> str:
+        return self.target.split("?", 1)[0]
+
+    @property
+    def query(self) -> str:
+        return self.target.split("?", 1)[1] if "?" in self.target else ""
+
+    def header(self, name: str) -> str | None:
+        v = self.headers.get(name.lower())
+        return v[0] if v else None
+
+
+@dataclass
+class Response:
+    status: int
+    body: bytes = b""
+    content_type: str = "text/plain; charset=utf-8"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Handler = Callable[[Request], Response]
+
+
+class _Closed(Exception):
+    """The peer went away or timed out: drop the connection without an answer."""
+
+
+class _Reject(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class SecureServer:
+    """HTTPS on a plain TCP listener; `start()` runs the accept loop, `stop()` closes every connection."""
+
+    def __init__(self, opts: ServingOptions, handler: Handler) -> None:
+        self.opts = opts
+        self.handler = handler
+        self._min_version, self._ciphers = tls_settings(opts.min_version, opts.cipher_suites)
+        self._pem: tuple[bytes, bytes] | None = None
+        if not (opts.cert_file and opts.key_file):
+            if opts.cert_file or opts.key_file:
+                raise UsageError("--tls-cert-file and --tls-private-key-file must be given together")
+            self._pem = self._default_pair()
+        self._client_ca: bytes | None = None
+        self._ctx = self._build_context()
+        self._sock = self._listen()
+        self.port: int = self._sock.getsockname()[1]
+        self.scheme = "https"
+        self._slots = threading.BoundedSemaphore(max(1, opts.max_connections))
+        self._conns: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self.rejected = 0  # connections closed because the cap was reached
+        self._thread = threading.Thread(target=self._accept_loop, name="secure-serving", daemon=True)
+
+    # ------------------------------------------------------------------ setup
+    def _default_pair(self) -> tuple[bytes, bytes]:
+        """`--cert-dir`: reuse <dir>/kube-scheduler.crt|.key when readable, else generate and write them;
+        without it the pair lives in memory only."""
+        if self.opts.cert_dir:
+            d = Path(self.opts.cert_dir)
+            crt, key = d / "kube-scheduler.crt", d / "kube-scheduler.key"
+            try:
+                return crt.read_bytes(), key.read_bytes()
+            except OSError:
+                pass
+            pair = self_signed_pem(bind_address=self.opts.bind_address)
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+                crt.write_bytes(pair[0])
+                key.touch(mode=0o600)
+                key.write_bytes(pair[1])
+            except OSError as exc:
+                raise ServingError(f"--cert-dir {d}: cannot write the self-signed certificate: "
+                                   f"{exc.strerror or exc}") from None
+            log.info("generated a self-signed certificate in %s", d)
+            return pair
+        return self_signed_pem(bind_address=self.opts.bind_address)
+
+    def _build_context(self) -> ssl.SSLContext:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.minimum_version = self._min_version
+        if self._ciphers:
+            ctx.set_ciphers(self._ciphers)
+        ctx.set_alpn_protocols(["http/1.1"])
+        if self._pem is not None:
+            tmp = tempfile.mkdtemp(prefix="ksched-serving-")  # mode 0700; removed right after loading
+            try:
+                crt, key = Path(tmp) / "tls.crt", Path(tmp) / "tls.key"
+                crt.write_bytes(self._pem[0])
+                key.touch(mode=0o600)
+                key.write_bytes(self._pem[1])
+                ctx.load_cert_chain(str(crt), str(key))
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            assert self.opts.cert_file and self.opts.key_file
+            try:
+                ctx.load_cert_chain(self.opts.cert_file, self.opts.key_file)
+            except FileNotFoundError as exc:
+                raise UsageError(f"{exc.filename}: no such file (--tls-cert-file/--tls-private-key-file)") from None
+            except (ssl.SSLError, OSError) as exc:
+                raise UsageError(f"--tls-cert-file {self.opts.cert_file} / --tls-private-key-file "
+                                 f"{self.opts.key_file}: cannot load the key pair: {exc}") from None
+        if self._client_ca:
+            ctx.verify_mode = ssl.CERT_OPTIONAL  # ask for a client certificate; anonymous stays possible
+            ctx.load_verify_locations(cadata=self._client_ca.decode("ascii", "replace"))
+        return ctx
+
+    def set_client_ca(self, pem: bytes | None) -> None:
+        """New client-CA bundle (files or the extension-apiserver-authentication ConfigMap changed):
+        connections accepted from now on use it."""
+        if pem == self._client_ca:
+            return
+        old = self._client_ca
+        self._client_ca = pem or None
+        try:
+            self._ctx = self._build_context()
+        except ssl.SSLError as exc:
+            self._client_ca = old
+            log.error("ignoring an unusable client CA bundle: %s", exc)
+
+    def _listen(self) -> socket.socket:
+        host, port = self.opts.bind_address, self.opts.port
+        try:
+            family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
+        except ValueError:
+            raise UsageError(f'--bind-address: "{host}" is not a valid IP address') from None
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Go's net.Listen does
+        where = f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
+        try:
+            sock.bind((host, port))
+            sock.listen(128)
+        except OSError as exc:
+            sock.close()
+            if exc.errno == errno.EADDRINUSE:
+                raise ServingError(f"cannot serve on {where}: the address is already in use (another "
+                                   "kube-scheduler or ksched?): stop it, or pick another port with --secure-port "
+                                   "(0 disables the secure port)") from None
+            if exc.errno == errno.EADDRNOTAVAIL:
+                raise ServingError(f"cannot serve on {where}: {host} is not an address of this host: fix "
+                                   "--bind-address") from None
+            if exc.errno == errno.EACCES:
+                raise ServingError(f"cannot serve on {where}: permission denied (ports below 1024 need "
+                                   "privileges): pick another port with --secure-port") from None
+            raise ServingError(f"cannot serve on {where}: {exc.strerror or exc}") from None
+        sock.settimeout(0.25)  # the accept loop checks for stop() between waits
+        return sock
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> SecureServer:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        self._sock.close()
+        with self._lock:
+            conns = list(self._conns)
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    @property
+    def active(self) -> int:
+        with self._lock:
+            return len(self._conns)
+
+    def _accept_loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                raw, addr = self._sock.accept()
+            except TimeoutError:
+                continue
+            except OSError as exc:
+                if self._stopping.is_set():
+                    return
+                log.warning("accept on the secure port failed: %s", exc)
+                time.sleep(0.05)  # e.g. EMFILE: do not spin
+                continue
+            if not self._slots.acquire(blocking=False):
+                self.rejected += 1
+                _close_now(raw)
+                continue
+            with self._lock:
+                self._conns.add(raw)
+            threading.Thread(target=self._serve, args=(raw, addr), name="secure-conn", daemon=True).start()
+
+    # ------------------------------------------------------------------ one connection
+    def _serve(self, raw: socket.socket, addr: tuple[str, int]) -> None:
+        conn: socket.socket = raw
+        try:
+            raw.settimeout(self.opts.handshake_timeout)
+            try:
+                conn = self._ctx.wrap_socket(raw, server_side=True)
+            except (ssl.SSLError, OSError):
+                return  # handshake failed or timed out: that client's problem only
+            with self._lock:
+                self._conns.discard(raw)
+                self._conns.add(conn)
+            peer = conn.getpeercert(binary_form=True) if self._client_ca else None
+            buf = bytearray()
+            first = True
+            while not self._stopping.is_set():
+                try:
+                    req, buf = self._read_request(conn, buf, first, peer, addr[0])
+                except _Closed:
+                    return
+                except _Reject as rej:
+                    self._write(conn, Response(rej.status, f"{rej.status} {_STATUS_TEXT.get(rej.status, '')}: "
+                                               f"{rej}\n".encode()), head=False, close=True)
+                    return
+                first = False
+                try:
+                    resp = self.handler(req)
+                except Exception:  # a broken endpoint must not kill the connection thread silently
+                    log.exception("serving %s %s failed", req.method, req.path)
+                    resp = Response(500, b"Internal Server Error\n")
+                close = _wants_close(req)
+                if not self._write(conn, resp, head=req.method == "HEAD", close=close) or close:
+                    return
+        finally:
+            with self._lock:
+                self._conns.discard(raw)
+                self._conns.discard(conn)
+            _close_now(conn)
+            self._slots.release()
+
+    def _recv_until(self, conn: socket.socket, deadline: float) -> bytes:
+        left = deadline - time.monotonic()
+        if left <= 0 or self._stopping.is_set():
+            raise _Closed
+        conn.settimeout(min(left, 1.0))
+        try:
+            data = conn.recv(65536)
+        except TimeoutError:
+            return b""
+        except (OSError, ssl.SSLError):
+            raise _Closed from None
+        if not data:
+            raise _Closed
+        return data
+
+    def _read_request(self, conn: socket.socket, buf: bytearray, first: bool, peer: bytes | None,
+                      client: str) -> tuple[Request, bytearray]:
+        o = self.opts
+        if not buf:  # wait for the first byte: the header timeout, or the keep-alive idle timeout
+            wait_until = time.monotonic() + (o.header_timeout if first else o.idle_timeout)
+            while not buf:
+                buf += self._recv_until(conn, wait_until)
+        deadline = time.monotonic() + o.header_timeout
+        while True:
+            m = _HEAD_END.search(buf, 0, o.max_header_bytes + 4)
+            if m:
+                break
+            if len(buf) > o.max_header_bytes:
+                raise _Reject(431, "request headers larger than 1 MiB")
+            buf += self._recv_until(conn, deadline)
+        head = bytes(buf[:m.start()]).decode("latin-1")
+        rest = bytearray(buf[m.end():])
+        lines = re.split(r"\r?\n", head)
+        parts = lines[0].split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or not parts[1].startswith("/"):
+            raise _Reject(400, "malformed request line")
+        headers: dict[str, list[str]] = {}
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if not sep or not name or name != name.strip():
+                raise _Reject(400, "malformed header line")
+            headers.setdefault(name.lower(), []).append(value.strip())
+        if "chunked" in ",".join(headers.get("transfer-encoding", [])).lower():
+            raise _Reject(501, "chunked request bodies are not supported")
+        try:
+            length = int((headers.get("content-length") or ["0"])[0])
+        except ValueError:
+            raise _Reject(400, "bad Content-Length") from None
+        if length < 0 or length > o.max_body_bytes:
+            raise _Reject(413, "request body too large")
+        while len(rest) < length:
+            rest += self._recv_until(conn, deadline)
+        req = Request(parts[0], parts[1], parts[2], headers, peer, client)
+        return req, rest[length:]
+
+    def _write(self, conn: socket.socket, resp: Response, *, head: bool, close: bool) -> bool:
+        lines = [f"HTTP/1.1 {resp.status} {_STATUS_TEXT.get(resp.status, 'Status')}",
+                 f"Content-Type: {resp.content_type}", f"Content-Length: {len(resp.body)}",
+                 "X-Content-Type-Options: nosniff", f"Date: {formatdate(usegmt=True)}"]
+        lines += [f"{k}: {v}" for k, v in resp.headers.items()]
+        if close:
+            lines.append("Connection: close")
+        data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (b"" if head else resp.body)
+        try:
+            conn.settimeout(self.opts.write_timeout)
+            conn.sendall(data)
+            return True
+        except (OSError, ssl.SSLError):
+            return False
+
+
+def _wants_close(req: Request) -> bool:
+    tokens = ",".join(req.headers.get("connection", [])).lower()
+    if req.version == "HTTP/1.0":
+        return "keep-alive" not in tokens
+    return "close" in tokens
+
+
+def _close_now(sock: socket.socket) -> None:
+    try:
+        sock.close()
+    except OSError:
+        pass
