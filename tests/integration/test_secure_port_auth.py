@@ -1,0 +1,258 @@
+"""Delegated authentication/authorization on the real secure port against the real kube-apiserver (issue 11,
+finding 3): anonymous /metrics is refused, a ServiceAccount token bound to `get /metrics` reads it, one
+without the binding gets 403, /healthz stays open, and client certificates from --client-ca-file or the
+extension-apiserver-authentication ConfigMap authenticate."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler_runtime.cluster.kube import KubeClient, load_connection
+from scheduler_runtime.server import DelegatedAuthOptions, HealthServer, ServingOptions
+from scheduler_runtime.server.auth import DelegatingAuth, User
+from scheduler_runtime.server.serving import Request
+
+KSCHED = Path(sys.executable).parent / "ksched"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pem_key(k: Any) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                           serialization.NoEncryption())
+
+
+def _make_ca(d: Path, name: str) -> tuple[Any, Any]:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = _dt.datetime.now(_dt.UTC)
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - _dt.timedelta(hours=1))
+            .not_valid_after(now + _dt.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    (d / f"{name}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return cert, key
+
+
+def _client_cert(d: Path, ca: tuple[Any, Any], cn: str) -> tuple[str, str]:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = _dt.datetime.now(_dt.UTC)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
+            .issuer_name(ca[0].subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - _dt.timedelta(hours=1)).not_valid_after(now + _dt.timedelta(days=1))
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+            .sign(ca[1], hashes.SHA256()))
+    crt, pem = d / f"{cn}.crt", d / f"{cn}.key"
+    crt.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    pem.write_bytes(_pem_key(key))
+    return str(crt), str(pem)
+
+
+def _get(port: int, path: str, token: str | None = None, cert: tuple[str, str] | None = None) -> tuple[int, str]:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    if cert:
+        ctx.load_cert_chain(*cert)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(f"https://127.0.0.1:{port}{path}", headers=headers),
+                                    context=ctx, timeout=15) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+class Setup:
+    def __init__(self, cp: Any, tmp: Path) -> None:
+        self.admin = KubeClient(load_connection(str(cp.kubeconfig_path)))
+        self.ns = f"auth-{uuid.uuid4().hex[:6]}"
+        self.role = f"ksched-test-metrics-{self.ns}"
+        a = self.admin
+        a.call("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
+                                                   "metadata": {"name": self.ns}})
+        for sa in ("reader", "nobody"):
+            a.call("POST", f"/api/v1/namespaces/{self.ns}/serviceaccounts",
+                   body={"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa}})
+        a.call("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", body={
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": self.role},
+            "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]})
+        a.call("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", body={
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": self.role},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": self.role},
+            "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": self.ns},
+                         {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "cert-reader"}]})
+        self.tokens = {sa: self._token(sa) for sa in ("reader", "nobody")}
+        self.ca = _make_ca(tmp, "test-client-ca")
+        self.ca_file = str(tmp / "test-client-ca.crt")
+        self.cert_reader = _client_cert(tmp, self.ca, "cert-reader")
+        self.cert_nobody = _client_cert(tmp, self.ca, "cert-nobody")
+        stranger = _make_ca(tmp, "stranger-ca")
+        self.cert_stranger = _client_cert(tmp, stranger, "cert-stranger")
+
+    def _token(self, sa: str) -> str:
+        """TokenRequest API: a bound token for the ServiceAccount, as a kubelet or `kubectl create token` gets."""
+        out = self.admin.call("POST", f"/api/v1/namespaces/{self.ns}/serviceaccounts/{sa}/token", body={
+            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}})
+        return out["status"]["token"]
+
+    def cleanup(self) -> None:
+        for path in (f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{self.role}",
+                     f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{self.role}", f"/api/v1/namespaces/{self.ns}"):
+            self.admin.request("DELETE", path)
+        self.admin.close()
+
+
+@pytest.fixture(scope="module")
+def setup(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+    s = Setup(control_plane, tmp_path_factory.mktemp("pki"))
+    try:
+        yield s
+    finally:
+        s.cleanup()
+
+
+@pytest.fixture(scope="module")
+def ksched_port(control_plane: Any, setup: Setup, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """`ksched run` with kubeadm's delegated-auth flags pointing at the test API server."""
+    tmp = tmp_path_factory.mktemp("ksched")
+    kc = str(control_plane.kubeconfig_path)
+    cfg = tmp / "config.yaml"
+    cfg.write_text(f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                   f"clientConnection:\n  kubeconfig: {kc}\nleaderElection:\n  leaderElect: false\n"
+                   f"profiles:\n- schedulerName: ksched-auth-{setup.ns}\n")
+    port = _free_port()
+    log = (tmp / "ksched.log").open("wb")
+    proc = subprocess.Popen([str(KSCHED), "run", f"--config={cfg}", f"--secure-port={port}",
+                             "--bind-address=127.0.0.1", f"--authentication-kubeconfig={kc}",
+                             f"--authorization-kubeconfig={kc}", f"--client-ca-file={setup.ca_file}"],
+                            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "COLUMNS": "200"},
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if _get(port, "/healthz")[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert proc.poll() is None, (tmp / "ksched.log").read_text()
+            assert time.monotonic() < deadline, (tmp / "ksched.log").read_text()
+            time.sleep(0.3)
+        yield port
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+        log.close()
+
+
+def test_anonymous_metrics_is_forbidden_and_health_stays_open(ksched_port: int) -> None:
+    code, body = _get(ksched_port, "/metrics")
+    assert code in (401, 403), body
+    assert json.loads(body)["message"] == 'forbidden: User "system:anonymous" cannot get path "/metrics"'
+    for path in ("/healthz", "/livez", "/readyz"):
+        assert _get(ksched_port, path)[0] in (200, 500)  # reachable without credentials (500 = not ready yet)
+    assert _get(ksched_port, "/healthz") == (200, "ok")
+
+
+def test_bound_service_account_token_reads_metrics_unbound_gets_403(ksched_port: int, setup: Setup) -> None:
+    code, body = _get(ksched_port, "/metrics", token=setup.tokens["reader"])
+    assert code == 200, body
+    assert "scheduler_pending_pods" in body
+    code, body = _get(ksched_port, "/metrics", token=setup.tokens["nobody"])
+    assert code == 403, body
+    assert json.loads(body)["message"] == (f'forbidden: User "system:serviceaccount:{setup.ns}:nobody" '
+                                           'cannot get path "/metrics"')
+    code, body = _get(ksched_port, "/metrics", token="not-a-token")
+    assert code == 401 and json.loads(body)["reason"] == "Unauthorized", body
+    assert _get(ksched_port, "/healthz", token="not-a-token")[0] == 401  # kube authenticates before the path check
+
+
+def test_client_certificate_from_client_ca_file_authenticates(ksched_port: int, setup: Setup) -> None:
+    assert _get(ksched_port, "/metrics", cert=setup.cert_reader)[0] == 200
+    code, body = _get(ksched_port, "/metrics", cert=setup.cert_nobody)
+    assert code == 403, body
+    assert json.loads(body)["message"] == 'forbidden: User "cert-nobody" cannot get path "/metrics"'
+    with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionResetError)):
+        _get(ksched_port, "/metrics", cert=setup.cert_stranger)  # an unknown CA fails the handshake
+
+
+def test_configmap_client_ca_and_review_caching(control_plane: Any, setup: Setup) -> None:
+    """Without --client-ca-file the CA comes from kube-system/extension-apiserver-authentication, and each
+    review is asked once per TTL."""
+    kc = str(control_plane.kubeconfig_path)
+    calls = {"tokenreviews": 0, "subjectaccessreviews": 0}
+
+    class Counting(KubeClient):
+        def request(self, method: str, path: str, **kw: Any) -> Any:
+            for k in calls:
+                if path.endswith(k):
+                    calls[k] += 1
+            return super().request(method, path, **kw)
+
+    hs = HealthServer(ServingOptions(bind_address="127.0.0.1", port=0), None,
+                      DelegatedAuthOptions(authentication_kubeconfig=kc, authorization_kubeconfig=kc)).start()
+    try:
+        admin = (str(control_plane.pki / "admin.crt"), str(control_plane.pki / "admin.key"))
+        assert _get(hs.port, "/metrics", cert=admin)[0] == 404  # system:masters: allowed; no registry here
+        assert _get(hs.port, "/metrics")[0] == 403
+        with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionResetError)):
+            _get(hs.port, "/metrics", cert=setup.cert_reader)  # signed by a CA the cluster does not list
+    finally:
+        hs.stop()
+    counting = Counting(load_connection(kc))
+    auth = DelegatingAuth(DelegatedAuthOptions(authentication_kubeconfig=kc, authorization_kubeconfig=kc,
+                                               skip_lookup=True), authn_client=counting, authz_client=counting)
+    try:
+        req = Request("GET", "/metrics", "HTTP/1.1", {"authorization": [f"Bearer {setup.tokens['reader']}"]}, None)
+        before = dict(calls)
+        users = [auth.authenticate(req) for _ in range(3)]
+        assert users[0] == users[1] == users[2] and users[0] is not None
+        assert users[0].name == f"system:serviceaccount:{setup.ns}:reader"
+        assert "system:authenticated" in users[0].groups
+        assert [auth.authorize(users[0], "get", "/metrics")[0] for _ in range(3)] == [True] * 3
+        nobody = User(f"system:serviceaccount:{setup.ns}:nobody", "", ("system:authenticated",))
+        assert [auth.authorize(nobody, "get", "/metrics")[0] for _ in range(2)] == [False, False]
+        assert calls["tokenreviews"] - before["tokenreviews"] == 1
+        assert calls["subjectaccessreviews"] - before["subjectaccessreviews"] == 2  # one allow, one deny
+    finally:
+        auth.stop()
