@@ -13,7 +13,9 @@ def main(argv: list[str] | None = None) -> int:
     if any(a in ("-h", "--help", "-help") for a in args):
         print("Usage: kube-scheduler [flags]\n\nksched's drop-in for kube-scheduler: the same flags as kubeadm's "
               "static pod passes (--config, --kubeconfig, --authentication-kubeconfig, --authorization-kubeconfig,\n"
-              "--bind-address, --secure-port, --leader-elect and --leader-elect-*, -v), plus --plugin-dir and "
+              "--bind-address, --secure-port, --leader-elect and --leader-elect-*, -v), kube's serving and "
+              "delegated-auth flags\n(--tls-*, --cert-dir, --client-ca-file, --requestheader-*, --authentication-*, "
+              "--authorization-*; see docs/deploy.md), plus --plugin-dir and "
               "--results=ksched|simulator|off and --plugin-deadline=30s "
               "(a plugin stuck longer is named in the log and /readyz).")
         return 0

@@ -1,0 +1,69 @@
+"""Front-proxy (request-header) and client-certificate authentication on the real TLS listener: the
+request-header CA and allowed names decide whether X-Remote-* headers are believed (kube-scheduler honours
+--requestheader-* and the ConfigMap's requestheader keys)."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from scheduler_runtime.server import DelegatedAuthOptions, HealthServer, ServingOptions
+from tests.integration.test_secure_port_auth import _client_cert, _make_ca
+
+
+def _get(port: int, cert: tuple[str, str] | None, headers: dict[str, str]) -> tuple[int, dict | str]:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    if cert:
+        ctx.load_cert_chain(*cert)
+    req = urllib.request.Request(f"https://127.0.0.1:{port}/metrics", headers=headers)
+    try:
+        with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        data = e.read()
+        return e.code, json.loads(data) if e.headers.get("Content-Type") == "application/json" else data.decode()
+
+
+@pytest.fixture
+def pki(tmp_path: Path) -> dict[str, object]:
+    proxy_ca, client_ca = _make_ca(tmp_path, "front-proxy-ca"), _make_ca(tmp_path, "client-ca")
+    return {"proxy_ca": str(tmp_path / "front-proxy-ca.crt"), "client_ca": str(tmp_path / "client-ca.crt"),
+            "proxy": _client_cert(tmp_path, proxy_ca, "front-proxy-client"),
+            "other_proxy": _client_cert(tmp_path, proxy_ca, "somebody-else"),
+            "user": _client_cert(tmp_path, client_ca, "carol")}
+
+
+@pytest.fixture
+def port(pki: dict) -> Iterator[int]:
+    hs = HealthServer(ServingOptions(bind_address="127.0.0.1", port=0), None, DelegatedAuthOptions(
+        client_ca_file=pki["client_ca"], requestheader_client_ca_file=pki["proxy_ca"],
+        requestheader_allowed_names=["front-proxy-client"], skip_lookup=True)).start()
+    try:
+        yield hs.port
+    finally:
+        hs.stop()
+
+
+def test_front_proxy_headers_name_the_user(port: int, pki: dict) -> None:
+    code, body = _get(port, pki["proxy"], {"X-Remote-User": "alice", "X-Remote-Group": "team"})
+    assert code == 403 and body["message"] == 'forbidden: User "alice" cannot get path "/metrics"', body
+    code, _ = _get(port, pki["proxy"], {"X-Remote-User": "alice", "X-Remote-Group": "system:masters"})
+    assert code == 404  # allowed (system:masters); this server has no metrics registry
+
+
+def test_headers_from_an_unlisted_proxy_or_a_plain_client_are_not_believed(port: int, pki: dict) -> None:
+    code, body = _get(port, pki["other_proxy"], {"X-Remote-User": "alice", "X-Remote-Group": "system:masters"})
+    assert code == 401 and body["reason"] == "Unauthorized", body
+    # a client certificate from --client-ca-file is that user, whatever headers it adds
+    code, body = _get(port, pki["user"], {"X-Remote-User": "alice", "X-Remote-Group": "system:masters"})
+    assert code == 403 and body["message"] == 'forbidden: User "carol" cannot get path "/metrics"', body
+    code, body = _get(port, None, {"X-Remote-User": "alice", "X-Remote-Group": "system:masters"})
+    assert code == 403 and '"system:anonymous"' in body["message"], body
