@@ -161,7 +161,13 @@ def delegated_client(kubeconfig: str | None, what: str) -> Any:
     from ..cluster.kube import KubeClient, load_connection
 
     if kubeconfig:
-        return KubeClient(load_connection(kubeconfig), qps=200, burst=400, timeout=10.0)
+        try:
+            conn = load_connection(kubeconfig)
+        except KschedError as exc:
+            err = KschedError(f"--{what}-kubeconfig: {exc}")
+            err.usage = exc.usage if exc.usage is not None else True
+            raise err from None
+        return KubeClient(conn, qps=200, burst=400, timeout=10.0)
     client = _in_cluster_client()
     if client is None:
         log.warning("No %s-kubeconfig provided and not running in a cluster: %s", what,

@@ -53,3 +53,17 @@ def test_missing_client_ca_file_is_a_usage_error(ksched, kubeconfig: Path, tmp_p
                "--bind-address=127.0.0.1", f"--client-ca-file={missing}", timeout=60)
     line = one_line_error(r, 2)
     assert f"--client-ca-file {missing}: no such file" in line, line
+
+
+def test_missing_authentication_kubeconfig_names_the_flag(ksched, kubeconfig: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "nope.conf"
+    r = ksched("run", f"--kubeconfig={kubeconfig}", "--leader-elect=false", f"--secure-port={_free_port()}",
+               "--bind-address=127.0.0.1", f"--authentication-kubeconfig={missing}", timeout=60)
+    line = one_line_error(r, 2)
+    assert line.startswith(f"error: --authentication-kubeconfig: {missing}: no such file"), line
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
