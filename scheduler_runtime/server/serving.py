@@ -366,7 +366,14 @@ class SecureServer:
                 continue
             with self._lock:
                 self._conns.add(raw)
-            threading.Thread(target=self._serve, args=(raw, addr), name="secure-conn", daemon=True).start()
+            try:
+                threading.Thread(target=self._serve, args=(raw, addr), name="secure-conn", daemon=True).start()
+            except RuntimeError:  # cannot start a thread (resource limits): drop this one, keep accepting
+                with self._lock:
+                    self._conns.discard(raw)
+                _close_now(raw)
+                self._slots.release()
+                self.rejected += 1
 
     # ------------------------------------------------------------------ one connection
     def _serve(self, raw: socket.socket, addr: tuple[str, int]) -> None:
@@ -426,11 +433,15 @@ class SecureServer:
     def _read_request(self, conn: socket.socket, buf: bytearray, first: bool, peer: bytes | None,
                       client: str) -> tuple[Request, bytearray]:
         o = self.opts
-        if not buf:  # wait for the first byte: the header timeout, or the keep-alive idle timeout
-            wait_until = time.monotonic() + (o.header_timeout if first else o.idle_timeout)
+        # the first request's headers must be complete within the header timeout (Go's ReadHeaderTimeout);
+        # on a kept-alive connection the wait for the next request is the idle timeout, then the same
+        start = time.monotonic()
+        deadline = start + o.header_timeout
+        if not buf and not first:
+            wait_until = start + o.idle_timeout
             while not buf:
                 buf += self._recv_until(conn, wait_until)
-        deadline = time.monotonic() + o.header_timeout
+            deadline = time.monotonic() + o.header_timeout
         while True:
             m = _HEAD_END.search(buf, 0, o.max_header_bytes + 4)
             if m:
