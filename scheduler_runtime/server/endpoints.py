@@ -1,7 +1,8 @@
 """What the secure port answers once a request is authorized: kube-scheduler's health and metrics paths.
 
 Follows k8s.io/apiserver's healthz package as kube-scheduler installs it: `/healthz`, `/livez`, `/readyz`
-answer `ok` (or the `[+]`/`[-]` list with `?verbose`, or when something failed), `/<root>/<check>` runs a
+answer `ok` (or the `[+]`/`[-]` list and `<root> check passed|failed` with `?verbose`, or when something
+failed; unlike kube, failure reasons are shown rather than withheld), `/<root>/<check>` runs a
 single check, `/metrics` is the Prometheus text format, anything else is `404 page not found`. A kubeadm
 static pod probes https://127.0.0.1:10259/livez and /readyz, so a patched manifest's probes keep working.
 """
@@ -31,9 +32,7 @@ class Endpoints:
         self.live_checks: dict[str, Check] = {}
 
     def __call__(self, req: Request) -> Response:
-        path = req.path
-        if req.method not in ("GET", "HEAD"):
-            return Response(405, b"405 method not allowed\n", headers={"Allow": "GET, HEAD"})
+        path = req.path  # like Go's handlers, any method is answered (authorization saw the verb)
         for root in _ROOTS:
             checks = self.checks if root == "/readyz" else self.live_checks
             if path == root:
@@ -63,4 +62,4 @@ def evaluate(checks: dict[str, Check], verbose: bool, root: str = "healthz") -> 
             lines.append(f"[+]{name} ok")
     if failed:
         return 500, "\n".join(lines) + f"\n{root} check failed\n"
-    return 200, ("\n".join(lines) + "\nok\n") if verbose else "ok"
+    return 200, ("\n".join(lines) + f"\n{root} check passed\n") if verbose else "ok"

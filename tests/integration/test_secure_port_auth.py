@@ -81,7 +81,8 @@ def _client_cert(d: Path, ca: tuple[Any, Any], cn: str) -> tuple[str, str]:
     return str(crt), str(pem)
 
 
-def _get(port: int, path: str, token: str | None = None, cert: tuple[str, str] | None = None) -> tuple[int, str]:
+def _get(port: int, path: str, token: str | None = None, cert: tuple[str, str] | None = None,
+         method: str = "GET", with_type: bool = False) -> Any:
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
@@ -89,11 +90,12 @@ def _get(port: int, path: str, token: str | None = None, cert: tuple[str, str] |
         ctx.load_cert_chain(*cert)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        with urllib.request.urlopen(urllib.request.Request(f"https://127.0.0.1:{port}{path}", headers=headers),
-                                    context=ctx, timeout=15) as r:
-            return r.status, r.read().decode()
+        with urllib.request.urlopen(urllib.request.Request(f"https://127.0.0.1:{port}{path}", headers=headers,
+                                                           method=method), context=ctx, timeout=15) as r:
+            out = (r.status, r.read().decode(), r.headers.get("Content-Type"))
     except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
+        out = (e.code, e.read().decode(), e.headers.get("Content-Type"))
+    return out if with_type else out[:2]
 
 
 class Setup:
@@ -146,20 +148,20 @@ def setup(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Itera
         s.cleanup()
 
 
-@pytest.fixture(scope="module")
-def ksched_port(control_plane: Any, setup: Setup, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
-    """`ksched run` with kubeadm's delegated-auth flags pointing at the test API server."""
-    tmp = tmp_path_factory.mktemp("ksched")
-    kc = str(control_plane.kubeconfig_path)
-    cfg = tmp / "config.yaml"
+def _serve(cmd: list[str], cp: Any, setup: Setup, tmp: Path, name: str) -> Iterator[int]:
+    """Start a scheduler binary with kubeadm's delegated-auth flags pointing at the test API server; yield
+    its secure port once /healthz answers; stop it (SIGTERM, then SIGKILL)."""
+    kc = str(cp.kubeconfig_path)
+    cfg = tmp / f"{name}.yaml"
     cfg.write_text(f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
                    f"clientConnection:\n  kubeconfig: {kc}\nleaderElection:\n  leaderElect: false\n"
-                   f"profiles:\n- schedulerName: ksched-auth-{setup.ns}\n")
+                   f"profiles:\n- schedulerName: {name}-{setup.ns}\n")
     port = _free_port()
-    log = (tmp / "ksched.log").open("wb")
-    proc = subprocess.Popen([str(KSCHED), "run", f"--config={cfg}", f"--secure-port={port}",
-                             "--bind-address=127.0.0.1", f"--authentication-kubeconfig={kc}",
-                             f"--authorization-kubeconfig={kc}", f"--client-ca-file={setup.ca_file}"],
+    logfile = tmp / f"{name}.log"
+    log = logfile.open("wb")
+    proc = subprocess.Popen([*cmd, f"--config={cfg}", f"--secure-port={port}", "--bind-address=127.0.0.1",
+                             f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
+                             f"--client-ca-file={setup.ca_file}"],
                             stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "COLUMNS": "200"},
                             start_new_session=True)
     try:
@@ -170,8 +172,8 @@ def ksched_port(control_plane: Any, setup: Setup, tmp_path_factory: pytest.TempP
                     break
             except OSError:
                 pass
-            assert proc.poll() is None, (tmp / "ksched.log").read_text()
-            assert time.monotonic() < deadline, (tmp / "ksched.log").read_text()
+            assert proc.poll() is None, logfile.read_text()
+            assert time.monotonic() < deadline, logfile.read_text()
             time.sleep(0.3)
         yield port
     finally:
@@ -183,6 +185,12 @@ def ksched_port(control_plane: Any, setup: Setup, tmp_path_factory: pytest.TempP
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(10)
         log.close()
+
+
+@pytest.fixture(scope="module")
+def ksched_port(control_plane: Any, setup: Setup, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """`ksched run` with kubeadm's delegated-auth flags pointing at the test API server."""
+    yield from _serve([str(KSCHED), "run"], control_plane, setup, tmp_path_factory.mktemp("ksched"), "ksched")
 
 
 def test_anonymous_metrics_is_forbidden_and_health_stays_open(ksched_port: int) -> None:
@@ -256,3 +264,33 @@ def test_configmap_client_ca_and_review_caching(control_plane: Any, setup: Setup
         assert calls["subjectaccessreviews"] - before["subjectaccessreviews"] == 2  # one allow, one deny
     finally:
         auth.stop()
+
+
+def test_answers_match_the_real_kube_scheduler(control_plane: Any, setup: Setup, ksched_port: int,
+                                               tmp_path: Path) -> None:
+    """The same requests to kube-scheduler v1.36 (same flags, same API server) and to ksched: same status,
+    content type and body (for /metrics only the status: the metric sets differ)."""
+    binary = control_plane.bin_dir / "kube-scheduler"
+    if not binary.is_file():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{binary} is missing")
+        pytest.skip(f"{binary} is missing")
+    cases: list[tuple[str, dict[str, Any]]] = [
+        ("/metrics", {}), ("/metrics", {"token": "not-a-token"}), ("/metrics", {"token": setup.tokens["nobody"]}),
+        ("/metrics", {"token": setup.tokens["reader"]}), ("/metrics", {"cert": setup.cert_reader}),
+        ("/metrics", {"cert": setup.cert_nobody}), ("/healthz", {"token": "not-a-token"}), ("/healthz", {}),
+        ("/livez", {}), ("/livez/ping", {}), ("/configz", {}), ("/metrics", {"method": "POST"}),
+        ("/healthz", {"method": "POST"}),
+    ]
+    gen = _serve([str(binary), "-v=1"], control_plane, setup, tmp_path, "kube")
+    kube_port = next(gen)
+    try:
+        for path, kw in cases:
+            want = _get(kube_port, path, with_type=True, **kw)
+            got = _get(ksched_port, path, with_type=True, **kw)
+            if want[0] == 200 and path == "/metrics":
+                assert got[0] == 200, (path, kw, got)
+            else:
+                assert got == want, (path, kw)
+    finally:
+        gen.close()
