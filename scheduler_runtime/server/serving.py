@@ -9,7 +9,9 @@ bounds the TLS handshake, 90 s keep-alive idle timeout).
 Why not `ssl.wrap_socket` on the listener: then the handshake runs inside `accept()`, and one client that
 connects and sends nothing stops every probe. Here the accept loop only accepts; each connection gets its
 own thread, which does the handshake and the reads under deadlines, so a slow client only ever costs its
-own time. Connections beyond `max_connections` are closed at once rather than queued.
+own time. At `max_connections`, the oldest stalled connection (handshaking, sending headers or idle) is
+closed to make room; only when every connection is running a handler is the newcomer closed at once.
+Nothing is ever queued behind a slow client.
 """
 
 from __future__ import annotations
@@ -223,8 +225,9 @@ class SecureServer:
         self._sock = self._listen()
         self.port: int = self._sock.getsockname()[1]
         self.scheme = "https"
-        self._slots = threading.BoundedSemaphore(max(1, opts.max_connections))
-        self._conns: set[socket.socket] = set()
+        self._conns: dict[int, _Conn] = {}
+        self._evicting = 0  # stalled connections told to close to make room, not gone yet
+        self.evicted = 0  # stalled connections closed to make room for a new one
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self.rejected = 0  # connections closed because the cap was reached
@@ -336,17 +339,31 @@ class SecureServer:
             self._thread.join(timeout)
         self._sock.close()
         with self._lock:
-            conns = list(self._conns)
+            conns = list(self._conns.values())
         for c in conns:
-            try:
-                c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            _wake(c.sock)
 
     @property
     def active(self) -> int:
         with self._lock:
             return len(self._conns)
+
+    def _admit(self) -> bool:
+        """Room for one more connection? At the cap, the oldest connection that is not running a handler
+        (handshaking, sending headers, idle between requests) is closed to make room, so stalled clients
+        cannot lock out a probe; if every connection is busy, the newcomer is refused."""
+        with self._lock:
+            if len(self._conns) - self._evicting < self.opts.max_connections:
+                return True
+            stalled = [c for c in self._conns.values() if not c.busy and not c.evicted]
+            if not stalled:
+                return False
+            victim = min(stalled, key=lambda c: c.since)
+            victim.evicted = True
+            self._evicting += 1
+            self.evicted += 1
+        _wake(victim.sock)
+        return True
 
     def _accept_loop(self) -> None:
         while not self._stopping.is_set():
@@ -360,37 +377,44 @@ class SecureServer:
                 log.warning("accept on the secure port failed: %s", exc)
                 time.sleep(0.05)  # e.g. EMFILE: do not spin
                 continue
-            if not self._slots.acquire(blocking=False):
+            if not self._admit():
                 self.rejected += 1
                 _close_now(raw)
                 continue
+            state = _Conn(raw)
             with self._lock:
-                self._conns.add(raw)
+                self._conns[id(state)] = state
             try:
-                threading.Thread(target=self._serve, args=(raw, addr), name="secure-conn", daemon=True).start()
+                threading.Thread(target=self._serve, args=(state, addr), name="secure-conn", daemon=True).start()
             except RuntimeError:  # cannot start a thread (resource limits): drop this one, keep accepting
-                with self._lock:
-                    self._conns.discard(raw)
+                self._forget(state)
                 _close_now(raw)
-                self._slots.release()
                 self.rejected += 1
 
+    def _forget(self, state: _Conn) -> None:
+        with self._lock:
+            if self._conns.pop(id(state), None) is not None and state.evicted:
+                self._evicting -= 1
+
     # ------------------------------------------------------------------ one connection
-    def _serve(self, raw: socket.socket, addr: tuple[str, int]) -> None:
+    def _serve(self, state: _Conn, addr: tuple[str, int]) -> None:
+        raw = state.sock
         conn: socket.socket = raw
         try:
             raw.settimeout(self.opts.handshake_timeout)
             try:
-                conn = self._ctx.wrap_socket(raw, server_side=True)
-            except (ssl.SSLError, OSError):
+                conn = self._ctx.wrap_socket(raw, server_side=True, do_handshake_on_connect=False)
+                state.sock = conn
+                if state.evicted:
+                    return
+                conn.do_handshake()
+            except (ssl.SSLError, OSError, ValueError):
                 return  # handshake failed or timed out: that client's problem only
-            with self._lock:
-                self._conns.discard(raw)
-                self._conns.add(conn)
             peer = conn.getpeercert(binary_form=True) if self._client_ca else None
             buf = bytearray()
             first = True
-            while not self._stopping.is_set():
+            while not self._stopping.is_set() and not state.evicted:
+                state.since = time.monotonic()
                 try:
                     req, buf = self._read_request(conn, buf, first, peer, addr[0])
                 except _Closed:
@@ -400,20 +424,23 @@ class SecureServer:
                                                f"{rej}\n".encode()), head=False, close=True)
                     return
                 first = False
+                with self._lock:
+                    if state.evicted:
+                        return
+                    state.busy = True
                 try:
                     resp = self.handler(req)
                 except Exception:  # a broken endpoint must not kill the connection thread silently
                     log.exception("serving %s %s failed", req.method, req.path)
                     resp = Response(500, b"Internal Server Error\n")
                 close = _wants_close(req)
-                if not self._write(conn, resp, head=req.method == "HEAD", close=close) or close:
+                ok = self._write(conn, resp, head=req.method == "HEAD", close=close)
+                state.busy = False
+                if not ok or close:
                     return
         finally:
-            with self._lock:
-                self._conns.discard(raw)
-                self._conns.discard(conn)
+            self._forget(state)
             _close_now(conn)
-            self._slots.release()
 
     def _recv_until(self, conn: socket.socket, deadline: float) -> bytes:
         left = deadline - time.monotonic()
@@ -488,6 +515,28 @@ class SecureServer:
             return True
         except (OSError, ssl.SSLError):
             return False
+
+
+class _Conn:
+    """One accepted connection: its socket (raw, then TLS), when its current wait began, whether a handler
+    is running for it, whether it was told to close to make room."""
+
+    __slots__ = ("sock", "since", "busy", "evicted")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.since = time.monotonic()
+        self.busy = False
+        self.evicted = False
+
+
+def _wake(sock: socket.socket) -> None:
+    """Shut a connection down from another thread, waking whatever read or handshake waits on it (the plain
+    socket's shutdown: an SSLSocket's own would drop its TLS state under the reading thread)."""
+    try:
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except (OSError, ValueError):
+        pass
 
 
 def _wants_close(req: Request) -> bool:

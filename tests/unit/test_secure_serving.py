@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 from scheduler_runtime.errors import UsageError
 from scheduler_runtime.server import HealthServer, ServingError, ServingOptions
 from scheduler_runtime.server.auth import DelegatedAuthOptions, PathAuthorizer
-from scheduler_runtime.server.serving import tls_settings
+from scheduler_runtime.server.serving import Request, Response, SecureServer, tls_settings
 
 
 def _ctx(**kw: Any) -> ssl.SSLContext:
@@ -124,25 +124,62 @@ def test_handshake_and_header_timeouts_close_stalled_connections(server_factory:
     assert hs.serving.active == 0
 
 
-def test_connections_past_the_cap_are_closed_at_once_not_queued(server_factory: Any) -> None:
+def test_at_the_cap_the_oldest_stalled_connection_makes_room(server_factory: Any) -> None:
     hs = server_factory(max_connections=3)
     held = [_open(server_factory, hs.port) for _ in range(3)]
     deadline = time.monotonic() + 5
     while hs.serving.active < 3 and time.monotonic() < deadline:
         time.sleep(0.02)
-    extra = _open(server_factory, hs.port)
-    extra.settimeout(5)
+    assert hs.serving.active == 3
+    client = _ctx()
+    start = time.monotonic()
+    assert _get(hs.port, "/livez", ctx=client) == (200, b"ok")
+    print(f"/livez at the connection cap: {(time.monotonic() - start) * 1000:.1f} ms")
+    assert hs.serving.evicted >= 1 and hs.serving.rejected == 0
+    held[0].settimeout(5)
     try:
-        assert extra.recv(10) == b""
+        assert held[0].recv(10) == b""  # the oldest stalled one was closed
     except ConnectionResetError:
         pass
-    assert hs.serving.rejected >= 1
-    for s in held:
-        s.close()
-    deadline = time.monotonic() + 5
-    while hs.serving.active and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert _get(hs.port, "/livez") == (200, b"ok")
+
+
+def test_when_every_connection_runs_a_handler_newcomers_are_closed_at_once() -> None:
+    release = threading.Event()
+    entered = threading.Semaphore(0)
+
+    def slow(req: Request) -> Response:
+        entered.release()
+        release.wait(10)
+        return Response(200, b"done")
+
+    srv = SecureServer(ServingOptions(bind_address="127.0.0.1", port=0, max_connections=2), slow).start()
+    clients: list[threading.Thread] = []
+    results: list[Any] = []
+    try:
+        for _ in range(2):
+            t = threading.Thread(target=lambda: results.append(_get(srv.port, "/x")), daemon=True)
+            t.start()
+            clients.append(t)
+        assert entered.acquire(timeout=5) and entered.acquire(timeout=5)
+        extra = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+        try:
+            start = time.monotonic()
+            try:
+                assert extra.recv(10) == b""
+            except ConnectionResetError:
+                pass
+            print(f"a connection past the cap was closed after {(time.monotonic() - start) * 1000:.1f} ms")
+            assert time.monotonic() - start < 1.0
+        finally:
+            extra.close()
+        assert srv.rejected >= 1
+        release.set()
+        for t in clients:
+            t.join(10)
+        assert results == [(200, b"done")] * 2
+    finally:
+        release.set()
+        srv.stop()
 
 
 def test_oversized_headers_get_431_and_bad_request_lines_400(server_factory: Any) -> None:
