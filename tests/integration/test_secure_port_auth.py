@@ -294,3 +294,38 @@ def test_answers_match_the_real_kube_scheduler(control_plane: Any, setup: Setup,
                 assert got == want, (path, kw)
     finally:
         gen.close()
+
+
+def test_without_kubeconfigs_in_a_pod_the_service_account_reviews(control_plane: Any, setup: Setup,
+                                                                  monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
+    """kube-scheduler's fallback with no --authentication/--authorization-kubeconfig: rest.InClusterConfig()
+    (KUBERNETES_SERVICE_HOST/PORT + the pod's token and CA), never --kubeconfig."""
+    from prometheus_client import CollectorRegistry
+
+    import scheduler_runtime.server.auth as auth_mod
+
+    a = setup.admin
+    a.call("POST", f"/api/v1/namespaces/{setup.ns}/serviceaccounts",
+           body={"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "scheduler"}})
+    a.call("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", body={
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": f"{setup.role}-delegator"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:auth-delegator"},
+        "subjects": [{"kind": "ServiceAccount", "name": "scheduler", "namespace": setup.ns}]})
+    sa_dir = tmp_path / "serviceaccount"
+    sa_dir.mkdir()
+    (sa_dir / "token").write_text(setup._token("scheduler"))
+    (sa_dir / "ca.crt").write_bytes((control_plane.pki / "ca.crt").read_bytes())
+    monkeypatch.setattr(auth_mod, "_SA_DIR", sa_dir)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(control_plane.api_port))
+    hs = HealthServer(ServingOptions(bind_address="127.0.0.1", port=0), CollectorRegistry(),
+                      DelegatedAuthOptions()).start()
+    try:
+        assert _get(hs.port, "/metrics", token=setup.tokens["reader"])[0] == 200
+        assert _get(hs.port, "/metrics", token=setup.tokens["nobody"])[0] == 403
+        assert _get(hs.port, "/metrics")[0] == 403
+    finally:
+        hs.stop()
+        a.request("DELETE", f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{setup.role}-delegator")
