@@ -329,3 +329,32 @@ def test_without_kubeconfigs_in_a_pod_the_service_account_reviews(control_plane:
     finally:
         hs.stop()
         a.request("DELETE", f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{setup.role}-delegator")
+
+
+def test_stalled_clients_do_not_delay_livez_of_the_running_scheduler(ksched_port: int) -> None:
+    """The issue's scenario on the real `ksched run`: connections that send nothing, stop mid-handshake or
+    never finish their headers are held open while the kubelet-style probe is timed."""
+    held: list[socket.socket] = []
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    try:
+        for _ in range(5):
+            held.append(socket.create_connection(("127.0.0.1", ksched_port), timeout=5))
+        half = socket.create_connection(("127.0.0.1", ksched_port), timeout=5)
+        held.append(half)
+        half.sendall(bytes.fromhex("16030100c8010000c40303"))
+        slow = ctx.wrap_socket(socket.create_connection(("127.0.0.1", ksched_port), timeout=5))
+        held.append(slow)
+        slow.sendall(b"GET /livez HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        timings = []
+        for _ in range(5):
+            start = time.monotonic()
+            assert _get(ksched_port, "/livez") == (200, "ok")
+            timings.append(time.monotonic() - start)
+        print(f"ksched run /livez with 7 stalled connections: worst {max(timings) * 1000:.1f} ms "
+              f"(includes the client's own TLS setup)")
+        assert max(timings) < 1.0, timings
+    finally:
+        for s in held:
+            s.close()
