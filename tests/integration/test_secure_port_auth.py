@@ -350,10 +350,11 @@ def test_stalled_clients_do_not_delay_livez_of_the_running_scheduler(ksched_port
         timings = []
         for _ in range(5):
             start = time.monotonic()
-            assert _get(ksched_port, "/livez") == (200, "ok")
+            with urllib.request.urlopen(f"https://127.0.0.1:{ksched_port}/livez", context=ctx, timeout=15) as r:
+                assert (r.status, r.read()) == (200, b"ok")
             timings.append(time.monotonic() - start)
-        print(f"ksched run /livez with 7 stalled connections: worst {max(timings) * 1000:.1f} ms "
-              f"(includes the client's own TLS setup)")
+        print(f"ksched run /livez with 7 stalled connections: worst {max(timings) * 1000:.1f} ms, "
+              f"median {sorted(timings)[2] * 1000:.1f} ms")
         assert max(timings) < 1.0, timings
     finally:
         for s in held:
