@@ -71,6 +71,7 @@ _STATUS_TEXT = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbid
                 431: "Request Header Fields Too Large", 500: "Internal Server Error", 501: "Not Implemented",
                 503: "Service Unavailable"}
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
+CERT_RECHECK = 10.0  # seconds between checks of --tls-cert-file/--tls-private-key-file for changes
 
 
 class ServingError(KschedError):
@@ -222,6 +223,8 @@ class SecureServer:
             self._pem = self._default_pair()
         self._client_ca: bytes | None = None
         self._ctx = self._build_context()
+        self._cert_stamp = self._stamp()
+        self._next_cert_check = time.monotonic() + CERT_RECHECK
         self._sock = self._listen()
         self.port: int = self._sock.getsockname()[1]
         self.scheme = "https"
@@ -286,6 +289,31 @@ class SecureServer:
             ctx.verify_mode = ssl.CERT_OPTIONAL  # ask for a client certificate; anonymous stays possible
             ctx.load_verify_locations(cadata=self._client_ca.decode("ascii", "replace"))
         return ctx
+
+    def _stamp(self) -> tuple[tuple[float, int], ...]:
+        out = []
+        for f in (self.opts.cert_file, self.opts.key_file) if self._pem is None else ():
+            try:
+                st = Path(f).stat()  # type: ignore[arg-type]
+                out.append((st.st_mtime, st.st_size))
+            except OSError:
+                out.append((0.0, -1))
+        return tuple(out)
+
+    def _reload_cert_if_changed(self) -> None:
+        """`--tls-cert-file`/`--tls-private-key-file` rewritten (cert-manager, kubeadm renewal): serve the new
+        pair from the next connection on, as kube's dynamic serving certificate does; a broken pair is
+        logged and the old one kept."""
+        self._next_cert_check = time.monotonic() + CERT_RECHECK
+        stamp = self._stamp()
+        if stamp == self._cert_stamp:
+            return
+        self._cert_stamp = stamp
+        try:
+            self._ctx = self._build_context()
+            log.info("loaded the new serving certificate %s", self.opts.cert_file)
+        except (UsageError, ssl.SSLError) as exc:
+            log.error("keeping the current serving certificate: %s", exc)
 
     def set_client_ca(self, pem: bytes | None) -> None:
         """New client-CA bundle (files or the extension-apiserver-authentication ConfigMap changed):
@@ -367,6 +395,8 @@ class SecureServer:
 
     def _accept_loop(self) -> None:
         while not self._stopping.is_set():
+            if self._pem is None and time.monotonic() >= self._next_cert_check:
+                self._reload_cert_if_changed()
             try:
                 raw, addr = self._sock.accept()
             except TimeoutError:

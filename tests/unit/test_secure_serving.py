@@ -266,3 +266,30 @@ def test_without_delegation_only_the_allowed_paths_answer_anonymously(server_fac
                                      '"message":"forbidden: User \\"system:anonymous\\" cannot get path '
                                      '\\"/metrics\\"","reason":"Forbidden","details":{},"code":403}')
     assert _get(hs.port, "/livez/ping")[0] == 403  # not covered by the default always-allow paths, as in kube
+
+
+def test_a_rewritten_tls_cert_file_is_served_without_a_restart(tmp_path: Any,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from scheduler_runtime.server import serving
+
+    monkeypatch.setattr(serving, "CERT_RECHECK", 0.1)
+    crt, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    first = serving.self_signed_pem("first.example")
+    crt.write_bytes(first[0])
+    key.write_bytes(first[1])
+    srv = SecureServer(ServingOptions(bind_address="127.0.0.1", port=0, cert_file=str(crt), key_file=str(key)),
+                       lambda req: Response(200, b"ok")).start()
+    try:
+        def served() -> bytes:
+            return ssl.PEM_cert_to_DER_cert(ssl.get_server_certificate(("127.0.0.1", srv.port)))
+
+        assert served() == ssl.PEM_cert_to_DER_cert(first[0].decode())
+        second = serving.self_signed_pem("second.example")
+        crt.write_bytes(second[0])
+        key.write_bytes(second[1])
+        deadline = time.monotonic() + 10
+        while served() != ssl.PEM_cert_to_DER_cert(second[0].decode()):
+            assert time.monotonic() < deadline, "the new certificate was never served"
+            time.sleep(0.1)
+    finally:
+        srv.stop()
