@@ -135,19 +135,33 @@ def tls_settings(min_version: str | None, cipher_suites: list[str]) -> tuple[ssl
 
 
 def self_signed_pem(host: str = "localhost", bind_address: str | None = None) -> tuple[bytes, bytes]:
-    """A self-signed serving pair for localhost/127.0.0.1 (+ the bind address unless it is 0.0.0.0/::), as
-    kube-scheduler makes when given no certificate; returns (cert PEM, key PEM)."""
+    """kube-scheduler's pair when given no certificate (client-go GenerateSelfSignedCertKey): an RSA-2048 CA
+    `<host>-ca@<unix>` and a serving certificate `<host>@<unix>` it signs, for `host` and 127.0.0.1 (plus
+    the bind address unless it is 0.0.0.0/::), valid from an hour ago for a year. RSA, not EC, so that
+    `--tls-cipher-suites` with the usual ECDHE_RSA suites works with it as with kube's. Returns
+    (serving cert + CA cert PEM, serving key PEM)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.asymmetric import rsa
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-    key = ec.generate_private_key(ec.SECP256R1())
     now = _dt.datetime.now(_dt.UTC)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{host}@{int(now.timestamp())}")])
+    ts = int(now.timestamp())
+
+    def builder(cn: str, key: object) -> x509.CertificateBuilder:
+        return (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
+                .public_key(key.public_key()).serial_number(x509.random_serial_number())  # type: ignore[attr-defined]
+                .not_valid_before(now - _dt.timedelta(hours=1)).not_valid_after(now + _dt.timedelta(days=365)))
+
+    ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{host}-ca@{ts}")])
+    ca = (builder(f"{host}-ca@{ts}", ca_key).issuer_name(ca_name)
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=True, key_cert_sign=True,
+                                       content_commitment=False, data_encipherment=False, key_agreement=False,
+                                       crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+          .sign(ca_key, hashes.SHA256()))
     alt: list[x509.GeneralName] = [x509.DNSName(host), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-    if host != "localhost":
-        alt.append(x509.DNSName("localhost"))
     if bind_address:
         try:
             ip = ipaddress.ip_address(bind_address)
@@ -155,13 +169,18 @@ def self_signed_pem(host: str = "localhost", bind_address: str | None = None) ->
                 alt.append(x509.IPAddress(ip))
         except ValueError:
             pass
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - _dt.timedelta(hours=1))
-            .not_valid_after(now + _dt.timedelta(days=365))
-            .add_extension(x509.SubjectAlternativeName(alt), critical=False)
+    if host != "localhost":
+        alt.append(x509.DNSName("localhost"))
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    cert = (builder(f"{host}@{ts}", key).issuer_name(ca_name)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=True, key_cert_sign=False,
+                                         content_commitment=False, data_encipherment=False, key_agreement=False,
+                                         crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .sign(key, hashes.SHA256()))
-    return (cert.public_bytes(serialization.Encoding.PEM),
+            .add_extension(x509.SubjectAlternativeName(alt), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    return (cert.public_bytes(serialization.Encoding.PEM) + ca.public_bytes(serialization.Encoding.PEM),
             key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                               serialization.NoEncryption()))
 

@@ -42,6 +42,12 @@ def _get(port: int, path: str, ctx: ssl.SSLContext | None = None, headers: dict[
         return e.code, e.read()
 
 
+def _leaf_der(pem: bytes) -> bytes:
+    """The first certificate of a PEM bundle (serving cert, then its CA), as DER."""
+    end = b"-----END CERTIFICATE-----"
+    return ssl.PEM_cert_to_DER_cert(pem[:pem.index(end) + len(end)].decode())
+
+
 @pytest.fixture
 def server_factory() -> Iterator[Any]:
     made: list[HealthServer] = []
@@ -224,11 +230,11 @@ def test_tls_min_version_13_refuses_a_tls12_client(server_factory: Any) -> None:
 
 
 def test_cipher_suites_are_mapped_and_enforced(server_factory: Any) -> None:
-    hs = server_factory(cipher_suites=["TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"], min_version="VersionTLS12")
+    hs = server_factory(cipher_suites=["TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"], min_version="VersionTLS12")
     ctx = _ctx(maximum_version=ssl.TLSVersion.TLSv1_2)
     with socket.create_connection(("127.0.0.1", hs.port)) as raw, ctx.wrap_socket(raw) as s:
-        assert s.cipher()[0] == "ECDHE-ECDSA-AES256-GCM-SHA384"
-    ctx.set_ciphers("ECDHE-ECDSA-AES128-GCM-SHA256")
+        assert s.cipher()[0] == "ECDHE-RSA-AES256-GCM-SHA384"
+    ctx.set_ciphers("ECDHE-RSA-AES128-GCM-SHA256")
     with pytest.raises((ssl.SSLError, urllib.error.URLError)):
         _get(hs.port, "/livez", ctx=ctx)
 
@@ -253,7 +259,7 @@ def test_cert_dir_pair_is_reused_across_restarts(server_factory: Any, tmp_path: 
     b = server_factory(cert_dir=str(tmp_path))
     assert (tmp_path / "kube-scheduler.crt").read_bytes() == first
     served = ssl.PEM_cert_to_DER_cert(ssl.get_server_certificate(("127.0.0.1", b.port)))
-    assert served == ssl.PEM_cert_to_DER_cert(first.decode())
+    assert served == _leaf_der(first)
 
 
 def test_without_delegation_only_the_allowed_paths_answer_anonymously(server_factory: Any) -> None:
@@ -283,12 +289,12 @@ def test_a_rewritten_tls_cert_file_is_served_without_a_restart(tmp_path: Any,
         def served() -> bytes:
             return ssl.PEM_cert_to_DER_cert(ssl.get_server_certificate(("127.0.0.1", srv.port)))
 
-        assert served() == ssl.PEM_cert_to_DER_cert(first[0].decode())
+        assert served() == _leaf_der(first[0])
         second = serving.self_signed_pem("second.example")
         crt.write_bytes(second[0])
         key.write_bytes(second[1])
         deadline = time.monotonic() + 10
-        while served() != ssl.PEM_cert_to_DER_cert(second[0].decode()):
+        while served() != _leaf_der(second[0]):
             assert time.monotonic() < deadline, "the new certificate was never served"
             time.sleep(0.1)
     finally:
