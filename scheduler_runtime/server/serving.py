@@ -293,6 +293,9 @@ class SecureServer:
                 key.touch(mode=0o600)
                 key.write_bytes(self._pem[1])
                 ctx.load_cert_chain(str(crt), str(key))
+            except ssl.SSLError as exc:  # only a --cert-dir pair can be bad; a generated one is not
+                raise UsageError(f"--cert-dir {self.opts.cert_dir}: kube-scheduler.crt/kube-scheduler.key cannot "
+                                 f"be used ({exc.reason or exc}): fix or remove them to have new ones made") from None
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
         else:

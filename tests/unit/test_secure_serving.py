@@ -299,3 +299,10 @@ def test_a_rewritten_tls_cert_file_is_served_without_a_restart(tmp_path: Any,
             time.sleep(0.1)
     finally:
         srv.stop()
+
+
+def test_a_broken_cert_dir_pair_is_a_usage_error(tmp_path: Any) -> None:
+    (tmp_path / "kube-scheduler.crt").write_text("not a certificate")
+    (tmp_path / "kube-scheduler.key").write_text("not a key")
+    with pytest.raises(UsageError, match=r"--cert-dir .*kube-scheduler.crt/kube-scheduler.key cannot be used"):
+        HealthServer(ServingOptions(bind_address="127.0.0.1", port=0, cert_dir=str(tmp_path)))
