@@ -248,7 +248,8 @@ class DelegatingAuth:
     def _read_file(self, path: str, flag: str) -> bytes:
         try:
             data = Path(path).read_bytes()
-            _load_pem_certs(data)
+            if not _load_pem_certs(data):
+                raise ValueError("no certificate in it")
             self._file_stamp[path] = Path(path).stat().st_mtime
             return data
         except FileNotFoundError:
