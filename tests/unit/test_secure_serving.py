@@ -306,3 +306,12 @@ def test_a_broken_cert_dir_pair_is_a_usage_error(tmp_path: Any) -> None:
     (tmp_path / "kube-scheduler.key").write_text("not a key")
     with pytest.raises(UsageError, match=r"--cert-dir .*kube-scheduler.crt/kube-scheduler.key cannot be used"):
         HealthServer(ServingOptions(bind_address="127.0.0.1", port=0, cert_dir=str(tmp_path)))
+
+
+@pytest.mark.parametrize("content", ["", "not a certificate"])
+def test_an_unusable_client_ca_file_is_a_usage_error(tmp_path: Any, content: str) -> None:
+    ca = tmp_path / "ca.crt"
+    ca.write_text(content)
+    with pytest.raises(UsageError, match=rf"--client-ca-file {ca}: not a PEM certificate bundle"):
+        HealthServer(ServingOptions(bind_address="127.0.0.1", port=0), None,
+                     DelegatedAuthOptions(client_ca_file=str(ca), skip_lookup=True))
