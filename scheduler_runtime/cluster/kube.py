@@ -42,7 +42,7 @@ import urllib3
 from ..errors import KschedError
 from ..objects import Pod
 from ..ratelimit import TokenBucket
-from .base import BindError, ClusterBackend, EventHandler, PatchError
+from .base import NOT_LEADER, BindError, ClusterBackend, EventHandler, LeadershipLost, PatchError
 
 log = logging.getLogger("ksched.kube")
 
@@ -162,7 +162,7 @@ BUILTIN: dict[str, ResourceRef] = {r.plural: r for r in (
 
 #: what kube-scheduler watches; start() waits for all of these
 CORE_RESOURCES = ("namespaces", "nodes", "pods", "poddisruptionbudgets", "services", "replicasets",
-                  "statefulsets", "priorityclasses")
+                  "statefulsets")
 #: start() delivery order: these first, pods last, everything else in between
 _FIRST = ("namespaces", "nodes")
 
@@ -1462,14 +1462,15 @@ def _cc_get(cc: Any, names: Iterable[str], default: Any) -> Any:
     return default
 
 
-#: what kube-scheduler needs (the system:kube-scheduler ClusterRole grants these)
+#: what the runtime needs; the system:kube-scheduler ClusterRole grants all but the last four, which
+#: system:volume-scheduler grants. Results annotations need nothing more: they ride on the binding or on
+#: the `pods/status` patch checked here, never on a `patch` of `pods`.
 REQUIRED_PERMISSIONS: tuple[tuple[str, str, str, str], ...] = (
     ("list", "", "pods", ""), ("watch", "", "pods", ""), ("list", "", "nodes", ""), ("watch", "", "nodes", ""),
     ("list", "", "namespaces", ""), ("watch", "", "namespaces", ""), ("list", "", "services", ""),
     ("watch", "", "services", ""), ("list", "apps", "replicasets", ""), ("watch", "apps", "replicasets", ""),
     ("list", "apps", "statefulsets", ""), ("watch", "apps", "statefulsets", ""),
     ("list", "policy", "poddisruptionbudgets", ""), ("watch", "policy", "poddisruptionbudgets", ""),
-    ("list", "scheduling.k8s.io", "priorityclasses", ""), ("watch", "scheduling.k8s.io", "priorityclasses", ""),
     ("create", "", "pods", "binding"), ("patch", "", "pods", "status"), ("delete", "", "pods", ""),
     ("create", "events.k8s.io", "events", ""),
     # the volume plugins of the default profile (system:kube-scheduler reads, system:volume-scheduler writes)
@@ -1750,6 +1751,9 @@ class KubeCluster(ClusterBackend):
                              "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}})
         attempt = 0
         while True:
+            if not self.may_write():  # checked right before every request: a lost lease sends no binding
+                self.stats["binds_dropped_not_leader"] += 1
+                raise LeadershipLost(f"not binding {pod.key} to {node_name}: {NOT_LEADER}")
             try:
                 resp = self.client.request("POST", path, body=body, conn_retries=0)
             except ApiUnreachableError as exc:
@@ -1764,7 +1768,7 @@ class KubeCluster(ClusterBackend):
                 self.stats["binds"] += 1
                 return
             msg = resp.message()
-            if resp.status == 409 and "already assigned" in msg and f'node "{node_name}"' in msg:
+            if resp.status == 409 and self._bound_to(pod, node_name):
                 # an earlier try whose answer was lost (connection cut, 5xx while the server went down)
                 # did bind it, or someone bound it where we would: either way it sits on our node
                 self.stats["binds"] += 1
@@ -1780,6 +1784,20 @@ class KubeCluster(ClusterBackend):
             self.stats["bind_errors"] += 1
             raise BindError(str(self.client.error(resp, "POST", path)))
 
+    def _bound_to(self, pod: Pod, node_name: str) -> bool:
+        """After a 409 on a binding: does the API server hold this very pod (same UID) on `node_name`? Read
+        from the server, not the cache, and from structured fields (the 409's details name no node)."""
+        path = f"/api/v1/namespaces/{_q(pod.namespace)}/pods/{_q(pod.name)}"
+        try:
+            resp = self.client.request("GET", path, conn_retries=1)
+        except ApiError:
+            return False
+        if not resp.ok:
+            return False
+        raw = resp.json()
+        return ((raw.get("metadata") or {}).get("uid") == pod.uid
+                and (raw.get("spec") or {}).get("nodeName") == node_name)
+
     # ----------------------------------------------------------------- generic writes
     def patch_object(self, resource: str, name: str, namespace: str | None,
                      patch: dict[str, Any]) -> dict[str, Any]:
@@ -1790,6 +1808,9 @@ class KubeCluster(ClusterBackend):
         except _NotServed as exc:
             raise PatchError(str(exc), status=404) from None
         path = ref.path(namespace if ref.namespaced else None, name)
+        if not self.may_write():
+            self.stats["writes_dropped_not_leader"] += 1
+            raise PatchError(f"not patching {resource} {name}: {NOT_LEADER}", status=0)
         resp = self.client.request("PATCH", path, body=patch, content_type="application/merge-patch+json")
         if resp.ok:
             return _strip(resp.json())
@@ -1875,6 +1896,9 @@ class KubeCluster(ClusterBackend):
                 patch_status["nominatedNodeName"] = nnn or None
         if not patch_status:
             return False
+        if not self.may_write():
+            self.stats["writes_dropped_not_leader"] += 1
+            return False
         path = f"/api/v1/namespaces/{_q(pod.namespace)}/pods/{_q(pod.name)}/status"
         body = {"metadata": {"uid": pod.uid}, "status": patch_status}
         resp = self.client.request("PATCH", path, body=body, content_type="application/strategic-merge-patch+json")
@@ -1893,7 +1917,12 @@ class KubeCluster(ClusterBackend):
         changes = {k: v for k, v in annotations.items() if have.get(k) != v}
         if not changes:
             return False
-        path = f"/api/v1/namespaces/{_q(pod.namespace)}/pods/{_q(pod.name)}"
+        if not self.may_write():
+            self.stats["writes_dropped_not_leader"] += 1
+            return False
+        # through pods/status, which system:kube-scheduler may patch (a patch of `pods` could change the image);
+        # the API server keeps the spec on a status write and takes the metadata
+        path = f"/api/v1/namespaces/{_q(pod.namespace)}/pods/{_q(pod.name)}/status"
         body = {"metadata": {"uid": pod.uid, "annotations": changes}}
         resp = self.client.request("PATCH", path, body=body, content_type="application/merge-patch+json")
         if resp.ok:
@@ -1907,6 +1936,10 @@ class KubeCluster(ClusterBackend):
         """Delete a pod (a preemption victim): DisruptionTarget condition first, as kube-scheduler does,
         then DELETE with the pod's grace period and its UID as precondition."""
         path = f"/api/v1/namespaces/{_q(pod.namespace)}/pods/{_q(pod.name)}"
+        if not self.may_write():
+            self.stats["writes_dropped_not_leader"] += 1
+            log.info("not deleting pod %s: %s", pod.key, NOT_LEADER)
+            return
         if reason == "preempted":
             body = {"metadata": {"uid": pod.uid}, "status": {"conditions": [{
                 "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
