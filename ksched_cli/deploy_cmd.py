@@ -113,7 +113,12 @@ def _static_pod(manifest: Path, config: Path | None, image: str | None, config_d
         le = cfg.leader_election
         lease = (le.resource_name, le.resource_namespace) if le.resource_name != DEFAULT_LEASE else None
         rules = [("ksched", r) for r in RUNTIME_RULES] + plugin_rules(cfg, reg)
-        print(to_yaml(static_pod_rbac(rules, lease)), end="")
+        objs = static_pod_rbac(rules, lease)
+        if not objs:
+            print("# nothing to grant: user system:kube-scheduler already has every permission this config "
+                  "needs (system:kube-scheduler, system:volume-scheduler)", file=sys.stderr)
+            return
+        print(to_yaml(objs), end="")
         return
     if image is None:
         raise fail("--image is required (the image `ksched build` printed); see --help", EXIT_USAGE)
