@@ -149,3 +149,43 @@ def test_a_replica_that_lost_its_lease_sends_no_binding(admin: KubeClient, contr
         _HoldPreBind.release.set()
         r.stop()
         t.join(60)
+
+
+def test_a_pod_bound_elsewhere_meanwhile_is_a_failed_bind_not_a_success(admin: KubeClient, control_plane: Any,
+                                                                         namespace: str) -> None:
+    """ksched holds the pod in PreBind for node n0; someone else binds it to n1; ksched's binding gets 409:
+    not a success (no Scheduled event, no scheduled count), the assumed pod is forgotten."""
+    ns = namespace
+    scheduler = f"ksched-409-{uuid.uuid4().hex[:6]}"
+    create_node(admin, f"{ns}-n0", labels={"test-group": ns})
+    create_node(admin, f"{ns}-n1", labels={"test-group": f"{ns}-other"})
+    _HoldPreBind.release = threading.Event()
+    _HoldPreBind.entered = threading.Event()
+    reg = build_registry([])
+    reg.register(_HoldPreBind, "test")
+    cfg = build(config_for(_HoldPreBind, scheduler_name=scheduler), reg)
+    r = Runner(cfg, reg, RunOptions(kubeconfig=str(control_plane.kubeconfig_path), secure_port=0, seed=1))
+    t = threading.Thread(target=r.run, daemon=True)
+    t.start()
+    try:
+        wait_for(lambda: r._booted.is_set() and r._started, timeout=60, what="the scheduler to start")
+        uid = _pod(admin, ns, "p", scheduler, {"test-group": ns})["metadata"]["uid"]
+        wait_for(_HoldPreBind.entered.is_set, what="the binding cycle to be held in PreBind")
+        assert r.scheduler.cache.is_assumed(uid)
+        admin.call("POST", f"/api/v1/namespaces/{ns}/pods/p/binding", body={
+            "apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": f"{ns}-n1"}})
+        _HoldPreBind.release.set()
+        wait_for(lambda: r.cluster.stats["bind_gone"] == 1, what="the 409 to be handled")
+        wait_for(lambda: not r.scheduler.cache.is_assumed(uid), what="the assumed pod to be forgotten")
+        assert r.cluster.stats["binds"] == 0 and r.scheduler.scheduled == 0
+        result = wait_for(lambda: r.scheduler.results.get(f"{ns}/p"), what="the attempt's result")
+        assert result.outcome == "error"
+        # the informer then shows the pod where the other binder put it
+        wait_for(lambda: r.scheduler.cache.pod_node(uid) == f"{ns}-n1", what="the cache to follow the API server")
+        events = admin.call("GET", f"/apis/events.k8s.io/v1/namespaces/{ns}/events")["items"]
+        assert not [e for e in events if e["reason"] == "Scheduled"], events
+    finally:
+        _HoldPreBind.release.set()
+        r.stop()
+        t.join(60)
