@@ -155,6 +155,8 @@ def _static_pod(manifest: Path, config: Path | None, image: str | None, config_d
 
 
 def _rbac_reminder(config: Path, rules: list[tuple[str, dict[str, Any]]]) -> None:
+    if not rules:
+        return  # kube-scheduler's user has system:kube-scheduler and system:volume-scheduler: all ksched needs
     who = ", ".join(dict.fromkeys(p for p, _ in rules))
     say(f"RBAC: {who} need permissions beyond system:kube-scheduler; grant them once (from a machine with "
         f"cluster-admin): ksched deploy --static-pod --config {config} --print-rbac | kubectl apply -f -")
