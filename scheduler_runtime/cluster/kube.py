@@ -1751,11 +1751,11 @@ class KubeCluster(ClusterBackend):
                              "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}})
         attempt = 0
         while True:
-            if not self.may_write():  # checked right before every request: a lost lease sends no binding
-                self.stats["binds_dropped_not_leader"] += 1
-                raise LeadershipLost(f"not binding {pod.key} to {node_name}: {NOT_LEADER}")
             try:
-                resp = self.client.request("POST", path, body=body, conn_retries=0)
+                resp = self._write("POST", path, body=body, conn_retries=0)  # checked again before a retry
+                if resp is None:
+                    self.stats["binds_dropped_not_leader"] += 1
+                    raise LeadershipLost(f"not binding {pod.key} to {node_name}: {NOT_LEADER}")
             except ApiUnreachableError as exc:
                 # the bind may have happened; a retry then answers 409 "already assigned" to our node
                 if attempt >= self.bind_retries:
@@ -1784,6 +1784,15 @@ class KubeCluster(ClusterBackend):
             self.stats["bind_errors"] += 1
             raise BindError(str(self.client.error(resp, "POST", path)))
 
+    def _write(self, method: str, path: str, **kw: Any) -> Response | None:
+        """A write of a scheduling cycle. The leader gate is checked after the rate limiter's wait, right
+        before the request goes out, so a replica that lost its lease meanwhile sends nothing (None)."""
+        self.client.limiter.acquire()
+        if not self.may_write():
+            self.stats["writes_dropped_not_leader"] += 1
+            return None
+        return self.client.request(method, path, limit=False, **kw)
+
     def _bound_to(self, pod: Pod, node_name: str) -> bool:
         """After a 409 on a binding: does the API server hold this very pod (same UID) on `node_name`? Read
         from the server, not the cache, and from structured fields (the 409's details name no node)."""
@@ -1808,10 +1817,9 @@ class KubeCluster(ClusterBackend):
         except _NotServed as exc:
             raise PatchError(str(exc), status=404) from None
         path = ref.path(namespace if ref.namespaced else None, name)
-        if not self.may_write():
-            self.stats["writes_dropped_not_leader"] += 1
+        resp = self._write("PATCH", path, body=patch, content_type="application/merge-patch+json")
+        if resp is None:
             raise PatchError(f"not patching {resource} {name}: {NOT_LEADER}", status=0)
-        resp = self.client.request("PATCH", path, body=patch, content_type="application/merge-patch+json")
         if resp.ok:
             return _strip(resp.json())
         raise PatchError(str(self.client.error(resp, "PATCH", path)), status=resp.status)
@@ -1896,12 +1904,11 @@ class KubeCluster(ClusterBackend):
                 patch_status["nominatedNodeName"] = nnn or None
         if not patch_status:
             return False
-        if not self.may_write():
-            self.stats["writes_dropped_not_leader"] += 1
-            return False
         path = f"/api/v1/namespaces/{_q(pod.namespace)}/pods/{_q(pod.name)}/status"
         body = {"metadata": {"uid": pod.uid}, "status": patch_status}
-        resp = self.client.request("PATCH", path, body=body, content_type="application/strategic-merge-patch+json")
+        resp = self._write("PATCH", path, body=body, content_type="application/strategic-merge-patch+json")
+        if resp is None:
+            return False
         if resp.ok:
             return True
         if resp.status == 404 or (resp.status in (409, 422) and not self._same_pod(pod)):
@@ -1917,14 +1924,13 @@ class KubeCluster(ClusterBackend):
         changes = {k: v for k, v in annotations.items() if have.get(k) != v}
         if not changes:
             return False
-        if not self.may_write():
-            self.stats["writes_dropped_not_leader"] += 1
-            return False
         # through pods/status, which system:kube-scheduler may patch (a patch of `pods` could change the image);
         # the API server keeps the spec on a status write and takes the metadata
         path = f"/api/v1/namespaces/{_q(pod.namespace)}/pods/{_q(pod.name)}/status"
         body = {"metadata": {"uid": pod.uid, "annotations": changes}}
-        resp = self.client.request("PATCH", path, body=body, content_type="application/merge-patch+json")
+        resp = self._write("PATCH", path, body=body, content_type="application/merge-patch+json")
+        if resp is None:
+            return False
         if resp.ok:
             return True
         if resp.status == 404 or (resp.status in (409, 422) and not self._same_pod(pod)):
@@ -1936,25 +1942,27 @@ class KubeCluster(ClusterBackend):
         """Delete a pod (a preemption victim): DisruptionTarget condition first, as kube-scheduler does,
         then DELETE with the pod's grace period and its UID as precondition."""
         path = f"/api/v1/namespaces/{_q(pod.namespace)}/pods/{_q(pod.name)}"
-        if not self.may_write():
-            self.stats["writes_dropped_not_leader"] += 1
-            log.info("not deleting pod %s: %s", pod.key, NOT_LEADER)
-            return
         if reason == "preempted":
             body = {"metadata": {"uid": pod.uid}, "status": {"conditions": [{
                 "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
                 "message": f"{pod.scheduler_name or self.scheduler_name}: preempting to accommodate a higher "
                            f"priority pod", "lastTransitionTime": rfc3339()}]}}
             try:
-                r = self.client.request("PATCH", path + "/status", body=body,
-                                        content_type="application/strategic-merge-patch+json")
+                r = self._write("PATCH", path + "/status", body=body,
+                                content_type="application/strategic-merge-patch+json")
+                if r is None:
+                    log.info("not deleting pod %s: %s", pod.key, NOT_LEADER)
+                    return
                 if r.status == 404:
                     return
             except ApiError as exc:
                 log.warning("could not mark %s as a disruption target: %s", pod.key, exc)
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": pod.termination_grace_period,
                 "preconditions": {"uid": pod.uid}}
-        resp = self.client.request("DELETE", path, body=body)
+        resp = self._write("DELETE", path, body=body)
+        if resp is None:
+            log.info("not deleting pod %s: %s", pod.key, NOT_LEADER)
+            return
         if resp.ok or resp.status in (404, 409):
             self.stats["deletes"] += 1
             return

@@ -189,3 +189,45 @@ def test_a_pod_bound_elsewhere_meanwhile_is_a_failed_bind_not_a_success(admin: K
         _HoldPreBind.release.set()
         r.stop()
         t.join(60)
+
+
+def test_a_bind_waiting_for_the_rate_limiter_is_not_sent_once_the_gate_closes(
+        admin: KubeClient, control_plane: Any, namespace: str) -> None:
+    ns = namespace
+    create_node(admin, f"{ns}-a")
+    pod = Pod.from_dict(_pod(admin, ns, "p"))
+    leading = threading.Event()
+    leading.set()
+    cluster = KubeCluster(str(control_plane.kubeconfig_path), resources=(), check_permissions=False, qps=0.5,
+                          burst=1)
+    cluster.leader_gate = leading.is_set
+    sent: list[str] = []
+    real = cluster.client.request
+
+    def counting(method: str, path: str, **kw: Any) -> Any:
+        sent.append(f"{method} {path}")
+        return real(method, path, **kw)
+
+    cluster.client.request = counting  # type: ignore[method-assign]
+    try:
+        cluster.client.limiter.acquire()  # the bucket is empty: the next write waits about 2 s for a token
+        failed: list[BaseException] = []
+
+        def bind() -> None:
+            try:
+                cluster.bind(pod, f"{ns}-a")
+            except BindError as exc:
+                failed.append(exc)
+
+        t = threading.Thread(target=bind)
+        t.start()
+        time.sleep(0.2)  # the bind is waiting for its token (ordering only, nothing is asserted on time)
+        leading.clear()
+        t.join(30)
+        assert not t.is_alive()
+        assert sent == [], "sent after the lease was lost"
+        assert failed and "leader lease" in str(failed[0])
+        assert cluster.stats["binds_dropped_not_leader"] == 1
+        assert not admin.call("GET", f"/api/v1/namespaces/{ns}/pods/p")["spec"].get("nodeName")
+    finally:
+        cluster.stop()
