@@ -18,7 +18,12 @@ Semantics follow client-go and kube-scheduler:
   * binding is `POST pods/{name}/binding` with the pod UID as precondition; events are
     events.k8s.io/v1; PodScheduled goes through a strategic-merge patch of `pods/status`;
   * events, status patches and annotations are written by background workers (bounded, never blocking
-    the scheduling loop); binds and deletes are synchronous (the caller is already a worker).
+    the scheduling loop); binds and deletes are synchronous (the caller is already a worker);
+  * results annotations go through `pods/status` too (or ride on the Binding), so the scheduler needs no
+    write on `pods`, exactly as system:kube-scheduler grants; a 409 on a binding is a success only when a
+    read of the pod shows this pod (UID) on the chosen node;
+  * with `leader_gate` set, every write of a scheduling cycle is checked against it right before it is
+    sent (after the rate limiter's wait): a replica that lost its lease sends nothing more.
 """
 
 from __future__ import annotations
