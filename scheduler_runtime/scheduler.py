@@ -305,6 +305,9 @@ class Scheduler:
             if active is not None and not active.is_set():
                 active.wait(0.1)
                 continue
+            if not self._may_write():  # the leader gate closed (lease lost): attempt nothing that cannot bind
+                stop.wait(0.1)
+                continue
             now = self.clock()
             if now - last_flush >= 30.0:
                 self.queue.flush_unschedulable_leftover()

@@ -119,3 +119,48 @@ def test_the_backend_refuses_writes_while_the_gate_is_closed() -> None:
     m.leader_gate = None
     m.bind(pod, "a")
     assert m.bindings == [("ns/p", "a")]
+
+
+def test_an_elector_past_its_renew_deadline_closes_the_gate_even_if_its_thread_is_stuck() -> None:
+    """The gate Runner wires is the elector's own clock-based view: once no renewal succeeded for
+    renewDeadline, queued binding cycles are dropped, whether or not the elector's thread noticed."""
+    from scheduler_runtime.cluster.kube import Connection, KubeClient
+    from scheduler_runtime.leaderelection import LeaderElector
+
+    now = [100.0]
+    elector = LeaderElector(KubeClient(Connection(host="https://127.0.0.1:1")), name="l", namespace="ns",
+                            lease_duration=15, renew_deadline=10, retry_period=2, clock=lambda: now[0])
+    elector._leading, elector._last_renew = True, now[0]  # as after a successful renewal (never started)
+    reg = build_registry([])
+    reg.register(_BlockingPreBind, "test")
+    cfg = build(config_for(_BlockingPreBind, scheduler_name="default-scheduler"), reg)
+    m = MemoryCluster()
+    m.create(_node("a"), emit=False)
+    m.leader_gate = lambda: elector.is_leader
+    s = Scheduler(m, cfg, reg, seed=1, bind_async=True, bind_workers=1, bind_deadline=0)
+    s.start()
+    plugin = s.frameworks["default-scheduler"].plugins["BlockingPreBind"]
+    stop = threading.Event()
+    t = threading.Thread(target=s.run, kwargs={"until_idle": False, "stop": stop}, daemon=True)
+    t.start()
+    try:
+        m.create(_pod("blocked"))
+        _wait(plugin.entered.is_set, "the first pod to block in PreBind")
+        m.create(_pod("queued"))
+        _wait(lambda: s._inflight_bindings == 2, "a second binding cycle queued")
+        now[0] += 9.9
+        assert elector.is_leader
+        now[0] += 0.2  # renewDeadline passed without a renewal
+        assert not elector.is_leader
+        plugin.release.set()
+        _wait(lambda: s._inflight_bindings == 0 and s.binds_abandoned == 2, "both binding cycles to be dropped")
+        time.sleep(0.3)
+        assert s.binds_abandoned == 2 and s.attempts == 2, "no new attempt while the gate is closed"
+        assert m.bindings == []
+        now[0] += 0.1
+        elector._last_renew = now[0]  # renewed again: the queued pods are attempted and bound
+        _wait(lambda: len(m.bindings) == 2, "both pods to bind")
+    finally:
+        plugin.release.set()
+        stop.set()
+        t.join(10)
