@@ -631,7 +631,8 @@ class Scheduler:
         status, result or metric); the pod is the new leader's. It waits in the queue, which a replica that
         does not lead never pops, so leading again would retry it."""
         pod = qpi.pod
-        self.binds_abandoned += 1
+        with self._inflight_lock:
+            self.binds_abandoned += 1
         log.info("not binding pod %s to node %s: this replica lost the leader lease; leaving it to the new "
                  "leader", pod.key, node_name)
 
@@ -639,8 +640,12 @@ class Scheduler:
             fw.run_unreserve(state, pod, node_name)
             self.cache.forget_pod(pod)
             self.queue.done(pod.uid)
-            if self.cluster_has_pod(pod):
-                self.queue.add(pod, event="LeaderElectionLost")
+            # informer updates were not applied while the pod was assumed: queue the version the cluster has
+            getter = getattr(self.cluster, "get_pod", None)
+            raw = getter(pod.namespace, pod.name) if getter is not None else pod.raw
+            if raw and (raw.get("metadata") or {}).get("uid") == pod.uid and \
+                    not (raw.get("spec") or {}).get("nodeName"):
+                self.queue.add(Pod.from_dict(raw), event="LeaderElectionLost")
 
         if on_loop:
             undo()
