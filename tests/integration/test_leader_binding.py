@@ -121,13 +121,19 @@ def test_a_replica_that_lost_its_lease_sends_no_binding(admin: KubeClient, contr
         wait_for(lambda: r.scheduler._inflight_bindings == len(names), what="every pod in its binding cycle")
         wait_for(_HoldPreBind.entered.is_set, what="the binding workers to be held in PreBind")
 
-        # another holder takes the Lease object
+        # another holder takes the Lease object (retried when the replica's renewal wrote in between)
         path = f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{lease}"
-        obj = admin.call("GET", path)
-        obj["spec"].update({"holderIdentity": "another-replica", "leaseDurationSeconds": 60,
-                            "acquireTime": micro_time(), "renewTime": micro_time(),
-                            "leaseTransitions": int(obj["spec"].get("leaseTransitions") or 0) + 1})
-        admin.call("PUT", path, body=obj)
+
+        def take() -> bool:
+            obj = admin.call("GET", path)
+            obj["spec"].update({"holderIdentity": "another-replica", "leaseDurationSeconds": 60,
+                                "acquireTime": micro_time(), "renewTime": micro_time(),
+                                "leaseTransitions": int(obj["spec"].get("leaseTransitions") or 0) + 1})
+            resp = admin.request("PUT", path, body=obj)
+            assert resp.ok or resp.status == 409, resp.message()
+            return resp.ok
+
+        wait_for(take, what="another holder to take the lease")
         wait_for(lambda: r._lost, timeout=30, what="the replica to notice it lost the lease")
         lost_at = time.monotonic()
         assert not r._may_lead()
