@@ -187,8 +187,9 @@ def test_the_scheduler_may_bind_and_record_but_not_rewrite_a_pod(
     assert pod["metadata"]["labels"] == {"app": "web"}
     assert pod["metadata"]["annotations"] == {"team": "a", RESULT_ANNOTATION: '{"outcome":"scheduled"}'}
     assert not pod["metadata"].get("finalizers")
-    # the admin (any other identity) is not confined by the policy
-    admin.call("PATCH", path, body={"metadata": {"labels": {"app": "web2"}}}, content_type=MERGE)
+    # why the policy exists: for an identity it does not confine, a pods/status write does change labels
+    admin.call("PATCH", path + "/status", body={"metadata": {"labels": {"app": "via-status"}}}, content_type=MERGE)
+    assert admin.call("GET", path)["metadata"]["labels"] == {"app": "via-status"}
 
 
 def _token_kubeconfig(admin: KubeClient, control_plane: Any, s: secondsched.SecondScheduler, path: Path) -> str:
