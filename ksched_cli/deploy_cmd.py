@@ -113,7 +113,12 @@ def _static_pod(manifest: Path, config: Path | None, image: str | None, config_d
         le = cfg.leader_election
         lease = (le.resource_name, le.resource_namespace) if le.resource_name != DEFAULT_LEASE else None
         rules = [("ksched", r) for r in RUNTIME_RULES] + plugin_rules(cfg, reg)
-        print(to_yaml(static_pod_rbac(rules, lease)), end="")
+        objs = static_pod_rbac(rules, lease)
+        if not objs:
+            print("# nothing to grant: user system:kube-scheduler already has every permission this config "
+                  "needs (system:kube-scheduler, system:volume-scheduler)", file=sys.stderr)
+            return
+        print(to_yaml(objs), end="")
         return
     if image is None:
         raise fail("--image is required (the image `ksched build` printed); see --help", EXIT_USAGE)
@@ -150,6 +155,8 @@ def _static_pod(manifest: Path, config: Path | None, image: str | None, config_d
 
 
 def _rbac_reminder(config: Path, rules: list[tuple[str, dict[str, Any]]]) -> None:
+    if not rules:
+        return  # kube-scheduler's user has system:kube-scheduler and system:volume-scheduler: all ksched needs
     who = ", ".join(dict.fromkeys(p for p, _ in rules))
     say(f"RBAC: {who} need permissions beyond system:kube-scheduler; grant them once (from a machine with "
         f"cluster-admin): ksched deploy --static-pod --config {config} --print-rbac | kubectl apply -f -")

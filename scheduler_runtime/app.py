@@ -84,6 +84,9 @@ class Runner:
                 self.cluster, name=le.resource_name, namespace=le.resource_namespace,
                 lease_duration=le.lease_duration, renew_deadline=le.renew_deadline, retry_period=le.retry_period,
                 on_started_leading=self._start_scheduling, on_stopped_leading=self._lost_lease)
+            # every write of a scheduling cycle (binding, PreBind patches, status, results, preemption) is
+            # checked against the lease right before it is sent: binds queued when the lease is lost are dropped
+            self.cluster.leader_gate = self._may_lead
         serving = ServingOptions(bind_address=opts.bind_address, port=opts.secure_port,
                                  cert_file=opts.tls_cert_file, key_file=opts.tls_private_key_file,
                                  cert_dir=opts.cert_dir, min_version=opts.tls_min_version,
@@ -109,6 +112,10 @@ class Runner:
             if not ok:
                 return reason
         return None
+
+    def _may_lead(self) -> bool:
+        """Still the leader, by the elector's own clock (False on time even if its thread is stuck)."""
+        return self._leading.is_set() and self.elector is not None and self.elector.is_leader
 
     def _leader_ok(self) -> str | None:
         if self._lost:

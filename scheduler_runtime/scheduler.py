@@ -17,7 +17,7 @@ import numpy as np
 
 from .bindpool import BindingPool
 from .cache import Cache
-from .cluster.base import BindError, ClusterBackend
+from .cluster.base import BindError, ClusterBackend, LeadershipLost
 from .describe import RESULT_ANNOTATION, encode_result
 from .framework.cycle_state import CycleState
 from .framework.handle import Handle
@@ -167,6 +167,8 @@ class Scheduler:
         self._stop = threading.Event()
         self.scheduled = 0
         self.attempts = 0
+        #: binding cycles dropped because the leader gate closed before the binding was sent
+        self.binds_abandoned = 0
         self.cycle_seconds: list[float] = []
         self.keep_cycle_times = False
 
@@ -302,6 +304,9 @@ class Scheduler:
             self.drain_inbox()
             if active is not None and not active.is_set():
                 active.wait(0.1)
+                continue
+            if not self._may_write():  # the leader gate closed (lease lost): attempt nothing that cannot bind
+                stop.wait(0.1)
                 continue
             now = self.clock()
             if now - last_flush >= 30.0:
@@ -544,6 +549,9 @@ class Scheduler:
             result.permit = st.message
             self._binding_failed(fw, state, qpi, node_name, st, result, start, on_loop)
             return
+        if not self._may_write():  # queued (or waiting on Permit) when the lease was lost
+            self._abandon(fw, state, qpi, node_name, on_loop)
+            return
         if self.results_mode == "ksched":
             staged = dataclasses.replace(result, outcome="scheduled",
                                          message=f"Successfully assigned {pod.namespace}/{pod.name} to {node_name}")
@@ -587,6 +595,9 @@ class Scheduler:
     def _binding_failed(self, fw: Framework, state: CycleState, qpi: QueuedPodInfo, node_name: str, st: Status,
                         result: AttemptResult, start: float, on_loop: bool) -> None:
         pod = qpi.pod
+        if _not_leader(st) or not self._may_write():
+            self._abandon(fw, state, qpi, node_name, on_loop)
+            return
 
         def undo() -> None:
             fw.run_unreserve(state, pod, node_name)
@@ -604,6 +615,37 @@ class Scheduler:
                 self._handle_fit_error(fw, state, qpi, FitError(pod, 1, diag), result, start, post_filter=False)
             else:
                 self._fail(fw, qpi, st, result, start)
+
+        if on_loop:
+            undo()
+        else:
+            self._call_on_loop(undo)
+
+    def _may_write(self) -> bool:
+        gate = getattr(self.cluster, "may_write", None)
+        return gate() if gate is not None else True
+
+    def _abandon(self, fw: Framework, state: CycleState, qpi: QueuedPodInfo, node_name: str,
+                 on_loop: bool) -> None:
+        """The lease was lost before the binding was sent: undo the assumption and write nothing (no event,
+        status, result or metric); the pod is the new leader's. It waits in the queue, which a replica that
+        does not lead never pops, so leading again would retry it."""
+        pod = qpi.pod
+        with self._inflight_lock:
+            self.binds_abandoned += 1
+        log.info("not binding pod %s to node %s: this replica lost the leader lease; leaving it to the new "
+                 "leader", pod.key, node_name)
+
+        def undo() -> None:
+            fw.run_unreserve(state, pod, node_name)
+            self.cache.forget_pod(pod)
+            self.queue.done(pod.uid)
+            # informer updates were not applied while the pod was assumed: queue the version the cluster has
+            getter = getattr(self.cluster, "get_pod", None)
+            raw = getter(pod.namespace, pod.name) if getter is not None else pod.raw
+            if raw and (raw.get("metadata") or {}).get("uid") == pod.uid and \
+                    not (raw.get("spec") or {}).get("nodeName"):
+                self.queue.add(Pod.from_dict(raw), event="LeaderElectionLost")
 
         if on_loop:
             undo()
@@ -718,6 +760,17 @@ class Scheduler:
     def _delete_victim(self, pod: Pod) -> None:
         self._victims_deleted += 1
         self.cluster.delete_pod(pod, reason="preempted")
+
+
+def _not_leader(st: Status) -> bool:
+    """Did a Bind or PreBind fail because the backend refused to send without the lease?"""
+    exc: BaseException | None = st.error if isinstance(st.error, BaseException) else None
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, LeadershipLost):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 def _needs_unsupported_plugins(raw: dict[str, Any] | None) -> bool:

@@ -1,23 +1,36 @@
-"""What a ksched scheduler may do beyond the built-in `system:kube-scheduler` ClusterRole.
+"""What a ksched scheduler may do: exactly the built-in `system:kube-scheduler` ClusterRole (plus
+`system:volume-scheduler`, as kube-scheduler's own deployment binds), confined on pods.
 
-kube-scheduler's bootstrap role covers binding, events, pod status and the informers kube-scheduler
-itself runs. ksched's runtime also lists PriorityClasses (its informer set) and patches pods (per-pod
-results annotations), and a lease with a name other than `kube-scheduler` needs its own grant. Plugins
-declare their own rules in a `rbac` class attribute (shown by `ksched config explain`).
+The runtime needs no rule beyond those roles: bindings go through `pods/binding`, PodScheduled and
+nominatedNodeName through `pods/status`, and the per-pod results annotation rides on the Binding (scheduled
+pods) or on a `pods/status` patch (pending pods) -- never a `patch` on `pods`, which could change the image.
+The API server lets a `pods/status` write change labels, annotations and finalizers too, and copies any
+annotation of a Binding onto its pod; `podwrites-policy.yaml.j2` (a ValidatingAdmissionPolicy) narrows that
+for a second scheduler's ServiceAccount to the pod's status and ksched's own annotations.
+A lease other than `kube-scheduler` needs its own grant. Plugins declare their own rules in a `rbac` class
+attribute (shown by `ksched config explain`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-#: Rules the ksched runtime needs that system:kube-scheduler (checked against v1.36) does not grant.
-RUNTIME_RULES: list[dict[str, Any]] = [
-    {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]},
-]
+from scheduler_runtime.describe import RESULT_ANNOTATION
+from scheduler_runtime.simresults import PREFIX as SIMULATOR_PREFIX
+
+#: Rules the ksched runtime needs that system:kube-scheduler (checked against v1.36) does not grant: none.
+RUNTIME_RULES: list[dict[str, Any]] = []
+
+#: Annotation prefixes the runtime writes on pods (`--results=ksched` and `--results=simulator`).
+ANNOTATION_PREFIXES: tuple[str, ...] = (RESULT_ANNOTATION.split("/", 1)[0] + "/", SIMULATOR_PREFIX)
 
 #: The lease name system:kube-scheduler may get/update.
 DEFAULT_LEASE = "kube-scheduler"
+
+
+def service_account_user(namespace: str, name: str) -> str:
+    """The user name the API server gives a ServiceAccount's tokens."""
+    return f"system:serviceaccount:{namespace}:{name}"
 
 
 def lease_rules(lease_name: str) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from ruamel.yaml.comments import CommentedMap
 from scheduler_runtime.errors import InputError, KschedError
 
 from . import files, render
-from .rbac import DEFAULT_LEASE, RUNTIME_RULES, lease_rules, plugin_rules
+from .rbac import ANNOTATION_PREFIXES, DEFAULT_LEASE, RUNTIME_RULES, lease_rules, plugin_rules, service_account_user
 from .staticpod import load_roundtrip, validate_config
 
 FIELD_MANAGER = "ksched"
@@ -38,10 +38,13 @@ KINDS: dict[str, tuple[str, str, bool]] = {
     "ClusterRoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
     "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
     "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
+    "ValidatingAdmissionPolicy": ("/apis/admissionregistration.k8s.io/v1", "validatingadmissionpolicies", False),
+    "ValidatingAdmissionPolicyBinding": ("/apis/admissionregistration.k8s.io/v1",
+                                         "validatingadmissionpolicybindings", False),
 }
 #: delete order for undeploy: stop the scheduler first, then what it used
 UNDEPLOY_ORDER = ["Deployment", "ConfigMap", "RoleBinding", "Role", "ClusterRoleBinding", "ClusterRole",
-                  "ServiceAccount"]
+                  "ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy", "ServiceAccount"]
 
 
 class RolloutError(KschedError):
@@ -182,13 +185,13 @@ def render_objects(s: SecondScheduler) -> list[dict[str, Any]]:
     labels = labels_for(s.name)
     subject = {"kind": "ServiceAccount", "name": s.name, "namespace": s.namespace}
     rules = list(RUNTIME_RULES) + [r for _, r in s.plugin_rbac]
-    why = "ksched runtime (priorityclasses informer, results annotations)"
-    if s.plugin_rbac:
-        why += "; plugins: " + ", ".join(dict.fromkeys(p for p, _ in s.plugin_rbac))
+    why = "plugins: " + ", ".join(dict.fromkeys(p for p, _ in s.plugin_rbac))
     lease = {"namespace": s.lease[1], "rules": lease_rules(s.lease[0])} if s.leader_elect else None
     objs = render.render("serviceaccount.yaml.j2", name=s.name, namespace=s.namespace, labels=labels)
     objs += render.render("rbac.yaml.j2", name=s.name, labels=labels, subject=subject, bind_system_roles=True,
                           extra_rules=rules, why=why, lease=lease)
+    objs += render.render("podwrites-policy.yaml.j2", name=s.name, labels=labels,
+                          user=service_account_user(s.namespace, s.name), prefixes=list(ANNOTATION_PREFIXES))
     objs += render.render("configmap.yaml.j2", name=s.name, namespace=s.namespace, labels=labels,
                           config_text=s.config_text)
     objs += render.render("deployment.yaml.j2", name=s.name, namespace=s.namespace, labels=labels,

@@ -35,6 +35,14 @@ class BindError(Exception):
         self.gone = gone
 
 
+#: why a write was not sent (LeadershipLost, logs)
+NOT_LEADER = "this replica no longer holds the leader lease"
+
+
+class LeadershipLost(BindError):
+    """Not sent: the leader gate was closed at the moment of sending. The pod is left to the new leader."""
+
+
 class PatchError(Exception):
     """patch_object failed: `status` is the HTTP-like code (404 not found, 409 conflict, ...)."""
 
@@ -57,6 +65,14 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 class ClusterBackend(ABC):
+    #: while set and answering False, the backend sends no write of a scheduling cycle (binding, PreBind
+    #: patches, pod status and results, preemption deletes): a replica that lost its lease writes nothing
+    leader_gate: Callable[[], bool] | None = None
+
+    def may_write(self) -> bool:
+        gate = self.leader_gate
+        return gate is None or bool(gate())
+
     @abstractmethod
     def start(self, handler: EventHandler) -> None:
         """Deliver every current object as ADDED (nodes before pods), then changes as they happen."""

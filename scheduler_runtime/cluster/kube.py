@@ -18,7 +18,12 @@ Semantics follow client-go and kube-scheduler:
   * binding is `POST pods/{name}/binding` with the pod UID as precondition; events are
     events.k8s.io/v1; PodScheduled goes through a strategic-merge patch of `pods/status`;
   * events, status patches and annotations are written by background workers (bounded, never blocking
-    the scheduling loop); binds and deletes are synchronous (the caller is already a worker).
+    the scheduling loop); binds and deletes are synchronous (the caller is already a worker);
+  * results annotations go through `pods/status` too (or ride on the Binding), so the scheduler needs no
+    write on `pods`, exactly as system:kube-scheduler grants; a 409 on a binding is a success only when a
+    read of the pod shows this pod (UID) on the chosen node;
+  * with `leader_gate` set, every write of a scheduling cycle is checked against it right before it is
+    sent (after the rate limiter's wait): a replica that lost its lease sends nothing more.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ import urllib3
 from ..errors import KschedError
 from ..objects import Pod
 from ..ratelimit import TokenBucket
-from .base import BindError, ClusterBackend, EventHandler, PatchError
+from .base import NOT_LEADER, BindError, ClusterBackend, EventHandler, LeadershipLost, PatchError
 
 log = logging.getLogger("ksched.kube")
 
@@ -162,7 +167,7 @@ BUILTIN: dict[str, ResourceRef] = {r.plural: r for r in (
 
 #: what kube-scheduler watches; start() waits for all of these
 CORE_RESOURCES = ("namespaces", "nodes", "pods", "poddisruptionbudgets", "services", "replicasets",
-                  "statefulsets", "priorityclasses")
+                  "statefulsets")
 #: start() delivery order: these first, pods last, everything else in between
 _FIRST = ("namespaces", "nodes")
 
@@ -1462,14 +1467,15 @@ def _cc_get(cc: Any, names: Iterable[str], default: Any) -> Any:
     return default
 
 
-#: what kube-scheduler needs (the system:kube-scheduler ClusterRole grants these)
+#: what the runtime needs; the system:kube-scheduler ClusterRole grants all but the last four, which
+#: system:volume-scheduler grants. Results annotations need nothing more: they ride on the binding or on
+#: the `pods/status` patch checked here, never on a `patch` of `pods`.
 REQUIRED_PERMISSIONS: tuple[tuple[str, str, str, str], ...] = (
     ("list", "", "pods", ""), ("watch", "", "pods", ""), ("list", "", "nodes", ""), ("watch", "", "nodes", ""),
     ("list", "", "namespaces", ""), ("watch", "", "namespaces", ""), ("list", "", "services", ""),
     ("watch", "", "services", ""), ("list", "apps", "replicasets", ""), ("watch", "apps", "replicasets", ""),
     ("list", "apps", "statefulsets", ""), ("watch", "apps", "statefulsets", ""),
     ("list", "policy", "poddisruptionbudgets", ""), ("watch", "policy", "poddisruptionbudgets", ""),
-    ("list", "scheduling.k8s.io", "priorityclasses", ""), ("watch", "scheduling.k8s.io", "priorityclasses", ""),
     ("create", "", "pods", "binding"), ("patch", "", "pods", "status"), ("delete", "", "pods", ""),
     ("create", "events.k8s.io", "events", ""),
     # the volume plugins of the default profile (system:kube-scheduler reads, system:volume-scheduler writes)
@@ -1751,7 +1757,10 @@ class KubeCluster(ClusterBackend):
         attempt = 0
         while True:
             try:
-                resp = self.client.request("POST", path, body=body, conn_retries=0)
+                resp = self._write("POST", path, body=body, conn_retries=0)  # checked again before a retry
+                if resp is None:
+                    self.stats["binds_dropped_not_leader"] += 1
+                    raise LeadershipLost(f"not binding {pod.key} to {node_name}: {NOT_LEADER}")
             except ApiUnreachableError as exc:
                 # the bind may have happened; a retry then answers 409 "already assigned" to our node
                 if attempt >= self.bind_retries:
@@ -1764,7 +1773,7 @@ class KubeCluster(ClusterBackend):
                 self.stats["binds"] += 1
                 return
             msg = resp.message()
-            if resp.status == 409 and "already assigned" in msg and f'node "{node_name}"' in msg:
+            if resp.status == 409 and self._bound_to(pod, node_name):
                 # an earlier try whose answer was lost (connection cut, 5xx while the server went down)
                 # did bind it, or someone bound it where we would: either way it sits on our node
                 self.stats["binds"] += 1
@@ -1780,6 +1789,29 @@ class KubeCluster(ClusterBackend):
             self.stats["bind_errors"] += 1
             raise BindError(str(self.client.error(resp, "POST", path)))
 
+    def _write(self, method: str, path: str, **kw: Any) -> Response | None:
+        """A write of a scheduling cycle. The leader gate is checked after the rate limiter's wait, right
+        before the request goes out, so a replica that lost its lease meanwhile sends nothing (None)."""
+        self.client.limiter.acquire()
+        if not self.may_write():
+            self.stats["writes_dropped_not_leader"] += 1
+            return None
+        return self.client.request(method, path, limit=False, **kw)
+
+    def _bound_to(self, pod: Pod, node_name: str) -> bool:
+        """After a 409 on a binding: does the API server hold this very pod (same UID) on `node_name`? Read
+        from the server, not the cache, and from structured fields (the 409's details name no node)."""
+        path = f"/api/v1/namespaces/{_q(pod.namespace)}/pods/{_q(pod.name)}"
+        try:
+            resp = self.client.request("GET", path, conn_retries=1)
+        except ApiError:
+            return False
+        if not resp.ok:
+            return False
+        raw = resp.json()
+        return ((raw.get("metadata") or {}).get("uid") == pod.uid
+                and (raw.get("spec") or {}).get("nodeName") == node_name)
+
     # ----------------------------------------------------------------- generic writes
     def patch_object(self, resource: str, name: str, namespace: str | None,
                      patch: dict[str, Any]) -> dict[str, Any]:
@@ -1790,7 +1822,9 @@ class KubeCluster(ClusterBackend):
         except _NotServed as exc:
             raise PatchError(str(exc), status=404) from None
         path = ref.path(namespace if ref.namespaced else None, name)
-        resp = self.client.request("PATCH", path, body=patch, content_type="application/merge-patch+json")
+        resp = self._write("PATCH", path, body=patch, content_type="application/merge-patch+json")
+        if resp is None:
+            raise PatchError(f"not patching {resource} {name}: {NOT_LEADER}", status=0)
         if resp.ok:
             return _strip(resp.json())
         raise PatchError(str(self.client.error(resp, "PATCH", path)), status=resp.status)
@@ -1877,7 +1911,9 @@ class KubeCluster(ClusterBackend):
             return False
         path = f"/api/v1/namespaces/{_q(pod.namespace)}/pods/{_q(pod.name)}/status"
         body = {"metadata": {"uid": pod.uid}, "status": patch_status}
-        resp = self.client.request("PATCH", path, body=body, content_type="application/strategic-merge-patch+json")
+        resp = self._write("PATCH", path, body=body, content_type="application/strategic-merge-patch+json")
+        if resp is None:
+            return False
         if resp.ok:
             return True
         if resp.status == 404 or (resp.status in (409, 422) and not self._same_pod(pod)):
@@ -1893,9 +1929,13 @@ class KubeCluster(ClusterBackend):
         changes = {k: v for k, v in annotations.items() if have.get(k) != v}
         if not changes:
             return False
-        path = f"/api/v1/namespaces/{_q(pod.namespace)}/pods/{_q(pod.name)}"
+        # through pods/status, which system:kube-scheduler may patch (a patch of `pods` could change the image);
+        # the API server keeps the spec on a status write and takes the metadata
+        path = f"/api/v1/namespaces/{_q(pod.namespace)}/pods/{_q(pod.name)}/status"
         body = {"metadata": {"uid": pod.uid, "annotations": changes}}
-        resp = self.client.request("PATCH", path, body=body, content_type="application/merge-patch+json")
+        resp = self._write("PATCH", path, body=body, content_type="application/merge-patch+json")
+        if resp is None:
+            return False
         if resp.ok:
             return True
         if resp.status == 404 or (resp.status in (409, 422) and not self._same_pod(pod)):
@@ -1913,15 +1953,21 @@ class KubeCluster(ClusterBackend):
                 "message": f"{pod.scheduler_name or self.scheduler_name}: preempting to accommodate a higher "
                            f"priority pod", "lastTransitionTime": rfc3339()}]}}
             try:
-                r = self.client.request("PATCH", path + "/status", body=body,
-                                        content_type="application/strategic-merge-patch+json")
+                r = self._write("PATCH", path + "/status", body=body,
+                                content_type="application/strategic-merge-patch+json")
+                if r is None:
+                    log.info("not deleting pod %s: %s", pod.key, NOT_LEADER)
+                    return
                 if r.status == 404:
                     return
             except ApiError as exc:
                 log.warning("could not mark %s as a disruption target: %s", pod.key, exc)
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": pod.termination_grace_period,
                 "preconditions": {"uid": pod.uid}}
-        resp = self.client.request("DELETE", path, body=body)
+        resp = self._write("DELETE", path, body=body)
+        if resp is None:
+            log.info("not deleting pod %s: %s", pod.key, NOT_LEADER)
+            return
         if resp.ok or resp.status in (404, 409):
             self.stats["deletes"] += 1
             return

@@ -28,9 +28,11 @@ from ..plugins.volumeutil import (
 from .base import (
     CLUSTER_SCOPED,
     KIND_TO_RESOURCE,
+    NOT_LEADER,
     BindError,
     ClusterBackend,
     EventHandler,
+    LeadershipLost,
     PatchError,
     merge_patch,
     resource_of_kind,
@@ -361,6 +363,8 @@ class MemoryCluster(ClusterBackend):
             return self._objects.get("pods", {}).get(f"{namespace}/{name}")
 
     def bind(self, pod: Pod, node_name: str, annotations: dict[str, str] | None = None) -> None:
+        if not self.may_write():
+            raise LeadershipLost(f"not binding {pod.key} to {node_name}: {NOT_LEADER}")
         with self._lock:
             raw = self._objects.get("pods", {}).get(pod.key)
             if raw is None or raw["metadata"].get("uid") != pod.uid:
@@ -393,6 +397,8 @@ class MemoryCluster(ClusterBackend):
 
     def patch_pod_status(self, pod: Pod, condition: dict[str, Any] | None,
                          nominated_node_name: str | None = None) -> None:
+        if not self.may_write():
+            return
         with self._lock:
             raw = self._objects.get("pods", {}).get(pod.key)
             if raw is None:
@@ -421,6 +427,8 @@ class MemoryCluster(ClusterBackend):
         # Status-only changes are not delivered: the scheduler wrote them and needs no event back.
 
     def annotate_pod(self, pod: Pod, annotations: dict[str, str | None]) -> None:
+        if not self.may_write():
+            return
         with self._lock:
             raw = self._objects.get("pods", {}).get(pod.key)
             if raw is None:
@@ -435,6 +443,8 @@ class MemoryCluster(ClusterBackend):
             meta["annotations"] = ann
 
     def delete_pod(self, pod: Pod, reason: str = "") -> None:
+        if not self.may_write():
+            return
         self.deleted.append(pod.key)
         self.delete("pods", pod.name, pod.namespace)
 

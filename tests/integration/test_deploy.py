@@ -144,7 +144,8 @@ def test_second_scheduler_apply_check_reapply_undeploy(control_plane: Any, clien
     s = secondsched.prepare(name, ns, IMAGE, cfg, 2, _registry(None))
     kinds = [o["kind"] for o in s.objects]
     assert kinds == ["ServiceAccount", "ClusterRoleBinding", "ClusterRoleBinding", "ClusterRole",
-                     "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Deployment"]
+                     "ClusterRoleBinding", "Role", "RoleBinding", "ValidatingAdmissionPolicy",
+                     "ValidatingAdmissionPolicyBinding", "ConfigMap", "Deployment"]
     live = {secondsched.describe(o): _get(client, o) for o in s.objects}
     assert all(v is not None for v in live.values()), [k for k, v in live.items() if v is None]
     for o in s.objects:
@@ -183,7 +184,8 @@ def test_second_scheduler_apply_check_reapply_undeploy(control_plane: Any, clien
     sa = f"system:serviceaccount:{ns}:{name}"
     for verb, group, resource, sub in REQUIRED_PERMISSIONS:
         assert _allowed(client, sa, verb, group, resource, sub), (verb, group, resource, sub)
-    assert _allowed(client, sa, "patch", "", "pods", namespace="default")
+    assert not _allowed(client, sa, "patch", "", "pods", namespace="default"), "no pod write: it could change images"
+    assert _allowed(client, sa, "patch", "", "pods", "status", namespace="default")
     assert _allowed(client, sa, "list", "scheduling.x-k8s.io", "podgroups")
     assert _allowed(client, sa, "update", "coordination.k8s.io", "leases", namespace=ns, name=name)
     assert not _allowed(client, sa, "update", "coordination.k8s.io", "leases", namespace=ns, name="kube-scheduler-x")
@@ -294,11 +296,11 @@ def test_static_pod_rbac_lets_kube_scheduler_user_run_ksched(client: KubeClient,
         return bool(client.call("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body=body)
                     ["status"].get("allowed"))
 
-    assert not allowed("list", "scheduling.k8s.io", "priorityclasses"), "the built-in role alone is not enough"
+    assert not allowed("list", "scheduling.x-k8s.io", "podgroups"), "the built-in role alone is not enough"
     secondsched.apply_objects(client, objs)
     try:
         for verb, group, resource, sub in REQUIRED_PERMISSIONS:
             assert allowed(verb, group, resource, sub), (verb, group, resource, sub)
-        assert allowed("patch", "", "pods") and allowed("watch", "scheduling.x-k8s.io", "podgroups")
+        assert not allowed("patch", "", "pods") and allowed("watch", "scheduling.x-k8s.io", "podgroups")
     finally:
         secondsched.delete_objects(client, objs)

@@ -56,8 +56,15 @@ def test_one_replica_no_leader_election_recreate(tmp_path: Path, registry: Any) 
     dep = _by_kind(s, "Deployment")[0]
     assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"] == {"type": "Recreate"}
     assert not _by_kind(s, "Role") and not _by_kind(s, "RoleBinding")
+    # the default profile needs exactly system:kube-scheduler + system:volume-scheduler: no -extras role
     assert [o["kind"] for o in s.objects] == ["ServiceAccount", "ClusterRoleBinding", "ClusterRoleBinding",
-                                              "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment"]
+                                              "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+                                              "ConfigMap", "Deployment"]
+    policy = _by_kind(s, "ValidatingAdmissionPolicy")[0]
+    assert policy["spec"]["matchConditions"][0]["expression"] == \
+        "request.userInfo.username == 'system:serviceaccount:kube-system:my-sched'"
+    assert _by_kind(s, "ValidatingAdmissionPolicyBinding")[0]["spec"] == {
+        "policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
 
 
 def test_replicas_turn_on_leader_election_with_own_lease(tmp_path: Path, registry: Any) -> None:
@@ -82,12 +89,14 @@ def test_plugin_rbac_and_system_roles(tmp_path: Path, registry: Any) -> None:
     groups = {(tuple(r["apiGroups"]), tuple(r["resources"])) for r in rules}
     assert (("scheduling.x-k8s.io",), ("podgroups",)) in groups
     assert any("scheduling.sigs.k8s.io" in r["apiGroups"] for r in rules), "NodeCRDResourceFit's CRD"
-    assert (("scheduling.k8s.io",), ("priorityclasses",)) in groups
+    assert not any("pods" in r["resources"] for r in rules), "no pod write beyond system:kube-scheduler"
     why = _by_kind(s, "ClusterRole")[0]["metadata"]["annotations"]["ksched.io/why"]
     assert "Coscheduling" in why and "NodeCRDResourceFit" in why
-    # the default profile needs nothing beyond the runtime's own rules
+    # the default profile needs nothing beyond the built-in roles
     plain = _prep(tmp_path, registry, HEAD)
-    assert len(_by_kind(plain, "ClusterRole")[0]["rules"]) == 2
+    assert not _by_kind(plain, "ClusterRole")
+    assert {b["roleRef"]["name"] for b in _by_kind(plain, "ClusterRoleBinding")} == {
+        "system:kube-scheduler", "system:volume-scheduler"}
 
 
 def test_config_changes_roll_the_pods(tmp_path: Path, registry: Any) -> None:
