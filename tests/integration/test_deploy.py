@@ -143,7 +143,7 @@ def test_second_scheduler_apply_check_reapply_undeploy(control_plane: Any, clien
     assert "schedulerName: gang-scheduler" in r.stdout
     s = secondsched.prepare(name, ns, IMAGE, cfg, 2, _registry(None))
     kinds = [o["kind"] for o in s.objects]
-    assert kinds == ["ServiceAccount", "ClusterRoleBinding", "ClusterRoleBinding", "ClusterRole",
+    assert kinds == ["ServiceAccount", "ClusterRoleBinding", "ClusterRoleBinding", "RoleBinding", "ClusterRole",
                      "ClusterRoleBinding", "Role", "RoleBinding", "ValidatingAdmissionPolicy",
                      "ValidatingAdmissionPolicyBinding", "ConfigMap", "Deployment"]
     live = {secondsched.describe(o): _get(client, o) for o in s.objects}

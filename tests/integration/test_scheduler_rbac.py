@@ -115,6 +115,10 @@ def test_the_scheduler_gets_exactly_the_built_in_scheduler_roles(
     assert ("patch", "pods") not in pod_verbs and ("update", "pods") not in pod_verbs
     for verb in ("patch", "update", "create", "deletecollection"):
         assert not _allowed(admin, user, verb, "", "pods"), verb
+    # the secure port's delegated authentication reads the client CAs as system:kube-scheduler may
+    assert _allowed(admin, user, "get", "", "configmaps", namespace="kube-system",
+                    name="extension-apiserver-authentication")
+    assert not _allowed(admin, user, "get", "", "configmaps", namespace="kube-system", name="other")
     assert not _allowed(admin, user, "list", "scheduling.k8s.io", "priorityclasses")
 
     # the runtime's preflight asks for nothing the roles do not grant

@@ -55,10 +55,15 @@ def test_one_replica_no_leader_election_recreate(tmp_path: Path, registry: Any) 
     assert s.scheduler_names == ["my-sched"] and not s.leader_elect
     dep = _by_kind(s, "Deployment")[0]
     assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"] == {"type": "Recreate"}
-    assert not _by_kind(s, "Role") and not _by_kind(s, "RoleBinding")
+    assert not _by_kind(s, "Role")
+    # the delegated authentication of the secure port reads kube-system/extension-apiserver-authentication
+    [reader] = _by_kind(s, "RoleBinding")
+    assert reader["metadata"]["namespace"] == "kube-system"
+    assert reader["roleRef"]["name"] == "extension-apiserver-authentication-reader"
+    assert reader["subjects"] == [{"kind": "ServiceAccount", "name": "my-sched", "namespace": "kube-system"}]
     # the default profile needs exactly system:kube-scheduler + system:volume-scheduler: no -extras role
     assert [o["kind"] for o in s.objects] == ["ServiceAccount", "ClusterRoleBinding", "ClusterRoleBinding",
-                                              "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+                                              "RoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
                                               "ConfigMap", "Deployment"]
     policy = _by_kind(s, "ValidatingAdmissionPolicy")[0]
     assert policy["spec"]["matchConditions"][0]["expression"] == \
@@ -77,7 +82,7 @@ def test_replicas_turn_on_leader_election_with_own_lease(tmp_path: Path, registr
     assert role["metadata"]["namespace"] == "sched"
     assert {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["my-sched"],
             "verbs": ["get", "list", "watch", "update", "patch"]} in role["rules"]
-    rb = _by_kind(s, "RoleBinding")[0]
+    rb = next(b for b in _by_kind(s, "RoleBinding") if b["roleRef"]["name"] == role["metadata"]["name"])
     assert rb["subjects"] == [{"kind": "ServiceAccount", "name": "my-sched", "namespace": "sched"}]
 
 
