@@ -63,8 +63,8 @@ def test_one_replica_no_leader_election_recreate(tmp_path: Path, registry: Any) 
     assert reader["subjects"] == [{"kind": "ServiceAccount", "name": "my-sched", "namespace": "kube-system"}]
     # the default profile needs exactly system:kube-scheduler + system:volume-scheduler: no -extras role
     assert [o["kind"] for o in s.objects] == ["ServiceAccount", "ClusterRoleBinding", "ClusterRoleBinding",
-                                              "RoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
-                                              "ConfigMap", "Deployment"]
+                                              "RoleBinding", "ValidatingAdmissionPolicy",
+                                              "ValidatingAdmissionPolicyBinding", "ConfigMap", "Deployment"]
     policy = _by_kind(s, "ValidatingAdmissionPolicy")[0]
     assert policy["spec"]["matchConditions"][0]["expression"] == \
         "request.userInfo.username == 'system:serviceaccount:kube-system:my-sched'"
