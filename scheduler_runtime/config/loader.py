@@ -330,6 +330,10 @@ def default_document(doc: dict[str, Any], registry: Registry) -> dict[str, Any]:
                 if spec is not None and spec.source == "in-tree":
                     # Go's omitempty: kube-scheduler writes no empty lists or maps in args
                     pc["args"] = {k: v for k, v in pc["args"].items() if v not in ([], {})}
+    if d.get("extenders"):
+        from ..extenders.config import apply_ignored_resources
+
+        apply_ignored_resources(d)
     return _sorted_keys(d)
 
 

@@ -2,7 +2,8 @@
 
 Field names, types and omitempty rules are kube-scheduler config/v1's `Extender`; validation is
 validateExtenders (weight, one binder, extended resource names, duplicates); an unset httpTimeout is
-replaced by 5s only when the client is built (DefaultExtenderTimeout), so rendering keeps "0s".
+replaced by 5s (DefaultExtenderTimeout) in place when the client is built, before
+--write-config-to writes the file, so the rendered form says 5s.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ FIELD_DOCS: list[tuple[str, str, Any, str]] = [
     ("bindVerb", "string", "", "verb that binds the pod instead of the Bind plugins (one extender at most)"),
     ("enableHTTPS", "boolean", False, "with no CA configured, skip certificate verification"),
     ("tlsConfig", "object", "", "insecure, serverName, certFile/keyFile/caFile, certData/keyData/caData (base64)"),
-    ("httpTimeout", "duration", "0s", "timeout of each call; 0 means kube's default of 5s"),
+    ("httpTimeout", "duration", "5s", "timeout of each call; 0 means kube's default of 5s"),
     ("nodeCacheCapable", "boolean", False, "send node names only (the extender caches nodes)"),
     ("managedResources", "list", "", "{name, ignoredByScheduler}: only pods requesting one are sent"),
     ("ignorable", "boolean", False, "errors and timeouts skip this extender instead of failing the attempt"),
@@ -221,10 +222,12 @@ def _frac(value: int, unit: int) -> str:
 
 def render_extenders(exts: list[ExtenderConfig]) -> list[dict[str, Any]]:
     """The list as `kube-scheduler --write-config-to` writes it: omitempty fields left out, httpTimeout
-    always present (a struct), []byte fields base64, keys sorted."""
+    always present (a struct; 0 written as the 5s default), []byte fields base64, keys sorted."""
     out = []
     for e in exts:
-        d: dict[str, Any] = {"urlPrefix": e.url_prefix, "httpTimeout": go_duration(e.http_timeout)}
+        # kube-scheduler fills the unset timeout in place while building the extender, so it writes 5s
+        d: dict[str, Any] = {"urlPrefix": e.url_prefix,
+                             "httpTimeout": go_duration(e.http_timeout or DEFAULT_TIMEOUT)}
         for key, val in (("filterVerb", e.filter_verb), ("preemptVerb", e.preempt_verb),
                          ("prioritizeVerb", e.prioritize_verb), ("weight", e.weight), ("bindVerb", e.bind_verb),
                          ("enableHTTPS", e.enable_https), ("nodeCacheCapable", e.node_cache_capable),
@@ -259,6 +262,19 @@ def render_raw(raw: Any) -> Any:
 def ignored_resources(exts: list[ExtenderConfig]) -> list[str]:
     """Resource names NodeResourcesFit ignores because an extender manages them (buildExtenders)."""
     return [r.name for e in exts for r in e.managed_resources if r.ignored_by_scheduler]
+
+
+def apply_ignored_resources(doc: dict[str, Any]) -> None:
+    """kube-scheduler's buildExtenders, on the defaulted document (it runs before --write-config-to writes):
+    the ignoredByScheduler names replace NodeResourcesFit's ignoredResources in every profile."""
+    errs: list[str] = []
+    names = ignored_resources(decode_extenders(doc.get("extenders"), errs))
+    if errs or not names:
+        return
+    for prof in doc.get("profiles") or []:
+        for pc in (prof.get("pluginConfig") or []) if isinstance(prof, dict) else []:
+            if isinstance(pc, dict) and pc.get("name") == "NodeResourcesFit" and isinstance(pc.get("args"), dict):
+                pc["args"]["ignoredResources"] = list(names)
 
 
 def explain() -> dict[str, Any]:

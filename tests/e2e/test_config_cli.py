@@ -182,7 +182,7 @@ def test_extenders_are_validated_defaulted_and_explained(ksched, tmp_path):
     assert r.stderr == ""
     d = ksched("config", "default", str(cfg))
     assert d.returncode == 0
-    assert "extenders:\n- filterVerb: filter\n  httpTimeout: 0s\n  urlPrefix: http://127.0.0.1:8888/\n" in d.stdout
+    assert "extenders:\n- filterVerb: filter\n  httpTimeout: 5s\n  urlPrefix: http://127.0.0.1:8888/\n" in d.stdout
     bad = tmp_path / "bad.yaml"
     bad.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
                    "extenders:\n- urlPrefix: http://e/\n  prioritizeVerb: p\n")

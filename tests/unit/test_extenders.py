@@ -355,7 +355,7 @@ def test_config_default_renders_extenders_as_write_config_to() -> None:
     cfg = _config(ext("http://e/", filterVerb="filter", weight=0, nodeCacheCapable=False,
                       tlsConfig={"insecure": True, "certData": "YWJj"},
                       managedResources=[{"name": "example.com/gpu", "ignoredByScheduler": False}]))
-    assert cfg.raw["extenders"] == [{"filterVerb": "filter", "httpTimeout": "0s",
+    assert cfg.raw["extenders"] == [{"filterVerb": "filter", "httpTimeout": "5s",
                                      "managedResources": [{"name": "example.com/gpu"}],
                                      "tlsConfig": {"certData": "YWJj", "insecure": True}, "urlPrefix": "http://e/"}]
     text = yaml.safe_dump(cfg.raw)
