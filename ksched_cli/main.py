@@ -582,6 +582,15 @@ def _print_description(d: Any) -> None:
                 line = f"{line}, {entry}" if line else f"  {entry}"
             if line:
                 console.print(escape(line), soft_wrap=True)
+        if r.get("extenders"):
+            from scheduler_runtime.describe import extender_rows
+
+            t = Table(title="Extenders", title_justify="left")
+            for col in ("extender", "filter", "prioritize (score 0-10)", "preempt", "bind"):
+                t.add_column(col, overflow="fold")
+            for row in extender_rows(r):
+                t.add_row(*(escape(c) for c in row))
+            console.print(t)
     if d.summary:
         console.print("[bold]Why pending / what would help:[/]")
         for line in d.summary:

@@ -362,3 +362,68 @@ def test_config_default_renders_extenders_as_write_config_to() -> None:
     assert build(yaml.safe_load(text), REG).raw["extenders"] == cfg.raw["extenders"]
     assert _config(ext("u", httpTimeout="1m30s")).raw["extenders"][0]["httpTimeout"] == "1m30s"
     assert _config(ext("u", httpTimeout="1500ms")).raw["extenders"][0]["httpTimeout"] == "1.5s"
+
+
+# ------------------------------------------------------------------------------------------------ describe-pod
+def test_describe_pod_shows_extender_verdicts_beside_the_plugins(extender_server: Any, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    e = extender_server({"filter": {"reject": {"a": "no licence"}}, "prioritize": {"scores": {"c": 9, "b": 2}}})
+    (tmp_path / "cluster").mkdir()
+    (tmp_path / "cluster" / "nodes.yaml").write_text(yaml.safe_dump_all([_node("a"), _node("b"), _node("c")]))
+    (tmp_path / "pods.yaml").write_text(yaml.safe_dump(_pod("p")))
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                                   "extenders": [ext(e.url, filterVerb="filter", prioritizeVerb="prioritize",
+                                                     weight=2)]}))
+    ksched = Path(sys.executable).parent / "ksched"
+    args = [str(ksched), "describe-pod", "p", "-n", "ns", "--cluster", str(tmp_path / "cluster"), "--pods",
+            str(tmp_path / "pods.yaml"), "--config", str(cfg)]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=120, env={"COLUMNS": "250", **__import__(
+        "os").environ})
+    assert r.returncode == 0, r.stderr
+    assert "Node: c" in r.stdout
+    assert "Extenders" in r.stdout and "kept 2; failed: a (no licence)" in r.stdout
+    assert "weight 2: b=2, c=9" in r.stdout
+    assert "90x2" in r.stdout  # the extender's column in the score table: 9 x 10 at weight 2
+    j = subprocess.run([*args, "-o", "json"], capture_output=True, text=True, timeout=120)
+    res = json.loads(j.stdout)["schedulingResult"]
+    assert res["extenders"][e.url]["filter"]["failed"] == {"a": "no licence"}
+
+
+# ------------------------------------------------------------------------------------------------ metrics
+def test_prioritizing_extender_goroutines_gauge(extender_server: Any) -> None:
+    import threading
+    import time
+
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from scheduler_runtime.metrics import SchedulerMetrics
+
+    def gauge(m: SchedulerMetrics) -> float | None:
+        for fam in text_string_to_metric_families(generate_latest(m.registry).decode()):
+            for s in fam.samples:
+                if s.name == "scheduler_goroutines" and s.labels.get("operation") == "prioritizing_extender":
+                    return s.value
+        return None
+
+    e = extender_server({"prioritize": {"sleep": 2, "scores": {"a": 1}}})
+    cfg = _config(ext(e.url, prioritizeVerb="prioritize", weight=1))
+    m = MemoryCluster()
+    for n in (_node("a"), _node("b")):
+        m.create(n, emit=False)
+    metrics = SchedulerMetrics()
+    s = Scheduler(m, cfg, REG, seed=1, metrics=metrics)
+    s.start()
+    assert gauge(metrics) == 0
+    m.create(_pod("p"))
+    t = threading.Thread(target=s.run, kwargs={"until_idle": True}, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and gauge(metrics) != 1:
+        time.sleep(0.02)
+    assert gauge(metrics) == 1
+    t.join(60)
+    assert gauge(metrics) == 0 and _placed(m, "p") == "a"
