@@ -427,3 +427,42 @@ def test_prioritizing_extender_goroutines_gauge(extender_server: Any) -> None:
     assert gauge(metrics) == 1
     t.join(60)
     assert gauge(metrics) == 0 and _placed(m, "p") == "a"
+
+
+# ------------------------------------------------------------------------------------------------ the example
+def test_example_extender_with_simulate(tmp_path: Path) -> None:
+    """examples/extender: its script and config, through `ksched simulate` (table and JSON)."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, str(root / "examples/extender/extender.py"), "--port", str(port)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and "listening" in proc.stdout.readline()
+        cfg = tmp_path / "cfg.yaml"
+        cfg.write_text((root / "examples/extender/scheduler-config.yaml").read_text().replace(":8888/", f":{port}/"))
+        ksched = Path(sys.executable).parent / "ksched"
+        args = [str(ksched), "simulate", "--cluster", str(root / "examples/cluster"), "--pods",
+                str(root / "examples/pods.yaml"), "--config", str(cfg)]
+        r = subprocess.run([*args, "-o", "json"], capture_output=True, text=True, timeout=120, cwd=root)
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        assert out["pods"] and all(p["node"] != "node-c1" for p in out["pods"])  # zone-c has no licence
+        verdicts = [p["extenders"] for p in out["pods"] if "extenders" in p]
+        assert any("node-c1" in v[f"http://127.0.0.1:{port}/licence"]["filter"].get("failed", {}) for v in verdicts)
+        t = subprocess.run(args, capture_output=True, text=True, timeout=120, cwd=root,
+                           env={**os.environ, "COLUMNS": "200"})
+        assert t.returncode == 0 and "extender verdicts" in t.stdout and "no GPU licence left in zone-c" in t.stdout
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
