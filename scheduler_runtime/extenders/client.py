@@ -178,9 +178,12 @@ class HTTPExtender:
         try:
             return orjson.loads(resp.data)
         except orjson.JSONDecodeError as exc:
-            if not resp.data.strip():
-                raise ExtenderError("EOF") from exc
-            raise ExtenderError(f"invalid character in extender response: {exc}") from exc
+            text = resp.data.decode("utf-8", "replace").lstrip(" \t\r\n")
+            if not text:
+                raise ExtenderError("EOF") from exc  # what Go's json.Decoder says about an empty body
+            if text[0] not in '{["-0123456789tfn':
+                raise ExtenderError(f"invalid character '{text[0]}' looking for beginning of value") from exc
+            raise ExtenderError(f"invalid JSON from extender: {exc}") from exc
 
     # ------------------------------------------------------------------ verbs
     def _args(self, pod: Pod, nodes: list[Node]) -> dict[str, Any]:

@@ -466,3 +466,17 @@ def test_example_extender_with_simulate(tmp_path: Path) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+
+def test_undecodable_responses_are_errors_worded_like_go(extender_server: Any) -> None:
+    e = extender_server({"filter": {"raw": "oops, not json"}})
+    m, _ = _run(_config(ext(e.url, filterVerb="filter")), [_node("a")], [_pod("p")])
+    assert _result(m, "p")["message"] == "invalid character 'o' looking for beginning of value"
+    e.set({"filter": {"raw": '{"FailedNodes": ["a"]}'}})
+    m, _ = _run(_config(ext(e.url, filterVerb="filter")), [_node("a")], [_pod("p")])
+    assert _result(m, "p")["message"] == ("json: cannot unmarshal array into Go struct field "
+                                          "ExtenderFilterResult.FailedNodes of type extenderv1.FailedNodesMap")
+    e.set({"filter": {"raw": '{"nodenames": ["a"], "failednodes": {}, "Unknown": 1}'}})  # Go matches any case
+    m, _ = _run(_config(ext(e.url, filterVerb="filter", nodeCacheCapable=True)), [_node("a"), _node("b")],
+                [_pod("p")])
+    assert _placed(m, "p") == "a"
