@@ -94,6 +94,13 @@ def run_kube_scheduler(cp: Any, cfg_text: str, nodes: list[dict], pods: list[dic
         c.call("POST", "/api/v1/nodes", body=n)
         c.call("PATCH", f"/api/v1/nodes/{n['metadata']['name']}", body={"spec": {"taints": None}},
                content_type="application/merge-patch+json")  # lift the not-ready taint: no node controller here
+    # the API server is shared by the session: nodes other tests left there count in kube-scheduler's
+    # messages, so ksched's embedded cluster gets them too
+    everything = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": n["metadata"]["name"],
+                                                                    "labels": n["metadata"].get("labels") or {}},
+                   "spec": n.get("spec") or {}, "status": n.get("status") or {}}
+                  for n in c.call("GET", "/api/v1/nodes").get("items") or []]
+    nodes[:] = everything
     cfg = cp.dir / "ext-parity-config.yaml"
     cfg.write_text(cfg_text)
     log = open(cp.dir / "kube-scheduler-ext-parity.log", "wb")  # noqa: SIM115 - child process output
