@@ -195,3 +195,50 @@ def test_extender_placements_and_messages_match_kube_scheduler(control_plane: An
     unique = [(n, k, o) for n, k, o, _, u in decisions if u and k is not None]
     assert len(unique) >= 15, report
     assert [(n, k, o) for n, k, o in unique if k != o] == [], report
+
+
+def test_ksched_on_the_real_api_server_with_a_binding_extender(control_plane: Any, extender_server: Any,
+                                                               namespace: str, tmp_path: Path) -> None:
+    """ksched as the cluster's scheduler: the extender filters a node out and binds the pod itself (bindVerb)
+    through the API server; ksched records the Scheduled event and never binds it with DefaultBinder."""
+    import threading
+
+    from scheduler_runtime.app import Runner, RunOptions
+    from scheduler_runtime.testing.kube import create_node, wait_for
+
+    admin = KubeClient(load_connection(str(control_plane.kubeconfig_path)))
+    names = [f"eb-{namespace}-{i}" for i in range(3)]
+    for n in names:
+        create_node(admin, n, labels={"ext-bind": namespace})
+    e = extender_server({"filter": {"reject": {names[0]: "reserved", names[1]: "reserved"}}},
+                        kubeconfig=str(control_plane.kubeconfig_path))
+    cfg_file = tmp_path / "cfg.yaml"
+    cfg_file.write_text(yaml.safe_dump({
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {"leaderElect": False}, "profiles": [{"schedulerName": "ksched-ext-bind"}],
+        "extenders": [{"urlPrefix": e.url, "filterVerb": "filter", "bindVerb": "bind", "nodeCacheCapable": True}]}))
+    reg = build_registry([])
+    runner = Runner(load_config(cfg_file, reg), reg, RunOptions(kubeconfig=str(control_plane.kubeconfig_path),
+                                                               secure_port=0,
+                                                               leader_overrides={"leader_elect": False}, seed=1))
+    t = threading.Thread(target=runner.run, daemon=True)
+    t.start()
+    try:
+        admin.call("POST", f"/api/v1/namespaces/{namespace}/pods", body={
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bound-by-extender", "namespace": namespace},
+            "spec": {"schedulerName": "ksched-ext-bind", "nodeSelector": {"ext-bind": namespace},
+                     "containers": [{"name": "c", "image": "pause"}]}})
+        node = wait_for(lambda: admin.call("GET", f"/api/v1/namespaces/{namespace}/pods/bound-by-extender")
+                        ["spec"].get("nodeName"), 60, "the extender to bind the pod")
+        assert node == names[2]
+        (bind,) = e.requests("bind")
+        assert bind["body"]["Node"] == names[2] and bind["body"]["PodName"] == "bound-by-extender"
+        events = wait_for(lambda: [ev for ev in admin.call(
+            "GET", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")["items"] if ev["reason"] == "Scheduled"],
+            30, "the Scheduled event")
+        assert events[0]["note"] == f"Successfully assigned {namespace}/bound-by-extender to {names[2]}"
+    finally:
+        runner.stop()
+        t.join(30)
+        for n in names:
+            admin.request("DELETE", f"/api/v1/nodes/{n}")
