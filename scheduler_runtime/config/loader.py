@@ -665,6 +665,10 @@ def _build(doc: dict[str, Any], registry: Registry, file: str | None = None) -> 
 
     extenders = decode_extenders(doc.get("extenders"), errs)
     errs.extend(validate_extenders(extenders))
+    if not errs:
+        from ..extenders.client import tls_errors
+
+        errs.extend(tls_errors(extenders))
     if queue_sorts:
         _, first_qs, first_args = queue_sorts[0]
         for i, qs, a in queue_sorts[1:]:

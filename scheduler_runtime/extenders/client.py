@@ -71,7 +71,8 @@ def _ssl_context(cfg: ExtenderConfig) -> ssl.SSLContext | None:
             with open(path, "rb") as fh:
                 return fh.read()
         except OSError as exc:
-            raise InputError(f"open {path}: {exc.strerror or exc}", field=f"{where}.{key}", usage=False) from None
+            raise InputError(f"open {path}: {(exc.strerror or str(exc)).lower()}", field=f"{where}.{key}",
+                                 usage=False) from None
 
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
@@ -106,6 +107,18 @@ def _ssl_context(cfg: ExtenderConfig) -> ssl.SSLContext | None:
     else:
         ctx.load_default_certs()
     return ctx
+
+
+def tls_errors(cfgs: list[ExtenderConfig]) -> list[str]:
+    """What kube-scheduler refuses at start-up when it builds each extender's TLS transport (unreadable
+    files, bad PEM, a CA with insecure), as `extenders[i].tlsConfig...: reason` lines."""
+    errs = []
+    for cfg in cfgs:
+        try:
+            _ssl_context(cfg)
+        except InputError as exc:
+            errs.append(f"{exc.field}: {exc.detail}")
+    return errs
 
 
 class HTTPExtender:

@@ -480,3 +480,10 @@ def test_undecodable_responses_are_errors_worded_like_go(extender_server: Any) -
     m, _ = _run(_config(ext(e.url, filterVerb="filter", nodeCacheCapable=True)), [_node("a"), _node("b")],
                 [_pod("p")])
     assert _placed(m, "p") == "a"
+
+
+def test_tls_problems_kube_refuses_at_start_up_are_config_errors(tmp_path: Path) -> None:
+    assert _errors(ext("https://e", tlsConfig={"caFile": str(tmp_path / "missing.pem")})) == [
+        f"extenders[0].tlsConfig.caFile: open {tmp_path / 'missing.pem'}: no such file or directory"]
+    assert _errors(ext("https://e", tlsConfig={"insecure": True, "caData": "YWJj"})) == [
+        "extenders[0].tlsConfig: specifying a root certificates file with the insecure flag is not allowed"]
