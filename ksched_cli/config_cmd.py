@@ -168,7 +168,8 @@ def explain(
                 t.add_column(col, overflow="fold")
             for a in info["args"]:
                 t.add_row(a["name"] + (" *" if a["required"] else ""), escape(a["type"]),
-                          escape(json.dumps(a.get("default"))) if "default" in a else "", a.get("range", ""))
+                          escape(json.dumps(a.get("default"))) if "default" in a else "",
+                          a.get("range", a.get("description", "")))
             console.print(t)
         console.print("[bold]example[/]:")
         print(info["example"], end="")

@@ -7,7 +7,7 @@ as the behaviour file (re-read per request, so a test can change it) says, per v
   filter:     {"reject": {node: msg}, "unresolvable": {node: msg}, "error": str, "claim": [extra names]}
   prioritize: {"scores": {node: int}, "default": int}
   bind:       {"error": str}; with --kubeconfig the extender binds the pod itself through the API server
-  preempt:    {"drop": [node]} -- victims are echoed back as UIDs (MetaVictims) for the other nodes
+  preempt:    {"drop": [node], "empty": [node]} -- victims echoed back as UIDs (MetaVictims), none for "empty"
   any verb:   {"status": int (not 200: answer that code), "sleep": seconds, "raw": text sent as is}
 """
 
@@ -59,7 +59,7 @@ def answer(verb: str, body: dict[str, Any], b: dict[str, Any], kubeconfig: str |
                 "target": {"kind": "Node", "name": body["Node"]}})
         return {"Error": b.get("error", "")}
     if verb == "preempt":
-        drop = set(b.get("drop") or [])
+        drop, empty = set(b.get("drop") or []), set(b.get("empty") or [])
         out = {}
         if body.get("NodeNameToMetaVictims") is not None:
             for node, mv in body["NodeNameToMetaVictims"].items():
@@ -70,6 +70,8 @@ def answer(verb: str, body: dict[str, Any], b: dict[str, Any], kubeconfig: str |
                 if node not in drop:
                     out[node] = {"Pods": [{"UID": p["metadata"]["uid"]} for p in v["Pods"]],
                                  "NumPDBViolations": v["NumPDBViolations"]}
+        for node in empty & set(out):
+            out[node] = {"Pods": [], "NumPDBViolations": 0}
         return {"NodeNameToMetaVictims": out}
     return {}
 

@@ -291,5 +291,5 @@ def explain() -> dict[str, Any]:
             "doc": "Scheduler extenders: HTTP(S) webhooks kube-scheduler (and ksched) call at fixed points of "
                    "each scheduling attempt.",
             "args": [{"name": n, "type": t, "required": n == "urlPrefix", **({"default": dflt} if dflt != "" else {}),
-                      "range": meaning} for n, t, dflt, meaning in FIELD_DOCS],
+                      "description": meaning} for n, t, dflt, meaning in FIELD_DOCS],
             "rbac": [], "example": yaml.safe_dump(example, sort_keys=False)}

@@ -487,3 +487,20 @@ def test_tls_problems_kube_refuses_at_start_up_are_config_errors(tmp_path: Path)
         f"extenders[0].tlsConfig.caFile: open {tmp_path / 'missing.pem'}: no such file or directory"]
     assert _errors(ext("https://e", tlsConfig={"insecure": True, "caData": "YWJj"})) == [
         "extenders[0].tlsConfig: specifying a root certificates file with the insecure flag is not allowed"]
+
+
+def test_preempt_errors_ignorable_and_not(extender_server: Any) -> None:
+    e = extender_server({"preempt": {"status": 500}})
+    nodes, bound = [_node("a")], [_victim("va", "a")]
+    m, _ = _run(_config(ext(e.url, preemptVerb="preempt")), nodes, [_pod("hi", cpu="3", priority=100)], bound=bound)
+    assert m.get_pod("ns", "va") is not None  # nothing preempted
+    assert f"failed preempt with extender at URL {e.url}/preempt, code 500" in _result(m, "hi")["message"]
+    m, _ = _run(_config(ext(e.url, preemptVerb="preempt", ignorable=True)), nodes,
+                [_pod("hi", cpu="3", priority=100)], bound=bound)
+    assert m.get_pod("ns", "va") is None or m.get_pod("ns", "va")["metadata"].get("deletionTimestamp")
+    e.set({"preempt": {"empty": ["a"]}})
+    m, _ = _run(_config(ext(e.url, preemptVerb="preempt")), nodes, [_pod("hi", cpu="3", priority=100)], bound=bound)
+    assert 'expected at least one victim pod on node "a"' in _result(m, "hi")["message"]
+    m, _ = _run(_config(ext(e.url, preemptVerb="preempt", ignorable=True)), nodes,
+                [_pod("hi", cpu="3", priority=100)], bound=bound)
+    assert _result(m, "hi")["message"].endswith("no candidate node for preemption")
