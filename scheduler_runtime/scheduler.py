@@ -545,10 +545,10 @@ class Scheduler:
         if st is not None:
             raise CycleError(st)
         scores = fw.run_score(state, pod, snap, feasible, keep_breakdown=self.record_breakdown)
+        if sim is not None:  # plugins only: the simulator keeps extenders' answers apart
+            sim.scores(scores, snap)
         if ext is not None:
             ext.prioritize(state, pod, snap, scores, self.record_breakdown)
-        if sim is not None:
-            sim.scores(scores, snap)
         idx = fw.select_host(scores.totals) if len(scores.totals) else 0
         return snap.node_infos[int(feasible[idx])].name, scores, len(feasible)
 

@@ -263,6 +263,8 @@ def test_simulator_results_carry_extender_responses(extender_server: Any) -> Non
     assert filt[e.url]["FailedNodes"] == {"a": "no"}
     assert {h["Host"] for h in json.loads(ann[PREFIX + "extender-prioritize-result"])[e.url]} == {"b", "c"}
     assert json.loads(ann[PREFIX + "extender-bind-result"]) == {}
+    assert e.url not in json.loads(ann[PREFIX + "score-result"])["b"]  # plugins only, as the simulator
+    assert ann[PREFIX + "selected-node"] == "b"
 
 
 # ------------------------------------------------------------------------------------------------ HTTPS
