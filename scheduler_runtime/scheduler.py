@@ -548,7 +548,7 @@ class Scheduler:
         if sim is not None:  # plugins only: the simulator keeps extenders' answers apart
             sim.scores(scores, snap)
         if ext is not None:
-            ext.prioritize(state, pod, snap, scores, self.record_breakdown)
+            ext.prioritize(state, pod, snap, scores, self.record_breakdown, fw)
         idx = fw.select_host(scores.totals) if len(scores.totals) else 0
         return snap.node_infos[int(feasible[idx])].name, scores, len(feasible)
 

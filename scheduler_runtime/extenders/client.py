@@ -205,11 +205,12 @@ class HTTPExtender:
         return {"Pod": pod.raw, "Nodes": {"metadata": {}, "items": [n.raw for n in nodes]}, "NodeNames": None}
 
     def filter(self, pod: Pod, nodes: list[Node]) -> tuple[list[str] | None, dict[str, str], dict[str, str],
-                                                           Any]:
-        """(names that passed, failed, failed-and-unresolvable, the decoded response). Names come from
-        NodeNames when nodeCacheCapable (each must be one of `nodes`), else from the returned Node objects."""
+                                                           Any, list[dict[str, Any]] | None]:
+        """(names that passed, failed, failed-and-unresolvable, the decoded response, the returned Node objects
+        or None). Names come from NodeNames when nodeCacheCapable (each must be one of `nodes`), else from the
+        returned Node objects."""
         if not self.is_filter():
-            return [n.name for n in nodes], {}, {}, None
+            return [n.name for n in nodes], {}, {}, None, None
         res = self.send(self.cfg.filter_verb, self._args(pod, nodes))
         if not isinstance(res, dict):
             _want(res, (dict,), "ExtenderFilterResult", "", "extenderv1.ExtenderFilterResult")
@@ -220,6 +221,7 @@ class HTTPExtender:
         failed = self._failed_map(res, "FailedNodes")
         unresolvable = self._failed_map(res, "FailedAndUnresolvableNodes")
         names: list[str] | None = None
+        objects: list[dict[str, Any]] | None = None
         node_names = _want(field(res, "NodeNames"), (list,), "ExtenderFilterResult", "NodeNames", "[]string")
         result_nodes = _want(field(res, "Nodes"), (dict,), "ExtenderFilterResult", "Nodes", "v1.NodeList")
         if self.node_cache_capable and node_names is not None:
@@ -233,8 +235,9 @@ class HTTPExtender:
                 names.append(nm)
         elif result_nodes is not None:
             items = _want(field(result_nodes, "items"), (list,), "NodeList", "items", "[]v1.Node") or []
-            names = [str(((it or {}).get("metadata") or {}).get("name") or "") for it in items]
-        return names, failed, unresolvable, res
+            objects = [it if isinstance(it, dict) else {} for it in items]
+            names = [str((it.get("metadata") or {}).get("name") or "") for it in objects]
+        return names, failed, unresolvable, res, objects
 
     @staticmethod
     def _failed_map(res: dict[str, Any], key: str) -> dict[str, str]:

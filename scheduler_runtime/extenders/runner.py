@@ -15,8 +15,10 @@ import numpy as np
 
 from ..framework.cycle_state import CycleState
 from ..framework.runtime import CycleError, Diagnosis, ScoreResult
+from ..framework.snapshot import Snapshot
 from ..framework.status import MAX_SCORE, Code, Status
-from ..objects import Pod
+from ..framework.types import NodeInfo
+from ..objects import Node, Pod
 from .client import ExtenderError, HTTPExtender
 from .config import MAX_EXTENDER_PRIORITY, ExtenderConfig
 
@@ -26,6 +28,9 @@ log = logging.getLogger("ksched.extenders")
 #: any cluster event requeues it (the queue knows no events for it)
 EXTENDER_NAME = "Extender"
 RECORD_KEY = "ksched.io/extender-record"
+#: in-tree Score plugins whose kube-scheduler Score reads the NodeInfo's pods or image states (see
+#: ExtenderSet._rescore_fresh); the rest read node fields or PreScore state built from the whole snapshot
+EMPTY_NODE_SCORED = ("NodeResourcesFit", "NodeResourcesBalancedAllocation", "ImageLocality")
 MAX_NODES_LISTED = 20
 
 
@@ -35,6 +40,9 @@ class ExtenderRecord:
     summary: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: verb -> extender URL -> response as received (node objects cut to their names), for simulator results
     raw: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: node name -> the Node object a non-nodeCacheCapable filter extender returned for it, when the feasible
+    #: nodes came back that way: kube-scheduler then scores fresh NodeInfos built from them
+    fresh: dict[str, dict[str, Any]] | None = None
 
     def clone(self) -> ExtenderRecord:
         return self  # one record per attempt, shared by the clones preemption makes of the CycleState
@@ -93,6 +101,7 @@ class ExtenderSet:
             return rows
         current = [int(r) for r in rows.tolist()]
         rec = record_of(state)
+        rec.fresh = None
         for ext in self.extenders:
             if not current:
                 break
@@ -100,7 +109,7 @@ class ExtenderSet:
                 continue
             infos = snapshot.node_infos
             try:
-                names, failed, unresolvable, resp = ext.filter(pod, [infos[r].node for r in current])
+                names, failed, unresolvable, resp, objects = ext.filter(pod, [infos[r].node for r in current])
             except ExtenderError as exc:
                 rec.put(ext, "filter", {"error": str(exc), "ignorable": ext.ignorable})
                 if ext.ignorable:
@@ -123,6 +132,10 @@ class ExtenderSet:
                 kept.append(ni.row)
             rec.put(ext, "filter", {"passed": len(kept), "failed": _limited(failed),
                                     "unresolvable": _limited(unresolvable)}, _names_only(resp))
+            if objects is not None:
+                rec.fresh = {str((o.get("metadata") or {}).get("name") or ""): o for o in objects}
+            elif rec.fresh is not None:
+                rec.fresh = {nm: rec.fresh[nm] for nm in names or [] if nm in rec.fresh}
             current = kept
         if len(current) != len(rows):
             diagnosis.unschedulable_plugins.add(EXTENDER_NAME)
@@ -130,10 +143,12 @@ class ExtenderSet:
 
     # ------------------------------------------------------------------ Score
     def prioritize(self, state: CycleState, pod: Pod, snapshot: Any, scores: ScoreResult,
-                   keep_breakdown: bool) -> None:
+                   keep_breakdown: bool, fw: Any = None) -> None:
         """prioritizeNodes' extender part: every interested prioritizer concurrently; each score x weight x
         (MaxNodeScore / MaxExtenderPriority) is added to the node's total. Errors only lose that extender's
         scores, ignorable or not."""
+        if fw is not None and record_of(state).fresh is not None:
+            self._rescore_fresh(fw, state, pod, snapshot, scores, keep_breakdown)
         exts = [e for e in self.extenders if e.is_prioritizer() and e.is_interested(pod)]
         if not exts or not len(scores.rows):
             return
@@ -182,6 +197,41 @@ class ExtenderSet:
                 scores.per_plugin[ext.name] = (raw, raw * scale, weight)
             listed = dict(list({h: s for h, s in host_scores}.items())[:MAX_NODES_LISTED])
             rec.put(ext, "prioritize", {"weight": weight, "scores": listed}, resp)
+
+    def _rescore_fresh(self, fw: Any, state: CycleState, pod: Pod, snapshot: Any, scores: ScoreResult,
+                       keep_breakdown: bool) -> None:
+        """kube-scheduler v1.36.3's HTTPExtender.Filter, without nodeCacheCapable, turns the Node objects the
+        extender returns into new NodeInfos (no pods, no image states), and prioritizeNodes scores those: the
+        Score plugins that read a node's pods or images then see an empty node. Those plugins' scores are
+        recomputed here on such empty nodes; the others read only node fields or cluster-wide state."""
+        targets = [cp for cp in fw.score if cp.name in EMPTY_NODE_SCORED and cp.name not in state.skip_score_plugins]
+        fresh = record_of(state).fresh or {}
+        if not targets or not len(scores.rows):
+            return
+        infos = snapshot.node_infos
+        fsnap = Snapshot()
+        try:
+            for r in scores.rows.tolist():
+                raw = fresh.get(infos[r].name) or infos[r].node.raw
+                status = {k: v for k, v in (raw.get("status") or {}).items() if k != "images"}
+                fsnap.add_node(NodeInfo(Node.from_dict({**raw, "status": status})))
+        except Exception as exc:  # noqa: BLE001 - a malformed node from the extender: score the real nodes
+            log.warning("extender returned a node ksched cannot read (%s); scoring the cached nodes", exc)
+            return
+        frows = np.arange(len(scores.rows), dtype=np.int64)
+        st = state.clone()
+        for cp in targets:
+            real = scores.per_plugin.get(cp.name)
+            if real is not None:
+                real_norm = real[1]
+            else:
+                raw_real = fw._score_one(cp, st, pod, snapshot, scores.rows, infos)
+                real_norm = fw._normalize(cp, st, pod, scores.rows, raw_real, infos)
+            f_raw = fw._score_one(cp, st, pod, fsnap, frows, fsnap.node_infos)
+            f_norm = fw._normalize(cp, st, pod, frows, f_raw, fsnap.node_infos)
+            scores.totals += (f_norm - real_norm) * cp.weight
+            if keep_breakdown:
+                scores.per_plugin[cp.name] = (f_raw, f_norm, cp.weight)
 
     # ------------------------------------------------------------------ Bind
     def bind(self, state: CycleState, pod: Pod, node: str) -> tuple[bool, Status | None]:

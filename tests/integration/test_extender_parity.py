@@ -242,3 +242,61 @@ def test_ksched_on_the_real_api_server_with_a_binding_extender(control_plane: An
         t.join(30)
         for n in names:
             admin.request("DELETE", f"/api/v1/nodes/{n}")
+
+
+@pytest.mark.parametrize("cache", [True, False], ids=["nodeCacheCapable", "full-nodes"])
+def test_full_node_filter_scores_empty_nodes_like_kube_scheduler(control_plane: Any, extender_server: Any,
+                                                                 namespace: str, tmp_path: Path, cache: bool) -> None:
+    """Without nodeCacheCapable, kube-scheduler scores the Node objects the filter extender returns as empty
+    nodes (NodeResourcesFit ignores their pods): a busy big node then beats an empty small one. ksched too."""
+    from scheduler_runtime.testing.kube import create_node
+
+    admin = KubeClient(load_connection(str(control_plane.kubeconfig_path)))
+    suffix = f"{namespace}-{int(cache)}"
+    big, small = f"big-{suffix}", f"small-{suffix}"
+    create_node(admin, big, cpu="8", memory="16Gi", labels={"fresh": suffix})
+    create_node(admin, small, cpu="4", memory="16Gi", labels={"fresh": suffix})
+    busy = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "busy", "namespace": namespace},
+            "spec": {"nodeName": big, "containers": [{"name": "c", "image": "pause",
+                                                      "resources": {"requests": {"cpu": "7"}}}]}}
+    admin.call("POST", f"/api/v1/namespaces/{namespace}/pods", body=busy)
+    e = extender_server({"filter": {}})
+    sched_name = f"fresh-{int(cache)}"
+    doc = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+           "leaderElection": {"leaderElect": False}, "profiles": [{"schedulerName": sched_name}],
+           "extenders": [{"urlPrefix": e.url, "filterVerb": "filter", "nodeCacheCapable": cache}]}
+    cfg = tmp_path / "kube.yaml"
+    cfg.write_text(yaml.safe_dump({**doc, "clientConnection": {"kubeconfig": str(control_plane.kubeconfig_path)}}))
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": namespace},
+           "spec": {"schedulerName": sched_name, "nodeSelector": {"fresh": suffix},
+                    "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "100m"}}}]}}
+    proc = subprocess.Popen([str(control_plane.bin_dir / "kube-scheduler"), f"--config={cfg}", "--secure-port=0"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        admin.call("POST", f"/api/v1/namespaces/{namespace}/pods", body=pod)
+        kube = _wait(lambda: admin.call("GET", f"/api/v1/namespaces/{namespace}/pods/p")["spec"].get("nodeName"),
+                     60, "kube-scheduler to bind p")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        for n in (big, small):
+            admin.request("DELETE", f"/api/v1/nodes/{n}")
+    assert kube == (small if cache else big)  # the behaviour ksched follows, seen on the real binary
+    reg = build_registry([])
+    cluster = MemoryCluster()
+    for name, cpu in ((big, "8"), (small, "4")):
+        cluster.create({"apiVersion": "v1", "kind": "Node",
+                        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "fresh": suffix}},
+                        "status": {"allocatable": {"cpu": cpu, "memory": "16Gi", "pods": "110"}}}, emit=False)
+    cluster.create(busy, emit=False)
+    kcfg = tmp_path / "ksched.yaml"
+    kcfg.write_text(yaml.safe_dump(doc))
+    sched = Scheduler(cluster, load_config(kcfg, reg), reg, seed=1)
+    sched.start()
+    cluster.create(pod)
+    sched.run(until_idle=True)
+    assert cluster.get_pod(namespace, "p")["spec"]["nodeName"] == kube

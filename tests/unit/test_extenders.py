@@ -506,3 +506,18 @@ def test_preempt_errors_ignorable_and_not(extender_server: Any) -> None:
     m, _ = _run(_config(ext(e.url, preemptVerb="preempt", ignorable=True)), nodes,
                 [_pod("hi", cpu="3", priority=100)], bound=bound)
     assert _result(m, "hi")["message"].endswith("no candidate node for preemption")
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_nodes_returned_by_a_full_node_filter_are_scored_as_empty_nodes(extender_server: Any, cache: bool) -> None:
+    """kube-scheduler 1.36.3 builds new NodeInfos from the Node objects a non-nodeCacheCapable filter extender
+    returns: NodeResourcesFit and BalancedAllocation then score them without their pods."""
+    e = extender_server({"filter": {}})
+    busy = _victim("busy", "a")
+    busy["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "7"
+    m, _ = _run(_config(ext(e.url, filterVerb="filter", nodeCacheCapable=cache)), [_node("a", "8"), _node("b", "4")],
+                [_pod("p")], bound=[busy])
+    # with its pods, a (7 of 8 CPUs used) loses to the empty b; as an empty 8-CPU node it wins
+    assert _placed(m, "p") == ("b" if cache else "a")
+    fit = {s["node"]: s["plugins"]["NodeResourcesFit"]["raw"] for s in _result(m, "p")["scores"]}
+    assert fit["a"] > fit["b"] if not cache else fit["a"] < fit["b"]
