@@ -32,6 +32,7 @@ RECORD_KEY = "ksched.io/extender-record"
 #: ExtenderSet._rescore_fresh); the rest read node fields or PreScore state built from the whole snapshot
 EMPTY_NODE_SCORED = ("NodeResourcesFit", "NodeResourcesBalancedAllocation", "ImageLocality")
 MAX_NODES_LISTED = 20
+MAX_RAW_ENTRIES = 200
 
 
 @dataclass
@@ -50,7 +51,7 @@ class ExtenderRecord:
     def put(self, ext: HTTPExtender, verb: str, summary: dict[str, Any], response: Any = None) -> None:
         self.summary.setdefault(ext.name, {})[verb] = summary
         if response is not None or "error" in summary:
-            self.raw.setdefault(verb, {})[ext.name] = response if response is not None else \
+            self.raw.setdefault(verb, {})[ext.name] = _trim(response) if response is not None else \
                 {"Error": summary["error"]}
 
 
@@ -64,6 +65,18 @@ def record_of(state: CycleState) -> ExtenderRecord:
 
 def _limited(m: dict[str, str]) -> dict[str, str]:
     return dict(list(m.items())[:MAX_NODES_LISTED])
+
+
+def _trim(value: Any, depth: int = 0) -> Any:
+    """At most MAX_RAW_ENTRIES entries per list or map (two levels deep): a response about thousands of nodes
+    must not outgrow the pod's annotation budget."""
+    if depth > 2:
+        return value
+    if isinstance(value, list):
+        return [_trim(v, depth + 1) for v in value[:MAX_RAW_ENTRIES]]
+    if isinstance(value, dict):
+        return {k: _trim(v, depth + 1) for k, v in list(value.items())[:MAX_RAW_ENTRIES]}
+    return value
 
 
 def _names_only(resp: Any) -> Any:
