@@ -521,3 +521,30 @@ def test_nodes_returned_by_a_full_node_filter_are_scored_as_empty_nodes(extender
     assert _placed(m, "p") == ("b" if cache else "a")
     fit = {s["node"]: s["plugins"]["NodeResourcesFit"]["raw"] for s in _result(m, "p")["scores"]}
     assert fit["a"] > fit["b"] if not cache else fit["a"] < fit["b"]
+
+
+def test_ignorable_extenders_run_after_the_others(extender_server: Any) -> None:
+    first = extender_server({"filter": {"reject": {"a": "from the ignorable one"}}})
+    second = extender_server({"filter": {"reject": {"b": "from the strict one"}}})
+    cfg = _config(ext(first.url, filterVerb="filter", nodeCacheCapable=True, ignorable=True),
+                  ext(second.url, filterVerb="filter", nodeCacheCapable=True))
+    m, _ = _run(cfg, [_node("a"), _node("b"), _node("c")], [_pod("p")])
+    assert _placed(m, "p") == "c"
+    assert sorted(second.requests("filter")[0]["body"]["NodeNames"]) == ["a", "b", "c"]
+    assert sorted(first.requests("filter")[0]["body"]["NodeNames"]) == ["a", "c"]  # after the strict one
+
+
+def test_without_score_plugins_an_extender_still_sees_every_feasible_node(extender_server: Any) -> None:
+    e = extender_server({"filter": {}})
+    cfg = _config(ext(e.url, filterVerb="filter", nodeCacheCapable=True),
+                  profiles=[{"schedulerName": "default-scheduler",
+                             "plugins": {"score": {"disabled": [{"name": "*"}]}}}])
+    assert not cfg.profiles[0].plan["score"]
+    _run(cfg, [_node("a"), _node("b"), _node("c")], [_pod("p")])
+    assert len(e.requests("filter")[0]["body"]["NodeNames"]) == 3
+    e2 = extender_server({})  # no filter or prioritize verb: the usual first-feasible-node shortcut
+    m, _ = _run(_config(ext(e2.url, bindVerb="bind", ignorable=True),
+                        profiles=[{"schedulerName": "default-scheduler",
+                                   "plugins": {"score": {"disabled": [{"name": "*"}]}}}]),
+                [_node("a"), _node("b"), _node("c")], [_pod("p")])
+    assert _result(m, "p")["feasible"] == 1
