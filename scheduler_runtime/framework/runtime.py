@@ -534,8 +534,8 @@ class Framework:
                 st.plugin = cp.name
                 self._observe("PostFilter", start, st)
                 return r, st
-            if not st.is_rejected():
-                err = Status.as_error(PluginError(f"running PostFilter plugin {_q(cp.name)}: {st.message}"))
+            if not st.is_rejected():  # kube's AsStatus(s.AsError()): the plugin's own error, not wrapped
+                err = Status.as_error(st.error if st.error is not None else PluginError(st.message))
                 self._observe("PostFilter", start, err)
                 return None, err.with_plugin(cp.name)
             reasons.extend(st.all_reasons)

@@ -300,3 +300,77 @@ def test_full_node_filter_scores_empty_nodes_like_kube_scheduler(control_plane: 
     cluster.create(pod)
     sched.run(until_idle=True)
     assert cluster.get_pod(namespace, "p")["spec"]["nodeName"] == kube
+
+
+def test_preempt_extender_wire_and_error_message_match_kube_scheduler(control_plane: Any, extender_server: Any,
+                                                                      namespace: str, tmp_path: Path) -> None:
+    """kube-scheduler's preempt call (meta victims when nodeCacheCapable) and its FailedScheduling message when
+    the preempt extender fails, against ksched's."""
+    from scheduler_runtime.testing.kube import create_node
+
+    admin = KubeClient(load_connection(str(control_plane.kubeconfig_path)))
+    node, high = f"pv-{namespace}", f"high-{namespace}"
+    create_node(admin, node, cpu="4", memory="16Gi", labels={"preempt": namespace})
+    admin.call("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", body={
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": high}, "value": 1000})
+    victim = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "victim", "namespace": namespace},
+              "spec": {"nodeName": node, "containers": [{"name": "c", "image": "pause",
+                                                         "resources": {"requests": {"cpu": "3"}}}]}}
+    victim = admin.call("POST", f"/api/v1/namespaces/{namespace}/pods", body=victim)
+    e = extender_server({"preempt": {"status": 500}})
+    sched_name = f"pre-{namespace}"
+    doc = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+           "leaderElection": {"leaderElect": False}, "profiles": [{"schedulerName": sched_name}],
+           "extenders": [{"urlPrefix": e.url, "preemptVerb": "preempt", "nodeCacheCapable": True}]}
+    cfg = tmp_path / "kube.yaml"
+    cfg.write_text(yaml.safe_dump({**doc, "clientConnection": {"kubeconfig": str(control_plane.kubeconfig_path)}}))
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "preemptor", "namespace": namespace},
+           "spec": {"schedulerName": sched_name, "nodeSelector": {"preempt": namespace}, "priorityClassName": high,
+                    "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "3"}}}]}}
+    everything = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": n["metadata"]["name"],
+                                                                    "labels": n["metadata"].get("labels") or {}},
+                   "spec": n.get("spec") or {}, "status": n.get("status") or {}}
+                  for n in admin.call("GET", "/api/v1/nodes").get("items") or []]
+    proc = subprocess.Popen([str(control_plane.bin_dir / "kube-scheduler"), f"--config={cfg}", "--secure-port=0"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def failed() -> str | None:
+        got = admin.call("GET", f"/api/v1/namespaces/{namespace}/pods/preemptor")
+        for cond in (got.get("status") or {}).get("conditions") or []:
+            if cond["type"] == "PodScheduled" and cond["status"] == "False":
+                return cond.get("message")
+        return None
+
+    try:
+        admin.call("POST", f"/api/v1/namespaces/{namespace}/pods", body=pod)
+        kube_msg = _wait(failed, 60, "kube-scheduler to fail the preemptor")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        admin.request("DELETE", f"/api/v1/nodes/{node}")
+        admin.request("DELETE", f"/apis/scheduling.k8s.io/v1/priorityclasses/{high}")
+    kube_req = e.requests("preempt")[0]["body"]
+    assert kube_req["NodeNameToVictims"] is None
+    assert kube_req["NodeNameToMetaVictims"] == {node: {"Pods": [{"UID": victim["metadata"]["uid"]}],
+                                                        "NumPDBViolations": 0}}
+    assert kube_msg.endswith(f". preemption: failed preempt with extender at URL {e.url}/preempt, code 500"), kube_msg
+    reg = build_registry([])
+    cluster = MemoryCluster()
+    for n in everything:
+        cluster.create(n, emit=False)
+    cluster.create({**victim, "metadata": {"name": "victim", "namespace": namespace,
+                                           "uid": victim["metadata"]["uid"]}}, emit=False)
+    kcfg = tmp_path / "ksched.yaml"
+    kcfg.write_text(yaml.safe_dump(doc))
+    results = ResultStore()
+    sched = Scheduler(cluster, load_config(kcfg, reg), reg, seed=1, results=results)
+    sched.start()
+    cluster.create({**pod, "spec": {**pod["spec"], "priority": 1000}})
+    sched.run(until_idle=True)
+    ours = e.requests("preempt")[-1]["body"]
+    assert ours["NodeNameToVictims"] is None and ours["NodeNameToMetaVictims"] == kube_req["NodeNameToMetaVictims"]
+    assert results.get(f"{namespace}/preemptor").message == kube_msg

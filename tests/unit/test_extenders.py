@@ -250,7 +250,7 @@ def test_preempt_extender_dropping_all_nodes_means_no_candidate(extender_server:
     m, _ = _run(_config(ext(e.url, preemptVerb="preempt")), [_node("a")], [_pod("hi", cpu="3", priority=100)],
                 bound=[_victim("va", "a")])
     assert m.get_pod("ns", "va") is not None
-    assert _result(m, "hi")["message"].endswith("no candidate node for preemption")
+    assert _result(m, "hi")["message"].endswith(". preemption: no candidate node for preemption")
 
 
 # ------------------------------------------------------------------------------------------------ simulator
@@ -496,16 +496,18 @@ def test_preempt_errors_ignorable_and_not(extender_server: Any) -> None:
     nodes, bound = [_node("a")], [_victim("va", "a")]
     m, _ = _run(_config(ext(e.url, preemptVerb="preempt")), nodes, [_pod("hi", cpu="3", priority=100)], bound=bound)
     assert m.get_pod("ns", "va") is not None  # nothing preempted
-    assert f"failed preempt with extender at URL {e.url}/preempt, code 500" in _result(m, "hi")["message"]
+    # DefaultPreemption prefixes "preemption: "; RunPostFilterPlugins passes the error on unwrapped
+    assert _result(m, "hi")["message"] == ("0/1 nodes are available: 1 Insufficient cpu. preemption: failed preempt "
+                                           f"with extender at URL {e.url}/preempt, code 500")
     m, _ = _run(_config(ext(e.url, preemptVerb="preempt", ignorable=True)), nodes,
                 [_pod("hi", cpu="3", priority=100)], bound=bound)
     assert m.get_pod("ns", "va") is None or m.get_pod("ns", "va")["metadata"].get("deletionTimestamp")
     e.set({"preempt": {"empty": ["a"]}})
     m, _ = _run(_config(ext(e.url, preemptVerb="preempt")), nodes, [_pod("hi", cpu="3", priority=100)], bound=bound)
-    assert 'expected at least one victim pod on node "a"' in _result(m, "hi")["message"]
+    assert _result(m, "hi")["message"].endswith('. preemption: expected at least one victim pod on node "a"')
     m, _ = _run(_config(ext(e.url, preemptVerb="preempt", ignorable=True)), nodes,
                 [_pod("hi", cpu="3", priority=100)], bound=bound)
-    assert _result(m, "hi")["message"].endswith("no candidate node for preemption")
+    assert _result(m, "hi")["message"].endswith(". preemption: no candidate node for preemption")
 
 
 @pytest.mark.parametrize("cache", [True, False])
