@@ -374,3 +374,82 @@ def test_preempt_extender_wire_and_error_message_match_kube_scheduler(control_pl
     ours = e.requests("preempt")[-1]["body"]
     assert ours["NodeNameToVictims"] is None and ours["NodeNameToMetaVictims"] == kube_req["NodeNameToMetaVictims"]
     assert results.get(f"{namespace}/preemptor").message == kube_msg
+
+
+def test_filter_error_messages_match_kube_scheduler(control_plane: Any, extender_server: Any, namespace: str,
+                                                    tmp_path: Path) -> None:
+    """A non-ignorable filter extender that errs: the pod's PodScheduled condition (SchedulerError) says what
+    kube-scheduler says, for the extender's own Error, a non-200 code, a timeout and a refused connection.
+    Each extender manages its own extended resource, so each pod reaches exactly one of them."""
+    import socket
+
+    from scheduler_runtime.testing.kube import create_node
+
+    admin = KubeClient(load_connection(str(control_plane.kubeconfig_path)))
+    node = f"fe-{namespace}"
+    create_node(admin, node, labels={"filter-errors": namespace})
+    admin.call("PATCH", f"/api/v1/nodes/{node}/status", content_type="application/merge-patch+json", body={
+        "status": {"capacity": {f"example.com/r{i}": "10" for i in range(4)},
+                   "allocatable": {f"example.com/r{i}": "10" for i in range(4)}}})
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}/gone"
+    behaviours = [{"filter": {"error": "licence server down"}}, {"filter": {"status": 503}},
+                  {"filter": {"sleep": 3}}]
+    urls = [extender_server(b).url for b in behaviours] + [closed]
+    sched_name = f"fe-{namespace}"
+    doc = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+           "leaderElection": {"leaderElect": False}, "profiles": [{"schedulerName": sched_name}],
+           "extenders": [{"urlPrefix": u, "filterVerb": "filter", "httpTimeout": "500ms",
+                          "managedResources": [{"name": f"example.com/r{i}"}]} for i, u in enumerate(urls)]}
+    cfg = tmp_path / "kube.yaml"
+    cfg.write_text(yaml.safe_dump({**doc, "clientConnection": {"kubeconfig": str(control_plane.kubeconfig_path)}}))
+    pods = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}", "namespace": namespace},
+             "spec": {"schedulerName": sched_name, "nodeSelector": {"filter-errors": namespace},
+                      "containers": [{"name": "c", "image": "pause",
+                                      "resources": {"requests": {f"example.com/r{i}": "1"},
+                                                    "limits": {f"example.com/r{i}": "1"}}}]}} for i in range(4)]
+    node_obj = admin.call("GET", f"/api/v1/nodes/{node}")
+    proc = subprocess.Popen([str(control_plane.bin_dir / "kube-scheduler"), f"--config={cfg}", "--secure-port=0"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    kube: dict[str, tuple[str, str]] = {}
+    try:
+        for p in pods:
+            admin.call("POST", f"/api/v1/namespaces/{namespace}/pods", body=p)
+
+        def condition(name: str) -> tuple[str, str] | None:
+            got = admin.call("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+            for cond in (got.get("status") or {}).get("conditions") or []:
+                if cond["type"] == "PodScheduled" and cond["status"] == "False":
+                    return cond.get("reason") or "", cond.get("message") or ""
+            return None
+
+        for p in pods:
+            name = p["metadata"]["name"]
+            kube[name] = _wait(lambda name=name: condition(name), 60, f"kube-scheduler to fail {name}")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        admin.request("DELETE", f"/api/v1/nodes/{node}")
+    assert kube["p0"] == ("SchedulerError", "licence server down")
+    assert kube["p1"] == ("SchedulerError", f"failed filter with extender at URL {urls[1]}/filter, code 503")
+    reg = build_registry([])
+    cluster = MemoryCluster()
+    cluster.create({"apiVersion": "v1", "kind": "Node", "metadata": node_obj["metadata"] | {"resourceVersion": None},
+                    "spec": node_obj.get("spec") or {}, "status": node_obj["status"]}, emit=False)
+    kcfg = tmp_path / "ksched.yaml"
+    kcfg.write_text(yaml.safe_dump(doc))
+    sched = Scheduler(cluster, load_config(kcfg, reg), reg, seed=1)
+    sched.start()
+    for p in pods:
+        cluster.create(p)
+    sched.run(until_idle=True)
+    ours = {}
+    for p in pods:
+        conds = cluster.get_pod(namespace, p["metadata"]["name"])["status"]["conditions"]
+        ours[p["metadata"]["name"]] = next((c["reason"], c["message"]) for c in conds if c["type"] == "PodScheduled")
+    assert ours == kube
