@@ -142,7 +142,7 @@ def default(
 
 @app.command(epilog="Examples:\n\n  ksched config explain NodeResourcesFit\n\n  ksched config explain Coscheduling")
 def explain(
-    plugin: Annotated[str, typer.Argument(help="Plugin name.")],
+    plugin: Annotated[str, typer.Argument(help="Plugin name, or `extenders` for the extenders list.")],
     output: Annotated[str, typer.Option("-o", "--output", help="text or json.")] = "text",
     plugin_dir: PluginDirOpt = None,
 ) -> None:
@@ -163,12 +163,13 @@ def explain(
             console.print(escape(info["doc"].splitlines()[0]))
         console.print(f"extension points: {', '.join(info['extensionPoints'])}")
         if info["args"]:
-            t = Table(title=f"args ({info['name']}Args)", title_justify="left")
-            for col in ("field", "type", "default", "range"):
+            t = Table(title=info.get("argsTitle") or f"args ({info['name']}Args)", title_justify="left")
+            for col in ("field", "type", "default", "meaning" if info.get("argsTitle") else "range"):
                 t.add_column(col, overflow="fold")
             for a in info["args"]:
                 t.add_row(a["name"] + (" *" if a["required"] else ""), escape(a["type"]),
-                          escape(json.dumps(a.get("default"))) if "default" in a else "", a.get("range", ""))
+                          escape(json.dumps(a.get("default"))) if "default" in a else "",
+                          a.get("range", a.get("description", "")))
             console.print(t)
         console.print("[bold]example[/]:")
         print(info["example"], end="")

@@ -374,6 +374,17 @@ def _print_simulation(r: Any) -> None:
             console.print(f"[yellow]{key}[/]: preempted (deleted to make room for a higher-priority pod)")
         elif res is not None:
             console.print(f"[yellow]{key}[/]: {escape(res.message)}")
+    with_ext = [(key, res) for key in r.pods if (res := r.results.get(key)) is not None and res.extenders]
+    if with_ext:
+        from scheduler_runtime.describe import extender_rows
+
+        t = Table(title="extender verdicts (last attempt per pod)", title_justify="left")
+        for col in ("pod", "extender", "filter", "prioritize (score 0-10)", "preempt", "bind"):
+            t.add_column(col, overflow="fold")
+        for key, res in with_ext:
+            for row in extender_rows({"extenders": res.extenders}):
+                t.add_row(key, *(escape(c) for c in row))
+        console.print(t)
     _print_usage([r])
 
 
@@ -582,6 +593,15 @@ def _print_description(d: Any) -> None:
                 line = f"{line}, {entry}" if line else f"  {entry}"
             if line:
                 console.print(escape(line), soft_wrap=True)
+        if r.get("extenders"):
+            from scheduler_runtime.describe import extender_rows
+
+            t = Table(title="Extenders", title_justify="left")
+            for col in ("extender", "filter", "prioritize (score 0-10)", "preempt", "bind"):
+                t.add_column(col, overflow="fold")
+            for row in extender_rows(r):
+                t.add_row(*(escape(c) for c in row))
+            console.print(t)
     if d.summary:
         console.print("[bold]Why pending / what would help:[/]")
         for line in d.summary:

@@ -76,6 +76,8 @@ def short_plugin_names(names: list[str], limit: int = 8) -> dict[str, str]:
     used: set[str] = set()
     for name in names:
         short = SHORT_PLUGIN_NAMES.get(name)
+        if short is None and "://" in name:  # an extender, named by its URL
+            short = "Ext"
         if short is None:
             short = name if len(name) <= limit else ("".join(re.findall(r"[A-Z0-9]", name)) or name[:limit])
         base, i = short, 2
@@ -108,6 +110,44 @@ def explain_error(result: dict[str, Any]) -> str:
     msg = msg.rstrip(".") or "no message"
     who = f"Plugin {plugin} failed{point}" if plugin else "The scheduler hit an error"
     return f"{who}: {msg}; the pod is retried with backoff."
+
+
+def extender_rows(result: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    """(extender, filter, prioritize, preempt, bind) cells of what each extender said in the attempt."""
+
+    def nodes(m: dict[str, str]) -> str:
+        return "; ".join(f"{n} ({msg})" if msg else n for n, msg in m.items())
+
+    def err(v: dict[str, Any]) -> str:
+        return f"error: {v['error']}" + (" (ignorable: skipped)" if v.get("ignorable") else "")
+
+    rows = []
+    for url, verbs in (result.get("extenders") or {}).items():
+        f = verbs.get("filter") or {}
+        if "error" in f:
+            fc = err(f)
+        elif f:
+            fc = f"kept {f.get('passed', 0)}"
+            if f.get("failed"):
+                fc += f"; failed: {nodes(f['failed'])}"
+            if f.get("unresolvable"):
+                fc += f"; unresolvable: {nodes(f['unresolvable'])}"
+        else:
+            fc = "-"
+        p = verbs.get("prioritize") or {}
+        if "error" in p:
+            pc = err(p) + " (no scores from it)"
+        elif p:
+            pc = f"weight {p.get('weight')}: " + ", ".join(f"{n}={v}" for n, v in (p.get("scores") or {}).items())
+        else:
+            pc = "-"
+        e = verbs.get("preempt") or {}
+        ec = err(e) if "error" in e else (", ".join(f"{n}: {' '.join(v)}" for n, v in (e.get("nodes") or {}).items())
+                                          or "no node left") if e else "-"
+        b = verbs.get("bind") or {}
+        bc = err(b) if "error" in b else (f"bound to {b['node']}" if b else "-")
+        rows.append((url, fc, pc, ec, bc))
+    return rows
 
 
 def _fmt_taint(t: Any) -> str:
@@ -168,6 +208,8 @@ def explain_pending(pod: Pod, result: dict[str, Any], nodes: dict[str, Node]) ->
         elif "were unschedulable" in reason:
             lines.append(f"{count} {noun} {verb.get('are', 'are')} cordoned (spec.unschedulable): "
                          f"uncordon to use.")
+        elif "://" in (info.get("plugin") or ""):
+            lines.append(f"{count} {noun} rejected by extender {info['plugin']}: {reason}.")
         else:
             lines.append(f"{count} {noun}: {reason}.")
     if result.get("postfilter_message"):

@@ -224,6 +224,9 @@ class _StateCollector:
             fam[2].add_metric([label], events.get(label, 0))
         binding = getattr(sched, "_inflight_bindings", 0) + len(getattr(sched, "detached_bindings", {}))
         fam[3].add_metric(["binding"], binding)
+        ext = getattr(sched, "extenders", None)
+        if ext is not None and ext.has_prioritizers:  # kube's label exists once a prioritizer is configured
+            fam[3].add_metric(["prioritizing_extender"], ext.prioritizing)
         cache = sched.cache
         states = list(cache._pods.values())
         fam[4].add_metric(["nodes"], len(cache.snapshot) + len(cache._orphans))

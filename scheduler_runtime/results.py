@@ -35,6 +35,9 @@ class AttemptResult:
     bind: str = ""
     nominated_node: str = ""
     plugin: str = ""
+    #: extender URL -> what it said: {"filter": {"passed", "failed", "unresolvable"} | {"error"}, "prioritize":
+    #: {"weight", "scores"}, "preempt": {"nodes"}, "bind": {"node"}}; empty without extenders
+    extenders: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         # shallow: the nested values are plain dicts and lists already, and dataclasses.asdict's deep copy

@@ -19,6 +19,8 @@ from .bindpool import BindingPool
 from .cache import Cache
 from .cluster.base import BindError, ClusterBackend, LeadershipLost
 from .describe import RESULT_ANNOTATION, encode_result
+from .extenders import build_extender_set
+from .extenders.runner import record_of
 from .framework.cycle_state import CycleState
 from .framework.handle import Handle
 from .framework.nodelist import NodeList
@@ -61,8 +63,10 @@ class Decision:
 
 def build_frameworks(config: Any, registry: Registry, snapshot: Any, cluster: ClusterBackend | None,
                      rng: random.Random, metrics: Any = None) -> dict[str, Framework]:
-    """One Framework per profile, plugin instances shared across extension points within a profile."""
+    """One Framework per profile, plugin instances shared across extension points within a profile; the
+    configured extenders are shared by all of them (kube-scheduler's sched.Extenders)."""
     out: dict[str, Framework] = {}
+    extenders = build_extender_set(getattr(config, "extenders", None))
     for prof in config.profiles:
         handle = Handle(snapshot, profile=prof.scheduler_name, cluster=cluster, parallelism=config.parallelism)
         instances: dict[str, Plugin] = {}
@@ -82,7 +86,8 @@ def build_frameworks(config: Any, registry: Registry, snapshot: Any, cluster: Cl
         pct = prof.percentage_of_nodes_to_score
         if pct is None:
             pct = config.percentage_of_nodes_to_score
-        out[prof.scheduler_name] = Framework(prof.scheduler_name, handle, plan, pct, rng=rng, metrics=metrics)
+        fw = out[prof.scheduler_name] = Framework(prof.scheduler_name, handle, plan, pct, rng=rng, metrics=metrics)
+        fw.extenders = handle.extenders = extenders
     return out
 
 
@@ -141,6 +146,7 @@ class Scheduler:
         self._sim: dict[str, SimRecord] = {}
         self.frameworks = build_frameworks(config, registry, self.cache.snapshot, cluster, self.rng, metrics)
         first = next(iter(self.frameworks.values()))
+        self.extenders = first.extenders
         less = first.less()
         self._events = {name: fw.events_to_register() for name, fw in self.frameworks.items()}
         self.queue = SchedulingQueue(
@@ -511,17 +517,25 @@ class Scheduler:
             diagnosis.absent_status = st
             diagnosis.num_absent = n
             raise FitError(pod, n, diagnosis)
+        ext = self.extenders
+        if ext is not None:
+            result.extenders = record_of(state).summary
+            if sim is not None:
+                sim.extenders = record_of(state).raw
         # nominated node fast path
         nnn = pod.nominated_node_name or self.queue.nominator.node_of(pod.uid)
         if nnn:
             ni = snap.get(nnn)
             if ni is not None and (pre_result is None or pre_result.node_names is None
                                    or nnn in pre_result.node_names):
-                if fw.run_filter_with_nominated_pods(state, pod, ni) is None:
+                if fw.run_filter_with_nominated_pods(state, pod, ni) is None and (
+                        ext is None or _passes_extenders(ext, state, pod, snap, ni.row)):
                     return nnn, None, 1
         feasible = fw.find_nodes_that_pass_filters(state, pod, snap, pre_result, diagnosis)
         if sim is not None:
             sim.filters(fw, snap, feasible, diagnosis.node_statuses)
+        if ext is not None:  # findNodesThatPassExtenders
+            feasible = ext.filter(state, pod, snap, feasible, diagnosis)
         if len(feasible) == 0:
             raise FitError(pod, n, diagnosis)
         result.filter_reasons = group_filter_reasons(diagnosis.node_statuses, diagnosis.absent_status,
@@ -536,8 +550,10 @@ class Scheduler:
         if st is not None:
             raise CycleError(st)
         scores = fw.run_score(state, pod, snap, feasible, keep_breakdown=self.record_breakdown)
-        if sim is not None:
+        if sim is not None:  # plugins only: the simulator keeps extenders' answers apart
             sim.scores(scores, snap)
+        if ext is not None:
+            ext.prioritize(state, pod, snap, scores, self.record_breakdown, fw)
         idx = fw.select_host(scores.totals) if len(scores.totals) else 0
         return snap.node_infos[int(feasible[idx])].name, scores, len(feasible)
 
@@ -771,6 +787,16 @@ def _not_leader(st: Status) -> bool:
             return True
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return False
+
+
+def _passes_extenders(ext: Any, state: CycleState, pod: Pod, snap: Any, row: int) -> bool:
+    """The nominated node through the filter extenders; an extender error there only means the full search
+    runs (evaluateNominatedNode's error is logged), its verdicts stay in the record."""
+    try:
+        return len(ext.filter(state, pod, snap, np.asarray([row], dtype=np.int64), Diagnosis())) == 1
+    except CycleError as exc:
+        log.error("Evaluation failed on nominated node: pod=%s err=%s", pod.key, exc.status.message)
+        return False
 
 
 def _needs_unsupported_plugins(raw: dict[str, Any] | None) -> bool:

@@ -45,6 +45,8 @@ class SimRecord:
     bind: dict[str, str] = field(default_factory=dict)
     selected_node: str = ""
     truncated: bool = False
+    #: verb -> extender URL -> its response (ExtenderRecord.raw); None when no extender is configured
+    extenders: dict[str, dict[str, Any]] | None = None
 
     # ---------------------------------------------------------------- filled by the scheduler
     def prefilter(self, fw: Any, rejectors: set[str], message: str, node_names: set[str] | None) -> None:
@@ -99,6 +101,13 @@ class SimRecord:
 
     # ---------------------------------------------------------------- encoding
     def _encode(self) -> dict[str, str]:
+        out = self._encode_plugins()
+        if self.extenders is not None:  # the simulator's extender-<verb>-result: extender URL -> response
+            for verb in ("filter", "prioritize", "preempt", "bind"):
+                out[PREFIX + f"extender-{verb}-result"] = _js(self.extenders.get(verb) or {})
+        return out
+
+    def _encode_plugins(self) -> dict[str, str]:
         return {
             PREFIX + "prefilter-result-status": _js(self.prefilter_status),
             PREFIX + "prefilter-result": _js(self.prefilter_result),

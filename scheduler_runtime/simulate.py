@@ -60,6 +60,8 @@ class SimulationResult:
                 entry["status"] = "preempted" if key in self.preempted else "Pending"
                 if r is not None:
                     entry["message"] = r.message
+            if r is not None and r.extenders:
+                entry["extenders"] = r.extenders
             out_pods.append(entry)
         return {"variant": self.label, "pods": out_pods, "pending": len(self.pending),
                 "preempted": self.preempted, "nodes": [u.to_dict() for u in self.usage]}

@@ -25,6 +25,10 @@ def _type_name(schema: dict[str, Any], defs: dict[str, Any]) -> str:
 
 def explain(name: str, registry: Registry) -> dict[str, Any]:
     spec = registry.get(name)
+    if spec is None and name.lower() in ("extenders", "extender"):
+        from ..extenders.config import explain as explain_extenders
+
+        return explain_extenders()
     if spec is None:
         if name in registry.unsupported:
             raise KeyError(f"{name}: {registry.unsupported[name]}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,6 +124,8 @@ class SchedulerConfiguration:
     profiles: list[Profile] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict)
     file: str | None = None
+    #: scheduler_runtime.extenders.ExtenderConfig, in file order
+    extenders: list[Any] = field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------------- reading
@@ -271,6 +272,12 @@ def default_document(doc: dict[str, Any], registry: Registry) -> dict[str, Any]:
     d.setdefault("percentageOfNodesToScore", 0)
     d.setdefault("podInitialBackoffSeconds", 1)
     d.setdefault("podMaxBackoffSeconds", 10)
+    if "extenders" in d:
+        from ..extenders.config import render_raw
+
+        d["extenders"] = render_raw(d["extenders"])
+        if not d["extenders"]:
+            del d["extenders"]  # omitempty
     profiles = d.get("profiles")
     if not profiles:
         profiles = d["profiles"] = [{}]
@@ -323,6 +330,10 @@ def default_document(doc: dict[str, Any], registry: Registry) -> dict[str, Any]:
                 if spec is not None and spec.source == "in-tree":
                     # Go's omitempty: kube-scheduler writes no empty lists or maps in args
                     pc["args"] = {k: v for k, v in pc["args"].items() if v not in ([], {})}
+    if d.get("extenders"):
+        from ..extenders.config import apply_ignored_resources
+
+        apply_ignored_resources(d)
     return _sorted_keys(d)
 
 
@@ -531,9 +542,6 @@ def check_types(doc: dict[str, Any], errs: list[str]) -> None:
                     _expect(pc["args"], (dict,), f"{path}.args", errs)
 
 
-EXTENDERS_NOTE = "extenders: ksched does not call scheduler extenders; {n} configured, all ignored"
-
-
 def build(doc: dict[str, Any], registry: Registry, file: str | None = None,
           notes: list[str] | None = None) -> SchedulerConfiguration:
     """Validate a decoded document and build the runtime configuration; raises ConfigError."""
@@ -541,12 +549,6 @@ def build(doc: dict[str, Any], registry: Registry, file: str | None = None,
     check_types(doc, errs)
     if errs:
         raise ConfigError(errs, file)
-    if doc.get("extenders"):
-        note = EXTENDERS_NOTE.format(n=len(doc["extenders"]))
-        if notes is not None:  # the caller reports it (config validate); otherwise it is logged
-            notes.append(note)
-        else:
-            logging.getLogger("ksched.config").warning("%s%s", f"{file}: " if file else "", note)
     # strip explicit nulls: Go decoding leaves such fields at their zero value, which defaulting then fills
     doc = {k: v for k, v in doc.items() if v is not None}
     for section in ("leaderElection", "clientConnection"):
@@ -659,6 +661,14 @@ def _build(doc: dict[str, Any], registry: Registry, file: str | None = None) -> 
         queue_sorts.append((i, [n for n, _ in plan.get("queueSort", [])],
                             args.get(plan["queueSort"][0][0]) if plan.get("queueSort") else None))
         cfg.profiles.append(Profile(name or "", ppct, plan, args))
+    from ..extenders.config import decode_extenders, ignored_resources, validate_extenders
+
+    extenders = decode_extenders(doc.get("extenders"), errs)
+    errs.extend(validate_extenders(extenders))
+    if not errs:
+        from ..extenders.client import tls_errors
+
+        errs.extend(tls_errors(extenders))
     if queue_sorts:
         _, first_qs, first_args = queue_sorts[0]
         for i, qs, a in queue_sorts[1:]:
@@ -669,6 +679,16 @@ def _build(doc: dict[str, Any], registry: Registry, file: str | None = None) -> 
                             f"all profiles")
     if errs:
         raise ConfigError(errs, file)
+    ignored = ignored_resources(extenders)
+    for i, prof in enumerate(cfg.profiles):  # buildExtenders: these replace NodeResourcesFit's ignoredResources
+        if not ignored:
+            break
+        fit = prof.args.get("NodeResourcesFit")
+        if fit is None:
+            raise ConfigError([f"profiles[{i}].pluginConfig: Invalid value: extenders[].managedResources with "
+                               f"ignoredByScheduler: can't find NodeResourcesFitArgs in plugin config"], file)
+        prof.args["NodeResourcesFit"] = fit.model_copy(update={"ignored_resources": list(ignored)})
+    cfg.extenders = extenders
     le = d["leaderElection"]
     cfg.leader_election = LeaderElection(bool(le["leaderElect"]), parse_duration(le["leaseDuration"]),
                                          parse_duration(le["renewDeadline"]), parse_duration(le["retryPeriod"]),

@@ -36,6 +36,9 @@ class Handle:
         self.nominated_node_names: Callable[[], set[str]] = lambda: set()
         #: pods deleted as preemption victims go through this (graceful delete)
         self.delete_pod: Callable[[Pod], None] = lambda pod: None
+        #: the scheduler's extenders (scheduler_runtime.extenders.ExtenderSet) or None; DefaultPreemption asks
+        #: them about its candidates
+        self.extenders: Any = None
 
     # waiting pods (Permit) -------------------------------------------------------------
     def get_waiting_pod(self, uid: str) -> WaitingPod | None:

@@ -138,6 +138,8 @@ class Framework:
         self.waiting_pods = WaitingPods()
         self.metrics = metrics
         self.next_start_node_index = 0
+        #: scheduler_runtime.extenders.ExtenderSet shared by all profiles, or None
+        self.extenders: Any = None
 
         def conf(point: str, batch_attr: str | None = None) -> list[ConfiguredPlugin]:
             out = []
@@ -362,7 +364,8 @@ class Framework:
         if m == 0:
             return np.zeros(0, dtype=np.int64)
         num_to_find = num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, n)
-        if not self.score:
+        ext = self.extenders
+        if not self.score and (ext is None or not (ext.has_filters or ext.has_prioritizers)):
             num_to_find = 1
         start = self.next_start_node_index % m
         order = (np.arange(m, dtype=np.int64) + start) % m
@@ -531,8 +534,8 @@ class Framework:
                 st.plugin = cp.name
                 self._observe("PostFilter", start, st)
                 return r, st
-            if not st.is_rejected():
-                err = Status.as_error(PluginError(f"running PostFilter plugin {_q(cp.name)}: {st.message}"))
+            if not st.is_rejected():  # kube's AsStatus(s.AsError()): the plugin's own error, not wrapped
+                err = Status.as_error(st.error if st.error is not None else PluginError(st.message))
                 self._observe("PostFilter", start, err)
                 return None, err.with_plugin(cp.name)
             reasons.extend(st.all_reasons)
@@ -715,6 +718,10 @@ class Framework:
         return None
 
     def run_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        if self.extenders is not None:  # kube-scheduler's bind(): extenders first, then the Bind plugins
+            bound, st = self.extenders.bind(state, pod, node_name)
+            if bound:
+                return st
         if not self.bind:
             return Status(Code.Skip)
         for cp in self.bind:

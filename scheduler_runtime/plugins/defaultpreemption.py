@@ -115,6 +115,15 @@ class DefaultPreemption(Plugin):
             if not_helpful:
                 counts[NOT_HELPFUL] = counts.get(NOT_HELPFUL, 0) + not_helpful
             return None, Status(Code.Unschedulable, "preemption: " + _fit_message(counts, total))
+        ext = getattr(self.handle, "extenders", None)
+        if ext is not None:  # callExtenders: extenders with a preempt verb may drop nodes and change victims
+            kept, st = ext.process_preemption(state, pod, {c.node: (c.victims, c.pdb_violations) for c in candidates},
+                                              snap)
+            if st is not None:  # PostFilter prefixes every message of the evaluator with "preemption: "
+                return None, Status(st.code, "preemption: " + st.message)
+            candidates = [Candidate(n, pods, v) for n, (pods, v) in kept.items()]
+            if not candidates:
+                return None, Status(Code.Unschedulable, "preemption: no candidate node for preemption")
         best = self._pick(candidates)
         for v in best.victims:
             self.handle.record_event(v, "Normal", "Preempted", "Preempting",

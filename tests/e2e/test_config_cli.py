@@ -173,16 +173,24 @@ def test_render_values_errors_name_the_file_and_leader_elect_applies(ksched, tmp
     assert "leaderElect: false" in r.stdout
 
 
-def test_extenders_are_reported_as_ignored(ksched, tmp_path):
+def test_extenders_are_validated_defaulted_and_explained(ksched, tmp_path):
     cfg = tmp_path / "ext.yaml"
     cfg.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
                    "extenders:\n- urlPrefix: http://127.0.0.1:8888/\n  filterVerb: filter\n")
     r = ksched("config", "validate", str(cfg))
-    assert r.returncode == 0
-    assert "ksched does not call scheduler extenders; 1 configured, all ignored" in r.stdout
+    assert r.returncode == 0 and r.stdout.strip() == f"{cfg}: valid", r.stdout
     assert r.stderr == ""
-    s = ksched("simulate", "--cluster", "examples/cluster", "--pods", "examples/pods.yaml", "--config", str(cfg))
-    assert s.returncode == 0 and "does not call scheduler extenders" in s.stderr
+    d = ksched("config", "default", str(cfg))
+    assert d.returncode == 0
+    assert "extenders:\n- filterVerb: filter\n  httpTimeout: 5s\n  urlPrefix: http://127.0.0.1:8888/\n" in d.stdout
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                   "extenders:\n- urlPrefix: http://e/\n  prioritizeVerb: p\n")
+    b = ksched("config", "validate", str(bad))
+    assert b.returncode == 1
+    assert "extenders[0].weight: Invalid value: 0: must have a positive weight applied to it" in b.stdout + b.stderr
+    e = ksched("config", "explain", "extenders")
+    assert e.returncode == 0 and "nodeCacheCapable" in e.stdout and "httpTimeout" in e.stdout
 
 
 def test_render_values_that_are_not_a_mapping_is_a_parse_error(ksched, tmp_path):

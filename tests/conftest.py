@@ -1,0 +1,78 @@
+"""Fixtures shared by unit and integration tests: a real extender process (tests/extender_server.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SERVER = Path(__file__).with_name("extender_server.py")
+
+
+class ExtenderProcess:
+    """One running extender: its URL, its behaviour file and the requests it received."""
+
+    def __init__(self, proc: subprocess.Popen[str], port: int, scheme: str, behaviour: Path, log: Path) -> None:
+        self.proc, self.port, self.behaviour_file, self.log = proc, port, behaviour, log
+        self.url = f"{scheme}://127.0.0.1:{port}/scheduler"
+
+    def set(self, behaviour: dict[str, Any]) -> None:
+        tmp = self.behaviour_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(behaviour))
+        tmp.replace(self.behaviour_file)  # the server never reads half a file
+
+    def requests(self, verb: str | None = None) -> list[dict[str, Any]]:
+        if not self.log.exists():
+            return []
+        out = [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
+        return [r for r in out if verb is None or r["verb"] == verb]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+@pytest.fixture
+def extender_server(tmp_path: Path) -> Iterator[Callable[..., ExtenderProcess]]:
+    """Start extender processes: `extender_server(behaviour, cert=..., key=..., kubeconfig=...)`; all are
+    stopped (SIGTERM, then SIGKILL) when the test ends."""
+    started: list[ExtenderProcess] = []
+
+    def start(behaviour: dict[str, Any] | None = None, *, cert: str | None = None, key: str | None = None,
+              kubeconfig: str | None = None) -> ExtenderProcess:
+        n = len(started)
+        bfile, log = tmp_path / f"ext{n}-behaviour.json", tmp_path / f"ext{n}-requests.jsonl"
+        bfile.write_text(json.dumps(behaviour or {}))
+        cmd = [sys.executable, str(SERVER), "--behaviour", str(bfile), "--log", str(log)]
+        if cert:
+            cmd += ["--cert", cert, "--key", str(key)]
+        if kubeconfig:
+            cmd += ["--kubeconfig", kubeconfig]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1]) + os.pathsep + env.get("PYTHONPATH", "")
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
+        line = proc.stdout.readline() if proc.stdout else ""
+        if not line.startswith("PORT "):
+            proc.kill()
+            raise RuntimeError(f"extender server did not start: {line!r}")
+        ext = ExtenderProcess(proc, int(line.split()[1]), "https" if cert else "http", bfile, log)
+        started.append(ext)
+        return ext
+
+    try:
+        yield start
+    finally:
+        for e in started:
+            e.stop()
