@@ -10,6 +10,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,12 @@ PODMAN_SOCKET = "/run/ksched-podman/podman.sock"
 CONNECT_TIMEOUT = 10.0
 BUILD_TIMEOUT = 1800.0  # a silent RUN step (pip install of large wheels) must not trip the read timeout
 
-_AUTH_WORDS = ("unauthorized", "authentication required", "access denied", "denied:", "requested access",
-               "no basic auth credentials", "401", "403", "insufficient_scope", "authorization")
+#: HTTP statuses that mean the registry (or the engine on its behalf) refused the credentials
+_AUTH_STATUSES = frozenset({401, 403})
+#: the distribution spec's error codes for refused credentials, as engines print them ("code: message")
+_AUTH_REGISTRY_CODES = frozenset({"unauthorized", "denied"})
+#: Docker's sentinel error when it has no credentials for a registry that asks for them
+_NO_CREDENTIALS = "no basic auth credentials"
 
 
 class EngineUnavailable(KschedError):
@@ -42,7 +47,7 @@ class PushFailed(KschedError):
     """The registry refused or could not be reached."""
 
     def __init__(self, message: str, auth: bool) -> None:
-        super().__init__(message)
+        super().__init__(message, usage=False)
         self.auth = auth
 
 
@@ -229,17 +234,50 @@ def build(client: docker.DockerClient, context: Path, tag: str, platform: str | 
 # ------------------------------------------------------------------------------------------------------- push
 
 
-def is_auth_error(message: str) -> bool:
-    low = message.lower()
-    return any(w in low for w in _AUTH_WORDS)
+def registry_refused_credentials(message: str) -> bool:
+    """Whether an engine's flattened registry error is a refusal of the credentials.
+
+    Engines turn the registry's structured error (`{"code": "UNAUTHORIZED", "message": ...}`) into
+    `...: unauthorized: message`, and an HTTP status into `...: 401 Unauthorized`; this reads those fields
+    back at their `: ` boundaries. It never searches the text: a digest or a host name containing "401" or
+    "denied" is not a refusal."""
+    parts = [p.strip() for p in message.split(": ")]
+    for i, part in enumerate(parts):
+        if i + 1 < len(parts) and part.lower() in _AUTH_REGISTRY_CODES:
+            return True
+        m = re.fullmatch(r"(\d{3}) ([A-Za-z ]+)", part)
+        if m and int(m.group(1)) in _AUTH_STATUSES and m.group(2) == HTTPStatus(int(m.group(1))).phrase:
+            return True
+        if part == _NO_CREDENTIALS:
+            return True
+    return False
+
+
+def stream_error_is_auth(event: dict[str, Any]) -> bool:
+    """A push/pull stream's error event: its `errorDetail.code` (an HTTP status) decides when the engine set
+    one; otherwise the registry's error code carried in `errorDetail.message`."""
+    detail = event.get("errorDetail")
+    detail = detail if isinstance(detail, dict) else {}
+    code = detail.get("code")
+    if isinstance(code, int) and not isinstance(code, bool) and code:
+        return code in _AUTH_STATUSES
+    return registry_refused_credentials(str(detail.get("message") or event.get("error") or ""))
+
+
+def api_error_is_auth(exc: docker.errors.APIError) -> bool:
+    """An engine API call that failed with an HTTP status: 401/403 (the engine relays the registry's refusal
+    as errdefs.Unauthorized/Forbidden), else the registry's error code in the explanation."""
+    if exc.status_code is not None and exc.status_code in _AUTH_STATUSES:
+        return True
+    return registry_refused_credentials(str(exc.explanation or ""))
 
 
 def push(client: docker.DockerClient, ref: ImageRef, on_progress: Callable[[dict[str, Any]], None]) -> str | None:
     """Push `ref` and return the digest the registry reported (None if it did not say)."""
     digest: str | None = None
 
-    def refused(msg: str) -> PushFailed:
-        if is_auth_error(msg):
+    def refused(msg: str, auth: bool) -> PushFailed:
+        if auth:
             return PushFailed(f"push of {ref} refused by {ref.registry}: {msg}: log in first with "
                               f"`docker login {ref.registry}` (the docker SDK reads ~/.docker/config.json; "
                               f"for podman's socket also `podman login {ref.registry}`)", auth=True)
@@ -248,8 +286,8 @@ def push(client: docker.DockerClient, ref: ImageRef, on_progress: Callable[[dict
     try:
         for event in client.api.push(ref.repository, tag=ref.tag or "latest", stream=True, decode=True):
             if "error" in event or "errorDetail" in event:
-                detail = event.get("errorDetail") or {}
-                raise refused(_short(str(detail.get("message") or event.get("error"))))
+                detail = event.get("errorDetail") if isinstance(event.get("errorDetail"), dict) else {}
+                raise refused(_short(str(detail.get("message") or event.get("error"))), stream_error_is_auth(event))
             aux = event.get("aux")
             if isinstance(aux, dict) and aux.get("Digest"):
                 digest = str(aux["Digest"])
@@ -259,9 +297,11 @@ def push(client: docker.DockerClient, ref: ImageRef, on_progress: Callable[[dict
                 digest = m.group(1)
             on_progress(event)
     except docker.errors.APIError as exc:
-        raise refused(_api_message(exc)) from None
+        raise refused(_api_message(exc), api_error_is_auth(exc)) from None
     except (requests.RequestException, docker.errors.DockerException) as exc:
-        raise refused(_short(str(exc))) from None
+        # the connection to the engine itself broke: never a registry's refusal of the credentials
+        raise PushFailed(f"push of {ref} to {ref.registry} failed: lost the connection to the engine: "
+                         f"{_short(str(exc)) or type(exc).__name__}", auth=False) from None
     return digest
 
 
