@@ -140,7 +140,7 @@ def _config(path: Path | None, registry: Any) -> Any:
     from scheduler_runtime.config import load_config
 
     if path is not None and not path.exists():
-        raise InputError("no such file or directory", file=str(path))
+        raise InputError("no such file or directory", file=str(path), usage=True)
     return load_config(path, registry)
 
 
@@ -159,7 +159,7 @@ def _config_names_kubeconfig(path: Path | None) -> bool:
 def _check_paths(paths: list[Path]) -> None:
     for p in paths:
         if not p.exists():
-            raise InputError("no such file or directory", file=str(p))
+            raise InputError("no such file or directory", file=str(p), usage=True)
 
 
 def _warn_if_empty(cluster: list[Path], pods: list[Path], n_nodes: int, n_pods: int) -> None:
@@ -179,7 +179,7 @@ def _validate_pods(mem: Any, pending: list[tuple[dict[str, Any], str]]) -> None:
     for key, (_, where) in zip(keys, pending, strict=True):
         if mem.get_pod(*key.split("/", 1)) is not None:
             raise InputError(f'Duplicate value: "{key}": the cluster already holds a pod with this namespace/name',
-                             file=where, field="metadata.name")
+                             file=where, field="metadata.name", usage=False)
 
 
 def _no_kubeconfig_for_flags(args: list[str], flags: Any, config: Path | None) -> None:
@@ -445,7 +445,7 @@ def describe_pod(
             mem = res.cluster
             raw = mem.get_pod(namespace, name)
             if raw is None:
-                raise InputError(f'pods "{name}" not found in namespace {namespace!r}')
+                raise InputError(f'pods "{name}" not found in namespace {namespace!r}', usage=False)
             events = [{"type": e.type, "reason": e.reason, "note": e.note, "reportingController":
                        e.reporting_controller, "eventTime": e.time} for e in mem.events_for(namespace, name)]
             nodes = {n["metadata"]["name"]: Node.from_dict(n) for n in mem.list("nodes")}
@@ -455,7 +455,7 @@ def describe_pod(
             c = KubeClient(load_connection(kubeconfig))
             resp = c.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
             if resp.status == 404:
-                raise InputError(f'pods "{name}" not found in namespace {namespace!r}')
+                raise InputError(f'pods "{name}" not found in namespace {namespace!r}', usage=False)
             if not resp.ok:
                 raise c.error(resp, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
             raw = resp.json()

@@ -76,11 +76,12 @@ def parse_points(text: str) -> list[str]:
             key = "score"
         if key not in POINTS:
             raise InputError(f"unknown extension point {raw!r}; choose from {', '.join(v[1] for v in POINTS.values())}",
-                             field="--points")
+                             field="--points", usage=True)
         if POINTS[key][0] not in out:
             out.append(POINTS[key][0])
     if not out:
-        raise InputError("give at least one extension point, e.g. --points prefilter,filter,score", field="--points")
+        raise InputError("give at least one extension point, e.g. --points prefilter,filter,score", field="--points",
+                         usage=True)
     return out
 
 
@@ -98,7 +99,8 @@ def _convert(value: str, typ: str, spec: str) -> Any:
             return [v.strip() for v in value.split(";") if v.strip()] if value else []
         return value
     except ValueError as exc:
-        raise InputError(f"{spec!r}: default {value!r} is not a valid {typ}: {exc}", field="--args") from None
+        raise InputError(f"{spec!r}: default {value!r} is not a valid {typ}: {exc}", field="--args",
+                         usage=True) from None
 
 
 def parse_arg(spec: str) -> Arg:
@@ -106,19 +108,20 @@ def parse_arg(spec: str) -> Arg:
     m = re.match(r"^([^:=]+):([^=]+)(?:=(.*))?$", spec)
     if not m:
         raise InputError(f"{spec!r}: expected key:type=default (types: {', '.join(sorted(ARG_TYPES))})",
-                         field="--args")
+                         field="--args", usage=True)
     key, typ, default = m.group(1).strip(), m.group(2).strip().lower(), m.group(3)
     if not KEY_RE.match(key):
-        raise InputError(f"{spec!r}: the key must be camelCase (as in YAML), e.g. timeoutSeconds", field="--args")
+        raise InputError(f"{spec!r}: the key must be camelCase (as in YAML), e.g. timeoutSeconds", field="--args",
+                         usage=True)
     if typ not in ARG_TYPES:
         raise InputError(f"{spec!r}: unknown type {typ!r}; choose from {', '.join(sorted(ARG_TYPES))}",
-                         field="--args")
+                         field="--args", usage=True)
     typ = ARG_TYPES[typ]
     if default is None:
         default = {"str": "", "int": "0", "float": "0", "bool": "false", "list[str]": ""}[typ]
     field = snake(key)
     if keyword.iskeyword(field) or field in ("model_config", "model_fields"):
-        raise InputError(f"{spec!r}: {key!r} cannot be used as an args key", field="--args")
+        raise InputError(f"{spec!r}: {key!r} cannot be used as an args key", field="--args", usage=True)
     return Arg(key, field, typ, _convert(default, typ, spec))
 
 
@@ -187,20 +190,20 @@ def scaffold(name: str, points: list[str], args: list[Arg], plugin_dir: Path, kn
     """Write the plugin folder; returns it. `known` holds plugin names that already exist."""
     if not NAME_RE.match(name):
         raise InputError(f"plugin name {name!r} must be PascalCase letters and digits (2-63), e.g. NetworkCost",
-                         field="NAME")
+                         field="NAME", usage=False)
     if name in RESERVED:
         raise InputError(f"plugin name {name!r} would shadow scheduler_runtime's {name} in the generated code; "
-                         "choose another name", field="NAME")
+                         "choose another name", field="NAME", usage=False)
     module = snake(name)
     folder = plugin_dir / module
     hidden = _shadowed_module(module, folder)
     if hidden:
         raise InputError(f"plugin name {name!r} gives the folder {module}/, which would hide the Python module "
-                         f"{hidden!r} when the plugin's test runs; choose another name", field="NAME")
+                         f"{hidden!r} when the plugin's test runs; choose another name", field="NAME", usage=False)
     if name in known and not (force and folder.is_dir()):
-        raise InputError(f"a plugin named {name} already exists; choose another name", field="NAME")
+        raise InputError(f"a plugin named {name} already exists; choose another name", field="NAME", usage=False)
     if len({a.key for a in args}) != len(args):
-        raise InputError("args keys must be unique", field="--args")
+        raise InputError("args keys must be unique", field="--args", usage=True)
     if folder.exists() and not force:
         raise InputError(f"{folder} already exists; pass --force to overwrite it", field="--dir", usage=False)
     if plugin_dir.exists() and not plugin_dir.is_dir():

@@ -52,7 +52,7 @@ def run_on_cluster(flags: KubeFlags, registry_factory: Any) -> int:
     setup_logging(flags.int("v", 0))
     config_path = flags.get("config")
     if config_path is not None and not Path(config_path).exists():
-        raise InputError("no such file or directory", file=str(config_path))
+        raise InputError("no such file or directory", file=str(config_path), usage=True)
     plugin_dirs = [Path(p) for p in (flags.get("plugin-dir") or "").split(",") if p]
     registry = registry_factory(plugin_dirs or None)
     cfg = load_config(Path(config_path) if config_path else None, registry)

@@ -221,5 +221,5 @@ def wait_for_file(path: str, timeout: float = 0.0) -> None:
     deadline = time.monotonic() + timeout
     while not Path(path).exists():
         if time.monotonic() >= deadline:
-            raise KschedError(f"{path}: no such file")
+            raise KschedError(f"{path}: no such file", usage=True)
         time.sleep(0.2)

@@ -102,19 +102,20 @@ def ensure_image(client: docker.DockerClient, image: str, platform: str | None,
     except docker.errors.ImageNotFound:
         pass
     except docker.errors.APIError as exc:
-        raise KschedError(f"base image {image}: {_api_message(exc)}") from None
+        raise KschedError(f"base image {image}: {_api_message(exc)}", usage=False) from None
     repo, _, tag = image.rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "latest")
     try:
         stream = client.api.pull(repo, tag=tag or "latest", platform=platform, stream=True, decode=True)
         for event in stream:
             if "error" in event:
                 raise KschedError(f"base image {image} is not on the engine and pulling it failed: "
-                                  f"{_short(str(event['error']))} (pass --base-image with an image the engine has)")
+                                  f"{_short(str(event['error']))} (pass --base-image with an image the engine has)",
+                                  usage=False)
             on_progress(event)
         return client.images.get(image).attrs
     except docker.errors.APIError as exc:
         raise KschedError(f"base image {image} is not on the engine and pulling it failed: {_api_message(exc)} "
-                          "(pass --base-image with an image the engine has)") from None
+                          "(pass --base-image with an image the engine has)", usage=False) from None
 
 
 def probe_python(client: docker.DockerClient, image: str, image_id: str, platform: str | None,
@@ -134,15 +135,18 @@ def probe_python(client: docker.DockerClient, image: str, image_id: str, platfor
         if status != 0:
             err = container.logs(stdout=False, stderr=True).decode(errors="replace")
             raise KschedError(f"base image {image}: running python3 in it failed (exit {status}): "
-                              f"{_short(err) or 'no output'}: the base image needs python3 with the venv module")
+                              f"{_short(err) or 'no output'}: the base image needs python3 with the venv module",
+                              usage=False)
     except docker.errors.APIError as exc:
         msg = _api_message(exc)
         if "not found" in msg.lower() and "python3" in msg:
             raise KschedError(f"base image {image} has no python3: use an image with Python 3.11+ and the venv "
-                              "module, e.g. python:3.11-slim-bookworm") from None
-        raise KschedError(f"base image {image}: cannot run a container to inspect its Python: {msg}") from None
+                              "module, e.g. python:3.11-slim-bookworm", usage=False) from None
+        raise KschedError(f"base image {image}: cannot run a container to inspect its Python: {msg}",
+                          usage=False) from None
     except requests.RequestException as exc:
-        raise KschedError(f"base image {image}: python3 in it did not answer: {_short(str(exc))}") from None
+        raise KschedError(f"base image {image}: python3 in it did not answer: {_short(str(exc))}",
+                          usage=False) from None
     finally:
         if container is not None:
             try:

@@ -234,9 +234,7 @@ def find_kubeconfig(explicit: str | os.PathLike[str] | None = None) -> str | Non
 
 
 def _kc_error(message: str, *, usage: bool) -> KubeConfigError:
-    err = KubeConfigError(message)
-    err.usage = usage
-    return err
+    return KubeConfigError(message, usage=usage)
 
 
 def _read_kubeconfig_file(p: str) -> dict[str, Any]:
@@ -376,10 +374,10 @@ def load_connection(kubeconfig: str | os.PathLike[str] | None = None, context: s
     except ConfigException as exc:
         msg = " ".join(str(exc).split())
         raise KubeConfigError(f"{source or ('kubeconfig ' + str(path)) if path else 'in-cluster config'}: "
-                              f"{msg}") from None
+                              f"{msg}", usage=False) from None
     except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError) as exc:
         msg = " ".join(str(exc).split()) or type(exc).__name__
-        raise KubeConfigError(f"kubeconfig {path}: {msg}") from None
+        raise KubeConfigError(f"kubeconfig {path}: {msg}", usage=isinstance(exc, OSError)) from None
 
     lock = threading.Lock()
     cache: dict[str, Any] = {"at": -1e9, "value": None}
