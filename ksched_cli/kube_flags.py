@@ -29,7 +29,7 @@ VALUE_FLAGS = {
 IGNORED = {"profiling", "contention-profiling", "authentication-skip-lookup", "authentication-tolerate-lookup-failure",
            "client-ca-file", "requestheader-client-ca-file", "authorization-always-allow-paths", "feature-gates",
            "logging-format", "tls-cipher-suites", "tls-min-version", "log-flush-frequency", "vmodule",
-           "kube-api-content-type", "master"}
+           "kube-api-content-type"}
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -183,14 +184,17 @@ def _validate_pods(mem: Any, pending: list[tuple[dict[str, Any], str]]) -> None:
 
 
 def _no_kubeconfig_for_flags(args: list[str], flags: Any, config: Path | None) -> None:
-    """kube-scheduler flags mean a real API server; without any kubeconfig, say what to do instead."""
-    from scheduler_runtime.cluster.kube import find_kubeconfig
+    """kube-scheduler flags mean a real API server; without a kubeconfig kube-scheduler would use (it never
+    reads $KUBECONFIG or ~/.kube/config), say what to do instead."""
+    from scheduler_runtime.cluster.kube import in_cluster
+    from scheduler_runtime.kubeconfig_source import NOT_READ_NOTE
 
-    if not args or flags.get("kubeconfig") or flags.get("write-config-to") or _config_names_kubeconfig(config) \
-            or find_kubeconfig() is not None:
+    if not args or flags.get("kubeconfig") or flags.get("master") or flags.get("write-config-to") \
+            or _config_names_kubeconfig(config) or in_cluster():
         return
-    raise fail(f"kube-scheduler flags ({' '.join(args)}) run against an API server and no kubeconfig was found "
-               "(--kubeconfig, clientConnection.kubeconfig in --config, KUBECONFIG, or in-cluster); drop them to "
+    hint = f"; {NOT_READ_NOTE}: pass --kubeconfig \"$KUBECONFIG\"" if os.environ.get("KUBECONFIG") else ""
+    raise fail(f"kube-scheduler flags ({' '.join(args)}) run against an API server and no kubeconfig was given "
+               f"(--kubeconfig, clientConnection.kubeconfig in --config, or in-cluster){hint}; drop them to "
                "run on the embedded cluster", EXIT_USAGE)
 
 
@@ -211,7 +215,14 @@ PluginDirOpt = Annotated[list[Path] | None, typer.Option(
                     "--bind-address, --secure-port, --leader-elect*, --authentication-kubeconfig, "
                     "--authorization-kubeconfig, -v) with kube-scheduler's precedence, plus "
                     "--results=ksched|simulator|off and --plugin-deadline=30s "
-                    "(a plugin stuck longer is named in the log and /readyz).")
+                    "(a plugin stuck longer is named in the log and /readyz).\n\n"
+                    "Which cluster: the embedded one, unless --kubeconfig, a kube-scheduler flag, or a --config "
+                    "whose clientConnection.kubeconfig is set is given; $KUBECONFIG never selects a real cluster "
+                    "(so `ksched run` is the demo even where KUBECONFIG is set). Which kubeconfig, as in "
+                    "kube-scheduler: with --config, its clientConnection.kubeconfig (--kubeconfig is then "
+                    "ignored); without --config, --kubeconfig; when that is empty, the pod's service account. "
+                    "$KUBECONFIG and ~/.kube/config are never read. The first log line says which was used "
+                    "and why.")
 def run(
     ctx: typer.Context,
     config: Annotated[Path | None, typer.Option("--config", help="KubeSchedulerConfiguration file.")] = None,

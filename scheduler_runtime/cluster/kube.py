@@ -218,7 +218,8 @@ def _kubeconfig_candidates(explicit: str | os.PathLike[str] | None) -> str | Non
 _SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 
-def _in_cluster() -> bool:
+def in_cluster() -> bool:
+    """Whether this process runs in a pod with a service account (client-go's InClusterConfig inputs)."""
     return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and Path(_SERVICE_ACCOUNT_TOKEN).is_file()
 
 
@@ -227,7 +228,7 @@ def find_kubeconfig(explicit: str | os.PathLike[str] | None = None) -> str | Non
     path = _kubeconfig_candidates(explicit)
     if path is not None:
         return path
-    if _in_cluster():
+    if in_cluster():
         return "in-cluster"
     home = Path("~/.kube/config").expanduser()
     return str(home) if home.is_file() else None
@@ -343,19 +344,26 @@ def check_kubeconfig(path: str, context: str | None = None) -> None:
         raise _kc_error(f"{csrc}: clusters[{j}].cluster.server: Required value", usage=False)
 
 
-def load_connection(kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None) -> Connection:
+def load_connection(kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None, *,
+                    fallbacks: bool = True, master: str | None = None) -> Connection:
     """Read connection details: an explicit kubeconfig, else $KUBECONFIG, else the in-cluster service
-    account, else ~/.kube/config. Raises KubeConfigError with a one-line message."""
+    account, else ~/.kube/config. Raises KubeConfigError with a one-line message.
+
+    `fallbacks=False` is kube-scheduler's rule (client-go's BuildConfigFromFlags): the explicit kubeconfig,
+    else the in-cluster account; never $KUBECONFIG or ~/.kube/config. `master` overrides the server, and
+    with no kubeconfig is used alone (no credentials), as kube-scheduler's --master."""
+    if master and not kubeconfig and not fallbacks:
+        return Connection(host=master.rstrip("/"), source=f"--master {master}")
     import yaml
     from kubernetes import client as kclient
     from kubernetes import config as kconfig
     from kubernetes.config.config_exception import ConfigException
 
     cfg = kclient.Configuration()
-    path = _kubeconfig_candidates(kubeconfig)
+    path = _kubeconfig_candidates(kubeconfig) if fallbacks else (str(kubeconfig) if kubeconfig else None)
     source = ""
     try:
-        if path is None and _in_cluster():
+        if path is None and (in_cluster() or not fallbacks):
             kconfig.load_incluster_config(client_configuration=cfg)
             source = "in-cluster service account"
         else:
@@ -394,7 +402,7 @@ def load_connection(kubeconfig: str | os.PathLike[str] | None = None, context: s
                 cache["value"], cache["at"] = value, now
             return cache["value"]
 
-    host = cfg.host.rstrip("/")
+    host = (master or cfg.host).rstrip("/")
     return Connection(host=host, ca_file=cfg.ssl_ca_cert, cert_file=cfg.cert_file, key_file=cfg.key_file,
                       verify=bool(cfg.verify_ssl), tls_server_name=getattr(cfg, "tls_server_name", None),
                       proxy=getattr(cfg, "proxy", None), source=source, auth=auth)

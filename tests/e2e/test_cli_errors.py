@@ -307,7 +307,7 @@ def test_kube_scheduler_flags_without_kubeconfig(ksched, no_kube_env: Path, args
     line = one_line_error(ksched("run", *args), 2)
     flags = args[0] if len(args) == 1 else args[-1]
     assert line == (f"error: kube-scheduler flags ({flags}) run against an API server and no kubeconfig was "
-                    "found (--kubeconfig, clientConnection.kubeconfig in --config, KUBECONFIG, or in-cluster); "
+                    "given (--kubeconfig, clientConnection.kubeconfig in --config, or in-cluster); "
                     "drop them to run on the embedded cluster")
 
 
