@@ -24,10 +24,12 @@ Semantics follow client-go and kube-scheduler:
 from __future__ import annotations
 
 import collections
+import errno
 import logging
 import os
 import random
 import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -501,25 +503,44 @@ def _keepalive_options() -> list[tuple[int, int, int]]:
     return opts
 
 
-def _conn_error_text(exc: BaseException) -> str:
-    inner = exc
-    for _ in range(4):
-        nxt = getattr(inner, "reason", None) or getattr(inner, "__cause__", None) or getattr(inner, "__context__",
-                                                                                           None)
-        if nxt is None or nxt is inner or not isinstance(nxt, BaseException):
+def _error_chain(exc: BaseException) -> list[BaseException]:
+    """`exc` and what it wraps (urllib3's `reason`, `__cause__`, `__context__`), outermost first."""
+    chain = [exc]
+    for _ in range(6):
+        cur = chain[-1]
+        nxt = getattr(cur, "reason", None) or cur.__cause__ or cur.__context__
+        if not isinstance(nxt, BaseException) or nxt in chain:
             break
-        inner = nxt
-    text = str(inner)
-    low = text.lower()
-    if "refused" in low:
+        chain.append(nxt)
+    return chain
+
+
+def _conn_error_text(exc: BaseException) -> str:
+    """A short reason for a failed connection, decided by exception type and errno, never by message text."""
+    chain = _error_chain(exc)
+    if any(isinstance(e, ConnectionRefusedError) or (isinstance(e, OSError) and e.errno == errno.ECONNREFUSED)
+           for e in chain):
         return "connection refused"
-    if isinstance(exc, urllib3.exceptions.SSLError) or "certificate" in low or "ssl" in low:
-        return "TLS error: " + " ".join(text.split())[:200]
-    if isinstance(exc, urllib3.exceptions.TimeoutError) or "timed out" in low:
-        return "timed out"
-    if "name or service not known" in low or "nodename nor servname" in low or "getaddrinfo" in low:
+    tls = next((e for e in chain if isinstance(e, ssl.SSLError | ssl.CertificateError | urllib3.exceptions.SSLError)),
+               None)
+    if tls is not None:
+        return "TLS error: " + " ".join(str(chain[-1]).split())[:200]
+    if any(isinstance(e, socket.gaierror | urllib3.exceptions.NameResolutionError) for e in chain):
         return "host name not found"
-    return " ".join(text.split())[:200] or type(exc).__name__
+    # urllib3's NewConnectionError subclasses its ConnectTimeoutError for history's sake: not a timeout
+    if any(isinstance(e, TimeoutError | urllib3.exceptions.TimeoutError)
+           and not isinstance(e, urllib3.exceptions.NewConnectionError) for e in chain):
+        return "timed out"
+    return " ".join(str(chain[-1]).split())[:200] or type(exc).__name__
+
+
+def too_large_resource_version(status: dict[str, Any]) -> bool:
+    """apimachinery's IsTooLargeResourceVersion on a watch ERROR Status: a Timeout whose details carry the
+    ResourceVersionTooLarge cause (the reflector then relists), read from the fields, not the message."""
+    if status.get("reason") != "Timeout" and status.get("code") != 504:
+        return False
+    causes = (status.get("details") or {}).get("causes") or []
+    return any(isinstance(c, dict) and c.get("reason", c.get("type")) == "ResourceVersionTooLarge" for c in causes)
 
 
 _CONN_ERRORS: tuple[type[BaseException], ...] = (urllib3.exceptions.HTTPError, OSError)
@@ -1064,7 +1085,7 @@ class Reflector:
             msg = " ".join(str(obj.get("message") or "").split())
             if code == 410 or reason in ("Expired", "Gone"):
                 raise _Relist(f"watch from resourceVersion {self._rv}: {msg or reason}")
-            if "too large resource version" in msg.lower():
+            if too_large_resource_version(obj):
                 raise _Relist(msg)
             raise ApiError(f"watch {self.name}: {code} {reason}: {msg}", status=int(code or 0), reason=reason)
         self.stats["events"] += 1
