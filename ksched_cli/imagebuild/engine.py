@@ -129,6 +129,9 @@ def probe_python(client: docker.DockerClient, image: str, image_id: str, platfor
         # create/start/wait instead of run(remove=True): a container whose start fails must be removed too
         container = client.containers.create(image, entrypoint=["python3", "-c", PROBE_SCRIPT], command=[],
                                              network_mode="none", platform=platform, user="0")
+        if has_executable(client, container, "python3") is False:
+            raise KschedError(f"base image {image} has no python3: use an image with Python 3.11+ and the venv "
+                              "module, e.g. python:3.11-slim-bookworm", usage=False)
         container.start()
         status = int(container.wait(timeout=120).get("StatusCode", 1))
         out = container.logs(stdout=True, stderr=False)
@@ -138,11 +141,7 @@ def probe_python(client: docker.DockerClient, image: str, image_id: str, platfor
                               f"{_short(err) or 'no output'}: the base image needs python3 with the venv module",
                               usage=False)
     except docker.errors.APIError as exc:
-        msg = _api_message(exc)
-        if "not found" in msg.lower() and "python3" in msg:
-            raise KschedError(f"base image {image} has no python3: use an image with Python 3.11+ and the venv "
-                              "module, e.g. python:3.11-slim-bookworm", usage=False) from None
-        raise KschedError(f"base image {image}: cannot run a container to inspect its Python: {msg}",
+        raise KschedError(f"base image {image}: cannot run a container to inspect its Python: {_api_message(exc)}",
                           usage=False) from None
     except requests.RequestException as exc:
         raise KschedError(f"base image {image}: python3 in it did not answer: {_short(str(exc))}",
@@ -159,6 +158,28 @@ def probe_python(client: docker.DockerClient, image: str, image_id: str, platfor
         cached.parent.mkdir(parents=True, exist_ok=True)
         cached.write_text(target.to_json())
     return target
+
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def has_executable(client: docker.DockerClient, container: Any, name: str) -> bool | None:
+    """Whether `name` is in one of the created (not started) container's PATH folders, asked through the
+    archive API: 404 (docker.errors.NotFound) means absent. None when the engine cannot tell (then starting
+    the container is the test). Engines report a missing executable at start only as text, so this asks
+    before starting instead of reading that text."""
+    env = (container.attrs.get("Config") or {}).get("Env") or []
+    path = next((e.partition("=")[2] for e in env if e.startswith("PATH=")), DEFAULT_PATH)
+    for folder in [f for f in path.split(":") if f.startswith("/")]:
+        try:
+            stream, _stat = client.api.get_archive(container.id, f"{folder.rstrip('/')}/{name}")
+        except docker.errors.NotFound:
+            continue
+        except docker.errors.APIError:
+            return None
+        stream.close()  # the stat answered; the file's bytes are not needed
+        return True
+    return False
 
 
 # ------------------------------------------------------------------------------------------------------ build
