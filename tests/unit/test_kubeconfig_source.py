@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from scheduler_runtime.errors import KschedError
@@ -61,3 +63,28 @@ def test_the_in_cluster_account_outside_a_pod_is_refused_with_the_fix(monkeypatc
         require_usable(src, False, config_file=config_file, flag_kubeconfig=flag_kc)
     assert err.value.exit_code == 2 and fix in str(err.value) and "$KUBECONFIG is not read" in str(err.value)
     require_usable(src, True, config_file=config_file, flag_kubeconfig=flag_kc)  # in a pod: fine
+
+
+KUBECONFIG_DOC = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://10.0.0.1:6443"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+"""
+
+
+def test_the_runtime_connection_never_falls_back_to_the_environment(monkeypatch: pytest.MonkeyPatch,
+                                                                    tmp_path: Path) -> None:
+    from scheduler_runtime.cluster.kube import KubeConfigError, load_connection
+
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(KUBECONFIG_DOC)
+    monkeypatch.setenv("KUBECONFIG", str(kc))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert load_connection().host == "https://10.0.0.1:6443"  # kubectl-like commands do read $KUBECONFIG
+    with pytest.raises(KubeConfigError, match="in-cluster config"):
+        load_connection(None, fallbacks=False)  # kube-scheduler's rule: only the in-cluster account is left
+    assert load_connection(str(kc), fallbacks=False, master="https://m:6443/").host == "https://m:6443"
+    alone = load_connection(None, fallbacks=False, master="https://m:6443")
+    assert alone.host == "https://m:6443" and alone.auth is None
