@@ -9,7 +9,7 @@ import typer
 
 from scheduler_runtime.errors import InputError
 
-from .guard import DEBUG, EXIT_USAGE, fail, guarded
+from .guard import DEBUG, fail, guarded
 
 #: no container engine answers on DOCKER_HOST (or the default socket)
 EXIT_ENGINE = 3
@@ -60,7 +60,7 @@ def build(
             if DEBUG["on"]:
                 raise
             code = EXIT_ENGINE if isinstance(exc, EngineUnavailable) else EXIT_PUSH \
-                if isinstance(exc, PushFailed) else EXIT_USAGE
+                if isinstance(exc, PushFailed) else exc.exit_code
             raise fail(str(exc), code) from None
         t = result.timings
         display.note(f"built in {t.get('build', 0):.1f} s (context {t.get('context', 0):.1f} s, engine checks "

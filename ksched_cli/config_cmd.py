@@ -97,8 +97,8 @@ def validate(
             try:
                 errs, notes = validate_file(f, reg, minor)
             except InputError as exc:
-                results.append({"file": str(f), "valid": False, "errors": [exc.detail], "io": True})
-                worst = max(worst, EXIT_USAGE)
+                results.append({"file": str(f), "valid": False, "errors": [exc.detail], "io": exc.usage})
+                worst = max(worst, exc.exit_code)
                 continue
             results.append({"file": str(f), "valid": not errs, "errors": errs, "notes": notes})
             if errs:

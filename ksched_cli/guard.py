@@ -11,14 +11,21 @@ from typing import TypeVar
 import typer
 from rich.console import Console
 
-from scheduler_runtime.errors import EXIT_INVALID, EXIT_USAGE, KschedError
+from scheduler_runtime.errors import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_USAGE, KschedError
 
 T = TypeVar("T")
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 DEBUG = {"on": False}
 
-__all__ = ["DEBUG", "EXIT_INVALID", "EXIT_USAGE", "fail", "guarded", "os_error_message", "warn"]
+__all__ = ["DEBUG", "EXIT_INVALID", "EXIT_USAGE", "fail", "guarded", "os_error_exit_code", "os_error_message",
+           "warn"]
+
+#: errnos that say a path the user gave cannot be used as given (missing, wrong type, not allowed): exit 2.
+#: Any other errno on a file (disk full, I/O error, quota) is a failed job: exit 1.
+_PATH_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.ELOOP,
+                          errno.ENAMETOOLONG, errno.EROFS, errno.EEXIST, errno.ENOTEMPTY, errno.ENXIO,
+                          errno.ENODEV})
 
 
 def fail(message: str, code: int = EXIT_INVALID) -> typer.Exit:
@@ -55,6 +62,11 @@ def os_error_message(exc: OSError) -> str | None:
     return f"{path}: {what}"
 
 
+def os_error_exit_code(exc: OSError) -> int:
+    """2 when the errno says the named path is unusable as given, else 1; the message text never decides."""
+    return EXIT_USAGE if exc.errno in _PATH_ERRNOS else EXIT_INVALID
+
+
 def guarded(fn: Callable[[], T]) -> T:
     """Run `fn`; KschedError becomes `error: <one line>` and a non-zero exit unless --debug."""
     try:
@@ -66,14 +78,14 @@ def guarded(fn: Callable[[], T]) -> T:
             raise
         raise fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, exc.exit_code) from None
     except KeyboardInterrupt:
-        raise typer.Exit(130) from None
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     except OSError as exc:  # a file the command reads or writes: one line naming it, a usage/I-O error
         if DEBUG["on"]:
             raise
         msg = os_error_message(exc)
         if msg is None:
             raise fail(f"internal error: {type(exc).__name__}: {exc} (run with --debug for a traceback)") from None
-        raise fail(msg, EXIT_USAGE) from None
+        raise fail(msg, os_error_exit_code(exc)) from None
     except Exception as exc:  # unexpected: still one line unless --debug
         if DEBUG["on"]:
             raise

@@ -34,7 +34,7 @@ SLICE_FLAGS = {"authorization-always-allow-paths", "tls-cipher-suites", "request
                "requestheader-extra-headers-prefix", "requestheader-uid-headers"}
 #: accepted for compatibility, no effect in ksched (documented in docs/deploy.md)
 IGNORED = {"profiling", "contention-profiling", "feature-gates", "logging-format", "log-flush-frequency", "vmodule",
-           "kube-api-content-type", "master"}
+           "kube-api-content-type"}
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -140,7 +141,7 @@ def _config(path: Path | None, registry: Any) -> Any:
     from scheduler_runtime.config import load_config
 
     if path is not None and not path.exists():
-        raise InputError("no such file or directory", file=str(path))
+        raise InputError("no such file or directory", file=str(path), usage=True)
     return load_config(path, registry)
 
 
@@ -159,7 +160,7 @@ def _config_names_kubeconfig(path: Path | None) -> bool:
 def _check_paths(paths: list[Path]) -> None:
     for p in paths:
         if not p.exists():
-            raise InputError("no such file or directory", file=str(p))
+            raise InputError("no such file or directory", file=str(p), usage=True)
 
 
 def _warn_if_empty(cluster: list[Path], pods: list[Path], n_nodes: int, n_pods: int) -> None:
@@ -179,18 +180,21 @@ def _validate_pods(mem: Any, pending: list[tuple[dict[str, Any], str]]) -> None:
     for key, (_, where) in zip(keys, pending, strict=True):
         if mem.get_pod(*key.split("/", 1)) is not None:
             raise InputError(f'Duplicate value: "{key}": the cluster already holds a pod with this namespace/name',
-                             file=where, field="metadata.name")
+                             file=where, field="metadata.name", usage=False)
 
 
 def _no_kubeconfig_for_flags(args: list[str], flags: Any, config: Path | None) -> None:
-    """kube-scheduler flags mean a real API server; without any kubeconfig, say what to do instead."""
-    from scheduler_runtime.cluster.kube import find_kubeconfig
+    """kube-scheduler flags mean a real API server; without a kubeconfig kube-scheduler would use (it never
+    reads $KUBECONFIG or ~/.kube/config), say what to do instead."""
+    from scheduler_runtime.cluster.kube import in_cluster
+    from scheduler_runtime.kubeconfig_source import NOT_READ_NOTE
 
-    if not args or flags.get("kubeconfig") or flags.get("write-config-to") or _config_names_kubeconfig(config) \
-            or find_kubeconfig() is not None:
+    if not args or flags.get("kubeconfig") or flags.get("master") or flags.get("write-config-to") \
+            or _config_names_kubeconfig(config) or in_cluster():
         return
-    raise fail(f"kube-scheduler flags ({' '.join(args)}) run against an API server and no kubeconfig was found "
-               "(--kubeconfig, clientConnection.kubeconfig in --config, KUBECONFIG, or in-cluster); drop them to "
+    hint = f"; {NOT_READ_NOTE}: pass --kubeconfig \"$KUBECONFIG\"" if os.environ.get("KUBECONFIG") else ""
+    raise fail(f"kube-scheduler flags ({' '.join(args)}) run against an API server and no kubeconfig was given "
+               f"(--kubeconfig, clientConnection.kubeconfig in --config, or in-cluster){hint}; drop them to "
                "run on the embedded cluster", EXIT_USAGE)
 
 
@@ -211,7 +215,14 @@ PluginDirOpt = Annotated[list[Path] | None, typer.Option(
                     "--bind-address, --secure-port, --leader-elect*, --authentication-kubeconfig, "
                     "--authorization-kubeconfig, -v) with kube-scheduler's precedence, plus "
                     "--results=ksched|simulator|off and --plugin-deadline=30s "
-                    "(a plugin stuck longer is named in the log and /readyz).")
+                    "(a plugin stuck longer is named in the log and /readyz).\n\n"
+                    "Which cluster: the embedded one, unless --kubeconfig, a kube-scheduler flag, or a --config "
+                    "whose clientConnection.kubeconfig is set is given; $KUBECONFIG never selects a real cluster "
+                    "(so `ksched run` is the demo even where KUBECONFIG is set). Which kubeconfig, as in "
+                    "kube-scheduler: with --config, its clientConnection.kubeconfig (--kubeconfig is then "
+                    "ignored); without --config, --kubeconfig; when that is empty, the pod's service account. "
+                    "$KUBECONFIG and ~/.kube/config are never read. The first log line says which was used "
+                    "and why.")
 def run(
     ctx: typer.Context,
     config: Annotated[Path | None, typer.Option("--config", help="KubeSchedulerConfiguration file.")] = None,
@@ -456,7 +467,7 @@ def describe_pod(
             mem = res.cluster
             raw = mem.get_pod(namespace, name)
             if raw is None:
-                raise InputError(f'pods "{name}" not found in namespace {namespace!r}')
+                raise InputError(f'pods "{name}" not found in namespace {namespace!r}', usage=False)
             events = [{"type": e.type, "reason": e.reason, "note": e.note, "reportingController":
                        e.reporting_controller, "eventTime": e.time} for e in mem.events_for(namespace, name)]
             nodes = {n["metadata"]["name"]: Node.from_dict(n) for n in mem.list("nodes")}
@@ -466,7 +477,7 @@ def describe_pod(
             c = KubeClient(load_connection(kubeconfig))
             resp = c.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
             if resp.status == 404:
-                raise InputError(f'pods "{name}" not found in namespace {namespace!r}')
+                raise InputError(f'pods "{name}" not found in namespace {namespace!r}', usage=False)
             if not resp.ok:
                 raise c.error(resp, "GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
             raw = resp.json()
@@ -634,9 +645,12 @@ def new_plugin(
         parsed = [parse_arg(a) for a in args or []]
         reg = _registry([directory] if directory.is_dir() else None)
         known = set(reg.plugins) | set(reg.unsupported)
-        folder = scaffold(name, pts, parsed, directory, known, force=force, description=description)
-        console.print(f"[green]created[/] {folder}/ (plugin.py, README.md, test_{folder.name}.py, "
-                      "example-config.yaml, __init__.py)")
+        done = scaffold(name, pts, parsed, directory, known, force=force, description=description)
+        folder = done.folder
+        console.print(f"[green]{'wrote' if done.kept else 'created'}[/] {escape(str(folder))}/ "
+                      f"({', '.join(sorted(done.written))})", highlight=False)
+        if done.kept:
+            console.print(f"left alone (not generated by new-plugin): {escape(', '.join(done.kept))}")
         console.print("next:\n"
                       f"  pytest {folder}/test_{folder.name}.py\n"
                       f"  ksched config validate --plugin-dir {directory} {folder}/example-config.yaml\n"

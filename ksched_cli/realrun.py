@@ -81,24 +81,27 @@ def setup_logging(verbosity: int) -> None:
 
 def run_on_cluster(flags: KubeFlags, registry_factory: Any) -> int:
     """kube-scheduler's precedence: with --config, --kubeconfig/--kube-api-* are ignored and only explicitly
-    set leader-election flags override the file."""
-    from scheduler_runtime.app import Runner, RunOptions, resolve_kubeconfig
+    set leader-election flags override the file; $KUBECONFIG is never read (scheduler_runtime.kubeconfig_source)."""
+    from scheduler_runtime.app import Runner, RunOptions
+    from scheduler_runtime.cluster.kube import in_cluster
     from scheduler_runtime.config import load_config
+    from scheduler_runtime.kubeconfig_source import choose, require_usable
 
     setup_logging(flags.int("v", 0))
     config_path = flags.get("config")
     if config_path is not None and not Path(config_path).exists():
-        raise InputError("no such file or directory", file=str(config_path))
+        raise InputError("no such file or directory", file=str(config_path), usage=True)
     plugin_dirs = [Path(p) for p in (flags.get("plugin-dir") or "").split(",") if p]
     registry = registry_factory(plugin_dirs or None)
     cfg = load_config(Path(config_path) if config_path else None, registry)
-    kubeconfig = resolve_kubeconfig(cfg.client_connection.kubeconfig, flags.get("kubeconfig"), bool(config_path))
-    if config_path and flags.get("kubeconfig") and not cfg.client_connection.kubeconfig:
-        logging.getLogger("ksched").warning(
-            "--kubeconfig is ignored because --config is given (kube-scheduler does the same): "
-            "set clientConnection.kubeconfig in %s", config_path)
+    source = choose(config_file=config_path, config_kubeconfig=cfg.client_connection.kubeconfig,
+                    flag_kubeconfig=flags.get("kubeconfig"), master=flags.get("master"))
+    if not flags.get("write-config-to"):
+        require_usable(source, in_cluster(), config_file=config_path, flag_kubeconfig=flags.get("kubeconfig"))
+        logging.getLogger("ksched").info("%s", source.describe())
     opts = RunOptions(
-        kubeconfig=kubeconfig,
+        kubeconfig=source.path,
+        master=source.master,
         bind_address=flags.get("bind-address", "0.0.0.0"),
         secure_port=flags.int("secure-port", 10259),
         cert_dir=flags.get("cert-dir"),

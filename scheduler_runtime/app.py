@@ -7,7 +7,6 @@ runtime so a container needs no CLI to schedule.
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import socket
 import threading
@@ -28,7 +27,10 @@ log = logging.getLogger("ksched.app")
 
 @dataclass
 class RunOptions:
+    #: the kubeconfig to read, None for the in-cluster account (never $KUBECONFIG: see kubeconfig_source.py)
     kubeconfig: str | None = None
+    #: kube-scheduler's --master: overrides the kubeconfig's server
+    master: str | None = None
     bind_address: str = "0.0.0.0"
     secure_port: int = 10259
     cert_dir: str | None = None
@@ -48,18 +50,11 @@ class RunOptions:
     hang_deadline: float = 30.0
 
 
-def resolve_kubeconfig(config_value: str | None, flag_value: str | None, has_config_file: bool) -> str | None:
-    """kube-scheduler ignores --kubeconfig when --config is given; then the file's clientConnection wins."""
-    if has_config_file:
-        return config_value or None
-    return flag_value or os.environ.get("KUBECONFIG") or None
-
-
 class Runner:
     """Owns the pieces of a running scheduler; `stop()` drains bindings before returning."""
 
     def __init__(self, config: Any, registry: Registry, opts: RunOptions) -> None:
-        from .cluster.kube import KubeCluster
+        from .cluster.kube import KubeCluster, load_connection
         from .leaderelection import LeaderElector
 
         self.config = config
@@ -67,7 +62,8 @@ class Runner:
         cc = config.client_connection
         qps = opts.qps if opts.qps is not None else cc.qps
         burst = opts.burst if opts.burst is not None else cc.burst
-        self.cluster = KubeCluster(opts.kubeconfig, qps=qps, burst=burst, bind_workers=opts.bind_workers,
+        connection = load_connection(opts.kubeconfig, fallbacks=False, master=opts.master)
+        self.cluster = KubeCluster(connection=connection, qps=qps, burst=burst, bind_workers=opts.bind_workers,
                                    user_agent=f"ksched/{socket.gethostname()}")
         self.metrics = SchedulerMetrics()
         self.watchdog = CycleWatchdog(opts.hang_deadline)
@@ -235,5 +231,5 @@ def wait_for_file(path: str, timeout: float = 0.0) -> None:
     deadline = time.monotonic() + timeout
     while not Path(path).exists():
         if time.monotonic() >= deadline:
-            raise KschedError(f"{path}: no such file")
+            raise KschedError(f"{path}: no such file", usage=True)
         time.sleep(0.2)

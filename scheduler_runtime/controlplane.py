@@ -206,7 +206,7 @@ class ControlPlane:
             time.sleep(0.3)
         log = (self.dir / f"{what}.log").read_text(errors="replace").splitlines()[-15:]
         self.stop()
-        raise KschedError(f"{what} did not become ready ({last}); last log lines:\n" + "\n".join(log))
+        raise KschedError(f"{what} did not become ready ({last}); last log lines:\n" + "\n".join(log), usage=False)
 
     def _write_kubeconfig(self) -> None:
         pki = self.pki

@@ -25,7 +25,7 @@ DEFAULT_SCHEDULER_NAME = "default-scheduler"
 def _values(expr: Mapping[str, Any], path: str) -> frozenset[str]:
     vals = expr.get("values") or []
     if not isinstance(vals, list):
-        raise InputError("must be a list of strings", field=f"{path}.values")
+        raise InputError("must be a list of strings", field=f"{path}.values", usage=False)
     return frozenset(str(v) for v in vals)
 
 
@@ -35,7 +35,7 @@ Matcher = Callable[[Mapping[str, str]], bool]
 def _label_requirement(expr: Mapping[str, Any], path: str) -> Matcher:
     key = expr.get("key")
     if not key:
-        raise InputError("Required value", field=f"{path}.key")
+        raise InputError("Required value", field=f"{path}.key", usage=False)
     op = expr.get("operator")
     vals = _values(expr, path)
     if op == "In":
@@ -48,11 +48,11 @@ def _label_requirement(expr: Mapping[str, Any], path: str) -> Matcher:
         return lambda labels: key not in labels
     if op in ("Gt", "Lt"):
         if len(vals) != 1:
-            raise InputError(f"operator {op} needs exactly one value", field=f"{path}.values")
+            raise InputError(f"operator {op} needs exactly one value", field=f"{path}.values", usage=False)
         try:
             bound = int(next(iter(vals)))
         except ValueError as exc:
-            raise InputError(f"operator {op} needs an integer value", field=f"{path}.values") from exc
+            raise InputError(f"operator {op} needs an integer value", field=f"{path}.values", usage=False) from exc
 
         def cmp(labels: Mapping[str, str]) -> bool:
             v = labels.get(key)
@@ -64,7 +64,7 @@ def _label_requirement(expr: Mapping[str, Any], path: str) -> Matcher:
                 return False
             return n > bound if op == "Gt" else n < bound
         return cmp
-    raise InputError(f'Unsupported value: "{op}"', field=f"{path}.operator")
+    raise InputError(f'Unsupported value: "{op}"', field=f"{path}.operator", usage=False)
 
 
 @dataclass(slots=True, frozen=True)
@@ -186,7 +186,7 @@ def _pod_affinity_terms(raw: Mapping[str, Any] | None, path: str, pod: Mapping[s
         ns_sel_raw = t.get("namespaceSelector")
         tk = t.get("topologyKey") or ""
         if not tk:
-            raise InputError("Required value: can not be empty", field=f"{p}.topologyKey")
+            raise InputError("Required value: can not be empty", field=f"{p}.topologyKey", usage=False)
         return PodAffinityTerm(sel, frozenset(t.get("namespaces") or []),
                                LabelSelector.parse(ns_sel_raw, f"{p}.namespaceSelector")
                                if ns_sel_raw is not None else None, tk, weight)
@@ -379,14 +379,14 @@ class Pod:
     def from_dict(cls, raw: dict[str, Any]) -> Pod:
         """Parse once; raises InputError naming the field on malformed input."""
         if not isinstance(raw, dict):
-            raise InputError("a Pod must be a mapping")
+            raise InputError("a Pod must be a mapping", usage=False)
         p = cls.__new__(cls)
         meta = raw.get("metadata") or {}
         spec = raw.get("spec") or {}
         status = raw.get("status") or {}
         name = meta.get("name")
         if not name or not isinstance(name, str):
-            raise InputError("Required value: name is required", field="metadata.name")
+            raise InputError("Required value: name is required", field="metadata.name", usage=False)
         p.raw = raw
         p.name = name
         p.namespace = meta.get("namespace") or "default"
@@ -404,7 +404,7 @@ class Pod:
         if prio is None:
             prio = 0
         if isinstance(prio, bool) or not isinstance(prio, int):
-            raise InputError(f"Invalid value: {prio!r}: must be an integer", field="spec.priority")
+            raise InputError(f"Invalid value: {prio!r}: must be an integer", field="spec.priority", usage=False)
         p.priority = prio
         p.priority_class_name = spec.get("priorityClassName") or ""
         p.preemption_policy = spec.get("preemptionPolicy") or "PreemptLowerPriority"
@@ -439,13 +439,14 @@ class Pod:
                     for k in c["matchLabelKeys"] if k in p.labels]
             skew = c.get("maxSkew")
             if not isinstance(skew, int) or isinstance(skew, bool) or skew <= 0:
-                raise InputError(f"Invalid value: {skew!r}: must be greater than zero", field=f"{path}.maxSkew")
+                raise InputError(f"Invalid value: {skew!r}: must be greater than zero", field=f"{path}.maxSkew",
+                                 usage=False)
             if not c.get("topologyKey"):
-                raise InputError("Required value: can not be empty", field=f"{path}.topologyKey")
+                raise InputError("Required value: can not be empty", field=f"{path}.topologyKey", usage=False)
             wu = c.get("whenUnsatisfiable")
             if wu not in ("DoNotSchedule", "ScheduleAnyway"):
                 raise InputError(f'Unsupported value: "{wu}": supported values: "DoNotSchedule", "ScheduleAnyway"',
-                                 field=f"{path}.whenUnsatisfiable")
+                                 field=f"{path}.whenUnsatisfiable", usage=False)
             spreads.append(SpreadConstraint(
                 skew, c["topologyKey"], wu,
                 LabelSelector.parse(sel_raw, f"{path}.labelSelector") if sel_raw is not None else None,
@@ -455,7 +456,7 @@ class Pod:
         images = []
         for i, c in enumerate(spec.get("containers") or []):
             if not isinstance(c, dict):
-                raise InputError("must be a mapping", field=f"spec.containers[{i}]")
+                raise InputError("must be a mapping", field=f"spec.containers[{i}]", usage=False)
             if c.get("image"):
                 images.append(str(c["image"]))
             for port in c.get("ports") or []:
@@ -521,14 +522,14 @@ class Node:
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Node:
         if not isinstance(raw, dict):
-            raise InputError("a Node must be a mapping")
+            raise InputError("a Node must be a mapping", usage=False)
         n = cls.__new__(cls)
         meta = raw.get("metadata") or {}
         spec = raw.get("spec") or {}
         status = raw.get("status") or {}
         name = meta.get("name")
         if not name or not isinstance(name, str):
-            raise InputError("Required value: name is required", field="metadata.name")
+            raise InputError("Required value: name is required", field="metadata.name", usage=False)
         n.raw = raw
         n.name = name
         n.uid = meta.get("uid") or name
@@ -538,11 +539,11 @@ class Node:
         taints = []
         for i, t in enumerate(spec.get("taints") or []):
             if not t.get("key"):
-                raise InputError("Required value", field=f"spec.taints[{i}].key")
+                raise InputError("Required value", field=f"spec.taints[{i}].key", usage=False)
             eff = t.get("effect")
             if eff not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
                 raise InputError(f'Unsupported value: "{eff}": supported values: "NoExecute", "NoSchedule", '
-                                 f'"PreferNoSchedule"', field=f"spec.taints[{i}].effect")
+                                 f'"PreferNoSchedule"', field=f"spec.taints[{i}].effect", usage=False)
             taints.append(Taint(t["key"], str(t.get("value", "") or ""), eff))
         n.taints = tuple(taints)
         n.unschedulable = bool(spec.get("unschedulable"))
@@ -582,7 +583,7 @@ class PodDisruptionBudget:
     def from_dict(cls, raw: dict[str, Any]) -> PodDisruptionBudget:
         meta = raw.get("metadata") or {}
         if not meta.get("name"):
-            raise InputError("Required value: name is required", field="metadata.name")
+            raise InputError("Required value: name is required", field="metadata.name", usage=False)
         spec = raw.get("spec") or {}
         status = raw.get("status") or {}
         sel = spec.get("selector")

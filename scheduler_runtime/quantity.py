@@ -22,21 +22,21 @@ _RE = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|
 def parse_quantity(value: object, field: str = "") -> Decimal:
     """Parse a quantity string (or number) exactly; raises InputError on anything Kubernetes would reject."""
     if isinstance(value, bool):
-        raise InputError(f"quantities must match the regular expression, got {value!r}", field=field)
+        raise InputError(f"quantities must match the regular expression, got {value!r}", field=field, usage=False)
     if isinstance(value, int | float):
         if isinstance(value, float) and not math.isfinite(value):
-            raise InputError(f"invalid quantity {value!r}", field=field)
+            raise InputError(f"invalid quantity {value!r}", field=field, usage=False)
         return Decimal(str(value))
     if not isinstance(value, str):
-        raise InputError(f"invalid quantity {value!r}: expected a string or number", field=field)
+        raise InputError(f"invalid quantity {value!r}: expected a string or number", field=field, usage=False)
     m = _RE.match(value.strip())
     if not m:
         raise InputError(f"quantities must match the regular expression "
-                         f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$', got {value!r}", field=field)
+                         f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$', got {value!r}", field=field, usage=False)
     try:
         number = Decimal(m.group(1))
     except InvalidOperation as exc:  # pragma: no cover - regex already guards this
-        raise InputError(f"invalid quantity {value!r}", field=field) from exc
+        raise InputError(f"invalid quantity {value!r}", field=field, usage=False) from exc
     if m.group(2):
         return number * (Decimal(10) ** int(m.group(2)[1:]))
     suffix = m.group(3) or ""
@@ -53,7 +53,7 @@ def cpu_millis(value: object, field: str = "") -> int:
     """CPU quantity in millicores, rounded up like Quantity.MilliValue()."""
     q = parse_quantity(value, field)
     if q < 0:
-        raise InputError(f"must be greater than or equal to 0, got {value!r}", field=field)
+        raise InputError(f"must be greater than or equal to 0, got {value!r}", field=field, usage=False)
     return _ceil(q * 1000)
 
 
@@ -61,7 +61,7 @@ def base_units(value: object, field: str = "") -> int:
     """Quantity in base units (bytes, count), rounded up like Quantity.Value()."""
     q = parse_quantity(value, field)
     if q < 0:
-        raise InputError(f"must be greater than or equal to 0, got {value!r}", field=field)
+        raise InputError(f"must be greater than or equal to 0, got {value!r}", field=field, usage=False)
     return _ceil(q)
 
 

@@ -72,7 +72,7 @@ def load_pods_in_order(paths: Sequence[str | Path]) -> list[tuple[dict[str, Any]
     for p in paths:
         for raw, where in load_objects(Path(p)):
             if raw.get("kind") not in (None, "Pod"):
-                raise InputError(f'expected kind "Pod", got {raw.get("kind")!r}', file=where, field="kind")
+                raise InputError(f'expected kind "Pod", got {raw.get("kind")!r}', file=where, field="kind", usage=False)
             raw.setdefault("kind", "Pod")
             raw.setdefault("apiVersion", "v1")
             out.append((raw, where))
@@ -86,7 +86,7 @@ def create_pods(cluster: MemoryCluster, pods: Sequence[tuple[dict[str, Any], str
         try:
             created = cluster.create(raw, emit=emit)
         except InputError as exc:
-            raise InputError(exc.detail, file=where, field=exc.field) from None
+            raise InputError(exc.detail, file=where, field=exc.field, usage=exc.usage) from None
         meta = created["metadata"]
         keys.append(f"{meta['namespace']}/{meta['name']}")
     return keys

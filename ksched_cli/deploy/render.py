@@ -21,7 +21,7 @@ def _env() -> Any:
     if not TEMPLATES.is_dir():
         from scheduler_runtime.errors import KschedError
 
-        raise KschedError(f"deploy templates not found at {TEMPLATES}: reinstall ksched")
+        raise KschedError(f"deploy templates not found at {TEMPLATES}: reinstall ksched", usage=False)
     return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
                               autoescape=False, keep_trailing_newline=True)
 

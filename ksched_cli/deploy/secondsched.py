@@ -82,7 +82,7 @@ class SecondScheduler:
 def check_name(name: str, flag: str = "--name") -> None:
     if not _DNS_LABEL.match(name) or len(name) > 40:
         raise InputError(f"{name!r} is not a valid name: use lowercase letters, digits and '-', at most 40 "
-                         f"characters (objects are named after it, e.g. {name}-extras)", field=flag)
+                         f"characters (objects are named after it, e.g. {name}-extras)", field=flag, usage=True)
 
 
 def check_namespace_name(namespace: str, flag: str = "--namespace") -> None:
@@ -90,11 +90,11 @@ def check_namespace_name(namespace: str, flag: str = "--namespace") -> None:
     from scheduler_runtime.config.fielderrors import invalid
 
     if len(namespace) > 63:
-        raise InputError(invalid(namespace, "must be no more than 63 characters"), field=flag)
+        raise InputError(invalid(namespace, "must be no more than 63 characters"), field=flag, usage=True)
     if not _DNS_LABEL.match(namespace):
         raise InputError(invalid(namespace, "a lowercase RFC 1123 label must consist of lower case alphanumeric "
                                             "characters or '-', and must start and end with an alphanumeric "
-                                            "character (e.g. 'my-name', or '123-abc')"), field=flag)
+                                            "character (e.g. 'my-name', or '123-abc')"), field=flag, usage=True)
 
 
 def prepare(name: str, namespace: str, image: str, config: Path, replicas: int, registry: Any) -> SecondScheduler:
@@ -103,9 +103,9 @@ def prepare(name: str, namespace: str, image: str, config: Path, replicas: int, 
     check_namespace_name(namespace)
     if not image or not image.strip() or any(ch.isspace() for ch in image):
         raise InputError("must be a non-empty image reference without spaces, e.g. registry.example.com/ksched:v1 "
-                         "(the tag `ksched build` printed)", field="--image")
+                         "(the tag `ksched build` printed)", field="--image", usage=True)
     if replicas < 1:
-        raise InputError(f"must be at least 1, got {replicas}", field="--replicas")
+        raise InputError(f"must be at least 1, got {replicas}", field="--replicas", usage=True)
     where = str(config)
     raw, _ = validate_config(config, registry)
     text = files.read_bytes(config, "config").decode("utf-8")
@@ -127,7 +127,7 @@ def prepare(name: str, namespace: str, image: str, config: Path, replicas: int, 
         elif sn == DEFAULT_SCHEDULER:
             raise InputError(f'"{DEFAULT_SCHEDULER}" is the default scheduler\'s name: two schedulers would both take '
                              f'its pods; set a name of its own (e.g. {name}) or leave it out to use --name',
-                             file=where, field=f"profiles[{i}].schedulerName")
+                             file=where, field=f"profiles[{i}].schedulerName", usage=False)
 
     le = doc.get("leaderElection")
     if not isinstance(le, dict):
@@ -140,7 +140,7 @@ def prepare(name: str, namespace: str, image: str, config: Path, replicas: int, 
     elif le.get("leaderElect") is False and replicas > 1:
         raise InputError(f"false with --replicas {replicas}: every replica would schedule and they would race for "
                          f"the same pods; set it to true or use --replicas 1", file=where,
-                         field="leaderElection.leaderElect")
+                         field="leaderElection.leaderElect", usage=False)
     leader_elect = bool(le.get("leaderElect"))
     if leader_elect:
         lease_name = le.get("resourceName")
@@ -151,7 +151,7 @@ def prepare(name: str, namespace: str, image: str, config: Path, replicas: int, 
         elif lease_name == DEFAULT_LEASE:
             raise InputError(f'"{DEFAULT_LEASE}" is the default scheduler\'s lease: the two would take turns being '
                              f'leader; use a name of its own (e.g. {name}) or leave it out', file=where,
-                             field="leaderElection.resourceName")
+                             field="leaderElection.resourceName", usage=False)
         if not le.get("resourceNamespace"):
             le["resourceNamespace"] = namespace
     lease = (str(le.get("resourceName") or name), str(le.get("resourceNamespace") or namespace))
@@ -172,7 +172,7 @@ def prepare(name: str, namespace: str, image: str, config: Path, replicas: int, 
     try:
         cfg = build(final_doc, registry, where)
     except ConfigError as exc:  # our own edits must not make a valid file invalid
-        raise InputError(f"after adjusting for a second scheduler: {exc.errors[0]}", file=where) from None
+        raise InputError(f"after adjusting for a second scheduler: {exc.errors[0]}", file=where, usage=False) from None
     s = SecondScheduler(name=name, namespace=namespace, image=image, replicas=replicas, config_text=final,
                         scheduler_names=[p.scheduler_name for p in cfg.profiles], leader_elect=leader_elect,
                         lease=lease, notes=notes, plugin_rbac=plugin_rules(cfg, registry))
@@ -218,7 +218,7 @@ def static_pod_rbac(rules: list[tuple[str, dict[str, Any]]], lease: tuple[str, s
 def object_path(obj: dict[str, Any], with_name: bool = True) -> str:
     kind = obj.get("kind", "")
     if kind not in KINDS:
-        raise KschedError(f"cannot apply kind {kind!r}")
+        raise KschedError(f"cannot apply kind {kind!r}", usage=False)
     prefix, plural, namespaced = KINDS[kind]
     md = obj.get("metadata") or {}
     path = prefix + (f"/namespaces/{md['namespace']}" if namespaced else "") + f"/{plural}"

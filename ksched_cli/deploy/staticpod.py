@@ -83,10 +83,11 @@ def load_roundtrip(path: Path, text: str) -> Loaded:
     except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f"line {mark.line + 1}: " if mark is not None else ""
-        raise InputError(f"{line}invalid YAML: {getattr(exc, 'problem', None) or exc}", file=str(path)) from None
+        raise InputError(f"{line}invalid YAML: {getattr(exc, 'problem', None) or exc}", file=str(path),
+                         usage=True) from None
     docs = [d for d in docs if d is not None]
     if len(docs) != 1:
-        raise InputError(f"{len(docs)} YAML documents; expected exactly one", file=str(path))
+        raise InputError(f"{len(docs)} YAML documents; expected exactly one", file=str(path), usage=False)
     best: tuple[int, YAML, Any] | None = None
     for style in _STYLES:
         y = _yaml(style)
@@ -184,16 +185,17 @@ def find_scheduler_container(doc: Any, path: Path) -> tuple[int, CommentedMap]:
     """The kube-scheduler container of a static pod; refuses anything else with file + field + fix."""
     where = str(path)
     if not isinstance(doc, dict):
-        raise InputError(f"expected a Pod manifest (a mapping), got a {type(doc).__name__}", file=where)
+        raise InputError(f"expected a Pod manifest (a mapping), got a {type(doc).__name__}", file=where, usage=False)
     kind = doc.get("kind")
     if kind != "Pod" or doc.get("apiVersion") != "v1":
         raise InputError(f"is {kind!r} ({doc.get('apiVersion')!r}), expected kind Pod, apiVersion v1: pass the "
-                         f"kubelet's static pod manifest of kube-scheduler with --manifest", file=where, field="kind")
+                         f"kubelet's static pod manifest of kube-scheduler with --manifest", file=where, field="kind",
+                         usage=False)
     spec = doc.get("spec")
     containers = spec.get("containers") if isinstance(spec, dict) else None
     if not isinstance(containers, list) or not containers:
         raise InputError("missing: a Pod needs containers; pass kube-scheduler's static pod manifest with --manifest",
-                         file=where, field="spec.containers")
+                         file=where, field="spec.containers", usage=False)
     for i, c in enumerate(containers):
         if not isinstance(c, dict):
             continue
@@ -204,7 +206,7 @@ def find_scheduler_container(doc: Any, path: Path) -> tuple[int, CommentedMap]:
     names = ", ".join(str(c.get("name")) for c in containers if isinstance(c, dict))
     raise InputError(f"no kube-scheduler container (found: {names or 'none'}; looked for name kube-scheduler or a "
                      f"command starting with kube-scheduler): pass kube-scheduler's manifest with --manifest",
-                     file=where, field="spec.containers")
+                     file=where, field="spec.containers", usage=False)
 
 
 def _mount_covering(container: CommentedMap, path: str) -> dict[str, Any] | None:
@@ -274,13 +276,13 @@ def check_locations(manifest: Path, config_dest: Path, backup_dir: Path) -> None
     folder = manifest.parent
     if not config_dest.is_absolute():
         raise InputError(f"must be an absolute path (it is also the path inside the container), got {config_dest}",
-                         field="--config-dest")
+                         field="--config-dest", usage=True)
     if files.is_inside(config_dest, folder):
         raise InputError(f"{config_dest} is inside the manifests folder {folder}: the kubelet would try to run it as "
-                         f"a pod; use e.g. {DEFAULT_CONFIG_DEST}", field="--config-dest")
+                         f"a pod; use e.g. {DEFAULT_CONFIG_DEST}", field="--config-dest", usage=True)
     if files.is_inside(backup_dir, folder):
         raise InputError(f"{backup_dir} is inside the manifests folder {folder}: the kubelet runs every file there, "
-                         f"backups included; use e.g. {DEFAULT_BACKUP_DIR}", field="--backup-dir")
+                         f"backups included; use e.g. {DEFAULT_BACKUP_DIR}", field="--backup-dir", usage=True)
 
 
 def validate_config(path: Path, registry: Any) -> tuple[dict[str, Any], Any]:
@@ -294,7 +296,7 @@ def validate_config(path: Path, registry: Any) -> tuple[dict[str, Any], Any]:
     except ConfigError as exc:
         more = f" (and {len(exc.errors) - 1} more)" if len(exc.errors) > 1 else ""
         raise InputError(f"{exc.errors[0]}{more}: fix the config (`ksched config validate {path}` lists every "
-                         f"error); nothing was changed", file=str(path)) from None
+                         f"error); nothing was changed", file=str(path), usage=False) from None
     return doc, cfg
 
 
@@ -319,12 +321,12 @@ def plan(manifest: Path, config: Path, image: str, config_dest: Path, registry: 
     """Everything `deploy --static-pod` would change, without writing anything."""
     if not image or not image.strip() or any(ch.isspace() for ch in image):
         raise InputError("must be a non-empty image reference without spaces, e.g. registry.example.com/"
-                         "ksched:v1 (the tag `ksched build` printed)", field="--image")
+                         "ksched:v1 (the tag `ksched build` printed)", field="--image", usage=True)
     raw = files.read_bytes(manifest, "static pod manifest")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise InputError("not UTF-8 text, expected a YAML Pod manifest", file=str(manifest)) from None
+        raise InputError("not UTF-8 text, expected a YAML Pod manifest", file=str(manifest), usage=True) from None
     loaded = load_roundtrip(manifest, text)
     doc = loaded.doc
     idx, c = find_scheduler_container(doc, manifest)
@@ -354,12 +356,12 @@ def plan(manifest: Path, config: Path, image: str, config_dest: Path, registry: 
     if not cfg_kc and not manifest_kc:
         raise InputError("not set, and the manifest has no --kubeconfig to take it from: set it to the kubeconfig the "
                          "scheduler should use (kubeadm: /etc/kubernetes/scheduler.conf)", file=str(config),
-                         field="clientConnection.kubeconfig")
+                         field="clientConnection.kubeconfig", usage=False)
     if cfg_kc and manifest_kc and cfg_kc != manifest_kc:
         if _mount_covering(c, cfg_kc) is None:
             raise InputError(f"{cfg_kc!r} is not mounted in the kube-scheduler container (the manifest uses "
                              f"{manifest_kc}, {kc_source}): set it to {manifest_kc} or remove it", file=str(config),
-                             field="clientConnection.kubeconfig")
+                             field="clientConnection.kubeconfig", usage=False)
         p.notes.append(f"clientConnection.kubeconfig is {cfg_kc} (the manifest used {manifest_kc}); kept as you set it")
     if cfg_kc:
         p.kubeconfig = cfg_kc
@@ -377,9 +379,9 @@ def plan(manifest: Path, config: Path, image: str, config_dest: Path, registry: 
         p.old_config = None
     except PermissionError:
         raise InputError("Permission denied reading the installed config: run as root (sudo)",
-                         file=str(config_dest)) from None
+                         file=str(config_dest), usage=True) from None
     except IsADirectoryError:
-        raise InputError("Is a directory; --config-dest must name a file", file=str(config_dest)) from None
+        raise InputError("Is a directory; --config-dest must name a file", file=str(config_dest), usage=True) from None
 
     # -- image ----------------------------------------------------------------------------------------------
     old_image = c.get("image")
@@ -551,7 +553,7 @@ def apply(p: StaticPodPlan, backup_dir: Path) -> Written:
         backup_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     except PermissionError:
         raise InputError("Permission denied creating the backup folder: run as root (sudo)",
-                         file=str(backup_dir)) from None
+                         file=str(backup_dir), usage=True) from None
     mode = p.manifest.stat().st_mode & 0o7777
     w.backup = backup_dir / files.backup_name(p.manifest, stamp)
     files.atomic_write(w.backup, p.old_manifest.encode(), mode)

@@ -61,7 +61,7 @@ class PluginSource:
         for ln in lines:
             if ln.startswith("-"):
                 raise InputError("only package requirements are supported (no pip options such as -r, -e, "
-                                 f"--index-url): {ln!r}", file=str(req))
+                                 f"--index-url): {ln!r}", file=str(req), usage=True)
         return [ln for ln in lines if ln]
 
 
@@ -76,21 +76,21 @@ def collect_plugins(dirs: list[Path]) -> list[PluginSource]:
     found: dict[str, PluginSource] = {}
     for d in dirs:
         if not d.exists():
-            raise InputError("plugin folder does not exist", file=str(d), field="--plugin-dir")
+            raise InputError("plugin folder does not exist", file=str(d), field="--plugin-dir", usage=True)
         if not d.is_dir():
             raise InputError("is not a folder: --plugin-dir names a folder of plugin packages", file=str(d),
-                             field="--plugin-dir")
+                             field="--plugin-dir", usage=True)
         packages = [p for p in sorted(d.iterdir()) if is_plugin_package(p)]
         if not packages:
             if is_plugin_package(d):
                 raise InputError(f"is a plugin package itself: pass its parent folder ({d.resolve().parent})",
-                                 file=str(d), field="--plugin-dir")
+                                 file=str(d), field="--plugin-dir", usage=True)
             raise InputError("contains no plugin packages (sub-folders with __init__.py or plugin.py)",
-                             file=str(d), field="--plugin-dir")
+                             file=str(d), field="--plugin-dir", usage=True)
         for p in packages:
             if p.name in found and found[p.name].path.resolve() != p.resolve():
                 raise InputError(f"plugin package {p.name!r} is also in {found[p.name].path}: folder names must "
-                                 "be unique, they become module names", file=str(p), field="--plugin-dir")
+                                 "be unique, they become module names", file=str(p), field="--plugin-dir", usage=True)
             found[p.name] = PluginSource(p.name, p)
     return list(found.values())
 
@@ -111,7 +111,8 @@ class ImageSpec:
 
 def _environment() -> jinja2.Environment:
     if not (TEMPLATE_DIR / DOCKERFILE_TEMPLATE).is_file():
-        raise KschedError(f"{TEMPLATE_DIR / DOCKERFILE_TEMPLATE} not found: reinstall ksched from its sources")
+        raise KschedError(f"{TEMPLATE_DIR / DOCKERFILE_TEMPLATE} not found: reinstall ksched from its sources",
+                          usage=False)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
     env.filters["dq"] = docker_quote
@@ -151,9 +152,9 @@ def write_context(dest: Path, spec: ImageSpec, ksched_wheel: Path, dep_wheels: l
                   plugins: list[PluginSource], plugin_dep_wheels: list[Path] | None = None) -> Path:
     """Fill `dest` (which must be empty or absent) with everything the Dockerfile copies."""
     if sorted(w.name for w in plugin_dep_wheels or []) != sorted(spec.plugin_deps):
-        raise KschedError("internal: the plugin dependency wheels differ from the ImageSpec's list")
+        raise KschedError("internal: the plugin dependency wheels differ from the ImageSpec's list", usage=False)
     if dest.exists() and any(dest.iterdir()):
-        raise KschedError(f"build context folder {dest} is not empty")
+        raise KschedError(f"build context folder {dest} is not empty", usage=False)
     (dest / "wheels" / "deps").mkdir(parents=True, exist_ok=True)
     (dest / "wheels" / "ksched").mkdir(parents=True, exist_ok=True)
     (dest / "plugins").mkdir(parents=True, exist_ok=True)

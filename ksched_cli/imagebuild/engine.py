@@ -10,6 +10,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,12 @@ PODMAN_SOCKET = "/run/ksched-podman/podman.sock"
 CONNECT_TIMEOUT = 10.0
 BUILD_TIMEOUT = 1800.0  # a silent RUN step (pip install of large wheels) must not trip the read timeout
 
-_AUTH_WORDS = ("unauthorized", "authentication required", "access denied", "denied:", "requested access",
-               "no basic auth credentials", "401", "403", "insufficient_scope", "authorization")
+#: HTTP statuses that mean the registry (or the engine on its behalf) refused the credentials
+_AUTH_STATUSES = frozenset({401, 403})
+#: the distribution spec's error codes for refused credentials, as engines print them ("code: message")
+_AUTH_REGISTRY_CODES = frozenset({"unauthorized", "denied"})
+#: Docker's sentinel error when it has no credentials for a registry that asks for them
+_NO_CREDENTIALS = "no basic auth credentials"
 
 
 class EngineUnavailable(KschedError):
@@ -42,7 +47,7 @@ class PushFailed(KschedError):
     """The registry refused or could not be reached."""
 
     def __init__(self, message: str, auth: bool) -> None:
-        super().__init__(message)
+        super().__init__(message, usage=False)
         self.auth = auth
 
 
@@ -97,19 +102,20 @@ def ensure_image(client: docker.DockerClient, image: str, platform: str | None,
     except docker.errors.ImageNotFound:
         pass
     except docker.errors.APIError as exc:
-        raise KschedError(f"base image {image}: {_api_message(exc)}") from None
+        raise KschedError(f"base image {image}: {_api_message(exc)}", usage=False) from None
     repo, _, tag = image.rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "latest")
     try:
         stream = client.api.pull(repo, tag=tag or "latest", platform=platform, stream=True, decode=True)
         for event in stream:
             if "error" in event:
                 raise KschedError(f"base image {image} is not on the engine and pulling it failed: "
-                                  f"{_short(str(event['error']))} (pass --base-image with an image the engine has)")
+                                  f"{_short(str(event['error']))} (pass --base-image with an image the engine has)",
+                                  usage=False)
             on_progress(event)
         return client.images.get(image).attrs
     except docker.errors.APIError as exc:
         raise KschedError(f"base image {image} is not on the engine and pulling it failed: {_api_message(exc)} "
-                          "(pass --base-image with an image the engine has)") from None
+                          "(pass --base-image with an image the engine has)", usage=False) from None
 
 
 def probe_python(client: docker.DockerClient, image: str, image_id: str, platform: str | None,
@@ -123,21 +129,23 @@ def probe_python(client: docker.DockerClient, image: str, image_id: str, platfor
         # create/start/wait instead of run(remove=True): a container whose start fails must be removed too
         container = client.containers.create(image, entrypoint=["python3", "-c", PROBE_SCRIPT], command=[],
                                              network_mode="none", platform=platform, user="0")
+        if has_executable(client, container, "python3") is False:
+            raise KschedError(f"base image {image} has no python3: use an image with Python 3.11+ and the venv "
+                              "module, e.g. python:3.11-slim-bookworm", usage=False)
         container.start()
         status = int(container.wait(timeout=120).get("StatusCode", 1))
         out = container.logs(stdout=True, stderr=False)
         if status != 0:
             err = container.logs(stdout=False, stderr=True).decode(errors="replace")
             raise KschedError(f"base image {image}: running python3 in it failed (exit {status}): "
-                              f"{_short(err) or 'no output'}: the base image needs python3 with the venv module")
+                              f"{_short(err) or 'no output'}: the base image needs python3 with the venv module",
+                              usage=False)
     except docker.errors.APIError as exc:
-        msg = _api_message(exc)
-        if "not found" in msg.lower() and "python3" in msg:
-            raise KschedError(f"base image {image} has no python3: use an image with Python 3.11+ and the venv "
-                              "module, e.g. python:3.11-slim-bookworm") from None
-        raise KschedError(f"base image {image}: cannot run a container to inspect its Python: {msg}") from None
+        raise KschedError(f"base image {image}: cannot run a container to inspect its Python: {_api_message(exc)}",
+                          usage=False) from None
     except requests.RequestException as exc:
-        raise KschedError(f"base image {image}: python3 in it did not answer: {_short(str(exc))}") from None
+        raise KschedError(f"base image {image}: python3 in it did not answer: {_short(str(exc))}",
+                          usage=False) from None
     finally:
         if container is not None:
             try:
@@ -150,6 +158,28 @@ def probe_python(client: docker.DockerClient, image: str, image_id: str, platfor
         cached.parent.mkdir(parents=True, exist_ok=True)
         cached.write_text(target.to_json())
     return target
+
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def has_executable(client: docker.DockerClient, container: Any, name: str) -> bool | None:
+    """Whether `name` is in one of the created (not started) container's PATH folders, asked through the
+    archive API: 404 (docker.errors.NotFound) means absent. None when the engine cannot tell (then starting
+    the container is the test). Engines report a missing executable at start only as text, so this asks
+    before starting instead of reading that text."""
+    env = (container.attrs.get("Config") or {}).get("Env") or []
+    path = next((e.partition("=")[2] for e in env if e.startswith("PATH=")), DEFAULT_PATH)
+    for folder in [f for f in path.split(":") if f.startswith("/")]:
+        try:
+            stream, _stat = client.api.get_archive(container.id, f"{folder.rstrip('/')}/{name}")
+        except docker.errors.NotFound:
+            continue
+        except docker.errors.APIError:
+            return None
+        stream.close()  # the stat answered; the file's bytes are not needed
+        return True
+    return False
 
 
 # ------------------------------------------------------------------------------------------------------ build
@@ -229,17 +259,50 @@ def build(client: docker.DockerClient, context: Path, tag: str, platform: str | 
 # ------------------------------------------------------------------------------------------------------- push
 
 
-def is_auth_error(message: str) -> bool:
-    low = message.lower()
-    return any(w in low for w in _AUTH_WORDS)
+def registry_refused_credentials(message: str) -> bool:
+    """Whether an engine's flattened registry error is a refusal of the credentials.
+
+    Engines turn the registry's structured error (`{"code": "UNAUTHORIZED", "message": ...}`) into
+    `...: unauthorized: message`, and an HTTP status into `...: 401 Unauthorized`; this reads those fields
+    back at their `: ` boundaries. It never searches the text: a digest or a host name containing "401" or
+    "denied" is not a refusal."""
+    parts = [p.strip() for p in message.split(": ")]
+    for i, part in enumerate(parts):
+        if i + 1 < len(parts) and part.lower() in _AUTH_REGISTRY_CODES:
+            return True
+        m = re.fullmatch(r"(\d{3}) ([A-Za-z ]+)", part)
+        if m and int(m.group(1)) in _AUTH_STATUSES and m.group(2) == HTTPStatus(int(m.group(1))).phrase:
+            return True
+        if part == _NO_CREDENTIALS:
+            return True
+    return False
+
+
+def stream_error_is_auth(event: dict[str, Any]) -> bool:
+    """A push/pull stream's error event: its `errorDetail.code` (an HTTP status) decides when the engine set
+    one; otherwise the registry's error code carried in `errorDetail.message`."""
+    detail = event.get("errorDetail")
+    detail = detail if isinstance(detail, dict) else {}
+    code = detail.get("code")
+    if isinstance(code, int) and not isinstance(code, bool) and code:
+        return code in _AUTH_STATUSES
+    return registry_refused_credentials(str(detail.get("message") or event.get("error") or ""))
+
+
+def api_error_is_auth(exc: docker.errors.APIError) -> bool:
+    """An engine API call that failed with an HTTP status: 401/403 (the engine relays the registry's refusal
+    as errdefs.Unauthorized/Forbidden), else the registry's error code in the explanation."""
+    if exc.status_code is not None and exc.status_code in _AUTH_STATUSES:
+        return True
+    return registry_refused_credentials(str(exc.explanation or ""))
 
 
 def push(client: docker.DockerClient, ref: ImageRef, on_progress: Callable[[dict[str, Any]], None]) -> str | None:
     """Push `ref` and return the digest the registry reported (None if it did not say)."""
     digest: str | None = None
 
-    def refused(msg: str) -> PushFailed:
-        if is_auth_error(msg):
+    def refused(msg: str, auth: bool) -> PushFailed:
+        if auth:
             return PushFailed(f"push of {ref} refused by {ref.registry}: {msg}: log in first with "
                               f"`docker login {ref.registry}` (the docker SDK reads ~/.docker/config.json; "
                               f"for podman's socket also `podman login {ref.registry}`)", auth=True)
@@ -248,8 +311,8 @@ def push(client: docker.DockerClient, ref: ImageRef, on_progress: Callable[[dict
     try:
         for event in client.api.push(ref.repository, tag=ref.tag or "latest", stream=True, decode=True):
             if "error" in event or "errorDetail" in event:
-                detail = event.get("errorDetail") or {}
-                raise refused(_short(str(detail.get("message") or event.get("error"))))
+                detail = event.get("errorDetail") if isinstance(event.get("errorDetail"), dict) else {}
+                raise refused(_short(str(detail.get("message") or event.get("error"))), stream_error_is_auth(event))
             aux = event.get("aux")
             if isinstance(aux, dict) and aux.get("Digest"):
                 digest = str(aux["Digest"])
@@ -259,9 +322,11 @@ def push(client: docker.DockerClient, ref: ImageRef, on_progress: Callable[[dict
                 digest = m.group(1)
             on_progress(event)
     except docker.errors.APIError as exc:
-        raise refused(_api_message(exc)) from None
+        raise refused(_api_message(exc), api_error_is_auth(exc)) from None
     except (requests.RequestException, docker.errors.DockerException) as exc:
-        raise refused(_short(str(exc))) from None
+        # the connection to the engine itself broke: never a registry's refusal of the credentials
+        raise PushFailed(f"push of {ref} to {ref.registry} failed: lost the connection to the engine: "
+                         f"{_short(str(exc)) or type(exc).__name__}", auth=False) from None
     return digest
 
 

@@ -62,7 +62,7 @@ def run(req: BuildRequest, display: Display) -> BuildResult:
                                  cache_dir=wheels.cache_root() / "probe")
     if machine is not None and target.machine != machine:
         raise KschedError(f"--platform {platform}: the base image {req.base_image} runs {target.machine}; the "
-                          f"engine has no {platform} variant of it (pull one, or drop --platform)")
+                          f"engine has no {platform} variant of it (pull one, or drop --platform)", usage=False)
     display.note(f"base image {req.base_image}: {target.describe()}")
     timings["prepare"] = time.monotonic() - t0
 

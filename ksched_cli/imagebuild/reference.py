@@ -46,9 +46,9 @@ class ImageRef:
 def parse_reference(value: str, *, flag: str, allow_digest: bool = True) -> ImageRef:
     """Parse `value` or raise an InputError naming `flag` and what is wrong with it."""
     if not value or not value.strip():
-        raise InputError("must not be empty (e.g. registry.example.com/team/ksched:v1)", field=flag)
+        raise InputError("must not be empty (e.g. registry.example.com/team/ksched:v1)", field=flag, usage=True)
     if any(ch.isspace() for ch in value):
-        raise InputError(f"invalid image reference {value!r}: contains whitespace", field=flag)
+        raise InputError(f"invalid image reference {value!r}: contains whitespace", field=flag, usage=True)
     m = _REFERENCE.match(value)
     if m is None:
         name = value.partition("@")[0]
@@ -65,14 +65,15 @@ def parse_reference(value: str, *, flag: str, allow_digest: bool = True) -> Imag
             why = "a digest looks like sha256:<64 hex digits>"
         else:
             why = "use [registry[:port]/]name[:tag] with lowercase letters, digits and . _ - separators"
-        raise InputError(f"invalid image reference {value!r}: {why}", field=flag)
+        raise InputError(f"invalid image reference {value!r}: {why}", field=flag, usage=True)
     if m.group("digest") and not allow_digest:
         raise InputError(f"invalid image reference {value!r}: a built image is named by a tag, not a digest",
-                         field=flag)
+                         field=flag, usage=True)
     domain = m.group("domain")
     repository = f"{domain}/{m.group('path')}" if domain else m.group("path")
     if len(repository) > 255:
-        raise InputError(f"invalid image reference {value!r}: the name is longer than 255 characters", field=flag)
+        raise InputError(f"invalid image reference {value!r}: the name is longer than 255 characters", field=flag,
+                         usage=True)
     return ImageRef(repository, m.group("tag"), m.group("digest"))
 
 
@@ -81,11 +82,12 @@ def parse_platform(value: str) -> tuple[str, str]:
     m = _PLATFORM.match(value.strip().lower())
     if m is None:
         raise InputError(f"invalid platform {value!r}: use os/arch[/variant], e.g. linux/amd64 or linux/arm64",
-                         field="--platform")
+                         field="--platform", usage=True)
     if m.group("os") != "linux":
-        raise InputError(f"unsupported platform {value!r}: ksched images are Linux images", field="--platform")
+        raise InputError(f"unsupported platform {value!r}: ksched images are Linux images", field="--platform",
+                         usage=True)
     arch = m.group("arch")
     if arch not in ARCH_TO_MACHINE:
         raise InputError(f"unsupported architecture {arch!r}: one of {', '.join(sorted(ARCH_TO_MACHINE))}",
-                         field="--platform")
+                         field="--platform", usage=True)
     return m.group(0), ARCH_TO_MACHINE[arch]

@@ -48,7 +48,8 @@ class PythonTarget:
             target = cls(**{k: data[k] for k in ("version", "machine", "libc", "libc_version", "implementation",
                                                   "has_venv")})
         except (ValueError, IndexError, KeyError, TypeError) as exc:
-            raise KschedError(f"base image {image}: could not read its Python ({exc}): output was {output!r}") \
+            raise KschedError(f"base image {image}: could not read its Python ({exc}): output was {output!r}",
+                              usage=False) \
                 from None
         target.check(image)
         return target
@@ -56,16 +57,17 @@ class PythonTarget:
     def check(self, image: str) -> None:
         hint = "use a Debian-based Python image such as python:3.11-slim-bookworm"
         if self.implementation != "cpython":
-            raise KschedError(f"base image {image} runs {self.implementation}, not CPython: {hint}")
+            raise KschedError(f"base image {image} runs {self.implementation}, not CPython: {hint}", usage=False)
         major, minor = (int(x) for x in self.version.split(".")[:2])
         if (major, minor) < (3, 11):
-            raise KschedError(f"base image {image} has Python {self.version}; ksched needs 3.11 or newer: {hint}")
+            raise KschedError(f"base image {image} has Python {self.version}; ksched needs 3.11 or newer: {hint}",
+                              usage=False)
         if self.libc not in ("glibc", "musl"):
             raise KschedError(f"base image {image}: unknown C library {self.libc!r} (wheels need glibc or musl): "
-                              f"{hint}")
+                              f"{hint}", usage=False)
         if not self.has_venv:
             raise KschedError(f"base image {image} has python3 without the venv/ensurepip modules: install "
-                              f"python3-venv in it, or {hint}")
+                              f"python3-venv in it, or {hint}", usage=False)
 
     @property
     def abi(self) -> str:

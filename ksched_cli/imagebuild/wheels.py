@@ -107,10 +107,10 @@ def build_from_source(root: Path, out_dir: Path, log: Log) -> Path:
             if proc.returncode != 0:  # offline: build with the setuptools of this environment instead
                 proc = _pip([*base[:4], "--no-build-isolation", *base[4:]])
             if proc.returncode != 0:
-                raise KschedError(f"could not build the ksched wheel from {root}: {_pip_error(proc)}")
+                raise KschedError(f"could not build the ksched wheel from {root}: {_pip_error(proc)}", usage=False)
             built = sorted(wheel_dir.glob(f"{DIST_NAME}-*.whl"))
             if not built:
-                raise KschedError(f"pip wheel of {root} produced no {DIST_NAME} wheel")
+                raise KschedError(f"pip wheel of {root} produced no {DIST_NAME} wheel", usage=False)
             cached_dir.mkdir(parents=True, exist_ok=True)
             _atomic_copy(built[0], cached_dir / built[0].name)
         cached = sorted(cached_dir.glob(f"{DIST_NAME}-*.whl"))
@@ -132,7 +132,7 @@ def repack_installed(dist: md.Distribution, out_dir: Path) -> Path:
     info_dir = next((f.parts[0] for f in files if f.parts[0].endswith(".dist-info")), None)
     if info_dir is None or not any(str(f).endswith(".py") for f in files):
         raise KschedError(f"{DIST_NAME} {dist.version} is installed without its files (editable install?): "
-                          "run ksched build from the source checkout instead")
+                          "run ksched build from the source checkout instead", usage=False)
     wheel_meta = dist.read_text("WHEEL") or ""
     tag = next((line.split(":", 1)[1].strip() for line in wheel_meta.splitlines() if line.startswith("Tag:")),
                "py3-none-any")
@@ -156,7 +156,8 @@ def repack_installed(dist: md.Distribution, out_dir: Path) -> Path:
             site_dir = Path(str(dist.locate_file(info_dir))).parent
             src = next((c for c in (Path(str(dist.locate_file(f))), site_dir / rel) if c.is_file()), None)
             if src is None:
-                raise KschedError(f"{DIST_NAME} {dist.version}: installed file {rel} is missing; reinstall ksched")
+                raise KschedError(f"{DIST_NAME} {dist.version}: installed file {rel} is missing; reinstall ksched",
+                                  usage=False)
             body = src.read_bytes()
             arc = f"{DIST_NAME}-{dist.version}.data/data/{rel}"
             zf.writestr(arc, body)
@@ -235,7 +236,7 @@ def dependency_wheels(ksched: Path, requirements: list[str], target: PythonTarge
             proc = _pip(args)
             if proc.returncode != 0:
                 raise KschedError(f"could not get wheels of ksched's dependencies for {target.describe()}: "
-                                  f"{_pip_error(proc)}")
+                                  f"{_pip_error(proc)}", usage=False)
         else:
             log(f"dependency wheels for {target.describe()} found in the cache {pool}")
         wheels = []
@@ -248,5 +249,5 @@ def dependency_wheels(ksched: Path, requirements: list[str], target: PythonTarge
         others = [p.name for p in Path(tmp).iterdir() if p.suffix != ".whl" and p.name != "constraints.txt"]
         if others:
             raise KschedError(f"pip fetched source distributions, which an offline image build cannot install: "
-                              f"{', '.join(others)}")
+                              f"{', '.join(others)}", usage=False)
     return wheels

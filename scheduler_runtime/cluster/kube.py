@@ -29,10 +29,12 @@ Semantics follow client-go and kube-scheduler:
 from __future__ import annotations
 
 import collections
+import errno
 import logging
 import os
 import random
 import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -223,7 +225,8 @@ def _kubeconfig_candidates(explicit: str | os.PathLike[str] | None) -> str | Non
 _SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 
-def _in_cluster() -> bool:
+def in_cluster() -> bool:
+    """Whether this process runs in a pod with a service account (client-go's InClusterConfig inputs)."""
     return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and Path(_SERVICE_ACCOUNT_TOKEN).is_file()
 
 
@@ -232,16 +235,14 @@ def find_kubeconfig(explicit: str | os.PathLike[str] | None = None) -> str | Non
     path = _kubeconfig_candidates(explicit)
     if path is not None:
         return path
-    if _in_cluster():
+    if in_cluster():
         return "in-cluster"
     home = Path("~/.kube/config").expanduser()
     return str(home) if home.is_file() else None
 
 
 def _kc_error(message: str, *, usage: bool) -> KubeConfigError:
-    err = KubeConfigError(message)
-    err.usage = usage
-    return err
+    return KubeConfigError(message, usage=usage)
 
 
 def _read_kubeconfig_file(p: str) -> dict[str, Any]:
@@ -350,19 +351,26 @@ def check_kubeconfig(path: str, context: str | None = None) -> None:
         raise _kc_error(f"{csrc}: clusters[{j}].cluster.server: Required value", usage=False)
 
 
-def load_connection(kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None) -> Connection:
+def load_connection(kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None, *,
+                    fallbacks: bool = True, master: str | None = None) -> Connection:
     """Read connection details: an explicit kubeconfig, else $KUBECONFIG, else the in-cluster service
-    account, else ~/.kube/config. Raises KubeConfigError with a one-line message."""
+    account, else ~/.kube/config. Raises KubeConfigError with a one-line message.
+
+    `fallbacks=False` is kube-scheduler's rule (client-go's BuildConfigFromFlags): the explicit kubeconfig,
+    else the in-cluster account; never $KUBECONFIG or ~/.kube/config. `master` overrides the server, and
+    with no kubeconfig is used alone (no credentials), as kube-scheduler's --master."""
+    if master and not kubeconfig and not fallbacks:
+        return Connection(host=master.rstrip("/"), source=f"--master {master}")
     import yaml
     from kubernetes import client as kclient
     from kubernetes import config as kconfig
     from kubernetes.config.config_exception import ConfigException
 
     cfg = kclient.Configuration()
-    path = _kubeconfig_candidates(kubeconfig)
+    path = _kubeconfig_candidates(kubeconfig) if fallbacks else (str(kubeconfig) if kubeconfig else None)
     source = ""
     try:
-        if path is None and _in_cluster():
+        if path is None and (in_cluster() or not fallbacks):
             kconfig.load_incluster_config(client_configuration=cfg)
             source = "in-cluster service account"
         else:
@@ -381,10 +389,10 @@ def load_connection(kubeconfig: str | os.PathLike[str] | None = None, context: s
     except ConfigException as exc:
         msg = " ".join(str(exc).split())
         raise KubeConfigError(f"{source or ('kubeconfig ' + str(path)) if path else 'in-cluster config'}: "
-                              f"{msg}") from None
+                              f"{msg}", usage=False) from None
     except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError) as exc:
         msg = " ".join(str(exc).split()) or type(exc).__name__
-        raise KubeConfigError(f"kubeconfig {path}: {msg}") from None
+        raise KubeConfigError(f"kubeconfig {path}: {msg}", usage=isinstance(exc, OSError)) from None
 
     lock = threading.Lock()
     cache: dict[str, Any] = {"at": -1e9, "value": None}
@@ -401,7 +409,7 @@ def load_connection(kubeconfig: str | os.PathLike[str] | None = None, context: s
                 cache["value"], cache["at"] = value, now
             return cache["value"]
 
-    host = cfg.host.rstrip("/")
+    host = (master or cfg.host).rstrip("/")
     return Connection(host=host, ca_file=cfg.ssl_ca_cert, cert_file=cfg.cert_file, key_file=cfg.key_file,
                       verify=bool(cfg.verify_ssl), tls_server_name=getattr(cfg, "tls_server_name", None),
                       proxy=getattr(cfg, "proxy", None), source=source, auth=auth)
@@ -500,25 +508,44 @@ def _keepalive_options() -> list[tuple[int, int, int]]:
     return opts
 
 
-def _conn_error_text(exc: BaseException) -> str:
-    inner = exc
-    for _ in range(4):
-        nxt = getattr(inner, "reason", None) or getattr(inner, "__cause__", None) or getattr(inner, "__context__",
-                                                                                           None)
-        if nxt is None or nxt is inner or not isinstance(nxt, BaseException):
+def _error_chain(exc: BaseException) -> list[BaseException]:
+    """`exc` and what it wraps (urllib3's `reason`, `__cause__`, `__context__`), outermost first."""
+    chain = [exc]
+    for _ in range(6):
+        cur = chain[-1]
+        nxt = getattr(cur, "reason", None) or cur.__cause__ or cur.__context__
+        if not isinstance(nxt, BaseException) or nxt in chain:
             break
-        inner = nxt
-    text = str(inner)
-    low = text.lower()
-    if "refused" in low:
+        chain.append(nxt)
+    return chain
+
+
+def _conn_error_text(exc: BaseException) -> str:
+    """A short reason for a failed connection, decided by exception type and errno, never by message text."""
+    chain = _error_chain(exc)
+    if any(isinstance(e, ConnectionRefusedError) or (isinstance(e, OSError) and e.errno == errno.ECONNREFUSED)
+           for e in chain):
         return "connection refused"
-    if isinstance(exc, urllib3.exceptions.SSLError) or "certificate" in low or "ssl" in low:
-        return "TLS error: " + " ".join(text.split())[:200]
-    if isinstance(exc, urllib3.exceptions.TimeoutError) or "timed out" in low:
-        return "timed out"
-    if "name or service not known" in low or "nodename nor servname" in low or "getaddrinfo" in low:
+    tls = next((e for e in chain if isinstance(e, ssl.SSLError | ssl.CertificateError | urllib3.exceptions.SSLError)),
+               None)
+    if tls is not None:
+        return "TLS error: " + " ".join(str(chain[-1]).split())[:200]
+    if any(isinstance(e, socket.gaierror | urllib3.exceptions.NameResolutionError) for e in chain):
         return "host name not found"
-    return " ".join(text.split())[:200] or type(exc).__name__
+    # urllib3's NewConnectionError subclasses its ConnectTimeoutError for history's sake: not a timeout
+    if any(isinstance(e, TimeoutError | urllib3.exceptions.TimeoutError)
+           and not isinstance(e, urllib3.exceptions.NewConnectionError) for e in chain):
+        return "timed out"
+    return " ".join(str(chain[-1]).split())[:200] or type(exc).__name__
+
+
+def too_large_resource_version(status: dict[str, Any]) -> bool:
+    """apimachinery's IsTooLargeResourceVersion on a watch ERROR Status: a Timeout whose details carry the
+    ResourceVersionTooLarge cause (the reflector then relists), read from the fields, not the message."""
+    if status.get("reason") != "Timeout" and status.get("code") != 504:
+        return False
+    causes = (status.get("details") or {}).get("causes") or []
+    return any(isinstance(c, dict) and c.get("reason", c.get("type")) == "ResourceVersionTooLarge" for c in causes)
 
 
 _CONN_ERRORS: tuple[type[BaseException], ...] = (urllib3.exceptions.HTTPError, OSError)
@@ -1063,7 +1090,7 @@ class Reflector:
             msg = " ".join(str(obj.get("message") or "").split())
             if code == 410 or reason in ("Expired", "Gone"):
                 raise _Relist(f"watch from resourceVersion {self._rv}: {msg or reason}")
-            if "too large resource version" in msg.lower():
+            if too_large_resource_version(obj):
                 raise _Relist(msg)
             raise ApiError(f"watch {self.name}: {code} {reason}: {msg}", status=int(code or 0), reason=reason)
         self.stats["events"] += 1

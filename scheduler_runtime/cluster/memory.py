@@ -112,7 +112,7 @@ class MemoryCluster(ClusterBackend):
                 try:
                     c.create(raw, emit=False)
                 except InputError as exc:
-                    raise InputError(exc.detail, file=where, field=exc.field) from None
+                    raise InputError(exc.detail, file=where, field=exc.field, usage=exc.usage) from None
         c.sync_volumes(emit=False)
         return c
 
@@ -123,13 +123,13 @@ class MemoryCluster(ClusterBackend):
 
     def create(self, raw: dict[str, Any], emit: bool = True) -> dict[str, Any]:
         if not isinstance(raw, dict):
-            raise InputError("an object must be a mapping")
+            raise InputError("an object must be a mapping", usage=False)
         kind = raw.get("kind")
         if not kind or not isinstance(kind, str):
-            raise InputError("Required value: kind is required", field="kind")
+            raise InputError("Required value: kind is required", field="kind", usage=False)
         meta = raw.get("metadata")
         if not isinstance(meta, dict) or not meta.get("name"):
-            raise InputError("Required value: name is required", field="metadata.name")
+            raise InputError("Required value: name is required", field="metadata.name", usage=False)
         resource = resource_of_kind(kind)
         raw = copy.deepcopy(raw)
         meta = raw["metadata"]
@@ -152,7 +152,7 @@ class MemoryCluster(ClusterBackend):
             if key in bucket:
                 what = "name" if resource in CLUSTER_SCOPED else "namespace/name"
                 raise InputError(f'Duplicate value: "{key}": a {kind} with this {what} already exists',
-                                 field="metadata.name")
+                                 field="metadata.name", usage=False)
             self._uid += 1
             meta.setdefault("uid", f"{resource[:-1]}-{self._uid:06d}")
             meta["resourceVersion"] = self._next_rv()
@@ -483,7 +483,7 @@ def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: b
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
         if key in seen:
-            raise InputError(f"line {key_node.start_mark.line + 1}: duplicate key {key!r}")
+            raise InputError(f"line {key_node.start_mark.line + 1}: duplicate key {key!r}", usage=True)
         seen[key] = 1
     return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
 
@@ -500,7 +500,7 @@ def _count_aliases(text: str) -> None:
         if isinstance(ev, yaml.AliasEvent):
             events += 1
             if events > 1000:
-                raise InputError("too many YAML aliases (refusing a possible YAML bomb)")
+                raise InputError("too many YAML aliases (refusing a possible YAML bomb)", usage=True)
 
 
 def load_objects(path: Path) -> list[tuple[dict[str, Any], str]]:
@@ -514,26 +514,26 @@ def load_objects(path: Path) -> list[tuple[dict[str, Any], str]]:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise InputError("no such file or directory", file=where) from None
+        raise InputError("no such file or directory", file=where, usage=True) from None
     except OSError as exc:
-        raise InputError(exc.strerror or str(exc), file=where) from None
+        raise InputError(exc.strerror or str(exc), file=where, usage=True) from None
     if len(data) > MAX_FILE_BYTES:
-        raise InputError("file is larger than 64 MiB", file=where)
+        raise InputError("file is larger than 64 MiB", file=where, usage=True)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise InputError("not a UTF-8 text file", file=where) from None
+        raise InputError("not a UTF-8 text file", file=where, usage=True) from None
     try:
         if "*" in text:
             _count_aliases(text)
         docs = list(yaml.load_all(text, Loader=_UniqueKeyLoader))
     except InputError as exc:
-        raise InputError(exc.detail, file=where) from None
+        raise InputError(exc.detail, file=where, usage=exc.usage) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f"line {mark.line + 1}: " if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(f"{line}invalid YAML: {problem}", file=where) from None
+        raise InputError(f"{line}invalid YAML: {problem}", file=where, usage=True) from None
     out = []
     for i, doc in enumerate(docs):
         if doc is None:
@@ -549,7 +549,7 @@ def load_objects(path: Path) -> list[tuple[dict[str, Any], str]]:
         for j, item in enumerate(items):
             if not isinstance(item, dict):
                 raise InputError(f"document {i + 1}, item {j + 1}: expected a Kubernetes object (a mapping), "
-                                 f"got {type(item).__name__}", file=where)
+                                 f"got {type(item).__name__}", file=where, usage=False)
             out.append((item, where))
     return out
 

@@ -157,7 +157,7 @@ def check_values(values: Any) -> list[str]:
 
 def _values_error(errs: list[str], source: str) -> InputError:
     more = f" (and {len(errs) - 1} more error(s))" if len(errs) > 1 else ""
-    return InputError(errs[0] + more, file=source)
+    return InputError(errs[0] + more, file=source, usage=False)
 
 
 def load_values(path: Path) -> dict[str, Any]:

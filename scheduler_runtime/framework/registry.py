@@ -53,10 +53,10 @@ class Registry:
     def register(self, cls: type[Plugin], source: str) -> None:
         name = getattr(cls, "name", "")
         if not name:
-            raise KschedError(f"{source}: plugin class {cls.__qualname__} has no `name`")
+            raise KschedError(f"{source}: plugin class {cls.__qualname__} has no `name`", usage=False)
         existing = self.plugins.get(name)
         if existing is not None and existing.cls is not cls:
-            raise KschedError(f"plugin {name!r} from {source} clashes with the one from {existing.source}")
+            raise KschedError(f"plugin {name!r} from {source} clashes with the one from {existing.source}", usage=False)
         self.plugins[name] = PluginSpec(name, cls, source)
 
     def get(self, name: str) -> PluginSpec | None:
@@ -169,7 +169,7 @@ def build_registry(plugin_dirs: list[Path] | None = None, entry_points_enabled: 
             try:
                 obj = ep.load()
             except Exception as exc:
-                raise KschedError(f"entry point {ep.name} ({ep.value}): cannot import: {exc}") from exc
+                raise KschedError(f"entry point {ep.name} ({ep.value}): cannot import: {exc}", usage=False) from exc
             classes = [obj] if inspect.isclass(obj) else _plugin_classes(obj)
             dist = ep.dist.name if ep.dist is not None else "?"
             for cls in classes:

@@ -307,7 +307,7 @@ def test_kube_scheduler_flags_without_kubeconfig(ksched, no_kube_env: Path, args
     line = one_line_error(ksched("run", *args), 2)
     flags = args[0] if len(args) == 1 else args[-1]
     assert line == (f"error: kube-scheduler flags ({flags}) run against an API server and no kubeconfig was "
-                    "found (--kubeconfig, clientConnection.kubeconfig in --config, KUBECONFIG, or in-cluster); "
+                    "given (--kubeconfig, clientConnection.kubeconfig in --config, or in-cluster); "
                     "drop them to run on the embedded cluster")
 
 
@@ -355,3 +355,56 @@ def test_run_validates_pods_before_the_banner(ksched, tmp_path: Path):
 
 def test_installed_script_is_used():
     assert KSCHED.exists() and os.access(KSCHED, os.X_OK)
+
+
+# ----------------------------------------------------------------------------- 10: exit codes of cluster/pod inputs
+# (the code comes from the error's class and its raise site: README "Exit codes")
+
+POD = textwrap.dedent("""\
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: p1}
+    spec:
+      containers: [{name: c, image: x, resources: {requests: {cpu: 100m}}}]
+    """)
+
+
+@pytest.mark.parametrize("what,text,code,needle", [
+    ("malformed YAML", "apiVersion: [v1\n", 2, "invalid YAML"),
+    ("duplicate key", POD + "metadata: {name: p2}\n", 2, "duplicate key"),
+    ("not UTF-8", None, 2, "not a UTF-8 text file"),
+    ("a list, not an object", "- 1\n- 2\n", 1, "expected a Kubernetes object"),
+    ("maxSkew 0", POD + "  topologySpreadConstraints: [{maxSkew: 0, topologyKey: zone, "
+                        "whenUnsatisfiable: DoNotSchedule}]\n", 1, "maxSkew"),
+    ("bad priority", POD.replace("spec:\n", "spec:\n  priority: high\n"), 1, "spec.priority"),
+])
+def test_pod_files_unreadable_exit_2_invalid_exit_1(ksched, tmp_path: Path, what: str, text: str | None,
+                                                     code: int, needle: str):
+    pods = tmp_path / "pods.yaml"
+    if text is None:
+        pods.write_bytes(b"apiVersion: v1\nkind: Pod\nmetadata: {name: \xff\xfe}\n")
+    else:
+        pods.write_text(text)
+    line = one_line_error(ksched("simulate", "--cluster", str(EXAMPLES / "cluster"), "--pods", str(pods)), code)
+    assert str(pods) in line and needle in line, (what, line)
+
+
+def test_missing_cluster_folder_exits_2(ksched, tmp_path: Path):
+    line = one_line_error(ksched("simulate", "--cluster", str(tmp_path / "nope"), "--pods",
+                                 str(EXAMPLES / "pods.yaml")), 2)
+    assert line == f"error: {tmp_path / 'nope'}: no such file or directory"
+
+
+@pytest.mark.parametrize("args,code,needle", [
+    (("--args", "ratio:float=nan"), 2, "not a finite number"),
+    (("--args", "limit:int=-3"), 2, "fails the generated validator"),
+    (("--description", 'ok """ quotes \\ fine'), 0, ""),
+])
+def test_new_plugin_bad_defaults_are_usage_errors(ksched, tmp_path: Path, args: tuple[str, ...], code: int,
+                                                  needle: str):
+    r = ksched("new-plugin", "ExitCheck", "--points", "filter", *args, "--dir", str(tmp_path / "plugins"))
+    if code == 0:
+        assert r.returncode == 0, r.stderr
+        return
+    assert needle in one_line_error(r, code)
+    assert not (tmp_path / "plugins").exists()

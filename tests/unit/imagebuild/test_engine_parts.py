@@ -1,5 +1,5 @@
 """The parts of `ksched build` that decide before and after the engine: image references, platforms, the
-base image's Python and its wheel tags, the build log stream, push error classification."""
+base image's Python and its wheel tags, the build log stream (push errors: test_push_errors.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from ksched_cli.imagebuild.engine import BuildEvent, BuildFailed, is_auth_error, parse_build_stream
+from ksched_cli.imagebuild.engine import BuildEvent, BuildFailed, parse_build_stream
 from ksched_cli.imagebuild.reference import parse_platform, parse_reference
 from ksched_cli.imagebuild.target import PROBE_SCRIPT, PythonTarget
 from scheduler_runtime.errors import InputError, KschedError
@@ -157,15 +157,3 @@ def test_a_failed_step_raises_with_the_engine_message() -> None:
 def test_a_stream_without_an_image_id_is_a_failure() -> None:
     with pytest.raises(BuildFailed, match="without reporting an image ID"):
         list(parse_build_stream([{"stream": "STEP 1/1: FROM x\n"}]))
-
-
-@pytest.mark.parametrize("message,auth", [
-    ("unauthorized: authentication required", True),
-    ("denied: requested access to the resource is denied", True),
-    ("trying to reuse blob ...: 401 Unauthorized", True),
-    ("no basic auth credentials", True),
-    ("dial tcp 127.0.0.1:1: connect: connection refused", False),
-    ("manifest invalid", False),
-])
-def test_push_errors_are_told_apart(message: str, auth: bool) -> None:
-    assert is_auth_error(message) is auth
