@@ -46,14 +46,26 @@ def up(state_dir: StateOpt = None) -> None:
 
 
 @app.command()
-def down(state_dir: StateOpt = None) -> None:
-    """Stop the dev cluster (its data stays in the state dir; `up` reuses it)."""
+def down(state_dir: StateOpt = None,
+         grace_period: Annotated[float, typer.Option("--grace-period", min=0, help="Seconds to wait after SIGTERM "
+                                                     "before sending SIGKILL.")] = 15.0) -> None:
+    """Stop the dev cluster (its data stays in the state dir; `up` reuses it).
+
+    Signals only processes that still match what `up` recorded (pid, start time, command line), so a
+    stale state file never kills an unrelated process; one line per process says how it ended."""
 
     def go() -> None:
         from scheduler_runtime.controlplane import ControlPlane
 
-        if not ControlPlane.stop_detached(state_dir or _dir()):
+        report = ControlPlane.stop_detached(state_dir or _dir(), grace=grace_period)
+        if report is None:
             raise fail("no dev cluster is running", 1)
+        for r in report:
+            print(r.line())
+        left = [r for r in report if not r.gone]
+        if left:
+            raise fail(f"{', '.join(r.name for r in left)} may still be running; the state file "
+                       f"{(state_dir or _dir()) / 'state.json'} is kept", 1)
         print("stopped")
 
     guarded(go)
