@@ -47,10 +47,13 @@ def say(text: str) -> None:
 
 
 def _print_diff(diff: str) -> None:
+    out = Text()
     for line in diff.splitlines():
         style = ("bold" if line.startswith(("---", "+++")) else "green" if line.startswith("+")
                  else "red" if line.startswith("-") else "cyan" if line.startswith("@@") else "")
-        console.print(Text(line, style=style))
+        out.append(line + "\n", style=style)
+    out.rstrip()
+    console.print(out)  # one print: rich's per-call cost made a long diff take seconds
 
 
 def _confirm(question: str, yes: bool) -> None:

@@ -29,8 +29,8 @@ DEFAULT_BACKUP_DIR = Path("/etc/kubernetes/ksched-backups")
 VOLUME_NAME = "ksched-config"
 #: the user the ksched image runs as (USER 65532:65532 in templates/Dockerfile.j2, like distroless' nonroot)
 IMAGE_UID = 65532
-#: kubeadm's manifests are 2-4 KiB; the round-trip writer needs about a second for 64 KiB
-MAX_MANIFEST_BYTES = 64 << 10
+#: kubeadm's manifests are 2-4 KiB; the round-trip reader and writer take about a second for 32 KiB
+MAX_MANIFEST_BYTES = 32 << 10
 
 #: kube-scheduler flag -> leaderElection field of the config file
 LEADER_FLAGS = {
@@ -84,8 +84,73 @@ def _yaml_error(path: Path, exc: Exception) -> InputError:
     return InputError(f"{line}invalid YAML: {what}", file=str(path), usage=True)
 
 
+def _flow_depth(text: str) -> int:
+    """How deep `[` and `{` nest outside quotes and comments (an upper bound of YAML flow nesting).
+
+    Checked before parsing: the YAML scanner's cost grows with the square of the flow depth."""
+    depth = top = 0
+    quote = ""
+    prev = "\n"
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if quote:
+            if ch == quote:
+                if quote == "'" and i + 1 < n and text[i + 1] == "'":
+                    i += 1
+                else:
+                    quote = ""
+            elif ch == "\\" and quote == '"':
+                i += 1
+        elif ch == "#" and prev in " \t\n":
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+            prev = "\n"
+            continue
+        elif ch in "'\"" and prev in " \t\n[{,:-?":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            top = max(top, depth)
+        elif ch in "]}":
+            depth = max(depth - 1, 0)
+        prev = ch
+        i += 1
+    return top
+
+
+#: deeper than any Pod manifest; keeps the parser's time and stack bounded
+MAX_DEPTH = 64
+#: files up to this size that the guessed style does not reproduce exactly try every style in _STYLES
+SEARCH_BYTES = 8 << 10
+
+
+def _guess_style(text: str) -> tuple[int, int, int]:
+    """(mapping indent, sequence indent, dash offset) read off the first nested mapping and block sequence."""
+    mapping = offset = None
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    for a, b in zip(lines, lines[1:], strict=False):
+        head = a.rstrip()
+        if not head.endswith(":") or head.lstrip().startswith("- "):
+            continue
+        ia = len(a) - len(a.lstrip(" "))
+        ib = len(b) - len(b.lstrip(" "))
+        if b.lstrip().startswith("- "):
+            if offset is None and ib >= ia:
+                offset = ib - ia
+        elif mapping is None and ib > ia:
+            mapping = ib - ia
+        if mapping is not None and offset is not None:
+            break
+    m = mapping or 2
+    o = offset if offset is not None else 0
+    return (m, max(o + 2, m) if o else m, o)
+
+
 def load_roundtrip(path: Path, text: str) -> Loaded:
-    """Parse `text`, choosing the indentation style that dumps it back unchanged."""
+    """Parse `text` once, then choose the indentation style that dumps it back unchanged."""
+    if _flow_depth(text) > MAX_DEPTH:
+        raise InputError(f"invalid YAML: nested deeper than {MAX_DEPTH} levels", file=str(path), usage=True)
     y0 = _yaml(_STYLES[0])
     try:
         docs = list(y0.load_all(text))
@@ -96,24 +161,28 @@ def load_roundtrip(path: Path, text: str) -> Loaded:
     docs = [d for d in docs if d is not None]
     if len(docs) != 1:
         raise InputError(f"{len(docs)} YAML documents; expected exactly one", file=str(path), usage=True)
-    best: tuple[int, YAML, Any] | None = None
-    for style in _STYLES:
+    doc = docs[0]
+    guess = _guess_style(text)
+    styles = [guess] + [st for st in _STYLES if st != guess]
+    if len(text) > SEARCH_BYTES:  # each try dumps the whole file: past a few KiB, trust the guess
+        styles = styles[:1]
+    best: tuple[int, YAML] | None = None
+    for style in styles:
         y = _yaml(style)
-        doc = y.load(text)
         try:
             out = _dump(y, doc)
         except (YAMLError, RecursionError) as exc:
             raise InputError(f"the YAML writer cannot write this document back ({type(exc).__name__}: "
-                             f"{str(exc).splitlines()[0] if str(exc) else ''}); simplify the file", file=str(path),
+                             f"{(str(exc).splitlines() or [''])[0]}); simplify the file", file=str(path),
                              usage=True) from None
         if out == text:
             return Loaded(path, text, doc, y, True)
         score = sum(1 for a, b in zip(out.splitlines(), text.splitlines(), strict=False) if a != b) + \
             abs(len(out.splitlines()) - len(text.splitlines()))
         if best is None or score < best[0]:
-            best = (score, y, doc)
+            best = (score, y)
     assert best is not None
-    return Loaded(path, text, best[2], best[1], False)
+    return Loaded(path, text, doc, best[1], False)
 
 
 def read_manifest(path: Path) -> Loaded:
@@ -544,7 +613,10 @@ def plan(manifest: Path, config: Path, image: str, config_dest: Path, registry: 
 
     p.new_manifest = loaded.dump()
     try:  # never write a manifest that does not read back as the same kind of Pod
-        check_manifest_shape(load_roundtrip(manifest, p.new_manifest).doc, manifest)
+        check_manifest_shape(_yaml(_STYLES[0]).load(p.new_manifest), manifest)
+    except (YAMLError, RecursionError) as exc:
+        raise InputError(f"the patched manifest would not read back ({type(exc).__name__}); nothing was changed",
+                         file=str(manifest), usage=False) from None
     except InputError as exc:
         raise InputError(f"the patched manifest would not read back ({exc.detail}); nothing was changed",
                          file=str(manifest), field=exc.field, usage=False) from None
