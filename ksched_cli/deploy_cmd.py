@@ -83,7 +83,7 @@ def _static_pod(manifest: Path, config: Path | None, image: str | None, config_d
 
     if manifest.is_dir():
         raise InputError("Is a directory: --manifest names the static pod file, e.g. "
-                         "/etc/kubernetes/manifests/kube-scheduler.yaml", file=str(manifest))
+                         "/etc/kubernetes/manifests/kube-scheduler.yaml", file=str(manifest), usage=True)
     staticpod.check_locations(manifest, config_dest, backup_dir)
     if rollback:
         _rollback(manifest, config_dest, backup_dir, dry_run, yes)

@@ -27,14 +27,15 @@ def read_bytes(path: Path, what: str) -> bytes:
     """The file's bytes, or an InputError naming the file and what to do."""
     try:
         if path.is_dir():
-            raise InputError(f"Is a directory, expected the {what}", file=str(path))
+            raise InputError(f"Is a directory, expected the {what}", file=str(path), usage=True)
         return path.read_bytes()
     except FileNotFoundError:
-        raise InputError("no such file or directory", file=str(path)) from None
+        raise InputError("no such file or directory", file=str(path), usage=True) from None
     except PermissionError:
-        raise InputError(f"Permission denied reading the {what}: run as root (sudo)", file=str(path)) from None
+        raise InputError(f"Permission denied reading the {what}: run as root (sudo)", file=str(path),
+                         usage=True) from None
     except OSError as exc:
-        raise InputError(f"cannot read the {what}: {exc.strerror or exc}", file=str(path)) from None
+        raise InputError(f"cannot read the {what}: {exc.strerror or exc}", file=str(path), usage=True) from None
 
 
 def read_limited(path: Path, what: str, limit: int, flag: str | None = None) -> bytes:
@@ -149,7 +150,7 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".ksched-tmp", dir=path.parent)
     except PermissionError:
-        raise InputError("Permission denied writing here: run as root (sudo)", file=str(path)) from None
+        raise InputError("Permission denied writing here: run as root (sudo)", file=str(path), usage=True) from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

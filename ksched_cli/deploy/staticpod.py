@@ -121,6 +121,9 @@ def _flow_depth(text: str) -> int:
 
 #: deeper than any Pod manifest; keeps the parser's time and stack bounded
 MAX_DEPTH = 64
+#: what ruamel.yaml's constructors and representers raise, besides YAMLError, on a tag that does not fit
+#: its node (`!!set` on a scalar, `!!binary` on a non-base64 string, ...): the file is not a valid manifest
+_RUAMEL_FAULTS = (AttributeError, TypeError, ValueError, KeyError, IndexError, OverflowError)
 #: files up to this size that the guessed style does not reproduce exactly try every style in _STYLES
 SEARCH_BYTES = 8 << 10
 
@@ -158,6 +161,9 @@ def load_roundtrip(path: Path, text: str) -> Loaded:
         raise _yaml_error(path, exc) from None
     except RecursionError:
         raise InputError("invalid YAML: nested too deeply", file=str(path), usage=True) from None
+    except _RUAMEL_FAULTS as exc:  # e.g. `kind: !!set Pod`: a tag that does not fit its node
+        raise InputError(f"invalid YAML: a tag or value ruamel.yaml cannot build ({type(exc).__name__}: "
+                         f"{(str(exc).splitlines() or [''])[0][:80]})", file=str(path), usage=True) from None
     docs = [d for d in docs if d is not None]
     if len(docs) != 1:
         raise InputError(f"{len(docs)} YAML documents; expected exactly one", file=str(path), usage=True)
@@ -171,7 +177,7 @@ def load_roundtrip(path: Path, text: str) -> Loaded:
         y = _yaml(style)
         try:
             out = _dump(y, doc)
-        except (YAMLError, RecursionError) as exc:
+        except (YAMLError, RecursionError, *_RUAMEL_FAULTS) as exc:
             raise InputError(f"the YAML writer cannot write this document back ({type(exc).__name__}: "
                              f"{(str(exc).splitlines() or [''])[0]}); simplify the file", file=str(path),
                              usage=True) from None
@@ -196,7 +202,40 @@ def read_manifest(path: Path) -> Loaded:
         raise InputError("not UTF-8 text, expected a YAML Pod manifest", file=str(path), usage=True) from None
     loaded = load_roundtrip(path, text)
     check_manifest_shape(loaded.doc, path)
+    bad = _not_unicode(loaded.doc, "")
+    if bad is not None:
+        raise InputError("holds an escaped lone surrogate (such as \\ud800), which is not Unicode text and cannot be "
+                         "written back as UTF-8", file=str(path), field=bad or None, usage=False)
     return loaded
+
+
+def _not_unicode(v: Any, at: str) -> str | None:
+    """The field path of the first string (key or value) that cannot be encoded as UTF-8, or None."""
+    def bad(s: object) -> bool:
+        if not isinstance(s, str):
+            return False
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+
+    if bad(v):
+        return at
+    if isinstance(v, dict):
+        for k, x in v.items():
+            sub = f"{at}.{k}" if at else str(k)
+            if bad(k):
+                return sub.encode("utf-8", "backslashreplace").decode()
+            found = _not_unicode(x, sub)
+            if found is not None:
+                return found
+    elif isinstance(v, list | tuple | set):
+        for i, x in enumerate(v):
+            found = _not_unicode(x, f"{at}[{i}]")
+            if found is not None:
+                return found
+    return None
 
 
 def _type_name(v: Any) -> str:
@@ -342,20 +381,27 @@ def _insert_sorted(seq: CommentedSeq, start: int, item: str) -> None:
 # ------------------------------------------------------------------------------------------ manifest
 
 
+def _short(v: Any) -> str:
+    """A value as it goes into a one-line error: repr, cut to 60 characters."""
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
 def find_scheduler_container(doc: Any, path: Path) -> tuple[int, CommentedMap]:
     """The kube-scheduler container of a static pod; refuses anything else with file + field + fix."""
     where = str(path)
     if not isinstance(doc, dict):
-        raise InputError(f"expected a Pod manifest (a mapping), got a {type(doc).__name__}", file=where)
+        raise InputError(f"expected a Pod manifest (a mapping), got a {type(doc).__name__}", file=where, usage=False)
     kind = doc.get("kind")
     if kind != "Pod" or doc.get("apiVersion") != "v1":
-        raise InputError(f"is {kind!r} ({doc.get('apiVersion')!r}), expected kind Pod, apiVersion v1: pass the "
-                         f"kubelet's static pod manifest of kube-scheduler with --manifest", file=where, field="kind")
+        raise InputError(f"is {_short(kind)} ({_short(doc.get('apiVersion'))}), expected kind Pod, apiVersion v1: "
+                         f"pass the kubelet's static pod manifest of kube-scheduler with --manifest", file=where,
+                         field="kind", usage=False)
     spec = doc.get("spec")
     containers = spec.get("containers") if isinstance(spec, dict) else None
     if not isinstance(containers, list) or not containers:
         raise InputError("missing: a Pod needs containers; pass kube-scheduler's static pod manifest with --manifest",
-                         file=where, field="spec.containers")
+                         file=where, field="spec.containers", usage=False)
     for i, c in enumerate(containers):
         if not isinstance(c, dict):
             continue
@@ -363,10 +409,10 @@ def find_scheduler_container(doc: Any, path: Path) -> tuple[int, CommentedMap]:
         first = str(cmd[0]) if isinstance(cmd, list) and cmd else ""
         if c.get("name") == "kube-scheduler" or os.path.basename(first) == "kube-scheduler":
             return i, c
-    names = ", ".join(str(c.get("name")) for c in containers if isinstance(c, dict))
+    names = ", ".join(_short(c.get("name")) for c in containers if isinstance(c, dict))[:200]
     raise InputError(f"no kube-scheduler container (found: {names or 'none'}; looked for name kube-scheduler or a "
                      f"command starting with kube-scheduler): pass kube-scheduler's manifest with --manifest",
-                     file=where, field="spec.containers")
+                     file=where, field="spec.containers", usage=False)
 
 
 def _mount_covering(container: CommentedMap, path: str) -> dict[str, Any] | None:
@@ -436,13 +482,13 @@ def check_locations(manifest: Path, config_dest: Path, backup_dir: Path) -> None
     folder = manifest.parent
     if not config_dest.is_absolute():
         raise InputError(f"must be an absolute path (it is also the path inside the container), got {config_dest}",
-                         field="--config-dest")
+                         field="--config-dest", usage=True)
     if files.is_inside(config_dest, folder):
         raise InputError(f"{config_dest} is inside the manifests folder {folder}: the kubelet would try to run it as "
-                         f"a pod; use e.g. {DEFAULT_CONFIG_DEST}", field="--config-dest")
+                         f"a pod; use e.g. {DEFAULT_CONFIG_DEST}", field="--config-dest", usage=True)
     if files.is_inside(backup_dir, folder):
         raise InputError(f"{backup_dir} is inside the manifests folder {folder}: the kubelet runs every file there, "
-                         f"backups included; use e.g. {DEFAULT_BACKUP_DIR}", field="--backup-dir")
+                         f"backups included; use e.g. {DEFAULT_BACKUP_DIR}", field="--backup-dir", usage=True)
     check_folders(manifest, config_dest)
     check_backup_dir(backup_dir)
 
@@ -464,7 +510,7 @@ def validate_config(path: Path, registry: Any) -> tuple[dict[str, Any], Any]:
     except ConfigError as exc:
         more = f" (and {len(exc.errors) - 1} more)" if len(exc.errors) > 1 else ""
         raise InputError(f"{exc.errors[0]}{more}: fix the config (`ksched config validate {path}` lists every "
-                         f"error); nothing was changed", file=str(path)) from None
+                         f"error); nothing was changed", file=str(path), usage=False) from None
     return doc, cfg
 
 
@@ -489,7 +535,7 @@ def plan(manifest: Path, config: Path, image: str, config_dest: Path, registry: 
     """Everything `deploy --static-pod` would change, without writing anything."""
     if not image or not image.strip() or any(ch.isspace() for ch in image):
         raise InputError("must be a non-empty image reference without spaces, e.g. registry.example.com/"
-                         "ksched:v1 (the tag `ksched build` printed)", field="--image")
+                         "ksched:v1 (the tag `ksched build` printed)", field="--image", usage=True)
     check_folders(manifest, config_dest)
     loaded = read_manifest(manifest)
     text = loaded.text
@@ -521,12 +567,12 @@ def plan(manifest: Path, config: Path, image: str, config_dest: Path, registry: 
     if not cfg_kc and not manifest_kc:
         raise InputError("not set, and the manifest has no --kubeconfig to take it from: set it to the kubeconfig the "
                          "scheduler should use (kubeadm: /etc/kubernetes/scheduler.conf)", file=str(config),
-                         field="clientConnection.kubeconfig")
+                         field="clientConnection.kubeconfig", usage=False)
     if cfg_kc and manifest_kc and cfg_kc != manifest_kc:
         if _mount_covering(c, cfg_kc) is None:
             raise InputError(f"{cfg_kc!r} is not mounted in the kube-scheduler container (the manifest uses "
                              f"{manifest_kc}, {kc_source}): set it to {manifest_kc} or remove it", file=str(config),
-                             field="clientConnection.kubeconfig")
+                             field="clientConnection.kubeconfig", usage=False)
         p.notes.append(f"clientConnection.kubeconfig is {cfg_kc} (the manifest used {manifest_kc}); kept as you set it")
     if cfg_kc:
         p.kubeconfig = cfg_kc
@@ -545,9 +591,9 @@ def plan(manifest: Path, config: Path, image: str, config_dest: Path, registry: 
         p.old_config = None
     except PermissionError:
         raise InputError("Permission denied reading the installed config: run as root (sudo)",
-                         file=str(config_dest)) from None
+                         file=str(config_dest), usage=True) from None
     except IsADirectoryError:
-        raise InputError("Is a directory; --config-dest must name a file", file=str(config_dest)) from None
+        raise InputError("Is a directory; --config-dest must name a file", file=str(config_dest), usage=True) from None
 
     # -- image ----------------------------------------------------------------------------------------------
     old_image = c.get("image")
@@ -614,7 +660,7 @@ def plan(manifest: Path, config: Path, image: str, config_dest: Path, registry: 
     p.new_manifest = loaded.dump()
     try:  # never write a manifest that does not read back as the same kind of Pod
         check_manifest_shape(_yaml(_STYLES[0]).load(p.new_manifest), manifest)
-    except (YAMLError, RecursionError) as exc:
+    except (YAMLError, RecursionError, *_RUAMEL_FAULTS) as exc:
         raise InputError(f"the patched manifest would not read back ({type(exc).__name__}); nothing was changed",
                          file=str(manifest), usage=False) from None
     except InputError as exc:
@@ -627,11 +673,11 @@ def _installed_kubeconfig(host_path: str | None) -> str | None:
     """clientConnection.kubeconfig of the config a (patched) manifest already runs, read on this node."""
     if not host_path:
         return None
-    try:
-        import yaml
+    import yaml
 
-        doc = yaml.safe_load(Path(host_path).read_text())
-    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError):
+    try:  # bounded and never through a FIFO or device: the path comes from the manifest
+        doc = yaml.safe_load(files.read_limited(Path(host_path), "config", 1 << 20).decode("utf-8"))
+    except (InputError, UnicodeDecodeError, ValueError, RecursionError, yaml.YAMLError):
         return None
     cc = doc.get("clientConnection") if isinstance(doc, dict) else None
     kc = cc.get("kubeconfig") if isinstance(cc, dict) else None

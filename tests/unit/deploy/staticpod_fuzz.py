@@ -54,7 +54,9 @@ def fuzz_staticpod_case(data: bytes, tmpdir: Path) -> tuple[int, str, bool]:
     node["manifest"].chmod(0o600)
     node["cfg"].write_text(CONFIG)
     before = _snapshot(tmpdir)
-    out, err = io.StringIO(), io.StringIO()
+    # strict UTF-8 streams, like a terminal's: printing something that is not Unicode text fails here too
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict", write_through=True)
+    err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict", write_through=True)
     code = 0
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
@@ -66,8 +68,9 @@ def fuzz_staticpod_case(data: bytes, tmpdir: Path) -> tuple[int, str, bool]:
             import traceback
 
             code = -1
-            err.write("Traceback (escaped the CLI):\n" + "".join(traceback.format_exception(exc)))
-    return code, err.getvalue(), _snapshot(tmpdir) == before
+            err.write("Traceback (escaped the CLI):\n" + "".join(traceback.format_exception(exc)).encode(
+                "utf-8", "backslashreplace").decode())
+    return code, err.buffer.getvalue().decode(), _snapshot(tmpdir) == before  # type: ignore[attr-defined]
 
 
 def staticpod_case_problems(data: bytes, tmpdir: Path) -> list[str]:
@@ -167,6 +170,8 @@ def manifest_bytes() -> Any:
         b = draw(seed_text)
         at = draw(st.integers(0, len(b)))
         junk = draw(st.sampled_from([b"&a ", b"*a", b"!!binary ", b"!!set ", b"!!python/object:os.system ", b"? ",
+                                     b"!!omap ", b"!!int ", b"!!float ", b"!!bool ", b"!!timestamp ", b"!!map ",
+                                     b"!!seq ", b"!!str ", b"\"\\ud800\" ",
                                      b"\t", b"\x00", b"\xff\xfe", b"{", b"]", b"- ", b": ", b"\n---\n", b"<<: *a\n",
                                      b"containers: 5\n", b"  spec:\n", b"'", b'"', b"%YAML 1.1\n", b"\xef\xbb\xbf"]))
         return b[:at] + junk + b[at:]
