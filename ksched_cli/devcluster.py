@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import ssl
+import sys
 import urllib.request
 from pathlib import Path
 from typing import Annotated
@@ -36,6 +37,9 @@ def up(state_dir: StateOpt = None) -> None:
         if st is not None and _ready(d):
             print(d / "admin.kubeconfig")
             return
+        if st is not None:  # a cluster that is not ready: stop what is left of it (only if still ours)
+            for r in ControlPlane.stop_detached(d) or []:
+                print(f"previous dev cluster: {r.line()}", file=sys.stderr)
         d.mkdir(parents=True, exist_ok=True)
         cp = ControlPlane(state_dir=d)
         cp.start()
@@ -86,9 +90,9 @@ def _ready(d: Path) -> bool:
     st = ControlPlane.load_state(d)
     if st is None:
         return False
-    ctx = ssl.create_default_context(cafile=str(d / "pki" / "ca.crt"))
-    ctx.load_cert_chain(str(d / "pki" / "admin.crt"), str(d / "pki" / "admin.key"))
     try:
+        ctx = ssl.create_default_context(cafile=str(d / "pki" / "ca.crt"))
+        ctx.load_cert_chain(str(d / "pki" / "admin.crt"), str(d / "pki" / "admin.key"))
         with urllib.request.urlopen(f"https://127.0.0.1:{st['api_port']}/readyz", timeout=3,  # noqa: S310
                                     context=ctx) as r:
             return r.status == 200

@@ -46,6 +46,7 @@ def test_dev_cluster_up_then_down_reports_each_process(tmp_path):
     """`dev-cluster up` records etcd and kube-apiserver by identity; `down` stops exactly those, one line each."""
     import json
     import sys
+    import time
     from pathlib import Path
 
     from scheduler_runtime import processes
@@ -65,7 +66,21 @@ def test_dev_cluster_up_then_down_reports_each_process(tmp_path):
         return subprocess.run([sys.executable, "-m", "ksched_cli", "dev-cluster", *args, "--state-dir",
                                str(tmp_path)], cwd=repo, capture_output=True, text=True, timeout=180)
 
-    up = ksched("up")
+    # a stale state file of a cluster that is not ready: `up` stops what is still ours of it, then starts
+    stale = subprocess.Popen(["sh", "-c", "echo ready; exec sleep 60"], stdout=subprocess.PIPE,
+                             start_new_session=True)
+    assert stale.stdout is not None and stale.stdout.readline() == b"ready\n"
+    while (ident := processes.identify(stale.pid)) is None or ident.cmdline != ("sleep", "60"):
+        time.sleep(0.01)  # until exec is done
+    (tmp_path / "state.json").write_text(json.dumps({"version": 2, "api_port": 1, "etcd_port": 2, "processes": [
+        {"name": "kube-apiserver", **ident.to_json()}]}))
+    try:
+        up = ksched("up")
+        assert stale.wait(30) == -15
+    finally:
+        stale.kill()
+        stale.wait()
+    assert f"previous dev cluster: kube-apiserver pid {stale.pid}: stopped by SIGTERM" in up.stderr
     st = json.loads((tmp_path / "state.json").read_text()) if (tmp_path / "state.json").exists() else {}
     pids = [e["pid"] for e in st.get("processes", [])]
     try:
