@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -46,10 +47,13 @@ def say(text: str) -> None:
 
 
 def _print_diff(diff: str) -> None:
+    out = Text()
     for line in diff.splitlines():
         style = ("bold" if line.startswith(("---", "+++")) else "green" if line.startswith("+")
                  else "red" if line.startswith("-") else "cyan" if line.startswith("@@") else "")
-        console.print(Text(line, style=style))
+        out.append(line + "\n", style=style)
+    out.rstrip()
+    console.print(out)  # one print: rich's per-call cost made a long diff take seconds
 
 
 def _confirm(question: str, yes: bool) -> None:
@@ -82,24 +86,7 @@ def _static_pod(manifest: Path, config: Path | None, image: str | None, config_d
                          "/etc/kubernetes/manifests/kube-scheduler.yaml", file=str(manifest), usage=True)
     staticpod.check_locations(manifest, config_dest, backup_dir)
     if rollback:
-        r = staticpod.plan_rollback(manifest, backup_dir, config_dest)
-        if not r.changed:
-            say(f"{manifest} is already identical to the newest backup {r.backup}; nothing to do")
-            return
-        _print_diff(r.diff())
-        if dry_run:
-            say(f"dry run: would restore {manifest} from {r.backup}; nothing written")
-            return
-        _confirm(f"Restore {manifest} from {r.backup.name}?", yes)
-        staticpod.apply_rollback(r)
-        say(f"restored {manifest} byte for byte from {r.backup}"
-            + (f" and {r.config_dest} from {r.config_backup}" if r.config_backup else
-               f"; {config_dest} is left in place (the restored manifest does not use it)"
-               if config_dest.exists() and str(config_dest).encode() not in r.restored else ""))
-        if r.older:
-            console.print(escape(f"{len(r.older)} older backup(s) in {backup_dir}; the oldest is the manifest "
-                                 f"before ksched first changed it: {r.older[0].name}"), style="dim")
-        console.print("the kubelet restarts kube-scheduler from the restored manifest within about 20 s")
+        _rollback(manifest, config_dest, backup_dir, dry_run, yes)
         return
     if config is None:
         raise fail("--config is required (the KubeSchedulerConfiguration to install); see --help", EXIT_USAGE)
@@ -150,8 +137,61 @@ def _static_pod(manifest: Path, config: Path | None, image: str | None, config_d
     if w.wrote_manifest:
         say(f"patched {manifest}; the kubelet restarts kube-scheduler with it within about 20 s. Check: "
             f"kubectl -n kube-system get pods -l component=kube-scheduler -o wide")
-    say(f"undo: ksched deploy --static-pod --rollback --manifest {manifest} --backup-dir {backup_dir}")
+    say(f"undo: {undo_command(manifest, config_dest, backup_dir)}")
     _rbac_reminder(config, p.rbac)
+
+
+def undo_command(manifest: Path, config_dest: Path, backup_dir: Path) -> str:
+    """The rollback command for a deploy, with every location flag that differs from its default."""
+    from .deploy import staticpod
+
+    cmd = ["sudo", "ksched", "deploy", "--static-pod", "--rollback"]
+    for flag, value, default in (("--manifest", manifest, staticpod.DEFAULT_MANIFEST),
+                                 ("--config-dest", config_dest, staticpod.DEFAULT_CONFIG_DEST),
+                                 ("--backup-dir", backup_dir, staticpod.DEFAULT_BACKUP_DIR)):
+        if value.absolute() != default:
+            cmd += [flag, str(value.absolute())]
+    return shlex.join(cmd)
+
+
+def _rollback(manifest: Path, config_dest: Path, backup_dir: Path, dry_run: bool, yes: bool) -> None:
+    from .deploy import staticpod
+
+    r = staticpod.plan_rollback(manifest, backup_dir, config_dest)
+    if r.entry is None:
+        say(f"nothing to roll back: every change ksched recorded for {manifest} in {r.journal.path} is rolled back, "
+            f"so it is as it was before ksched first changed it")
+        return
+    step = f"the change of {r.entry.time}"
+    if r.edited_since:
+        console.print(escape(f"note: {manifest} was edited after ksched wrote it; the diff shows what the rollback "
+                             f"discards"), style="yellow")
+    if not r.changed:
+        if dry_run:
+            say(f"dry run: {manifest} already matches the backup {r.backup} ({step}); nothing written")
+            return
+        staticpod.apply_rollback(r)
+        say(f"{manifest} already matches the backup {r.backup}; {step} is now recorded as rolled back")
+    else:
+        _print_diff(r.diff())
+        if dry_run:
+            say(f"dry run: would restore {manifest} from {r.backup} (undoing {step}); nothing written")
+            return
+        _confirm(f"Restore {manifest} from {r.backup.name} (undo {step})?", yes)
+        staticpod.apply_rollback(r)
+        kept = r.entry.config is not None and r.config_backup is None
+        say(f"restored {manifest} byte for byte from {r.backup}"
+            + (f" and {r.config_dest} from {r.config_backup}" if r.config_backup and r.config_restored is not None
+               and r.config_current != r.config_restored else "")
+            + (f"; {r.config_dest} is left in place (ksched installed it; the restored manifest does not use it)"
+               if kept and r.config_dest is not None and r.config_dest.exists()
+               and str(r.config_dest).encode() not in r.restored else ""))
+        console.print("the kubelet restarts kube-scheduler from the restored manifest within about 20 s")
+    if r.earlier:
+        say(f"{r.earlier} earlier change(s) recorded in {r.journal.path}: run the same command again to undo the "
+            f"previous one; the last brings back {manifest} as it was before ksched first changed it")
+    else:
+        say(f"that was the first change ksched recorded: {manifest} is as it was before ksched first changed it")
 
 
 def _rbac_reminder(config: Path, rules: list[tuple[str, dict[str, Any]]]) -> None:
@@ -259,8 +299,9 @@ def deploy(
     Path("/etc/kubernetes/ksched-config.yaml"),
     backup_dir: Annotated[Path, typer.Option("--backup-dir", help="Static pod: Backups go here (never inside the "
                                              "manifests folder).")] = Path("/etc/kubernetes/ksched-backups"),
-    rollback: Annotated[bool, typer.Option("--rollback", help="Static pod: Restore the newest backup byte for "
-                                           "byte.")] = False,
+    rollback: Annotated[bool, typer.Option("--rollback", help="Static pod: Undo the newest change ksched "
+                                           "recorded (one per run, back to the original manifest), restoring "
+                                           "only backups whose sha256 still matches.")] = False,
     print_rbac: Annotated[bool, typer.Option("--print-rbac", help="Static pod: Print the RBAC that ksched and the "
                                              "config's plugins need for user system:kube-scheduler.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the diff (static pod) or apply with the API "

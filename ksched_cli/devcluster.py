@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import ssl
+import sys
 import urllib.request
 from pathlib import Path
 from typing import Annotated
@@ -36,6 +37,9 @@ def up(state_dir: StateOpt = None) -> None:
         if st is not None and _ready(d):
             print(d / "admin.kubeconfig")
             return
+        if st is not None:  # a cluster that is not ready: stop what is left of it (only if still ours)
+            for r in ControlPlane.stop_detached(d) or []:
+                print(f"previous dev cluster: {r.line()}", file=sys.stderr)
         d.mkdir(parents=True, exist_ok=True)
         cp = ControlPlane(state_dir=d)
         cp.start()
@@ -46,14 +50,26 @@ def up(state_dir: StateOpt = None) -> None:
 
 
 @app.command()
-def down(state_dir: StateOpt = None) -> None:
-    """Stop the dev cluster (its data stays in the state dir; `up` reuses it)."""
+def down(state_dir: StateOpt = None,
+         grace_period: Annotated[float, typer.Option("--grace-period", min=0, help="Seconds to wait after SIGTERM "
+                                                     "before sending SIGKILL.")] = 15.0) -> None:
+    """Stop the dev cluster (its data stays in the state dir; `up` reuses it).
+
+    Signals only processes that still match what `up` recorded (pid, start time, command line), so a
+    stale state file never kills an unrelated process; one line per process says how it ended."""
 
     def go() -> None:
         from scheduler_runtime.controlplane import ControlPlane
 
-        if not ControlPlane.stop_detached(state_dir or _dir()):
+        report = ControlPlane.stop_detached(state_dir or _dir(), grace=grace_period)
+        if report is None:
             raise fail("no dev cluster is running", 1)
+        for r in report:
+            print(r.line())
+        left = [r for r in report if not r.gone]
+        if left:
+            raise fail(f"{', '.join(r.name for r in left)} may still be running; the state file "
+                       f"{(state_dir or _dir()) / 'state.json'} is kept", 1)
         print("stopped")
 
     guarded(go)
@@ -74,9 +90,9 @@ def _ready(d: Path) -> bool:
     st = ControlPlane.load_state(d)
     if st is None:
         return False
-    ctx = ssl.create_default_context(cafile=str(d / "pki" / "ca.crt"))
-    ctx.load_cert_chain(str(d / "pki" / "admin.crt"), str(d / "pki" / "admin.key"))
     try:
+        ctx = ssl.create_default_context(cafile=str(d / "pki" / "ca.crt"))
+        ctx.load_cert_chain(str(d / "pki" / "admin.crt"), str(d / "pki" / "admin.key"))
         with urllib.request.urlopen(f"https://127.0.0.1:{st['api_port']}/readyz", timeout=3,  # noqa: S310
                                     context=ctx) as r:
             return r.status == 200

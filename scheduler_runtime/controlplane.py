@@ -20,6 +20,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from . import processes
 from .errors import KschedError
 
 VERSION_FILE = Path(__file__).resolve().parents[1] / "hack" / "controlplane" / "VERSION"
@@ -106,29 +107,18 @@ def _write_pki(d: Path) -> None:
         (d / name).chmod(0o600)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie child of ours counts as gone
-        return not os.waitpid(pid, os.WNOHANG)[0]
-    except ChildProcessError:
-        return True
-
-
 class ControlPlane:
     """etcd + kube-apiserver. `start()` waits for /readyz; `stop()` kills both and removes the state dir
     unless it was given by the caller."""
 
     def __init__(self, state_dir: str | Path | None = None, bin_dir: str | Path | None = None,
-                 start_timeout: float = 90.0) -> None:
+                 start_timeout: float = 90.0, stop_grace: float = processes.DEFAULT_GRACE) -> None:
         self.bin_dir = Path(bin_dir) if bin_dir else find_binaries()
         self._own_dir = state_dir is None
         self.dir = Path(state_dir) if state_dir else Path(tempfile.mkdtemp(prefix="ksched-cp-"))
         self.start_timeout = start_timeout
+        #: seconds stop() waits after SIGTERM before it sends SIGKILL
+        self.stop_grace = stop_grace
         self.etcd: subprocess.Popen[bytes] | None = None
         self.apiserver: subprocess.Popen[bytes] | None = None
         self.etcd_port = 0
@@ -230,70 +220,116 @@ current-context: ksched-dev
         self.kubeconfig_path.write_text(text)
         self.kubeconfig_path.chmod(0o600)
 
-    @staticmethod
-    def _kill(proc: subprocess.Popen[bytes] | None) -> None:
-        if proc is None or proc.poll() is not None:
-            return
+    def _kill(self, name: str, proc: subprocess.Popen[bytes] | None) -> processes.Stopped | None:
+        """SIGTERM the child's process group, SIGKILL it after `stop_grace` seconds; says how it ended."""
+        if proc is None:
+            return None
+        if proc.poll() is not None:
+            return processes.Stopped(name, proc.pid, f"had already exited (status {proc.returncode})", True)
         try:
             os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(15)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
+            proc.wait(self.stop_grace)
+            return processes.Stopped(name, proc.pid, "stopped by SIGTERM", True)
+        except ProcessLookupError:
+            proc.wait(processes.KILL_WAIT)
+            return processes.Stopped(name, proc.pid, "stopped by SIGTERM", True)
+        except subprocess.TimeoutExpired:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            proc.wait(5)
+            proc.wait(processes.KILL_WAIT)
+            return processes.Stopped(name, proc.pid, f"still running {self.stop_grace:g} s after SIGTERM: killed "
+                                                     f"with SIGKILL", True)
 
     def restart_apiserver(self) -> None:
         """Stop and start kube-apiserver only (same port, certs and etcd), as an API-server restart."""
-        self._kill(self.apiserver)
+        self._kill("kube-apiserver", self.apiserver)
         self.apiserver = None
         self._start_apiserver()
 
     def stop_apiserver(self) -> None:
-        self._kill(self.apiserver)
+        self._kill("kube-apiserver", self.apiserver)
         self.apiserver = None
 
-    def stop(self) -> None:
-        self._kill(self.apiserver)
-        self._kill(self.etcd)
+    def stop(self) -> list[processes.Stopped]:
+        """Stop kube-apiserver, then etcd (SIGTERM, SIGKILL after `stop_grace`); one report per process."""
+        out = [r for r in (self._kill("kube-apiserver", self.apiserver), self._kill("etcd", self.etcd)) if r]
         self.apiserver = self.etcd = None
         if self._own_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
+        return out
 
     # ------------------------------------------------------------------ detached use (ksched dev-cluster)
+    STATE_VERSION = 2
+
     def save_state(self) -> None:
+        """Record ports and each process's identity (pid, start time, command line) for `stop_detached`."""
         import json
 
         assert self.etcd is not None and self.apiserver is not None
-        (self.dir / "state.json").write_text(json.dumps({
-            "etcd_pid": self.etcd.pid, "apiserver_pid": self.apiserver.pid, "etcd_port": self.etcd_port,
-            "api_port": self.api_port, "bin_dir": str(self.bin_dir)}))
+        procs = []
+        for name, proc in (("kube-apiserver", self.apiserver), ("etcd", self.etcd)):
+            ident = processes.identify(proc.pid)
+            if ident is None:
+                raise KschedError(f"{name} (pid {proc.pid}) exited right after start; see {self.dir / name}.log",
+                                  usage=False)
+            procs.append({"name": name, **ident.to_json()})
+        data = json.dumps({"version": self.STATE_VERSION, "processes": procs, "etcd_port": self.etcd_port,
+                           "api_port": self.api_port, "bin_dir": str(self.bin_dir)}, indent=1).encode()
+        fd, tmp = tempfile.mkstemp(prefix=".state.json.", dir=self.dir)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, self.dir / "state.json")
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
     @staticmethod
     def load_state(state_dir: Path) -> dict[str, Any] | None:
         import json
 
         try:
-            return json.loads((state_dir / "state.json").read_text())
+            st = json.loads((state_dir / "state.json").read_text())
         except (OSError, ValueError):
             return None
+        return st if isinstance(st, dict) else None
 
     @staticmethod
-    def stop_detached(state_dir: Path) -> bool:
+    def stop_detached(state_dir: Path, grace: float = processes.DEFAULT_GRACE) -> list[processes.Stopped] | None:
+        """Stop the processes a state file records, each only if it is still the process we started.
+
+        None when there is no state file. The state file is removed once every recorded process is gone;
+        it stays when one could not be checked or stopped, so the user can see what is left."""
         st = ControlPlane.load_state(state_dir)
         if st is None:
-            return False
-        for key in ("apiserver_pid", "etcd_pid"):
-            try:
-                os.killpg(int(st[key]), signal.SIGTERM)
-            except (ProcessLookupError, PermissionError):
-                pass
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and any(_alive(int(st[k])) for k in ("apiserver_pid", "etcd_pid")):
-            time.sleep(0.2)
-        (state_dir / "state.json").unlink(missing_ok=True)
-        return True
+            return None
+        out: list[processes.Stopped] = []
+        recorded = st.get("processes") if isinstance(st.get("processes"), list) else None
+        if recorded is None:  # a state file from before identities were recorded: never signal blindly
+            for key, name in (("apiserver_pid", "kube-apiserver"), ("etcd_pid", "etcd")):
+                pid = st.get(key)
+                if isinstance(pid, int) and processes.identify(pid) is not None:
+                    out.append(processes.Stopped(name, pid, f"recorded without its start time and command line "
+                                                            f"(state file from an older ksched): not signalled; "
+                                                            f"check `ps -o args -p {pid}` and stop it by hand if it "
+                                                            f"is the dev cluster's", False))
+                elif isinstance(pid, int):
+                    out.append(processes.Stopped(name, pid, "already gone", True))
+        else:
+            for i, entry in enumerate(recorded):
+                name = str(entry.get("name") or f"process {i}") if isinstance(entry, dict) else f"process {i}"
+                ident = processes.Identity.from_json(entry)
+                if ident is None:
+                    out.append(processes.Stopped(name, 0, f"state file entry processes[{i}] is not a pid, start "
+                                                          f"time and command line: not signalled", False))
+                    continue
+                out.append(processes.stop(name, ident, grace))
+        if all(r.gone for r in out):
+            (state_dir / "state.json").unlink(missing_ok=True)
+        return out
 
     def __enter__(self) -> ControlPlane:
         return self.start()

@@ -1,20 +1,26 @@
-"""Writing files a user owns: atomic replace, timestamped backups, unified diffs.
+"""Writing files a user owns: atomic replace, timestamped backups, unified diffs, safe locations.
 
 The kubelet runs every file in /etc/kubernetes/manifests, so temporary files start with a dot (the
-kubelet skips hidden files) and backups are refused inside the manifests folder.
+kubelet skips hidden files) and backups are refused inside the manifests folder. ksched writes as root
+into folders the kubelet trusts, so it refuses to write through a symlink (a rename would replace the
+link, not its target) and into a folder that users other than root may write.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import difflib
+import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 
 from scheduler_runtime.errors import InputError
 
 BACKUP_SUFFIX = ".bak"
+#: backups hold a manifest or a config: anything larger was not written by ksched
+MAX_BACKUP_BYTES = 64 << 20
 
 
 def read_bytes(path: Path, what: str) -> bytes:
@@ -32,15 +38,114 @@ def read_bytes(path: Path, what: str) -> bytes:
         raise InputError(f"cannot read the {what}: {exc.strerror or exc}", file=str(path), usage=True) from None
 
 
+def read_limited(path: Path, what: str, limit: int, flag: str | None = None) -> bytes:
+    """At most `limit` bytes of a regular file that is not a symlink, or an InputError naming the file.
+
+    Opened without following symlinks and without blocking (a FIFO or /dev/zero never hangs or fills
+    memory); a larger file is refused rather than truncated."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise InputError("no such file or directory", file=str(path), usage=True) from None
+    except PermissionError:
+        raise InputError(f"Permission denied reading the {what}: run as root (sudo)", file=str(path),
+                         usage=True) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            refuse_symlink(path, what, flag)
+        raise InputError(f"cannot read the {what}: {exc.strerror or exc}", file=str(path), usage=True) from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise InputError(f"Is a directory, expected the {what}", file=str(path), usage=True)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(f"not a regular file (a device, FIFO or socket), expected the {what}", file=str(path),
+                             usage=True)
+        if st.st_size > limit:
+            raise InputError(f"larger than {limit // 1024} KiB ({st.st_size} bytes): too big for the {what}",
+                             file=str(path), usage=True)
+        chunks = []
+        left = limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > limit:
+            raise InputError(f"larger than {limit // 1024} KiB: too big for the {what}", file=str(path), usage=True)
+        return data
+    except OSError as exc:
+        raise InputError(f"cannot read the {what}: {exc.strerror or exc}", file=str(path), usage=True) from None
+    finally:
+        os.close(fd)
+
+
+def refuse_symlink(path: Path, what: str, flag: str | None = None) -> None:
+    """Raise if `path` is a symlink: replacing it would turn the link into a plain file."""
+    if not path.is_symlink():
+        return
+    try:
+        target = os.readlink(path)
+    except OSError:
+        target = "?"
+    real = Path(os.path.join(path.parent, target)).resolve()
+    hint = f"pass the real file with {flag} {real}" if flag else f"replace the link with the file {real} itself"
+    raise InputError(f"is a symlink (to {target}): ksched replaces the {what} by renaming a new file over it, which "
+                     f"would turn the link into a plain file and leave {real} unchanged; {hint}", file=str(path),
+                     usage=True)
+
+
+def _mode_problem(st: os.stat_result, itself: bool) -> str | None:
+    """Why users other than root (or us) could change what is in a folder, or None."""
+    mode = stat.S_IMODE(st.st_mode)
+    sticky = bool(mode & stat.S_ISVTX) and not itself  # /tmp-like ancestors: others cannot rename our entries
+    if st.st_uid not in (0, os.geteuid()):
+        return f"is owned by uid {st.st_uid}, who could replace what is in it"
+    if mode & 0o002 and not sticky:
+        return f"is mode {mode:04o}: every user may write in it"
+    if mode & 0o020 and st.st_gid != 0 and not sticky:
+        return f"is mode {mode:04o} with group {st.st_gid}: that group may write in it"
+    return None
+
+
+def check_folder(folder: Path, holds: str, flag: str) -> None:
+    """Refuse a folder (or a folder above it) that users other than root may write.
+
+    ksched writes files there that root processes trust (the kubelet runs every manifest; the scheduler
+    reads its config); anyone who can write the folder could plant or swap them. Like OpenSSH's
+    StrictModes, every existing folder up to / is checked; a sticky folder above (such as /tmp) is fine."""
+    real = Path(os.path.realpath(folder))
+    chain = [real, *real.parents]
+    itself = True
+    for d in chain:
+        try:
+            st = d.stat()
+        except FileNotFoundError:
+            continue  # created later by ksched, mode 0700 or the umask's
+        except OSError:
+            return
+        why = _mode_problem(st, itself and d == real)
+        itself = False
+        if why is not None:
+            where = "" if d == real else f" (above {folder})"
+            fix = f"`chmod go-w {d}`" if "mode" in why else f"`chown root {d}`"
+            raise InputError(f"folder{where} {why}, so they could plant or replace {holds}: run {fix} or choose "
+                             f"another {flag}", file=str(d), usage=True)
+
+
 def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
     """Replace `path` with `data` in one rename: readers see the old or the new file, never half of one.
 
-    Keeps the old file's mode and owner unless `mode` is given."""
+    Keeps the old file's mode and owner unless `mode` is given. Never writes through a symlink."""
     old: os.stat_result | None
     try:
-        old = path.stat()
+        old = path.lstat()
     except FileNotFoundError:
         old = None
+    if old is not None and stat.S_ISLNK(old.st_mode):
+        refuse_symlink(path, "file")
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".ksched-tmp", dir=path.parent)
@@ -81,12 +186,12 @@ def backup_name(original: Path, stamp: str) -> str:
 
 
 def backups_of(original: Path, backup_dir: Path) -> list[Path]:
-    """Backups of `original` in `backup_dir`, oldest first."""
-    if not backup_dir.is_dir():
+    """Files (or links) named like backups of `original` in `backup_dir`, oldest first."""
+    if not backup_dir.is_dir() or backup_dir.is_symlink():
         return []
     prefix = original.name + "."
     found = [p for p in backup_dir.iterdir()
-             if p.name.startswith(prefix) and p.name.endswith(BACKUP_SUFFIX) and p.is_file()]
+             if p.name.startswith(prefix) and p.name.endswith(BACKUP_SUFFIX) and not p.is_dir()]
     return sorted(found, key=lambda p: p.name)
 
 

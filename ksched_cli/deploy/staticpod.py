@@ -20,7 +20,7 @@ from ruamel.yaml.error import YAMLError
 from scheduler_runtime.errors import InputError
 
 from ..kube_flags import VALUE_FLAGS
-from . import files
+from . import files, journal
 from .rbac import DEFAULT_LEASE, RUNTIME_RULES, lease_rules, plugin_rules
 
 DEFAULT_MANIFEST = Path("/etc/kubernetes/manifests/kube-scheduler.yaml")
@@ -29,6 +29,8 @@ DEFAULT_BACKUP_DIR = Path("/etc/kubernetes/ksched-backups")
 VOLUME_NAME = "ksched-config"
 #: the user the ksched image runs as (USER 65532:65532 in templates/Dockerfile.j2, like distroless' nonroot)
 IMAGE_UID = 65532
+#: kubeadm's manifests are 2-4 KiB; the round-trip reader and writer take about a second for 32 KiB
+MAX_MANIFEST_BYTES = 32 << 10
 
 #: kube-scheduler flag -> leaderElection field of the config file
 LEADER_FLAGS = {
@@ -75,32 +77,230 @@ class Loaded:
         return _dump(self.yaml, self.doc)
 
 
+def _yaml_error(path: Path, exc: Exception) -> InputError:
+    mark = getattr(exc, "problem_mark", None)
+    line = f"line {mark.line + 1}: " if mark is not None else ""
+    what = getattr(exc, "problem", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
+    return InputError(f"{line}invalid YAML: {what}", file=str(path), usage=True)
+
+
+def _flow_depth(text: str) -> int:
+    """How deep `[` and `{` nest outside quotes and comments (an upper bound of YAML flow nesting).
+
+    Checked before parsing: the YAML scanner's cost grows with the square of the flow depth."""
+    depth = top = 0
+    quote = ""
+    prev = "\n"
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if quote:
+            if ch == quote:
+                if quote == "'" and i + 1 < n and text[i + 1] == "'":
+                    i += 1
+                else:
+                    quote = ""
+            elif ch == "\\" and quote == '"':
+                i += 1
+        elif ch == "#" and prev in " \t\n":
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+            prev = "\n"
+            continue
+        elif ch in "'\"" and prev in " \t\n[{,:-?":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            top = max(top, depth)
+        elif ch in "]}":
+            depth = max(depth - 1, 0)
+        prev = ch
+        i += 1
+    return top
+
+
+#: deeper than any Pod manifest; keeps the parser's time and stack bounded
+MAX_DEPTH = 64
+#: what ruamel.yaml's constructors and representers raise, besides YAMLError, on a tag that does not fit
+#: its node (`!!set` on a scalar, `!!binary` on a non-base64 string, ...): the file is not a valid manifest
+_RUAMEL_FAULTS = (AttributeError, TypeError, ValueError, KeyError, IndexError, OverflowError)
+#: files up to this size that the guessed style does not reproduce exactly try every style in _STYLES
+SEARCH_BYTES = 8 << 10
+
+
+def _guess_style(text: str) -> tuple[int, int, int]:
+    """(mapping indent, sequence indent, dash offset) read off the first nested mapping and block sequence."""
+    mapping = offset = None
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    for a, b in zip(lines, lines[1:], strict=False):
+        head = a.rstrip()
+        if not head.endswith(":") or head.lstrip().startswith("- "):
+            continue
+        ia = len(a) - len(a.lstrip(" "))
+        ib = len(b) - len(b.lstrip(" "))
+        if b.lstrip().startswith("- "):
+            if offset is None and ib >= ia:
+                offset = ib - ia
+        elif mapping is None and ib > ia:
+            mapping = ib - ia
+        if mapping is not None and offset is not None:
+            break
+    m = mapping or 2
+    o = offset if offset is not None else 0
+    return (m, max(o + 2, m) if o else m, o)
+
+
 def load_roundtrip(path: Path, text: str) -> Loaded:
-    """Parse `text`, choosing the indentation style that dumps it back unchanged."""
+    """Parse `text` once, then choose the indentation style that dumps it back unchanged."""
+    if _flow_depth(text) > MAX_DEPTH:
+        raise InputError(f"invalid YAML: nested deeper than {MAX_DEPTH} levels", file=str(path), usage=True)
     y0 = _yaml(_STYLES[0])
     try:
         docs = list(y0.load_all(text))
     except YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f"line {mark.line + 1}: " if mark is not None else ""
-        raise InputError(f"{line}invalid YAML: {getattr(exc, 'problem', None) or exc}", file=str(path),
-                         usage=True) from None
+        raise _yaml_error(path, exc) from None
+    except RecursionError:
+        raise InputError("invalid YAML: nested too deeply", file=str(path), usage=True) from None
+    except _RUAMEL_FAULTS as exc:  # e.g. `kind: !!set Pod`: a tag that does not fit its node
+        raise InputError(f"invalid YAML: a tag or value ruamel.yaml cannot build ({type(exc).__name__}: "
+                         f"{(str(exc).splitlines() or [''])[0][:80]})", file=str(path), usage=True) from None
     docs = [d for d in docs if d is not None]
     if len(docs) != 1:
-        raise InputError(f"{len(docs)} YAML documents; expected exactly one", file=str(path), usage=False)
-    best: tuple[int, YAML, Any] | None = None
-    for style in _STYLES:
+        raise InputError(f"{len(docs)} YAML documents; expected exactly one", file=str(path), usage=True)
+    doc = docs[0]
+    guess = _guess_style(text)
+    styles = [guess] + [st for st in _STYLES if st != guess]
+    if len(text) > SEARCH_BYTES:  # each try dumps the whole file: past a few KiB, trust the guess
+        styles = styles[:1]
+    best: tuple[int, YAML] | None = None
+    for style in styles:
         y = _yaml(style)
-        doc = y.load(text)
-        out = _dump(y, doc)
+        try:
+            out = _dump(y, doc)
+        except (YAMLError, RecursionError, *_RUAMEL_FAULTS) as exc:
+            raise InputError(f"the YAML writer cannot write this document back ({type(exc).__name__}: "
+                             f"{(str(exc).splitlines() or [''])[0]}); simplify the file", file=str(path),
+                             usage=True) from None
         if out == text:
             return Loaded(path, text, doc, y, True)
         score = sum(1 for a, b in zip(out.splitlines(), text.splitlines(), strict=False) if a != b) + \
             abs(len(out.splitlines()) - len(text.splitlines()))
         if best is None or score < best[0]:
-            best = (score, y, doc)
+            best = (score, y)
     assert best is not None
-    return Loaded(path, text, best[2], best[1], False)
+    return Loaded(path, text, doc, best[1], False)
+
+
+def read_manifest(path: Path) -> Loaded:
+    """The static pod manifest, read and checked: the one place a manifest is read (bounded, no symlinks).
+
+    Every problem is one InputError naming the file and the field path."""
+    raw = files.read_limited(path, "static pod manifest", MAX_MANIFEST_BYTES, "--manifest")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError("not UTF-8 text, expected a YAML Pod manifest", file=str(path), usage=True) from None
+    loaded = load_roundtrip(path, text)
+    check_manifest_shape(loaded.doc, path)
+    bad = _not_unicode(loaded.doc, "")
+    if bad is not None:
+        raise InputError("holds an escaped lone surrogate (such as \\ud800), which is not Unicode text and cannot be "
+                         "written back as UTF-8", file=str(path), field=bad or None, usage=False)
+    return loaded
+
+
+def _not_unicode(v: Any, at: str) -> str | None:
+    """The field path of the first string (key or value) that cannot be encoded as UTF-8, or None."""
+    def bad(s: object) -> bool:
+        if not isinstance(s, str):
+            return False
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+
+    if bad(v):
+        return at
+    if isinstance(v, dict):
+        for k, x in v.items():
+            sub = f"{at}.{k}" if at else str(k)
+            if bad(k):
+                return sub.encode("utf-8", "backslashreplace").decode()
+            found = _not_unicode(x, sub)
+            if found is not None:
+                return found
+    elif isinstance(v, list | tuple | set):
+        for i, x in enumerate(v):
+            found = _not_unicode(x, f"{at}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
+def _type_name(v: Any) -> str:
+    return {dict: "mapping", list: "list", str: "string", bool: "boolean", int: "integer", float: "number",
+            type(None): "null"}.get(next((t for t in (bool, dict, list, str, int, float, type(None))
+                                           if isinstance(v, t)), object), type(v).__name__)
+
+
+def _expect(v: Any, kind: str, file: str, where: str, optional: bool = True) -> None:
+    """Refuse `v` at field path `where` unless it is a `kind` (mapping, list, string, boolean, integer)."""
+    if v is None and optional:
+        return
+    ok = {"mapping": isinstance(v, dict), "list": isinstance(v, list), "string": isinstance(v, str),
+          "boolean": isinstance(v, bool), "integer": isinstance(v, int) and not isinstance(v, bool)}[kind]
+    if not ok:
+        raise InputError(f"expected a {kind}, got a {_type_name(v)}: pass kube-scheduler's static pod manifest "
+                         f"with --manifest", file=file, field=where, usage=False)
+
+
+def check_manifest_shape(doc: Any, path: Path) -> None:
+    """Refuse a manifest whose fields ksched reads or edits have the wrong type (the kubelet would too)."""
+    where = str(path)
+    if not isinstance(doc, dict):
+        raise InputError(f"expected a Pod manifest (a mapping), got a {_type_name(doc)}", file=where, usage=False)
+    spec = doc.get("spec")
+    _expect(spec, "mapping", where, "spec")
+    if not isinstance(spec, dict):
+        return  # find_scheduler_container says what is missing
+    containers = spec.get("containers")
+    _expect(containers, "list", where, "spec.containers")
+    _expect(spec.get("securityContext"), "mapping", where, "spec.securityContext")
+    volumes = spec.get("volumes")
+    _expect(volumes, "list", where, "spec.volumes")
+    for i, v in enumerate(volumes or []):
+        at = f"spec.volumes[{i}]"
+        _expect(v, "mapping", where, at, optional=False)
+        _expect(v.get("name"), "string", where, f"{at}.name", optional=False)
+        _expect(v.get("hostPath"), "mapping", where, f"{at}.hostPath")
+        if isinstance(v.get("hostPath"), dict):
+            _expect(v["hostPath"].get("path"), "string", where, f"{at}.hostPath.path", optional=False)
+            _expect(v["hostPath"].get("type"), "string", where, f"{at}.hostPath.type")
+    for i, c in enumerate(containers or []):
+        at = f"spec.containers[{i}]"
+        _expect(c, "mapping", where, at, optional=False)
+        _expect(c.get("name"), "string", where, f"{at}.name")
+        _expect(c.get("image"), "string", where, f"{at}.image")
+        for key in ("command", "args"):
+            seq = c.get(key)
+            _expect(seq, "list", where, f"{at}.{key}")
+            for j, item in enumerate(seq or []):
+                _expect(item, "string", where, f"{at}.{key}[{j}]", optional=False)
+        mounts = c.get("volumeMounts")
+        _expect(mounts, "list", where, f"{at}.volumeMounts")
+        for j, m in enumerate(mounts or []):
+            mat = f"{at}.volumeMounts[{j}]"
+            _expect(m, "mapping", where, mat, optional=False)
+            _expect(m.get("name"), "string", where, f"{mat}.name", optional=False)
+            _expect(m.get("mountPath"), "string", where, f"{mat}.mountPath", optional=False)
+            _expect(m.get("readOnly"), "boolean", where, f"{mat}.readOnly")
+        sc = c.get("securityContext")
+        _expect(sc, "mapping", where, f"{at}.securityContext")
+        for owner, sat in ((sc, f"{at}.securityContext"), (spec.get("securityContext"), "spec.securityContext")):
+            if isinstance(owner, dict):
+                for key in ("runAsUser", "runAsGroup"):
+                    _expect(owner.get(key), "integer", where, f"{sat}.{key}")
 
 
 # ------------------------------------------------------------------------------------------ flags
@@ -181,6 +381,12 @@ def _insert_sorted(seq: CommentedSeq, start: int, item: str) -> None:
 # ------------------------------------------------------------------------------------------ manifest
 
 
+def _short(v: Any) -> str:
+    """A value as it goes into a one-line error: repr, cut to 60 characters."""
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
 def find_scheduler_container(doc: Any, path: Path) -> tuple[int, CommentedMap]:
     """The kube-scheduler container of a static pod; refuses anything else with file + field + fix."""
     where = str(path)
@@ -188,9 +394,9 @@ def find_scheduler_container(doc: Any, path: Path) -> tuple[int, CommentedMap]:
         raise InputError(f"expected a Pod manifest (a mapping), got a {type(doc).__name__}", file=where, usage=False)
     kind = doc.get("kind")
     if kind != "Pod" or doc.get("apiVersion") != "v1":
-        raise InputError(f"is {kind!r} ({doc.get('apiVersion')!r}), expected kind Pod, apiVersion v1: pass the "
-                         f"kubelet's static pod manifest of kube-scheduler with --manifest", file=where, field="kind",
-                         usage=False)
+        raise InputError(f"is {_short(kind)} ({_short(doc.get('apiVersion'))}), expected kind Pod, apiVersion v1: "
+                         f"pass the kubelet's static pod manifest of kube-scheduler with --manifest", file=where,
+                         field="kind", usage=False)
     spec = doc.get("spec")
     containers = spec.get("containers") if isinstance(spec, dict) else None
     if not isinstance(containers, list) or not containers:
@@ -203,7 +409,7 @@ def find_scheduler_container(doc: Any, path: Path) -> tuple[int, CommentedMap]:
         first = str(cmd[0]) if isinstance(cmd, list) and cmd else ""
         if c.get("name") == "kube-scheduler" or os.path.basename(first) == "kube-scheduler":
             return i, c
-    names = ", ".join(str(c.get("name")) for c in containers if isinstance(c, dict))
+    names = ", ".join(_short(c.get("name")) for c in containers if isinstance(c, dict))[:200]
     raise InputError(f"no kube-scheduler container (found: {names or 'none'}; looked for name kube-scheduler or a "
                      f"command starting with kube-scheduler): pass kube-scheduler's manifest with --manifest",
                      file=where, field="spec.containers", usage=False)
@@ -283,6 +489,14 @@ def check_locations(manifest: Path, config_dest: Path, backup_dir: Path) -> None
     if files.is_inside(backup_dir, folder):
         raise InputError(f"{backup_dir} is inside the manifests folder {folder}: the kubelet runs every file there, "
                          f"backups included; use e.g. {DEFAULT_BACKUP_DIR}", field="--backup-dir", usage=True)
+    check_folders(manifest, config_dest)
+    check_backup_dir(backup_dir)
+
+
+def check_folders(manifest: Path, config_dest: Path) -> None:
+    """Refuse manifest and config folders that users other than root may write."""
+    files.check_folder(manifest.parent, "the manifests the kubelet runs as root", "--manifest")
+    files.check_folder(config_dest.parent, "the config the scheduler reads", "--config-dest")
 
 
 def validate_config(path: Path, registry: Any) -> tuple[dict[str, Any], Any]:
@@ -322,12 +536,9 @@ def plan(manifest: Path, config: Path, image: str, config_dest: Path, registry: 
     if not image or not image.strip() or any(ch.isspace() for ch in image):
         raise InputError("must be a non-empty image reference without spaces, e.g. registry.example.com/"
                          "ksched:v1 (the tag `ksched build` printed)", field="--image", usage=True)
-    raw = files.read_bytes(manifest, "static pod manifest")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError("not UTF-8 text, expected a YAML Pod manifest", file=str(manifest), usage=True) from None
-    loaded = load_roundtrip(manifest, text)
+    check_folders(manifest, config_dest)
+    loaded = read_manifest(manifest)
+    text = loaded.text
     doc = loaded.doc
     idx, c = find_scheduler_container(doc, manifest)
     cpath = f"spec.containers[{idx}]"
@@ -373,6 +584,7 @@ def plan(manifest: Path, config: Path, image: str, config_dest: Path, registry: 
         p.notes.append(f"added clientConnection.kubeconfig: {manifest_kc} to the installed config (taken from "
                        f"{kc_source}): kube-scheduler ignores --kubeconfig once --config is given")
     p.new_config = installed.encode()
+    files.refuse_symlink(config_dest, "installed config", "--config-dest")
     try:
         p.old_config = config_dest.read_bytes()
     except FileNotFoundError:
@@ -432,18 +644,9 @@ def plan(manifest: Path, config: Path, image: str, config_dest: Path, registry: 
     _ensure_volume(spec, c, cpath, dest, p)
 
     # -- checks that do not block ---------------------------------------------------------------------------
-    uid = _run_as_user(spec, c)
+    uid, gid = _run_as(spec, c)
     host_kc = _host_path_of(spec, c, p.kubeconfig) or p.kubeconfig
-    readable = files.readable_by(Path(host_kc), uid, uid)
-    if readable is False:
-        st = Path(host_kc).stat()
-        p.warnings.append(f"{host_kc} is mode {st.st_mode & 0o777:04o} owned by uid {st.st_uid}: the ksched image "
-                          f"runs as uid {uid} and cannot read it, so the scheduler would crash-loop. Fix: "
-                          f"`chmod 0644 {host_kc}` (what scheduler-plugins' install guide does) or "
-                          f"`chown {uid} {host_kc}`")
-    elif readable is None:
-        p.notes.append(f"could not check that uid {uid} can read {host_kc} (not present on this machine); the "
-                       f"scheduler crash-loops if it cannot")
+    _check_kubeconfig_access(Path(host_kc), uid, gid, p)
 
     names = [prof.scheduler_name for prof in cfg.profiles]
     if "default-scheduler" not in names:
@@ -455,6 +658,14 @@ def plan(manifest: Path, config: Path, image: str, config_dest: Path, registry: 
         p.rbac += [("leader election", r) for r in lease_rules(lease)]
 
     p.new_manifest = loaded.dump()
+    try:  # never write a manifest that does not read back as the same kind of Pod
+        check_manifest_shape(_yaml(_STYLES[0]).load(p.new_manifest), manifest)
+    except (YAMLError, RecursionError, *_RUAMEL_FAULTS) as exc:
+        raise InputError(f"the patched manifest would not read back ({type(exc).__name__}); nothing was changed",
+                         file=str(manifest), usage=False) from None
+    except InputError as exc:
+        raise InputError(f"the patched manifest would not read back ({exc.detail}); nothing was changed",
+                         file=str(manifest), field=exc.field, usage=False) from None
     return p
 
 
@@ -462,11 +673,11 @@ def _installed_kubeconfig(host_path: str | None) -> str | None:
     """clientConnection.kubeconfig of the config a (patched) manifest already runs, read on this node."""
     if not host_path:
         return None
-    try:
-        import yaml
+    import yaml
 
-        doc = yaml.safe_load(Path(host_path).read_text())
-    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError):
+    try:  # bounded and never through a FIFO or device: the path comes from the manifest
+        doc = yaml.safe_load(files.read_limited(Path(host_path), "config", 1 << 20).decode("utf-8"))
+    except (InputError, UnicodeDecodeError, ValueError, RecursionError, yaml.YAMLError):
         return None
     cc = doc.get("clientConnection") if isinstance(doc, dict) else None
     kc = cc.get("kubeconfig") if isinstance(cc, dict) else None
@@ -477,11 +688,38 @@ def _scalar(v: Any) -> str:
     return ("true" if v else "false") if isinstance(v, bool) else str(v)
 
 
-def _run_as_user(spec: CommentedMap, c: CommentedMap) -> int:
+def _run_as(spec: CommentedMap, c: CommentedMap) -> tuple[int, int]:
+    """The uid and gid the scheduler container runs as: its securityContext, the pod's, else the image's."""
+    uid = gid = None
     for sc in (c.get("securityContext"), spec.get("securityContext")):
-        if isinstance(sc, dict) and isinstance(sc.get("runAsUser"), int):
-            return int(sc["runAsUser"])
-    return IMAGE_UID
+        if isinstance(sc, dict):
+            if uid is None and isinstance(sc.get("runAsUser"), int):
+                uid = int(sc["runAsUser"])
+            if gid is None and isinstance(sc.get("runAsGroup"), int):
+                gid = int(sc["runAsGroup"])
+    uid = IMAGE_UID if uid is None else uid
+    return uid, (gid if gid is not None else uid if uid == IMAGE_UID else 0)
+
+
+def _check_kubeconfig_access(kc: Path, uid: int, gid: int, p: StaticPodPlan) -> None:
+    """Warn when the scheduler's user cannot read its kubeconfig, or when every user can.
+
+    The kubeconfig holds kube-scheduler's client key: the fix is ownership (the image's user), never a
+    world-readable mode."""
+    fix = f"`chown {uid}:{gid} {kc} && chmod 0600 {kc}` (root, and so kube-scheduler after a rollback, still reads it)"
+    readable = files.readable_by(kc, uid, gid)
+    if readable is None:
+        p.notes.append(f"could not check that uid {uid} can read {kc} (not present on this machine); the "
+                       f"scheduler crash-loops if it cannot")
+        return
+    st = kc.stat()
+    mode = st.st_mode & 0o777
+    if readable is False:
+        p.warnings.append(f"{kc} is mode {mode:04o} owned by {st.st_uid}:{st.st_gid}: the ksched image runs as "
+                          f"uid {uid} and cannot read it, so the scheduler would crash-loop. Fix: {fix}")
+    elif mode & 0o004:
+        p.warnings.append(f"{kc} is mode {mode:04o}: every user on this node can read kube-scheduler's credentials "
+                          f"in it. Fix: {fix}")
 
 
 def _ensure_volume(spec: CommentedMap, c: CommentedMap, cpath: str, dest: str, p: StaticPodPlan) -> None:
@@ -541,53 +779,116 @@ class Written:
     config_backup: Path | None = None
     wrote_config: bool = False
     wrote_manifest: bool = False
+    entry: journal.Entry | None = None
+
+
+def check_backup_dir(backup_dir: Path) -> None:
+    """Refuse a backup folder that is a symlink or that others may write (they could plant backups)."""
+    if backup_dir.is_symlink():
+        raise InputError(f"is a symlink (to {os.readlink(backup_dir)}): ksched does not follow a link to write the "
+                         f"backups it restores as root; pass the real folder with --backup-dir", file=str(backup_dir),
+                         usage=True)
+    if backup_dir.exists() and not backup_dir.is_dir():
+        raise InputError("not a directory: --backup-dir names the folder for backups", file=str(backup_dir),
+                         usage=True)
+    files.check_folder(backup_dir, "the backups --rollback restores", "--backup-dir")
+
+
+def _mode_of(path: Path, default: int) -> int:
+    try:
+        return path.lstat().st_mode & 0o7777
+    except FileNotFoundError:
+        return default
 
 
 def apply(p: StaticPodPlan, backup_dir: Path) -> Written:
-    """Back up, install the config (0644), then replace the manifest; undo the config if the last step fails."""
+    """Back up and record in the journal, install the config (0644), then replace the manifest.
+
+    If a later step fails, what was written is undone (config, journal entry, backups)."""
     w = Written()
     if not p.changed:
         return w
-    stamp = files.timestamp()
+    check_backup_dir(backup_dir)
     try:
         backup_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     except PermissionError:
         raise InputError("Permission denied creating the backup folder: run as root (sudo)",
                          file=str(backup_dir), usage=True) from None
-    mode = p.manifest.stat().st_mode & 0o7777
-    w.backup = backup_dir / files.backup_name(p.manifest, stamp)
-    files.atomic_write(w.backup, p.old_manifest.encode(), mode)
-    if p.config_changed and p.old_config is not None:
-        w.config_backup = backup_dir / files.backup_name(p.config_dest, stamp)
-        files.atomic_write(w.config_backup, p.old_config, 0o644)
-    if p.config_changed:
-        files.atomic_write(p.config_dest, p.new_config, 0o644)
-        w.wrote_config = True
-    if p.manifest_changed:
-        try:
+    j = journal.load(backup_dir)  # a malformed journal stops us before anything is written
+    stamp = files.timestamp()
+    mode = _mode_of(p.manifest, 0o600)
+    cfg_mode = _mode_of(p.config_dest, 0o644)
+    old_manifest = p.old_manifest.encode()
+    written: list[Path] = []
+    try:
+        w.backup = backup_dir / files.backup_name(p.manifest, stamp)
+        files.atomic_write(w.backup, old_manifest, mode)
+        written.append(w.backup)
+        if p.config_changed and p.old_config is not None:
+            w.config_backup = backup_dir / files.backup_name(p.config_dest, stamp)
+            files.atomic_write(w.config_backup, p.old_config, cfg_mode)
+            written.append(w.config_backup)
+        cfg = None
+        if p.config_changed:
+            old = p.old_config
+            cfg = journal.Replaced(str(p.config_dest.absolute()), w.config_backup.name if w.config_backup else None,
+                                   journal.sha256(old) if old is not None else None, cfg_mode,
+                                   journal.sha256(p.new_config))
+        w.entry = journal.Entry(stamp, journal.now(), journal.Replaced(
+            str(p.manifest.absolute()), w.backup.name, journal.sha256(old_manifest), mode,
+            journal.sha256(p.new_manifest.encode())), cfg)
+        j.entries.append(w.entry)
+        j.save()
+    except BaseException:
+        for f in written:
+            f.unlink(missing_ok=True)
+        raise
+    try:
+        if p.config_changed:
+            files.atomic_write(p.config_dest, p.new_config, 0o644)
+            w.wrote_config = True
+        if p.manifest_changed:
             files.atomic_write(p.manifest, p.new_manifest.encode(), mode)
-        except BaseException:
-            if w.wrote_config:
-                if p.old_config is None:
-                    p.config_dest.unlink(missing_ok=True)
-                else:
-                    files.atomic_write(p.config_dest, p.old_config, 0o644)
-            raise
-        w.wrote_manifest = True
+            w.wrote_manifest = True
+    except BaseException:
+        if w.wrote_config:
+            if p.old_config is None:
+                p.config_dest.unlink(missing_ok=True)
+            else:
+                files.atomic_write(p.config_dest, p.old_config, cfg_mode)
+        j.entries.remove(w.entry)
+        j.save()
+        for f in written:
+            f.unlink(missing_ok=True)
+        raise
     return w
 
 
 @dataclass
 class RollbackPlan:
+    """The newest recorded change not yet rolled back, and what undoing it writes (entry None: none left)."""
+
     manifest: Path
-    backup: Path
-    current: bytes
-    restored: bytes
-    config_dest: Path
-    config_backup: Path | None
-    config_current: bytes | None
-    config_restored: bytes | None
-    older: list[Path]
+    backup_dir: Path
+    journal: journal.Journal
+    entry: journal.Entry | None
+    current: bytes = b""
+    restored: bytes = b""
+    config_dest: Path | None = None
+    config_current: bytes | None = None
+    config_restored: bytes | None = None
+    earlier: int = 0
+    edited_since: bool = False
+
+    @property
+    def backup(self) -> Path:
+        assert self.entry is not None and self.entry.manifest.backup is not None
+        return self.backup_dir / self.entry.manifest.backup
+
+    @property
+    def config_backup(self) -> Path | None:
+        c = self.entry.config if self.entry else None
+        return self.backup_dir / c.backup if c is not None and c.backup else None
 
     @property
     def changed(self) -> bool:
@@ -607,27 +908,62 @@ class RollbackPlan:
 
 
 def plan_rollback(manifest: Path, backup_dir: Path, config_dest: Path) -> RollbackPlan:
-    """Restore the newest backup of `manifest` (and the config backed up with it, if any)."""
-    found = files.backups_of(manifest, backup_dir)
-    if not found:
-        raise InputError(f"no backup of {manifest.name} in {backup_dir} (ksched deploy --static-pod writes one before "
-                         f"each change; pass --backup-dir if you used another folder)", field="--rollback",
+    """Undo the newest change ksched recorded for `manifest` (and the config it replaced with it).
+
+    Only backups listed in the journal are restored, and only while their sha256 still matches; a
+    backup-like file the journal does not list stops the rollback, as it means someone else writes here."""
+    check_backup_dir(backup_dir)
+    j = journal.load(backup_dir)
+    entries = j.for_manifest(manifest)
+    config_names = {config_dest.name} | {Path(e.config.path).name for e in entries if e.config}
+    recorded = j.recorded_names()
+    candidates = files.backups_of(manifest, backup_dir) + [b for n in sorted(config_names)
+                                                           for b in files.backups_of(Path(n), backup_dir)]
+    unrecorded = [b for b in candidates if b.name not in recorded]
+    if unrecorded:
+        more = f" (and {len(unrecorded) - 1} more)" if len(unrecorded) > 1 else ""
+        raise InputError(f"is not a backup ksched recorded in {j.path}{more}: ksched restores only the backups it "
+                         f"wrote, and a file it did not write here means someone else does; move it out of "
+                         f"{backup_dir} (copy it back by hand if you trust it) and run again", file=str(unrecorded[0]),
                          usage=False)
-    newest = found[-1]
-    restored = files.read_bytes(newest, "backup")
-    current = files.read_bytes(manifest, "static pod manifest") if manifest.exists() else b""
-    stamp = files.stamp_of(newest, manifest)
-    cb = backup_dir / files.backup_name(config_dest, stamp)
-    config_backup = cb if cb.is_file() else None
-    config_restored = files.read_bytes(cb, "config backup") if config_backup else None
-    config_current = config_dest.read_bytes() if config_backup and config_dest.is_file() else None
-    return RollbackPlan(manifest, newest, current, restored, config_dest, config_backup, config_current,
-                        config_restored, found[:-1])
+    if not entries:
+        raise InputError(f"no backup of {manifest.name} recorded in {j.path} (ksched deploy --static-pod writes one "
+                         f"before each change; pass --backup-dir if you used another folder)", field="--rollback",
+                         usage=False)
+    applied = [e for e in entries if e.state == journal.APPLIED]
+    if not applied:
+        return RollbackPlan(manifest, backup_dir, j, None)
+    e = applied[-1]
+    if e.config is not None and Path(e.config.path) != config_dest.absolute():
+        raise InputError(f"the change being undone ({e.time}) installed the config at {e.config.path}, not "
+                         f"{config_dest}: pass --config-dest {e.config.path}", field="--config-dest", usage=True)
+    if e.manifest.backup is None:
+        raise InputError("records no backup of the manifest", file=str(j.path), field=f"entries[{j.entries.index(e)}]",
+                         usage=False)
+    restored = journal.verified_backup(backup_dir, e.manifest, j)
+    current = (files.read_limited(manifest, "static pod manifest", MAX_MANIFEST_BYTES, "--manifest")
+               if manifest.exists() or manifest.is_symlink() else b"")
+    r = RollbackPlan(manifest, backup_dir, j, e, current, restored, earlier=len(applied) - 1,
+                     edited_since=journal.sha256(current) != e.manifest.written_sha256)
+    if e.config is not None and e.config.backup:
+        r.config_dest = config_dest
+        r.config_restored = journal.verified_backup(backup_dir, e.config, j)
+        files.refuse_symlink(config_dest, "installed config", "--config-dest")
+        r.config_current = config_dest.read_bytes() if config_dest.is_file() else None
+    elif e.config is not None:
+        r.config_dest = config_dest  # ksched installed it fresh: left in place
+    return r
 
 
 def apply_rollback(r: RollbackPlan) -> None:
-    mode = r.backup.stat().st_mode & 0o7777
+    """Restore what the plan says, then record the change as rolled back (so the next run goes further)."""
+    assert r.entry is not None
+    e = r.entry
     if r.config_restored is not None and r.config_current != r.config_restored:
-        files.atomic_write(r.config_dest, r.config_restored, 0o644)
+        assert r.config_dest is not None and e.config is not None
+        files.atomic_write(r.config_dest, r.config_restored, e.config.mode)
     if r.current != r.restored:
-        files.atomic_write(r.manifest, r.restored, mode)
+        files.atomic_write(r.manifest, r.restored, e.manifest.mode)
+    e.state = journal.ROLLED_BACK
+    e.rolled_back_at = journal.now()
+    r.journal.save()

@@ -164,9 +164,8 @@ def delegated_client(kubeconfig: str | None, what: str) -> Any:
         try:
             conn = load_connection(kubeconfig)
         except KschedError as exc:
-            err = KschedError(f"--{what}-kubeconfig: {exc}")
-            err.usage = exc.usage if exc.usage is not None else True
-            raise err from None
+            raise KschedError(f"--{what}-kubeconfig: {exc}",
+                              usage=exc.usage if exc.usage is not None else True) from None
         return KubeClient(conn, qps=200, burst=400, timeout=10.0)
     client = _in_cluster_client()
     if client is None:

@@ -215,12 +215,20 @@ def test_second_image_makes_a_second_backup_and_rollback_undoes_only_that(node: 
     assert w2.config_backup is not None and w2.config_backup.read_bytes() == first_config
     assert len(files.backups_of(m, node["backups"])) == 2
     r = staticpod.plan_rollback(m, node["backups"], node["dest"])
+    assert r.earlier == 1 and r.backup == w2.backup and not r.edited_since
     staticpod.apply_rollback(r)
     assert m.read_bytes() == first and node["dest"].read_bytes() == first_config
-    assert r.older and r.older[0].read_bytes() == original
+    # a second rollback goes one step further: back to the manifest before ksched first changed it
+    r = staticpod.plan_rollback(m, node["backups"], node["dest"])
+    assert r.earlier == 0 and r.changed
+    staticpod.apply_rollback(r)
+    assert m.read_bytes() == original and m.stat().st_mode & 0o777 == 0o600
+    r = staticpod.plan_rollback(m, node["backups"], node["dest"])
+    assert r.entry is None, "nothing left to roll back"
 
 
-def test_warns_when_the_image_user_cannot_read_the_kubeconfig(node: dict[str, Path], registry: Any) -> None:
+def test_kubeconfig_ownership_not_a_world_readable_mode(node: dict[str, Path], registry: Any) -> None:
+    """The kubeconfig holds the scheduler's client key: the fix ksched gives is ownership, never mode 0644."""
     kc = node["etc"] / "scheduler.conf"
     kc.write_text("apiVersion: v1\nkind: Config\n")
     m = _install(node, "kubeadm-1.32.yaml")
@@ -228,9 +236,16 @@ def test_warns_when_the_image_user_cannot_read_the_kubeconfig(node: dict[str, Pa
     kc.chmod(0o600)
     os.chown(kc, 0, 0) if os.geteuid() == 0 else None
     p = staticpod.plan(m, node["cfg"], IMAGE, node["dest"], registry)
-    assert len(p.warnings) == 1 and "uid 65532" in p.warnings[0] and f"chmod 0644 {kc}" in p.warnings[0]
+    fix = f"chown 65532:65532 {kc} && chmod 0600 {kc}"
+    assert len(p.warnings) == 1 and "uid 65532 and cannot read it" in p.warnings[0] and fix in p.warnings[0]
+    assert "0644" not in p.warnings[0]
     kc.chmod(0o644)
-    assert staticpod.plan(m, node["cfg"], IMAGE, node["dest"], registry).warnings == []
+    p = staticpod.plan(m, node["cfg"], IMAGE, node["dest"], registry)
+    assert len(p.warnings) == 1 and "every user on this node can read" in p.warnings[0] and fix in p.warnings[0]
+    if os.geteuid() == 0:
+        os.chown(kc, 65532, 65532)
+        kc.chmod(0o600)
+        assert staticpod.plan(m, node["cfg"], IMAGE, node["dest"], registry).warnings == []
 
 
 def test_unexact_layout_is_reported(node: dict[str, Path], registry: Any) -> None:
@@ -281,7 +296,7 @@ def test_cli_dry_run_writes_nothing_and_yes_writes(node: dict[str, Path], tmp_pa
     assert m.read_bytes() == (MANIFESTS / "kubeadm-1.25.yaml").read_bytes()
     r = _ksched("deploy", "--static-pod", "--rollback", "--yes", "--manifest", str(m), "--backup-dir",
                 str(node["backups"]), "--config-dest", str(node["dest"]))
-    assert r.returncode == 0 and "already identical" in r.stdout
+    assert r.returncode == 0 and "nothing to roll back" in r.stdout
 
 
 def test_cli_print_rbac(node: dict[str, Path]) -> None:

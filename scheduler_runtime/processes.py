@@ -1,0 +1,148 @@
+"""Stopping processes we started earlier, without ever signalling a stranger.
+
+A pid written to a state file may have been reused by an unrelated process by the time we read it back,
+so a process is recorded with its identity (pid, start time in clock ticks since boot from
+/proc/PID/stat field 22, and command line); before signalling, the live process must still match. The
+check and the signals go through a pidfd, so the pid cannot be reused between the check and the kill.
+Linux only (the dev cluster's binaries are too).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import time
+from dataclasses import dataclass
+from typing import Any
+
+#: seconds between SIGTERM and SIGKILL unless the caller says otherwise
+DEFAULT_GRACE = 15.0
+#: seconds to wait for a process to disappear after SIGKILL
+KILL_WAIT = 10.0
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a process is: pid plus what a reused pid would not share."""
+
+    pid: int
+    start_time: int  # clock ticks after boot (/proc/PID/stat field 22)
+    cmdline: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pid": self.pid, "start_time": self.start_time, "cmdline": list(self.cmdline)}
+
+    @staticmethod
+    def from_json(d: Any) -> Identity | None:
+        """The identity in a state file entry, or None when it lacks one (or is not well formed)."""
+        if not isinstance(d, dict):
+            return None
+        pid, start, cmd = d.get("pid"), d.get("start_time"), d.get("cmdline")
+        if not (isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 and isinstance(start, int)
+                and not isinstance(start, bool) and isinstance(cmd, list) and all(isinstance(a, str) for a in cmd)):
+            return None
+        return Identity(pid, start, tuple(cmd))
+
+    def describe(self) -> str:
+        return " ".join(self.cmdline)[:80] or "?"
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields 3.. of /proc/PID/stat (the command name in field 2 may hold spaces and parentheses)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    end = raw.rfind(b")")
+    return raw[end + 2:].decode("ascii", "replace").split() if end >= 0 else None
+
+
+def identify(pid: int) -> Identity | None:
+    """The live process `pid`, or None when there is none (a zombie counts as gone)."""
+    fields = _stat_fields(pid)
+    if fields is None or len(fields) < 20 or fields[0] in ("Z", "X"):
+        return None
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    args = tuple(a.decode("utf-8", "surrogateescape") for a in raw.split(b"\0"))
+    if args and args[-1] == "":
+        args = args[:-1]
+    return Identity(pid, int(fields[19]), args)
+
+
+@dataclass
+class Stopped:
+    """How stopping one recorded process ended; `gone` means it no longer runs (whoever ended it)."""
+
+    name: str
+    pid: int
+    how: str
+    gone: bool
+
+    def line(self) -> str:
+        return f"{self.name} pid {self.pid}: {self.how}"
+
+
+def _wait_exit(pidfd: int, timeout: float) -> bool:
+    """Whether the process behind `pidfd` exited within `timeout` seconds (a pidfd polls readable then)."""
+    p = select.poll()
+    p.register(pidfd, select.POLLIN)
+    deadline = time.monotonic() + max(timeout, 0.0)
+    while True:
+        left = deadline - time.monotonic()
+        if p.poll(max(int(left * 1000), 0)):
+            return True
+        if left <= 0:
+            return False
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status if the process is our child, so it does not linger as a zombie."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def stop(name: str, recorded: Identity, grace: float = DEFAULT_GRACE) -> Stopped:
+    """SIGTERM the recorded process if it is still the one we started, SIGKILL it after `grace` seconds."""
+    try:
+        pidfd = os.pidfd_open(recorded.pid)
+    except ProcessLookupError:
+        return Stopped(name, recorded.pid, "already gone", True)
+    try:
+        live = identify(recorded.pid)
+        if live is None:
+            _reap(recorded.pid)
+            return Stopped(name, recorded.pid, "already gone", True)
+        if live != recorded:
+            differs = (f"started at tick {live.start_time}, not {recorded.start_time}"
+                       if live.start_time != recorded.start_time else "with another command line")
+            return Stopped(name, recorded.pid, f"already gone; the pid now belongs to another process "
+                                               f"(`{live.describe()}`, {differs}): not signalled", True)
+        try:
+            signal.pidfd_send_signal(pidfd, signal.SIGTERM)
+        except ProcessLookupError:
+            return Stopped(name, recorded.pid, "already gone", True)
+        except PermissionError:
+            return Stopped(name, recorded.pid, "permission denied sending SIGTERM: not stopped", False)
+        if _wait_exit(pidfd, grace):
+            _reap(recorded.pid)
+            return Stopped(name, recorded.pid, "stopped by SIGTERM", True)
+        try:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        except ProcessLookupError:
+            _reap(recorded.pid)
+            return Stopped(name, recorded.pid, "stopped by SIGTERM", True)
+        if _wait_exit(pidfd, KILL_WAIT):
+            _reap(recorded.pid)
+            return Stopped(name, recorded.pid, f"still running {grace:g} s after SIGTERM: killed with SIGKILL", True)
+        return Stopped(name, recorded.pid, f"still running {KILL_WAIT:g} s after SIGKILL (stuck in the kernel?)",
+                       False)
+    finally:
+        os.close(pidfd)
