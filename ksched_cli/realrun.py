@@ -8,7 +8,7 @@ from typing import Any
 
 from scheduler_runtime.errors import InputError, UsageError
 
-from .kube_flags import KubeFlags, parse_go_duration
+from .kube_flags import KubeFlags, flagz, parse_go_duration
 
 _LEADER_FLAGS = {
     "leader-elect": ("leader_elect", "bool"),
@@ -74,9 +74,31 @@ def auth_options(flags: KubeFlags) -> Any:
     return opts
 
 
-def setup_logging(verbosity: int) -> None:
+def setup_logging(verbosity: int, fmt: str = "text") -> None:
+    """-v and --logging-format: text (klog-like) or json (one object a line: ts in ms, caller, msg, v, err)."""
     level = logging.DEBUG if verbosity >= 4 else logging.INFO if verbosity >= 0 else logging.WARNING
+    if fmt == "json":
+        handler = logging.StreamHandler()
+        handler.setFormatter(JsonLogFormatter())
+        logging.basicConfig(level=level, handlers=[handler])
+        return
     logging.basicConfig(level=level, format="%(asctime)s %(levelname).1s %(name)s] %(message)s")
+
+
+class JsonLogFormatter(logging.Formatter):
+    """kube's JSON log line: `{"ts": <unix ms>, "caller": "file:line", "msg": ..., "v": 0}`, errors with `err`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        import json
+
+        out: dict[str, Any] = {"ts": record.created * 1000.0,
+                               "caller": f"{record.module}.py:{record.lineno}", "msg": record.getMessage()}
+        if record.levelno >= logging.ERROR:
+            if record.exc_info:
+                out["err"] = self.formatException(record.exc_info)
+        else:
+            out["v"] = 0 if record.levelno >= logging.INFO else 4
+        return json.dumps(out)
 
 
 def run_on_cluster(flags: KubeFlags, registry_factory: Any) -> int:
@@ -85,7 +107,10 @@ def run_on_cluster(flags: KubeFlags, registry_factory: Any) -> int:
     from scheduler_runtime.app import Runner, RunOptions, resolve_kubeconfig
     from scheduler_runtime.config import load_config
 
-    setup_logging(flags.int("v", 0))
+    setup_logging(flags.int("v", 0), flags.get("logging-format", "text"))
+    from scheduler_runtime.featuregates import parse_feature_gates
+
+    gates = parse_feature_gates([flags.get("feature-gates")] if flags.get("feature-gates") else [])
     config_path = flags.get("config")
     if config_path is not None and not Path(config_path).exists():
         raise InputError("no such file or directory", file=str(config_path))
@@ -113,7 +138,17 @@ def run_on_cluster(flags: KubeFlags, registry_factory: Any) -> int:
         qps=None if config_path else (float(flags.get("kube-api-qps")) if flags.get("kube-api-qps") else None),
         burst=None if config_path else (flags.int("kube-api-burst", 100) if flags.get("kube-api-burst") else None),
         hang_deadline=parse_go_duration(flags.get("plugin-deadline", "30s"), "plugin-deadline"),
+        flagz=flagz(flags),
+        feature_gates=gates,
+        master=flags.get("master") or None,
+        disabled_metrics=set(flags.list("disabled-metrics", [])),
+        permit_port_sharing=flags.bool("permit-port-sharing", False),
+        pod_max_in_unschedulable=parse_go_duration(flags.get("pod-max-in-unschedulable-pods-duration", "5m"),
+                                                   "pod-max-in-unschedulable-pods-duration"),
     )
+    if not config_path:  # kube-scheduler builds its configuration from these flags when there is no --config
+        cfg.raw["enableProfiling"] = flags.bool("profiling", True)
+        cfg.raw["enableContentionProfiling"] = flags.bool("contention-profiling", True)
     if not 0 <= opts.secure_port <= 65535:
         raise UsageError(f"--secure-port: {opts.secure_port} must be between 0 and 65535, inclusive "
                          "(0 disables the secure port)")

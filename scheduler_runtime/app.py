@@ -24,6 +24,8 @@ from .server import DelegatedAuthOptions, HealthServer, ServingOptions
 from .watchdog import CycleWatchdog
 
 log = logging.getLogger("ksched.app")
+#: the kube-scheduler release ksched follows (/statusz, --version)
+KUBE_VERSION = "1.36.3"
 
 
 @dataclass
@@ -46,6 +48,18 @@ class RunOptions:
     qps: float | None = None
     burst: int | None = None
     hang_deadline: float = 30.0
+    #: every command-line flag with its effective value, for /flagz
+    flagz: dict[str, str] = field(default_factory=dict)
+    #: effective feature gates (featuregates.parse_feature_gates); only the z-page gates change serving here
+    feature_gates: dict[str, bool] = field(default_factory=dict)
+    #: --master: the API server address, overriding the kubeconfig's
+    master: str | None = None
+    #: --permit-port-sharing: SO_REUSEPORT on the secure port
+    permit_port_sharing: bool = False
+    #: --pod-max-in-unschedulable-pods-duration (seconds)
+    pod_max_in_unschedulable: float = 300.0
+    #: --disabled-metrics
+    disabled_metrics: set[str] = field(default_factory=set)
 
 
 def resolve_kubeconfig(config_value: str | None, flag_value: str | None, has_config_file: bool) -> str | None:
@@ -67,13 +81,21 @@ class Runner:
         cc = config.client_connection
         qps = opts.qps if opts.qps is not None else cc.qps
         burst = opts.burst if opts.burst is not None else cc.burst
+        connection = None
+        if opts.master:  # kube's BuildConfigFromFlags: --master overrides the kubeconfig's server
+            import dataclasses
+
+            from .cluster.kube import load_connection
+
+            connection = dataclasses.replace(load_connection(opts.kubeconfig), host=opts.master)
         self.cluster = KubeCluster(opts.kubeconfig, qps=qps, burst=burst, bind_workers=opts.bind_workers,
-                                   user_agent=f"ksched/{socket.gethostname()}")
+                                   user_agent=f"ksched/{socket.gethostname()}", connection=connection)
         self.metrics = SchedulerMetrics()
         self.watchdog = CycleWatchdog(opts.hang_deadline)
         self.scheduler = Scheduler(self.cluster, config, registry, seed=opts.seed, bind_async=True,
                                    bind_workers=opts.bind_workers, metrics=self.metrics, results_mode=opts.results,
                                    watchdog=self.watchdog, bind_deadline=opts.hang_deadline)
+        self.scheduler.queue.max_in_unschedulable = opts.pod_max_in_unschedulable
         le = config.leader_election
         for k, v in opts.leader_overrides.items():
             setattr(le, k, v)
@@ -87,9 +109,12 @@ class Runner:
         serving = ServingOptions(bind_address=opts.bind_address, port=opts.secure_port,
                                  cert_file=opts.tls_cert_file, key_file=opts.tls_private_key_file,
                                  cert_dir=opts.cert_dir, min_version=opts.tls_min_version,
-                                 cipher_suites=list(opts.tls_cipher_suites))
+                                 cipher_suites=list(opts.tls_cipher_suites),
+                                 reuse_port=opts.permit_port_sharing)
         # --secure-port=0 turns serving off, as in kube-scheduler
         self.server = HealthServer(serving, self.metrics.registry, opts.auth) if opts.secure_port else None
+        if self.server is not None:
+            self._install_endpoints(self.server)
         self._stop = threading.Event()
         self._leading = threading.Event()  # set while this replica may schedule
         self._sched_thread: threading.Thread | None = None
@@ -98,6 +123,26 @@ class Runner:
         self._started = False
         self._lost = False
         self._terminating = False
+
+    def _install_endpoints(self, server: HealthServer) -> None:
+        """kube-scheduler's other secure-port paths: /metrics/resources, /metrics/slis, the z-pages, and
+        /debug/pprof when the configuration's enableProfiling is on (`--profiling` without `--config`)."""
+        from . import __version__
+        from .server.profiling import Profiling
+        from .server.resource_metrics import HealthSLIs, resources_registry
+        from .server.zpages import ZPages
+
+        ep = server.endpoints
+        ep.resources = resources_registry(lambda: self.cluster.list("pods"))
+        ep.slis = HealthSLIs()
+        ep.disabled_metrics = set(self.opts.disabled_metrics)
+        gates = self.opts.feature_gates
+        ep.zpages = ZPages(self.config.raw, self.opts.flagz, f"{KUBE_VERSION}-ksched.{__version__}",
+                           KUBE_VERSION.rsplit(".", 1)[0], flagz=gates.get("ComponentFlagz", True),
+                           statusz=gates.get("ComponentStatusz", True))
+        raw = self.config.raw
+        if raw.get("enableProfiling", True):
+            ep.profiling = Profiling(bool(raw.get("enableContentionProfiling", True)))
 
     # ------------------------------------------------------------------ health
     def _ready(self) -> str | None:
