@@ -123,6 +123,8 @@ class Runner:
         self._started = False
         self._lost = False
         self._terminating = False
+        #: delayCacheUntilActive with leader election: list and watch only once this replica leads, as kube does
+        self._delay_cache = bool(config.raw.get("delayCacheUntilActive")) and self.elector is not None
 
     def _install_endpoints(self, server: HealthServer) -> None:
         """kube-scheduler's other secure-port paths: /metrics/resources, /metrics/slis, the z-pages, and
@@ -199,6 +201,9 @@ class Runner:
         self._started = True
         log.info("starting to schedule pods")
         self._leading.set()
+        if self._delay_cache and self._sched_thread is not None and not self._sched_thread.is_alive():
+            log.info("delayCacheUntilActive: filling the informer caches now that this replica leads")
+            self._sched_thread.start()
 
     def _loop(self) -> None:
         try:
@@ -237,7 +242,8 @@ class Runner:
         self.watchdog.start()
         try:
             self._sched_thread = threading.Thread(target=self._boot, name="scheduler", daemon=True)
-            self._sched_thread.start()
+            if not self._delay_cache:
+                self._sched_thread.start()
             if self.elector is not None:
                 self.elector.start()  # a standby keeps its informers and queue warm, as kube-scheduler does
             else:
@@ -260,7 +266,7 @@ class Runner:
         self._stop.set()
         self.watchdog.stop()
         self.scheduler.queue.close()
-        if self._sched_thread is not None:
+        if self._sched_thread is not None and self._sched_thread.is_alive():
             self._sched_thread.join(timeout=60)  # run() drains binding workers before returning
         if self.elector is not None:
             self.elector.stop(release=not self._lost)
