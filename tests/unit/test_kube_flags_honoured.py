@@ -244,3 +244,70 @@ def test_emulated_and_compatibility_versions_accept_only_what_ksched_is() -> Non
     parse(["--emulated-version=1.36", "--min-compatibility-version=kube=1.35"])
     with pytest.raises(UsageError, match="emulates kube 1.36 only"):
         parse(["--emulated-version=1.35"])
+
+
+class _FakeAuthnClient:
+    """Stands in for the authentication kubeconfig's client: counts ConfigMap reads, can fail them."""
+
+    def __init__(self, fail: bool) -> None:
+        self.fail = fail
+        self.reads = 0
+
+    def call(self, method: str, path: str, **_: Any) -> dict[str, Any]:
+        from scheduler_runtime.cluster.kube import ApiError
+
+        self.reads += 1
+        if self.fail:
+            raise ApiError("forbidden", status=403)
+        return {"data": {}}
+
+    def close(self) -> None:
+        pass
+
+
+def test_authentication_lookup_flags() -> None:
+    """--authentication-skip-lookup: the extension-apiserver-authentication ConfigMap is not read;
+    --authentication-tolerate-lookup-failure=false: a failed read stops start-up, true only logs."""
+    from scheduler_runtime.server.auth import AuthConfigError, DelegatedAuthOptions, DelegatingAuth
+
+    def start(**kw: Any) -> _FakeAuthnClient:
+        client = _FakeAuthnClient(kw.pop("fail", False))
+        auth = DelegatingAuth(DelegatedAuthOptions(**kw), authn_client=client, authz_client=client)
+        auth.stop()
+        return client
+
+    assert start(skip_lookup=True).reads == 0
+    assert start(skip_lookup=False).reads == 1
+    assert start(fail=True, tolerate_lookup_failure=True).reads == 1
+    with pytest.raises(AuthConfigError, match="authentication-tolerate-lookup-failure=false"):
+        start(fail=True, tolerate_lookup_failure=False)
+
+
+def test_always_allow_paths_flag(kubeconfig: str) -> None:
+    """--authorization-always-allow-paths replaces the default list: a listed prefix answers anonymously,
+    /healthz (no longer listed) does not."""
+    from ksched_cli.realrun import auth_options
+    from scheduler_runtime.server import DelegatedAuthOptions, HealthServer, ServingOptions
+
+    opts = auth_options(parse(["--authorization-always-allow-paths=/livez*"]))
+    assert opts.always_allow_paths == ["/livez*"]
+    hs = HealthServer(ServingOptions(bind_address="127.0.0.1", port=0), None,
+                      DelegatedAuthOptions(always_allow_paths=opts.always_allow_paths, skip_lookup=True)).start()
+    try:
+        hs.live_checks = {"ping": lambda: None}
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        import urllib.error
+        import urllib.request
+
+        def status(path: str) -> int:
+            try:
+                with urllib.request.urlopen(f"https://127.0.0.1:{hs.port}{path}", context=ctx, timeout=10) as r:
+                    return r.status
+            except urllib.error.HTTPError as e:
+                return e.code
+
+        assert status("/livez/ping") == 200 and status("/healthz") == 403
+    finally:
+        hs.stop()
