@@ -583,6 +583,11 @@ def _build(doc: dict[str, Any], registry: Registry, file: str | None = None) -> 
         _unknown(prof.get("plugins"), PLUGINS_FIELDS, f"profiles[{i}].plugins", errs)
         for point, ps in (prof.get("plugins") or {}).items():
             _unknown(ps, {"enabled", "disabled"}, f"profiles[{i}].plugins.{point}", errs)
+            if point in ("placementGenerate", "placementScore") and isinstance(ps, dict):
+                for j, e in enumerate(ps.get("enabled") or []):  # accepting them would be ignoring them
+                    name = e.get("name") if isinstance(e, dict) else e
+                    errs.append(f"profiles[{i}].plugins.{point}.enabled[{j}]: Unsupported value: {go_value(name)}: "
+                                f"ksched does not run the {point} extension point (PodGroup placement, alpha in 1.36)")
     if errs:
         raise ConfigError(errs, file)
     d = default_document(doc, registry)
