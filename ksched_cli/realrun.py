@@ -74,6 +74,38 @@ def auth_options(flags: KubeFlags) -> Any:
     return opts
 
 
+_LEADER_KEYS = {"leader-elect": "leaderElect", "leader-elect-lease-duration": "leaseDuration",
+                "leader-elect-renew-deadline": "renewDeadline", "leader-elect-retry-period": "retryPeriod",
+                "leader-elect-resource-lock": "resourceLock", "leader-elect-resource-name": "resourceName",
+                "leader-elect-resource-namespace": "resourceNamespace"}
+
+
+def _flags_into_raw(raw: dict[str, Any], flags: KubeFlags, has_config: bool) -> None:
+    """The effective configuration (/configz, --write-config-to) as kube-scheduler builds it: without --config
+    the deprecated flags fill it; explicitly set leader-election flags override the file either way."""
+    from scheduler_runtime.config.loader import format_duration
+
+    if not has_config:
+        raw["enableProfiling"] = flags.bool("profiling", True)
+        raw["enableContentionProfiling"] = flags.bool("contention-profiling", True)
+        cc = raw.setdefault("clientConnection", {})
+        cc["kubeconfig"] = flags.get("kubeconfig") or ""
+        if flags.get("kube-api-qps"):
+            qps = float(flags.get("kube-api-qps"))
+            cc["qps"] = int(qps) if qps.is_integer() else qps
+        if flags.get("kube-api-burst"):
+            cc["burst"] = flags.int("kube-api-burst", 100)
+    le = raw.setdefault("leaderElection", {})
+    for flag, key in _LEADER_KEYS.items():
+        if flag in flags.explicit:
+            if flag == "leader-elect":
+                le[key] = flags.bool(flag, True)
+            elif key.endswith(("Duration", "Deadline", "Period")):
+                le[key] = format_duration(parse_go_duration(flags.get(flag), flag))
+            else:
+                le[key] = flags.get(flag)
+
+
 def setup_logging(verbosity: int, fmt: str = "text") -> None:
     """-v and --logging-format: text (klog-like) or json (one object a line: ts in ms, caller, msg, v, err)."""
     level = logging.DEBUG if verbosity >= 4 else logging.INFO if verbosity >= 0 else logging.WARNING
@@ -146,9 +178,7 @@ def run_on_cluster(flags: KubeFlags, registry_factory: Any) -> int:
         pod_max_in_unschedulable=parse_go_duration(flags.get("pod-max-in-unschedulable-pods-duration", "5m"),
                                                    "pod-max-in-unschedulable-pods-duration"),
     )
-    if not config_path:  # kube-scheduler builds its configuration from these flags when there is no --config
-        cfg.raw["enableProfiling"] = flags.bool("profiling", True)
-        cfg.raw["enableContentionProfiling"] = flags.bool("contention-profiling", True)
+    _flags_into_raw(cfg.raw, flags, bool(config_path))
     if not 0 <= opts.secure_port <= 65535:
         raise UsageError(f"--secure-port: {opts.secure_port} must be between 0 and 65535, inclusive "
                          "(0 disables the secure port)")

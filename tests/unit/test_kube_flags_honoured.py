@@ -311,3 +311,16 @@ def test_always_allow_paths_flag(kubeconfig: str) -> None:
         assert status("/livez/ping") == 200 and status("/healthz") == 403
     finally:
         hs.stop()
+
+
+def test_flags_fill_the_effective_configuration(kubeconfig: str, captured: dict[str, Any], tmp_path: Path) -> None:
+    """/configz and --write-config-to show what kube-scheduler builds: the deprecated flags without --config,
+    explicit leader-election flags over the file."""
+    cfg, _ = _run([f"--kubeconfig={kubeconfig}", "--kube-api-qps=7", "--leader-elect-lease-duration=1m30s"], captured)
+    assert cfg.raw["clientConnection"]["kubeconfig"] == kubeconfig and cfg.raw["clientConnection"]["qps"] == 7
+    assert cfg.raw["leaderElection"]["leaseDuration"] == "1m30s"
+    conf = tmp_path / "c.yaml"
+    conf.write_text(f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                    f"clientConnection: {{kubeconfig: {kubeconfig}, qps: 20}}\n")
+    cfg, _ = _run([f"--config={conf}", "--kube-api-qps=7", "--leader-elect=false"], captured)
+    assert cfg.raw["clientConnection"]["qps"] == 20 and cfg.raw["leaderElection"]["leaderElect"] is False
