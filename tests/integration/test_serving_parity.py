@@ -164,7 +164,7 @@ def _launch(cmd: list[str], args: list[str], log: Path, token: str) -> Iterator[
 
 
 def _pair(cp: Any, callers: Callers, tmp: Path, args: list[str]) -> Iterator[tuple[int, int]]:
-    kube = _launch([str(_kube_binary(cp)), "-v=1"], args, tmp / "kube.log", callers.tokens["all"])
+    kube = _launch([str(_kube_binary(cp))], args, tmp / "kube.log", callers.tokens["all"])
     ours = _launch([str(KSCHED), "run"], args, tmp / "ksched.log", callers.tokens["all"])
     kport = next(kube)
     try:
@@ -179,7 +179,7 @@ def _pair(cp: Any, callers: Callers, tmp: Path, args: list[str]) -> Iterator[tup
 
 def _flags_only(cp: Any, extra: list[str] = ()) -> list[str]:  # type: ignore[assignment]
     kc = str(cp.kubeconfig_path)
-    return [f"--kubeconfig={kc}", "--leader-elect=false", f"--authentication-kubeconfig={kc}",
+    return [f"--kubeconfig={kc}", "--leader-elect=false", "--v=1", f"--authentication-kubeconfig={kc}",
             f"--authorization-kubeconfig={kc}", *extra]
 
 
