@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections import Counter
@@ -125,6 +126,20 @@ def _normalize_status(ret: Any) -> Status | None:
     raise PluginError(f"returned {type(ret).__name__}, expected Status or None")
 
 
+def _extension_point(point: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """scheduler_framework_extension_point_duration_seconds for a whole extension point, labelled with the
+    status it ends with (Success when it returns None), as kube's Run*Plugins record it."""
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def run(self: Framework, *args: Any, **kw: Any) -> Any:
+            start = time.perf_counter()
+            out = fn(self, *args, **kw)
+            self._observe(point, start, out if isinstance(out, Status) else None)
+            return out
+        return run
+    return deco
+
+
 class Framework:
     """One profile: its plugins per extension point, in run order, with score weights."""
 
@@ -209,6 +224,7 @@ class Framework:
         return out
 
     # ------------------------------------------------------------------ PreEnqueue
+    @_extension_point("PreEnqueue")
     def run_pre_enqueue(self, pod: Pod) -> Status | None:
         for cp in self.pre_enqueue:
             try:
@@ -590,8 +606,9 @@ class Framework:
             rejector = rejector or cp.name
             if r is not None and r.mode != 0:
                 result = r
-        self._observe("PostFilter", start, None)
-        return result, Status(Code.Unschedulable, *reasons, plugin=rejector)
+        final = Status(Code.Unschedulable, *reasons, plugin=rejector)
+        self._observe("PostFilter", start, final)
+        return result, final
 
     # ------------------------------------------------------------------ PreScore / Score
     def run_pre_score(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
@@ -695,6 +712,7 @@ class Framework:
         return int(idx[self.rng.randrange(len(idx))])
 
     # ------------------------------------------------------------------ Reserve / Permit
+    @_extension_point("Reserve")
     def run_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         for cp in self.reserve:
             t0 = time.perf_counter()
@@ -712,6 +730,7 @@ class Framework:
                     .with_plugin(cp.name)
         return None
 
+    @_extension_point("Unreserve")
     def run_unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         for cp in reversed(self.reserve):
             fn = getattr(cp.plugin, "unreserve", None)
@@ -722,6 +741,7 @@ class Framework:
             except Exception as exc:  # Unreserve cannot fail; log and go on
                 self.handle.logger.error("Unreserve plugin %s failed for pod %s: %s", cp.name, pod.key, exc)
 
+    @_extension_point("Permit")
     def run_permit(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         timeouts: dict[str, float] = {}
         for cp in self.permit:
@@ -760,6 +780,7 @@ class Framework:
         return st
 
     # ------------------------------------------------------------------ binding cycle
+    @_extension_point("PreBind")
     def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         for cp in self.pre_bind:
             t0 = time.perf_counter()
@@ -777,6 +798,7 @@ class Framework:
                     .with_plugin(cp.name)
         return None
 
+    @_extension_point("Bind")
     def run_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         if not self.bind:
             return Status(Code.Skip)
@@ -799,6 +821,7 @@ class Framework:
             return None
         return Status(Code.Skip, "all bind plugins skipped")
 
+    @_extension_point("PostBind")
     def run_post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
         for cp in self.post_bind:
             try:

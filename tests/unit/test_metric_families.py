@@ -107,3 +107,16 @@ def test_plugin_evaluation_counts_like_kube() -> None:
     assert got[("PreScore", "NodeAffinity")] == 0 and got[("Score", "NodeAffinity")] == 0
     assert got[("PreScore", "TaintToleration")] == 1
     assert ("Filter", "VolumeBinding") in got and ("Score", "ImageLocality") in got
+
+
+def test_extension_point_durations_cover_every_point_ksched_runs() -> None:
+    """kube's extension_point values seen after a pod binds and one fails (the reference run also shows Sign
+    and PreBindPreFlight: opportunistic batching and the pre-flight of asynchronous PreBind, not in ksched)."""
+    m = _run([_pod("fits", "1"), _pod("too-big", "100")])
+    seen = set()
+    for fam in text_string_to_metric_families(generate_latest(m.registry).decode()):
+        if fam.name == "scheduler_framework_extension_point_duration_seconds":
+            seen |= {(s.labels["extension_point"], s.labels["status"]) for s in fam.samples}
+    assert {("PreEnqueue", "Success"), ("PreFilter", "Success"), ("Filter", "Success"), ("PreScore", "Success"),
+            ("Score", "Success"), ("Reserve", "Success"), ("Permit", "Success"), ("PreBind", "Success"),
+            ("Bind", "Success"), ("PostBind", "Success"), ("PostFilter", "Unschedulable")} <= seen
