@@ -14,7 +14,7 @@ from typing import Any
 from scheduler_runtime.errors import UsageError
 
 #: every flag kube-scheduler v1.36.3 lists in --help (tests/data/kube-scheduler-1.36.3-help.txt) with the value its
-#: /flagz shows by default; docs/flags.md says what ksched does with each
+#: /flagz shows by default; docs/deploy.md says what ksched does with each
 KUBE_FLAG_DEFAULTS: dict[str, str] = {
     "allow-metric-labels": "[]", "allow-metric-labels-manifest": "", "authentication-kubeconfig": "",
     "authentication-skip-lookup": "false", "authentication-token-webhook-cache-ttl": "10s",

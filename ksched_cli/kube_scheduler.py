@@ -11,13 +11,19 @@ from .kube_flags import parse
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help", "-help") for a in args):
-        print("Usage: kube-scheduler [flags]\n\nksched's drop-in for kube-scheduler: the same flags as kubeadm's "
-              "static pod passes (--config, --kubeconfig, --authentication-kubeconfig, --authorization-kubeconfig,\n"
-              "--bind-address, --secure-port, --leader-elect and --leader-elect-*, -v), kube's serving and "
-              "delegated-auth flags\n(--tls-*, --cert-dir, --client-ca-file, --requestheader-*, --authentication-*, "
-              "--authorization-*; see docs/deploy.md), plus --plugin-dir and "
-              "--results=ksched|simulator|off and --plugin-deadline=30s "
-              "(a plugin stuck longer is named in the log and /readyz).")
+        from .kube_flags import KSCHED_FLAG_DEFAULTS, KUBE_FLAG_DEFAULTS, REFUSED
+
+        EMPTY = '""'  # noqa: N806
+
+        lines = ["Usage: kube-scheduler [flags]", "",
+                 "ksched's drop-in for kube-scheduler v1.36.3: every flag of kube-scheduler's --help is implemented",
+                 "or refused with a one-line error (docs/deploy.md says which and why).", "", "Flags:"]
+        for name, default in sorted(KUBE_FLAG_DEFAULTS.items()):
+            note = "  [refused unless left at its default]" if name in REFUSED else ""
+            lines.append(f"      --{name} (default {default or EMPTY}){note}")
+        lines += ["", "ksched flags:"]
+        lines += [f"      --{n} (default {d or EMPTY})" for n, d in KSCHED_FLAG_DEFAULTS.items()]
+        print("\n".join(lines))
         return 0
     if "--version" in args:
         from scheduler_runtime import __version__
