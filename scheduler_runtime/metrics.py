@@ -88,6 +88,7 @@ class SchedulerMetrics:
             "Number of attempts to schedule pods by each plugin and the extension point (available only in "
             "PreFilter, Filter, PreScore, and Score).", ["plugin", "extension_point", "profile"], registry=r)
         self._evaluation_children: dict[tuple[str, str, str], Any] = {}
+        self._point_children: dict[tuple[str, str, str], Any] = {}
         self.queueing_hint_duration = Histogram(
             "scheduler_queueing_hint_execution_duration_seconds",
             "Duration for running a queueing hint function of a plugin.", ["plugin", "event", "hint"],
@@ -143,7 +144,11 @@ class SchedulerMetrics:
 
     def extension_point(self, profile: str, point: str, status: Status | None, seconds: float) -> None:
         code = "Success" if status is None else status.code.name
-        self.extension_point_duration.labels(point, code, profile).observe(seconds)
+        key = (point, code, profile)
+        child = self._point_children.get(key)
+        if child is None:  # labels() takes a lock and builds a key each time: keep the children
+            child = self._point_children[key] = self.extension_point_duration.labels(*key)
+        child.observe(seconds)
 
     def attempt(self, profile: str, result: str, seconds: float, qpi: Any) -> None:
         self.schedule_attempts.labels(result, profile).inc()
