@@ -124,7 +124,8 @@ class Runner:
         self._lost = False
         self._terminating = False
         #: delayCacheUntilActive with leader election: list and watch only once this replica leads, as kube does
-        self._delay_cache = bool(config.raw.get("delayCacheUntilActive")) and self.elector is not None
+        self._delay_cache = bool((getattr(config, "raw", None) or {}).get("delayCacheUntilActive")) \
+            and self.elector is not None
 
     def _install_endpoints(self, server: HealthServer) -> None:
         """kube-scheduler's other secure-port paths: /metrics/resources, /metrics/slis, the z-pages, and
@@ -139,10 +140,10 @@ class Runner:
         ep.slis = HealthSLIs()
         ep.disabled_metrics = set(self.opts.disabled_metrics)
         gates = self.opts.feature_gates
-        ep.zpages = ZPages(self.config.raw, self.opts.flagz, f"{KUBE_VERSION}-ksched.{__version__}",
+        raw = getattr(self.config, "raw", None) or {}
+        ep.zpages = ZPages(raw, self.opts.flagz, f"{KUBE_VERSION}-ksched.{__version__}",
                            KUBE_VERSION.rsplit(".", 1)[0], flagz=gates.get("ComponentFlagz", True),
                            statusz=gates.get("ComponentStatusz", True))
-        raw = self.config.raw
         if raw.get("enableProfiling", True):
             ep.profiling = Profiling(bool(raw.get("enableContentionProfiling", True)))
 
