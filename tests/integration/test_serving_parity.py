@@ -319,10 +319,16 @@ def test_metric_families_match_kube_scheduler(control_plane: Any, callers: Calle
             if kube[name]["samples"] and ours[name]["samples"]:
                 assert ours[name]["labels"] == kube[name]["labels"], name
                 assert ours[name]["buckets"] == kube[name]["buckets"], name
-        res = {who: spa._get(port, "/metrics/resources", token=callers.tokens["all"])[1] for who, port in ports.items()}
-        for who in names:  # each reports every pod of the cluster, including the other scheduler's
-            for pod in ("kube-fits", "ksched-fits"):
-                assert f'pod="{pod}"' in res[who], (who, pod)
+        # /metrics/resources: the same series with the same values for this test's pods (both schedulers' pods,
+        # bound and pending: each reports every pod of the cluster)
+        series: dict[str, dict[tuple, float]] = {}
+        for who, port in ports.items():
+            text = spa._get(port, "/metrics/resources", token=callers.tokens["all"])[1]
+            series[who] = {(f.name, tuple(sorted(smp.labels.items()))): smp.value
+                           for f in text_string_to_metric_families(text) for smp in f.samples
+                           if smp.labels.get("namespace") == callers.ns}
+        assert len(series["kube"]) == 6  # 2 fitting pods x (cpu request, cpu limit) + 2 big pods' cpu request
+        assert series["ksched"] == series["kube"]
     finally:
         for g in gens:
             g.close()
