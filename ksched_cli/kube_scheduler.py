@@ -25,10 +25,19 @@ def main(argv: list[str] | None = None) -> int:
         lines += [f"      --{n} (default {d or EMPTY})" for n, d in KSCHED_FLAG_DEFAULTS.items()]
         print("\n".join(lines))
         return 0
-    if "--version" in args:
+    version = [a.split("=", 1)[1] if "=" in a else "true" for a in args if a.lstrip("-").split("=")[0] == "version"]
+    if version and version[-1].lower() not in ("false", "0", "f"):
         from scheduler_runtime import __version__
 
-        print(f"Kubernetes v1.36.3-ksched.{__version__}")
+        if version[-1] == "raw":  # kube prints its version.Info struct
+            print(f'version.Info{{Major:"1", Minor:"36.3", GitVersion:"v1.36.3-ksched.{__version__}", '
+                  f'Platform:"{sys.platform}"}}')
+        elif version[-1].lower() in ("true", "1", "t"):
+            print(f"Kubernetes v1.36.3-ksched.{__version__}")
+        else:
+            err_console.print(f"E --version={version[-1]}: not supported by ksched (it reports its own version; "
+                              "use --version or --version=raw)", markup=False)
+            return 2
         return 0
     from scheduler_runtime.errors import KschedError
 

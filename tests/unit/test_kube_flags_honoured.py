@@ -236,6 +236,9 @@ def test_logging_flags() -> None:
 def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert kube_scheduler.main(["--version"]) == 0
     assert capsys.readouterr().out.startswith("Kubernetes v1.36.3-ksched.")
+    assert kube_scheduler.main(["--version=raw"]) == 0
+    assert capsys.readouterr().out.startswith('version.Info{Major:"1", Minor:"36.3"')
+    assert kube_scheduler.main(["--version=v9.9.9"]) == 2
     assert kube_scheduler.main(["--help"]) == 0
     assert "Usage: kube-scheduler [flags]" in capsys.readouterr().out
 
