@@ -167,6 +167,8 @@ KUBE_1_36: dict[str, tuple[bool, str]] = {
 }
 #: gates whose both settings ksched implements
 HONOURED = {"ComponentFlagz", "ComponentStatusz"}
+#: non-default values that describe what ksched does anyway (it has no opportunistic batching)
+MATCHES_KSCHED = {("OpportunisticBatching", False)}
 _TRUE = {"1", "t", "T", "true", "TRUE", "True"}
 _FALSE = {"0", "f", "F", "false", "FALSE", "False"}
 
@@ -208,7 +210,7 @@ def parse_feature_gates(values: list[str]) -> dict[str, bool]:
                 raise UsageError(f"--feature-gates: unrecognized feature gate: {name} (ksched knows the gates "
                                  "kube-scheduler 1.36 lists in --help)")
             default, stage = KUBE_1_36[name]
-            if b != default and name not in HONOURED:
+            if b != default and name not in HONOURED and (name, b) not in MATCHES_KSCHED:
                 raise UsageError(f"--feature-gates: {name}={str(b).lower()} is not supported by ksched: it implements "
                                  f"kube-scheduler 1.36's default ({name}={str(default).lower()}, {stage}); only "
                                  f"{', '.join(sorted(HONOURED))} can be changed")
