@@ -348,8 +348,8 @@ def test_every_real_help_flag_and_config_field_is_covered(control_plane: Any, tm
     cfg.write_text(f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
                    f"clientConnection: {{kubeconfig: {kc}}}\n")
     out = tmp_path / "written.yaml"
-    r = subprocess.run([str(binary), f"--config={cfg}", f"--write-config-to={out}"], capture_output=True, text=True,
-                       timeout=60)
+    r = subprocess.run([str(binary), f"--config={cfg}", f"--write-config-to={out}", "--secure-port=0"],
+                       capture_output=True, text=True, timeout=60)  # it would bind 10259 first otherwise
     assert r.returncode == 0, r.stderr[-2000:]
     assert sorted(p for p in config_paths(yaml.safe_load(out.read_text())) if not covered(p)) == []
 
