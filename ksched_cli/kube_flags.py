@@ -13,28 +13,46 @@ from typing import Any
 
 from scheduler_runtime.errors import UsageError
 
-BOOL_FLAGS = {"leader-elect", "profiling", "contention-profiling", "authentication-skip-lookup",
-              "authentication-tolerate-lookup-failure", "write-config-only", "debug", "watch"}
-VALUE_FLAGS = {
-    "config", "kubeconfig", "master", "authentication-kubeconfig", "authorization-kubeconfig", "bind-address",
-    "secure-port", "cert-dir", "tls-cert-file", "tls-private-key-file", "client-ca-file",
-    "leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period",
-    "leader-elect-resource-lock", "leader-elect-resource-name", "leader-elect-resource-namespace",
-    "kube-api-qps", "kube-api-burst", "kube-api-content-type", "v", "feature-gates", "logging-format",
-    "write-config-to", "results", "plugin-dir", "seed", "plugin-deadline", "pod-max-in-unschedulable-pods-duration",
-    "authorization-always-allow-paths", "requestheader-client-ca-file", "tls-cipher-suites", "tls-min-version",
-    "log-flush-frequency", "vmodule", "requestheader-allowed-names", "requestheader-username-headers",
-    "requestheader-group-headers", "requestheader-extra-headers-prefix", "requestheader-uid-headers",
-    "authentication-token-webhook-cache-ttl", "authorization-webhook-cache-authorized-ttl",
-    "authorization-webhook-cache-unauthorized-ttl",
+#: every flag kube-scheduler v1.36.3 lists in --help (tests/data/kube-scheduler-1.36.3-help.txt) with the value its
+#: /flagz shows by default; docs/deploy.md says what ksched does with each
+KUBE_FLAG_DEFAULTS: dict[str, str] = {
+    "allow-metric-labels": "[]", "allow-metric-labels-manifest": "", "authentication-kubeconfig": "",
+    "authentication-skip-lookup": "false", "authentication-token-webhook-cache-ttl": "10s",
+    "authentication-tolerate-lookup-failure": "true", "authorization-always-allow-paths": "[/healthz,/readyz,/livez]",
+    "authorization-kubeconfig": "", "authorization-webhook-cache-authorized-ttl": "10s",
+    "authorization-webhook-cache-unauthorized-ttl": "10s", "bind-address": "0.0.0.0", "cert-dir": "",
+    "client-ca-file": "", "config": "", "contention-profiling": "true", "disable-http2-serving": "false",
+    "disabled-metrics": "[]", "emulated-version": "[]", "feature-gates": "", "help": "false",
+    "http2-max-streams-per-connection": "0", "kube-api-burst": "100",
+    "kube-api-content-type": "application/vnd.kubernetes.protobuf", "kube-api-qps": "50", "kubeconfig": "",
+    "leader-elect": "true", "leader-elect-lease-duration": "15s", "leader-elect-renew-deadline": "10s",
+    "leader-elect-resource-lock": "leases", "leader-elect-resource-name": "kube-scheduler",
+    "leader-elect-resource-namespace": "kube-system", "leader-elect-retry-period": "2s", "log-flush-frequency": "5s",
+    "log-json-info-buffer-size": "0", "log-json-split-stream": "false", "log-text-info-buffer-size": "0",
+    "log-text-split-stream": "false", "logging-format": "text", "master": "", "min-compatibility-version": "[]",
+    "permit-address-sharing": "false", "permit-port-sharing": "false",
+    "pod-max-in-unschedulable-pods-duration": "5m0s", "profiling": "true", "requestheader-allowed-names": "[]",
+    "requestheader-client-ca-file": "", "requestheader-extra-headers-prefix": "[x-remote-extra-]",
+    "requestheader-group-headers": "[x-remote-group]", "requestheader-uid-headers": "[]",
+    "requestheader-username-headers": "[x-remote-user]", "secure-port": "10259", "show-hidden-metrics-for-version": "",
+    "tls-cert-file": "", "tls-cipher-suites": "[]", "tls-curve-preferences": "[]", "tls-min-version": "",
+    "tls-private-key-file": "", "tls-sni-cert-key": "[]", "v": "0", "version": "false", "vmodule": "",
+    "write-config-to": "",
 }
+#: ksched's own flags beside kube-scheduler's
+KSCHED_FLAG_DEFAULTS: dict[str, str] = {"results": "ksched", "plugin-dir": "", "seed": "", "plugin-deadline": "30s",
+                                        "debug": "false", "watch": "false"}
+BOOL_FLAGS = {"leader-elect", "profiling", "contention-profiling", "authentication-skip-lookup",
+              "authentication-tolerate-lookup-failure", "debug", "watch", "disable-http2-serving",
+              "permit-address-sharing", "permit-port-sharing", "log-json-split-stream", "log-text-split-stream",
+              "help", "version"}
+VALUE_FLAGS = (set(KUBE_FLAG_DEFAULTS) | set(KSCHED_FLAG_DEFAULTS)) - BOOL_FLAGS
 #: pflag string slices: a repeated flag appends (comma-separated values also split)
 SLICE_FLAGS = {"authorization-always-allow-paths", "tls-cipher-suites", "requestheader-allowed-names",
                "requestheader-username-headers", "requestheader-group-headers",
-               "requestheader-extra-headers-prefix", "requestheader-uid-headers"}
-#: accepted for compatibility, no effect in ksched (documented in docs/deploy.md)
-IGNORED = {"profiling", "contention-profiling", "feature-gates", "logging-format", "log-flush-frequency", "vmodule",
-           "kube-api-content-type"}
+               "requestheader-extra-headers-prefix", "requestheader-uid-headers", "feature-gates", "disabled-metrics",
+               "emulated-version", "min-compatibility-version", "tls-curve-preferences", "tls-sni-cert-key",
+               "allow-metric-labels"}
 
 
 @dataclass
@@ -105,7 +123,66 @@ def parse(argv: list[str]) -> KubeFlags:
             raise UsageError(f"unknown flag: --{name}")
         flags.explicit.add(name)
         i += 1
-    for name in ("leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period"):
+    for name in ("leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period",
+                 "log-flush-frequency", "pod-max-in-unschedulable-pods-duration"):
         if name in flags.values:
             parse_go_duration(flags.values[name], name)
+    check_honoured(flags)
     return flags
+
+
+#: flags ksched refuses when set to anything but their default, and why (one line each)
+REFUSED: dict[str, str] = {
+    "tls-curve-preferences": "Python's ssl module cannot limit a server's key-exchange groups; leave it unset",
+    "tls-sni-cert-key": "serving certificates by SNI name is not implemented; use --tls-cert-file/"
+                        "--tls-private-key-file",
+    "allow-metric-labels": "metric label allow-lists are not implemented",
+    "allow-metric-labels-manifest": "metric label allow-lists are not implemented",
+    "show-hidden-metrics-for-version": "ksched carries no metrics hidden in 1.36 to show again",
+    "vmodule": "per-file log verbosity is not implemented; use -v",
+    "log-json-info-buffer-size": "Forbidden: Feature LoggingAlphaOptions is disabled (ksched does not implement it)",
+    "log-text-info-buffer-size": "Forbidden: Feature LoggingAlphaOptions is disabled (ksched does not implement it)",
+    "log-json-split-stream": "Forbidden: Feature LoggingAlphaOptions is disabled (ksched does not implement it)",
+    "log-text-split-stream": "Forbidden: Feature LoggingAlphaOptions is disabled (ksched does not implement it)",
+    "emulated-version": "ksched emulates kube 1.36 only (--emulated-version=1.36)",
+    "min-compatibility-version": "ksched implements kube 1.36's default, 1.35, only",
+}
+#: values a refused flag may still be given: its default (and kube's spellings of it)
+_ALLOWED = {"log-json-info-buffer-size": {"0"}, "log-text-info-buffer-size": {"0"},
+            "log-json-split-stream": {"false", "0", "f"}, "log-text-split-stream": {"false", "0", "f"},
+            "emulated-version": {"1.36", "kube=1.36"}, "min-compatibility-version": {"1.35", "kube=1.35"}}
+
+
+def check_honoured(flags: KubeFlags) -> None:
+    """A flag ksched would not honour is refused here, before anything starts (see REFUSED)."""
+    for name, why in REFUSED.items():
+        v = flags.values.get(name)
+        if v is None or v.strip() == "" or v.strip().lower() in _ALLOWED.get(name, set()):
+            continue
+        if name in SLICE_FLAGS and all(p.strip().lower() in _ALLOWED.get(name, set()) for p in v.split(",")):
+            continue
+        raise UsageError(f"--{name}={v}: not supported by ksched: {why}")
+    fmt = flags.values.get("logging-format")
+    if fmt is not None and fmt not in ("text", "json"):
+        raise UsageError(f'--logging-format: Unsupported log format "{fmt}": permitted formats are "json", "text"')
+    v = flags.values.get("http2-max-streams-per-connection")
+    if v is not None and (not v.lstrip("-").isdigit() or int(v) < 0):
+        raise UsageError(f'invalid argument "{v}" for "--http2-max-streams-per-connection" flag: parse error')
+    ct = flags.values.get("kube-api-content-type")
+    if ct is not None and "config" not in flags.values and ct not in ("application/json", ""):
+        raise UsageError(f"--kube-api-content-type={ct}: not supported by ksched: it talks application/json to the "
+                         "API server (kube-scheduler ignores this flag with --config too)")
+
+
+def _flagz_value(name: str, value: str) -> str:
+    if name in SLICE_FLAGS and name != "feature-gates":
+        return "[" + ",".join(p.strip() for p in value.split(",") if p.strip()) + "]"
+    return value
+
+
+def flagz(flags: KubeFlags) -> dict[str, str]:
+    """Every flag with its value as kube-scheduler's /flagz shows it (defaults overlaid with what was given)."""
+    out = {**KUBE_FLAG_DEFAULTS, **KSCHED_FLAG_DEFAULTS}
+    for name, value in flags.values.items():
+        out[name] = _flagz_value(name, value)
+    return out

@@ -11,18 +11,33 @@ from .kube_flags import parse
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help", "-help") for a in args):
-        print("Usage: kube-scheduler [flags]\n\nksched's drop-in for kube-scheduler: the same flags as kubeadm's "
-              "static pod passes (--config, --kubeconfig, --authentication-kubeconfig, --authorization-kubeconfig,\n"
-              "--bind-address, --secure-port, --leader-elect and --leader-elect-*, -v), kube's serving and "
-              "delegated-auth flags\n(--tls-*, --cert-dir, --client-ca-file, --requestheader-*, --authentication-*, "
-              "--authorization-*; see docs/deploy.md), plus --plugin-dir and "
-              "--results=ksched|simulator|off and --plugin-deadline=30s "
-              "(a plugin stuck longer is named in the log and /readyz).")
+        from .kube_flags import KSCHED_FLAG_DEFAULTS, KUBE_FLAG_DEFAULTS, REFUSED
+
+        EMPTY = '""'  # noqa: N806
+
+        lines = ["Usage: kube-scheduler [flags]", "",
+                 "ksched's drop-in for kube-scheduler v1.36.3: every flag of kube-scheduler's --help is implemented",
+                 "or refused with a one-line error (docs/deploy.md says which and why).", "", "Flags:"]
+        for name, default in sorted(KUBE_FLAG_DEFAULTS.items()):
+            note = "  [refused unless left at its default]" if name in REFUSED else ""
+            lines.append(f"      --{name} (default {default or EMPTY}){note}")
+        lines += ["", "ksched flags:"]
+        lines += [f"      --{n} (default {d or EMPTY})" for n, d in KSCHED_FLAG_DEFAULTS.items()]
+        print("\n".join(lines))
         return 0
-    if "--version" in args:
+    version = [a.split("=", 1)[1] if "=" in a else "true" for a in args if a.lstrip("-").split("=")[0] == "version"]
+    if version and version[-1].lower() not in ("false", "0", "f"):
         from scheduler_runtime import __version__
 
-        print(f"Kubernetes v1.36.3-ksched.{__version__}")
+        if version[-1] == "raw":  # kube prints its version.Info struct
+            print(f'version.Info{{Major:"1", Minor:"36.3", GitVersion:"v1.36.3-ksched.{__version__}", '
+                  f'Platform:"{sys.platform}"}}')
+        elif version[-1].lower() in ("true", "1", "t"):
+            print(f"Kubernetes v1.36.3-ksched.{__version__}")
+        else:
+            err_console.print(f"E --version={version[-1]}: not supported by ksched (it reports its own version; "
+                              "use --version or --version=raw)", markup=False)
+            return 2
         return 0
     from scheduler_runtime.errors import KschedError
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from scheduler_runtime.errors import InputError, UsageError
 
-from .kube_flags import KubeFlags, parse_go_duration
+from .kube_flags import KubeFlags, flagz, parse_go_duration
 
 _LEADER_FLAGS = {
     "leader-elect": ("leader_elect", "bool"),
@@ -74,9 +74,63 @@ def auth_options(flags: KubeFlags) -> Any:
     return opts
 
 
-def setup_logging(verbosity: int) -> None:
+_LEADER_KEYS = {"leader-elect": "leaderElect", "leader-elect-lease-duration": "leaseDuration",
+                "leader-elect-renew-deadline": "renewDeadline", "leader-elect-retry-period": "retryPeriod",
+                "leader-elect-resource-lock": "resourceLock", "leader-elect-resource-name": "resourceName",
+                "leader-elect-resource-namespace": "resourceNamespace"}
+
+
+def _flags_into_raw(raw: dict[str, Any], flags: KubeFlags, has_config: bool) -> None:
+    """The effective configuration (/configz, --write-config-to) as kube-scheduler builds it: without --config
+    the deprecated flags fill it; explicitly set leader-election flags override the file either way."""
+    from scheduler_runtime.config.loader import format_duration
+
+    if not has_config:
+        raw["enableProfiling"] = flags.bool("profiling", True)
+        raw["enableContentionProfiling"] = flags.bool("contention-profiling", True)
+        cc = raw.setdefault("clientConnection", {})
+        cc["kubeconfig"] = flags.get("kubeconfig") or ""
+        if flags.get("kube-api-qps"):
+            qps = float(flags.get("kube-api-qps"))
+            cc["qps"] = int(qps) if qps.is_integer() else qps
+        if flags.get("kube-api-burst"):
+            cc["burst"] = flags.int("kube-api-burst", 100)
+    le = raw.setdefault("leaderElection", {})
+    for flag, key in _LEADER_KEYS.items():
+        if flag in flags.explicit:
+            if flag == "leader-elect":
+                le[key] = flags.bool(flag, True)
+            elif key.endswith(("Duration", "Deadline", "Period")):
+                le[key] = format_duration(parse_go_duration(flags.get(flag), flag))
+            else:
+                le[key] = flags.get(flag)
+
+
+def setup_logging(verbosity: int, fmt: str = "text") -> None:
+    """-v and --logging-format: text (klog-like) or json (one object a line: ts in ms, caller, msg, v, err)."""
     level = logging.DEBUG if verbosity >= 4 else logging.INFO if verbosity >= 0 else logging.WARNING
+    if fmt == "json":
+        handler = logging.StreamHandler()
+        handler.setFormatter(JsonLogFormatter())
+        logging.basicConfig(level=level, handlers=[handler])
+        return
     logging.basicConfig(level=level, format="%(asctime)s %(levelname).1s %(name)s] %(message)s")
+
+
+class JsonLogFormatter(logging.Formatter):
+    """kube's JSON log line: `{"ts": <unix ms>, "caller": "file:line", "msg": ..., "v": 0}`, errors with `err`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        import json
+
+        out: dict[str, Any] = {"ts": record.created * 1000.0,
+                               "caller": f"{record.module}.py:{record.lineno}", "msg": record.getMessage()}
+        if record.levelno >= logging.ERROR:
+            if record.exc_info:
+                out["err"] = self.formatException(record.exc_info)
+        else:
+            out["v"] = 0 if record.levelno >= logging.INFO else 4
+        return json.dumps(out)
 
 
 def run_on_cluster(flags: KubeFlags, registry_factory: Any) -> int:
@@ -87,7 +141,10 @@ def run_on_cluster(flags: KubeFlags, registry_factory: Any) -> int:
     from scheduler_runtime.config import load_config
     from scheduler_runtime.kubeconfig_source import choose, require_usable
 
-    setup_logging(flags.int("v", 0))
+    setup_logging(flags.int("v", 0), flags.get("logging-format", "text"))
+    from scheduler_runtime.featuregates import parse_feature_gates
+
+    gates = parse_feature_gates([flags.get("feature-gates")] if flags.get("feature-gates") else [])
     config_path = flags.get("config")
     if config_path is not None and not Path(config_path).exists():
         raise InputError("no such file or directory", file=str(config_path), usage=True)
@@ -116,7 +173,14 @@ def run_on_cluster(flags: KubeFlags, registry_factory: Any) -> int:
         qps=None if config_path else (float(flags.get("kube-api-qps")) if flags.get("kube-api-qps") else None),
         burst=None if config_path else (flags.int("kube-api-burst", 100) if flags.get("kube-api-burst") else None),
         hang_deadline=parse_go_duration(flags.get("plugin-deadline", "30s"), "plugin-deadline"),
+        flagz=flagz(flags),
+        feature_gates=gates,
+        disabled_metrics=set(flags.list("disabled-metrics", [])),
+        permit_port_sharing=flags.bool("permit-port-sharing", False),
+        pod_max_in_unschedulable=parse_go_duration(flags.get("pod-max-in-unschedulable-pods-duration", "5m"),
+                                                   "pod-max-in-unschedulable-pods-duration"),
     )
+    _flags_into_raw(cfg.raw, flags, bool(config_path))
     if not 0 <= opts.secure_port <= 65535:
         raise UsageError(f"--secure-port: {opts.secure_port} must be between 0 and 65535, inclusive "
                          "(0 disables the secure port)")

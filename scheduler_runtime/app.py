@@ -23,6 +23,8 @@ from .server import DelegatedAuthOptions, HealthServer, ServingOptions
 from .watchdog import CycleWatchdog
 
 log = logging.getLogger("ksched.app")
+#: the kube-scheduler release ksched follows (/statusz, --version)
+KUBE_VERSION = "1.36.3"
 
 
 @dataclass
@@ -48,6 +50,16 @@ class RunOptions:
     qps: float | None = None
     burst: int | None = None
     hang_deadline: float = 30.0
+    #: every command-line flag with its effective value, for /flagz
+    flagz: dict[str, str] = field(default_factory=dict)
+    #: effective feature gates (featuregates.parse_feature_gates); only the z-page gates change serving here
+    feature_gates: dict[str, bool] = field(default_factory=dict)
+    #: --permit-port-sharing: SO_REUSEPORT on the secure port
+    permit_port_sharing: bool = False
+    #: --pod-max-in-unschedulable-pods-duration (seconds)
+    pod_max_in_unschedulable: float = 300.0
+    #: --disabled-metrics
+    disabled_metrics: set[str] = field(default_factory=set)
 
 
 class Runner:
@@ -70,6 +82,7 @@ class Runner:
         self.scheduler = Scheduler(self.cluster, config, registry, seed=opts.seed, bind_async=True,
                                    bind_workers=opts.bind_workers, metrics=self.metrics, results_mode=opts.results,
                                    watchdog=self.watchdog, bind_deadline=opts.hang_deadline)
+        self.scheduler.queue.max_in_unschedulable = opts.pod_max_in_unschedulable
         le = config.leader_election
         for k, v in opts.leader_overrides.items():
             setattr(le, k, v)
@@ -86,9 +99,12 @@ class Runner:
         serving = ServingOptions(bind_address=opts.bind_address, port=opts.secure_port,
                                  cert_file=opts.tls_cert_file, key_file=opts.tls_private_key_file,
                                  cert_dir=opts.cert_dir, min_version=opts.tls_min_version,
-                                 cipher_suites=list(opts.tls_cipher_suites))
+                                 cipher_suites=list(opts.tls_cipher_suites),
+                                 reuse_port=opts.permit_port_sharing)
         # --secure-port=0 turns serving off, as in kube-scheduler
         self.server = HealthServer(serving, self.metrics.registry, opts.auth) if opts.secure_port else None
+        if self.server is not None:
+            self._install_endpoints(self.server)
         self._stop = threading.Event()
         self._leading = threading.Event()  # set while this replica may schedule
         self._sched_thread: threading.Thread | None = None
@@ -97,6 +113,29 @@ class Runner:
         self._started = False
         self._lost = False
         self._terminating = False
+        #: delayCacheUntilActive with leader election: list and watch only once this replica leads, as kube does
+        self._delay_cache = bool((getattr(config, "raw", None) or {}).get("delayCacheUntilActive")) \
+            and self.elector is not None
+
+    def _install_endpoints(self, server: HealthServer) -> None:
+        """kube-scheduler's other secure-port paths: /metrics/resources, /metrics/slis, the z-pages, and
+        /debug/pprof when the configuration's enableProfiling is on (`--profiling` without `--config`)."""
+        from . import __version__
+        from .server.profiling import Profiling
+        from .server.resource_metrics import HealthSLIs, resources_registry
+        from .server.zpages import ZPages
+
+        ep = server.endpoints
+        ep.resources = resources_registry(lambda: self.cluster.list("pods"))
+        ep.slis = HealthSLIs()
+        ep.disabled_metrics = set(self.opts.disabled_metrics)
+        gates = self.opts.feature_gates
+        raw = getattr(self.config, "raw", None) or {}
+        ep.zpages = ZPages(raw, self.opts.flagz, f"{KUBE_VERSION}-ksched.{__version__}",
+                           KUBE_VERSION.rsplit(".", 1)[0], flagz=gates.get("ComponentFlagz", True),
+                           statusz=gates.get("ComponentStatusz", True))
+        if raw.get("enableProfiling", True):
+            ep.profiling = Profiling(bool(raw.get("enableContentionProfiling", True)))
 
     # ------------------------------------------------------------------ health
     def _ready(self) -> str | None:
@@ -157,6 +196,9 @@ class Runner:
         self._started = True
         log.info("starting to schedule pods")
         self._leading.set()
+        if self._delay_cache and self._sched_thread is not None and not self._sched_thread.is_alive():
+            log.info("delayCacheUntilActive: filling the informer caches now that this replica leads")
+            self._sched_thread.start()
 
     def _loop(self) -> None:
         try:
@@ -195,7 +237,8 @@ class Runner:
         self.watchdog.start()
         try:
             self._sched_thread = threading.Thread(target=self._boot, name="scheduler", daemon=True)
-            self._sched_thread.start()
+            if not self._delay_cache:
+                self._sched_thread.start()
             if self.elector is not None:
                 self.elector.start()  # a standby keeps its informers and queue warm, as kube-scheduler does
             else:
@@ -218,7 +261,7 @@ class Runner:
         self._stop.set()
         self.watchdog.stop()
         self.scheduler.queue.close()
-        if self._sched_thread is not None:
+        if self._sched_thread is not None and self._sched_thread.is_alive():
             self._sched_thread.join(timeout=60)  # run() drains binding workers before returning
         if self.elector is not None:
             self.elector.stop(release=not self._lost)

@@ -28,7 +28,13 @@ POD_POPPED = "PodPopped"
 
 
 def _exp(start: float, factor: float, count: int) -> list[float]:
-    return [start * factor**i for i in range(count)]
+    """Prometheus' ExponentialBuckets as Go computes them (repeated multiplication), so each `le` label is
+    the same float kube-scheduler prints (1.5000000000000002e-05, not 1.5e-05)."""
+    out, b = [], start
+    for _ in range(count):
+        out.append(b)
+        b *= factor
+    return out
 
 
 class SchedulerMetrics:
@@ -77,11 +83,43 @@ class SchedulerMetrics:
         self.permit_wait = Histogram(
             "scheduler_permit_wait_duration_seconds", "Duration of waiting on permit.", ["result"],
             buckets=_exp(0.001, 2, 15), registry=r)
+        self.plugin_evaluation = Counter(
+            "scheduler_plugin_evaluation",
+            "Number of attempts to schedule pods by each plugin and the extension point (available only in "
+            "PreFilter, Filter, PreScore, and Score).", ["plugin", "extension_point", "profile"], registry=r)
+        self._evaluation_children: dict[tuple[str, str, str], Any] = {}
+        self._point_children: dict[tuple[str, str, str], Any] = {}
+        self.queueing_hint_duration = Histogram(
+            "scheduler_queueing_hint_execution_duration_seconds",
+            "Duration for running a queueing hint function of a plugin.", ["plugin", "event", "hint"],
+            buckets=_exp(0.00001, 1.5, 20), registry=r)
         self.plugin_sample_rate = plugin_sample_rate
         self._rng = random.Random()
         self._scheduler: Any = None
         self._state = _StateCollector(self)
         r.register(self._state)
+
+    def sample_plugins(self) -> bool:
+        """Whether this cycle records per-plugin durations: kube samples 10% of cycles."""
+        return self._rng.random() < self.plugin_sample_rate
+
+    def init_plugin_evaluations(self, profile: str, by_point: dict[str, list[str]]) -> None:
+        """kube creates every (plugin, extension point, profile) series at 0 when a profile is built."""
+        for point, names in by_point.items():
+            for name in names:
+                key = (name, point, profile)
+                if key not in self._evaluation_children:
+                    self._evaluation_children[key] = self.plugin_evaluation.labels(*key)
+
+    def plugin_evaluated(self, profile: str, point: str, plugin: str, n: int = 1) -> None:
+        key = (plugin, point, profile)
+        child = self._evaluation_children.get(key)
+        if child is None:
+            child = self._evaluation_children[key] = self.plugin_evaluation.labels(*key)
+        child.inc(n)
+
+    def queueing_hint(self, plugin: str, event: str, hint: str, seconds: float) -> None:
+        self.queueing_hint_duration.labels(plugin, event, hint).observe(seconds)
 
     def bind(self, scheduler: Any) -> None:
         """The scheduler whose queue, cache and binding threads the state gauges report."""
@@ -106,7 +144,11 @@ class SchedulerMetrics:
 
     def extension_point(self, profile: str, point: str, status: Status | None, seconds: float) -> None:
         code = "Success" if status is None else status.code.name
-        self.extension_point_duration.labels(point, code, profile).observe(seconds)
+        key = (point, code, profile)
+        child = self._point_children.get(key)
+        if child is None:  # labels() takes a lock and builds a key each time: keep the children
+            child = self._point_children[key] = self.extension_point_duration.labels(*key)
+        child.observe(seconds)
 
     def attempt(self, profile: str, result: str, seconds: float, qpi: Any) -> None:
         self.schedule_attempts.labels(result, profile).inc()

@@ -68,6 +68,8 @@ class SchedulingQueue:
         self._closed = False
         self.nominator = Nominator()
         self.on_incoming: Callable[[str, str], None] = lambda queue, event: None
+        #: (plugin, event label, "Queue"|"QueueSkip"|"Error", seconds) for each queueing hint function run
+        self.on_hint: Callable[[str, str, str, float], None] | None = None
 
     # ------------------------------------------------------------------ adding
     def add(self, pod: Pod, event: str = "PodAdd") -> None:
@@ -276,10 +278,16 @@ class SchedulingQueue:
                     if reg.hint is None:
                         hits.append(QUEUE)
                         continue
+                    start = time.perf_counter()
+                    label = ""
                     try:
-                        hits.append(reg.hint(qpi.pod, old, new))
+                        hit = reg.hint(qpi.pod, old, new)
                     except Exception:
-                        hits.append(QUEUE)
+                        hit, label = QUEUE, "Error"
+                    hits.append(hit)
+                    if self.on_hint is not None:  # scheduler_queueing_hint_execution_duration_seconds
+                        label = label or ("Queue" if hit == QUEUE else "QueueSkip")
+                        self.on_hint(plugin, _event_metric_label(ev), label, time.perf_counter() - start)
             if QUEUE in hits:
                 if plugin in qpi.pending_plugins:
                     return "immediate"
@@ -450,3 +458,9 @@ class Nominator:
     def node_of(self, uid: str) -> str:
         with self._lock:
             return self._node_of.get(uid, "")
+
+
+def _event_metric_label(ev: ClusterEvent) -> str:
+    """kube's event label in metrics: Pod events in the queue are about assigned pods (AssignedPodDelete)."""
+    label = str(ev)
+    return "Assigned" + label if label.startswith("Pod") else label

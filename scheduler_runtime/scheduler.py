@@ -161,6 +161,7 @@ class Scheduler:
             fw.handle.record_event = self._record_event
         if metrics is not None:
             self.queue.on_incoming = metrics.incoming
+            self.queue.on_hint = getattr(metrics, "queueing_hint", None)
             bind = getattr(metrics, "bind", None)
             if bind is not None:
                 bind(self)
@@ -374,6 +375,8 @@ class Scheduler:
         start = time.perf_counter()
         self.attempts += 1
         state = CycleState()
+        if self.metrics is not None:
+            state.record_plugin_metrics = self.metrics.sample_plugins()
         result = AttemptResult(pod.key, fw.profile_name, qpi.attempts, "unschedulable",
                                num_nodes=len(self.cache.snapshot))
         sim = None

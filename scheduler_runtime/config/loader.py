@@ -22,9 +22,10 @@ REMOVED_VERSIONS = {"v1beta1": "1.23", "v1beta2": "1.28", "v1beta3": "1.29", "v1
 POINTS = list(EXTENSION_POINTS)  # preEnqueue ... postBind
 ALL_POINTS = [*POINTS, "multiPoint"]
 
-TOP_FIELDS = {"apiVersion", "kind", "parallelism", "leaderElection", "clientConnection", "healthzBindAddress",
-              "metricsBindAddress", "enableProfiling", "enableContentionProfiling", "percentageOfNodesToScore",
-              "podInitialBackoffSeconds", "podMaxBackoffSeconds", "profiles", "extenders", "delayCacheUntilActive"}
+#: v1's fields (healthzBindAddress/metricsBindAddress are gone since v1beta3: kube's strict decoding refuses them)
+TOP_FIELDS = {"apiVersion", "kind", "parallelism", "leaderElection", "clientConnection", "enableProfiling",
+              "enableContentionProfiling", "percentageOfNodesToScore", "podInitialBackoffSeconds",
+              "podMaxBackoffSeconds", "profiles", "extenders", "delayCacheUntilActive"}
 LE_FIELDS = {"leaderElect", "leaseDuration", "renewDeadline", "retryPeriod", "resourceLock", "resourceName",
              "resourceNamespace"}
 CC_FIELDS = {"kubeconfig", "acceptContentTypes", "contentType", "qps", "burst"}
@@ -407,6 +408,16 @@ def validate_top(d: dict[str, Any], errs: list[str]) -> None:
     par = d.get("parallelism")
     if not _int(par) or par <= 0:
         errs.append(f"parallelism: Invalid value: {par}: should be an integer value greater than zero")
+    elif par != 16:  # accepting it would be ignoring it
+        errs.append(f"parallelism: Unsupported value: {par}: ksched runs a scheduling cycle's filters and scores "
+                    "vectorised in one thread, so only the default 16 is accepted")
+    cc = d.get("clientConnection") or {}
+    if cc.get("contentType") not in ("application/vnd.kubernetes.protobuf", "application/json"):
+        errs.append(f"clientConnection.contentType: Unsupported value: {go_value(cc.get('contentType'))}: ksched "
+                    'talks to the API server in "application/json" (the protobuf default is accepted and means JSON)')
+    if cc.get("acceptContentTypes") not in ("", "application/json"):
+        errs.append(f"clientConnection.acceptContentTypes: Unsupported value: {go_value(cc.get('acceptContentTypes'))}"
+                    ': ksched accepts only "application/json" from the API server')
     pct = d.get("percentageOfNodesToScore")
     if not _int(pct) or not 0 <= pct <= 100:
         errs.append(f"percentageOfNodesToScore: Invalid value: {pct}: not in valid range [0-100]")
@@ -574,6 +585,11 @@ def _build(doc: dict[str, Any], registry: Registry, file: str | None = None) -> 
         _unknown(prof.get("plugins"), PLUGINS_FIELDS, f"profiles[{i}].plugins", errs)
         for point, ps in (prof.get("plugins") or {}).items():
             _unknown(ps, {"enabled", "disabled"}, f"profiles[{i}].plugins.{point}", errs)
+            if point in ("placementGenerate", "placementScore") and isinstance(ps, dict):
+                for j, e in enumerate(ps.get("enabled") or []):  # accepting them would be ignoring them
+                    name = e.get("name") if isinstance(e, dict) else e
+                    errs.append(f"profiles[{i}].plugins.{point}.enabled[{j}]: Unsupported value: {go_value(name)}: "
+                                f"ksched does not run the {point} extension point (PodGroup placement, alpha in 1.36)")
     if errs:
         raise ConfigError(errs, file)
     d = default_document(doc, registry)

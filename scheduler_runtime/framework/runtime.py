@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import random
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,6 +126,20 @@ def _normalize_status(ret: Any) -> Status | None:
     raise PluginError(f"returned {type(ret).__name__}, expected Status or None")
 
 
+def _extension_point(point: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """scheduler_framework_extension_point_duration_seconds for a whole extension point, labelled with the
+    status it ends with (Success when it returns None), as kube's Run*Plugins record it."""
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def run(self: Framework, *args: Any, **kw: Any) -> Any:
+            start = time.perf_counter()
+            out = fn(self, *args, **kw)
+            self._observe(point, start, out if isinstance(out, Status) else None)
+            return out
+        return run
+    return deco
+
+
 class Framework:
     """One profile: its plugins per extension point, in run order, with score weights."""
 
@@ -165,6 +181,10 @@ class Framework:
             for plugin, _ in lst:
                 self.plugins[plugin.name] = plugin
         self._filter_all_batch = all(p.batch for p in self.filter)
+        if metrics is not None and hasattr(metrics, "init_plugin_evaluations"):
+            metrics.init_plugin_evaluations(profile_name, {
+                "PreFilter": [cp.name for cp in self.pre_filter], "Filter": [cp.name for cp in self.filter],
+                "PreScore": [cp.name for cp in self.pre_score], "Score": [cp.name for cp in self.score]})
         #: a plugin outside the runtime's own in-tree set runs in the binding cycle (it might hang there);
         #: Permit runs in the scheduling cycle, and a Permit Wait has its own thread already
         self.has_foreign_binding_plugins = any(
@@ -175,6 +195,18 @@ class Framework:
     def _observe(self, point: str, start: float, status: Status | None) -> None:
         if self.metrics is not None:
             self.metrics.extension_point(self.profile_name, point, status, time.perf_counter() - start)
+
+    def _evaluated(self, point: str, name: str, n: int = 1) -> None:
+        """scheduler_plugin_evaluation_total: kube counts a PreFilter/PreScore run unless it returned Skip,
+        and a Filter/Score run per node it evaluated."""
+        if self.metrics is not None and n:
+            self.metrics.plugin_evaluated(self.profile_name, point, name, n)
+
+    def _timed(self, state: CycleState, point: str, name: str, start: float, status: Any) -> None:
+        """scheduler_plugin_execution_duration_seconds, in the cycles kube samples (record_plugin_metrics)."""
+        if self.metrics is not None and state.record_plugin_metrics:
+            code = status.code.name if isinstance(status, Status) else "Success"
+            self.metrics.plugin_duration.labels(name, point, code).observe(time.perf_counter() - start)
 
     def has_post_filter(self) -> bool:
         return bool(self.post_filter)
@@ -194,6 +226,7 @@ class Framework:
         return out
 
     # ------------------------------------------------------------------ PreEnqueue
+    @_extension_point("PreEnqueue")
     def run_pre_enqueue(self, pod: Pod) -> Status | None:
         for cp in self.pre_enqueue:
             try:
@@ -219,6 +252,7 @@ class Framework:
         rejectors: set[str] = set()
         narrowing: list[str] = []
         for cp in self.pre_filter:
+            t0 = time.perf_counter()
             try:
                 ret = cp.plugin.pre_filter(state, pod, nodes)  # type: ignore[attr-defined]
                 r: PreFilterResult | None
@@ -236,10 +270,13 @@ class Framework:
                 st = Status.as_error(_plugin_error(f"running PreFilter plugin {_q(cp.name)}: {exc}", exc))
                 st.plugin = cp.name
                 self._observe("PreFilter", start, st)
+                self._evaluated("PreFilter", cp.name)
                 return None, st, rejectors
+            self._timed(state, "PreFilter", cp.name, t0, st)
             if st is not None and st.code == Code.Skip:
                 state.skip_filter_plugins.add(cp.name)
                 continue
+            self._evaluated("PreFilter", cp.name)
             if st is not None and st.code != Code.Success:
                 st.plugin = cp.name
                 if st.code == Code.UnschedulableAndUnresolvable:
@@ -307,6 +344,7 @@ class Framework:
             if cp.name in state.skip_filter_plugins:
                 continue
             fn = getattr(cp.plugin, "filter", None)
+            self._evaluated("Filter", cp.name)
             try:
                 if fn is not None:
                     st = _normalize_status(fn(state, pod, node_info))
@@ -404,6 +442,7 @@ class Framework:
             except Exception as exc:
                 raise _CycleError(Status.as_error(
                     _plugin_error(f"running {_q(cp.name)} filter plugin: {exc}", exc)).with_plugin(cp.name)) from exc
+            self._timed(state, "Filter", cp.name, start, None)  # one observation for the whole batch
             self._observe("Filter", start, None)
             batches.append((cp, fb))
             ok = fb.ok.copy() if ok is None else (ok & fb.ok)
@@ -420,6 +459,15 @@ class Framework:
             processed = int(feasible_pos[-1]) + 1
         else:
             processed = len(order)
+        if self.metrics is not None:
+            walked = order[:processed]
+            if nominated_nodes:  # those rows were walked (and counted) by run_filter_with_nominated_pods
+                skip = {ni.row for nm in nominated_nodes if (ni := snapshot.by_name.get(nm)) is not None}
+                walked = walked[~np.isin(walked, list(skip))]
+            alive = np.ones(len(walked), dtype=bool)
+            for cp, fb in batches:  # a node reaches a plugin only when every earlier one passed it
+                self._evaluated("Filter", cp.name, int(alive.sum()))
+                alive &= fb.ok[walked]
         failed_rows = order[:processed][~ok_in_order[:processed]]
         if len(failed_rows):
             self._record_batch_failures(state, pod, snapshot, batches, failed_rows, diagnosis, nominated_nodes)
@@ -471,8 +519,23 @@ class Framework:
             batch_ok = fb.ok.copy() if batch_ok is None else (batch_ok & fb.ok)
         per_node = [cp for cp in active if cp.name not in batch_results]
         feasible: list[int] = []
-        processed = 0
         infos = snapshot.node_infos
+        evals: Counter[str] = Counter()
+        try:
+            processed = self._walk_nodes(state, pod, active, per_node, batch_results, batch_ok, order, num_to_find,
+                                         diagnosis, nominated_nodes, infos, feasible, evals)
+        finally:
+            for name, n in evals.items():
+                self._evaluated("Filter", name, n)
+        return np.asarray(feasible, dtype=np.int64), processed
+
+    def _walk_nodes(self, state: CycleState, pod: Pod, active: list[ConfiguredPlugin],
+                    per_node: list[ConfiguredPlugin], batch_results: dict[str, FilterBatch],
+                    batch_ok: np.ndarray | None, order: np.ndarray, num_to_find: int, diagnosis: Diagnosis,
+                    nominated_nodes: set[str], infos: list[NodeInfo], feasible: list[int],
+                    evals: Counter[str]) -> int:
+        """The per-node walk in `order` until `num_to_find` nodes pass; returns how many were processed."""
+        processed = 0
         for row in order.tolist():
             processed += 1
             ni = infos[row]
@@ -482,8 +545,12 @@ class Framework:
                 st = None
                 # every batch plugin passed the node: only the per-node plugins can still reject it; otherwise
                 # walk all plugins in order so the first rejecting one is the one reported, as kube-scheduler
-                for cp in (per_node if batch_ok is None or batch_ok[row] else active):
+                walk = per_node if batch_ok is None or batch_ok[row] else active
+                if walk is per_node:
+                    evals.update(batch_results.keys())  # every batch plugin passed this node: each was evaluated
+                for cp in walk:
                     fb = batch_results.get(cp.name)
+                    evals[cp.name] += 1
                     try:
                         if fb is not None:
                             s = None if fb.ok[row] else fb.status_at(row)
@@ -509,7 +576,7 @@ class Framework:
                 diagnosis.node_statuses[ni.name] = st
                 if st.plugin:
                     diagnosis.unschedulable_plugins.add(st.plugin)
-        return np.asarray(feasible, dtype=np.int64), processed
+        return processed
 
     # ------------------------------------------------------------------ PostFilter
     def run_post_filter(self, state: CycleState, pod: Pod,
@@ -542,18 +609,24 @@ class Framework:
             rejector = rejector or cp.name
             if r is not None and r.mode != 0:
                 result = r
-        self._observe("PostFilter", start, None)
-        return result, Status(Code.Unschedulable, *reasons, plugin=rejector)
+        final = Status(Code.Unschedulable, *reasons, plugin=rejector)
+        self._observe("PostFilter", start, final)
+        return result, final
 
     # ------------------------------------------------------------------ PreScore / Score
     def run_pre_score(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
         start = time.perf_counter()
         for cp in self.pre_score:
+            t0 = time.perf_counter()
             try:
                 st = _normalize_status(cp.plugin.pre_score(state, pod, nodes))  # type: ignore[attr-defined]
             except Exception as exc:
+                self._evaluated("PreScore", cp.name)
                 return Status.as_error(
                     _plugin_error(f"running PreScore plugin {_q(cp.name)}: {exc}", exc)).with_plugin(cp.name)
+            self._timed(state, "PreScore", cp.name, t0, st)
+            if st is None or st.code != Code.Skip:
+                self._evaluated("PreScore", cp.name)
             if st is None or st.code == Code.Success:
                 continue
             if st.code == Code.Skip:
@@ -573,8 +646,11 @@ class Framework:
         for cp in self.score:
             if cp.name in state.skip_score_plugins:
                 continue
+            self._evaluated("Score", cp.name, len(rows))
+            t0 = time.perf_counter()
             try:
                 raw = self._score_one(cp, state, pod, snapshot, rows, infos)
+                self._timed(state, "Score", cp.name, t0, None)  # per node in kube; here one per plugin run
                 norm = self._normalize(cp, state, pod, rows, raw, infos)
             except _CycleError:
                 raise
@@ -639,10 +715,13 @@ class Framework:
         return int(idx[self.rng.randrange(len(idx))])
 
     # ------------------------------------------------------------------ Reserve / Permit
+    @_extension_point("Reserve")
     def run_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         for cp in self.reserve:
+            t0 = time.perf_counter()
             try:
                 st = _normalize_status(cp.plugin.reserve(state, pod, node_name))  # type: ignore[attr-defined]
+                self._timed(state, "Reserve", cp.name, t0, st)
             except Exception as exc:
                 err = _plugin_error(f"running Reserve plugin {_q(cp.name)}: {exc}", exc)
                 return Status.as_error(err).with_plugin(cp.name)
@@ -654,6 +733,7 @@ class Framework:
                     .with_plugin(cp.name)
         return None
 
+    @_extension_point("Unreserve")
     def run_unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         for cp in reversed(self.reserve):
             fn = getattr(cp.plugin, "unreserve", None)
@@ -664,6 +744,7 @@ class Framework:
             except Exception as exc:  # Unreserve cannot fail; log and go on
                 self.handle.logger.error("Unreserve plugin %s failed for pod %s: %s", cp.name, pod.key, exc)
 
+    @_extension_point("Permit")
     def run_permit(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         timeouts: dict[str, float] = {}
         for cp in self.permit:
@@ -702,10 +783,13 @@ class Framework:
         return st
 
     # ------------------------------------------------------------------ binding cycle
+    @_extension_point("PreBind")
     def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         for cp in self.pre_bind:
+            t0 = time.perf_counter()
             try:
                 st = _normalize_status(cp.plugin.pre_bind(state, pod, node_name))  # type: ignore[attr-defined]
+                self._timed(state, "PreBind", cp.name, t0, st)
             except Exception as exc:
                 err = _plugin_error(f"running PreBind plugin {_q(cp.name)}: {exc}", exc)
                 return Status.as_error(err).with_plugin(cp.name)
@@ -717,6 +801,7 @@ class Framework:
                     .with_plugin(cp.name)
         return None
 
+    @_extension_point("Bind")
     def run_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         if self.extenders is not None:  # kube-scheduler's bind(): extenders first, then the Bind plugins
             bound, st = self.extenders.bind(state, pod, node_name)
@@ -725,8 +810,10 @@ class Framework:
         if not self.bind:
             return Status(Code.Skip)
         for cp in self.bind:
+            t0 = time.perf_counter()
             try:
                 st = _normalize_status(cp.plugin.bind(state, pod, node_name))  # type: ignore[attr-defined]
+                self._timed(state, "Bind", cp.name, t0, st)
             except Exception as exc:
                 err = _plugin_error(f"running Bind plugin {_q(cp.name)}: {exc}", exc)
                 return Status.as_error(err).with_plugin(cp.name)
@@ -741,6 +828,7 @@ class Framework:
             return None
         return Status(Code.Skip, "all bind plugins skipped")
 
+    @_extension_point("PostBind")
     def run_post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
         for cp in self.post_bind:
             try:

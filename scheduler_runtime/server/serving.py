@@ -97,6 +97,8 @@ class ServingOptions:
     max_connections: int = 256
     max_header_bytes: int = 1 << 20  # kube's MaxHeaderBytes
     max_body_bytes: int = 1 << 20
+    #: --permit-port-sharing: SO_REUSEPORT, so several processes may bind the same address and port
+    reuse_port: bool = False
 
 
 def tls_settings(min_version: str | None, cipher_suites: list[str]) -> tuple[ssl.TLSVersion, str | None]:
@@ -193,6 +195,7 @@ class Request:
     headers: dict[str, list[str]]  # lower-case names
     peer_cert: bytes | None  # DER of a client certificate verified against the client CAs
     client: str = ""
+    body: bytes = b""
 
     @property
     def path(self) -> str:
@@ -358,6 +361,8 @@ class SecureServer:
             raise UsageError(f'--bind-address: "{host}" is not a valid IP address') from None
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Go's net.Listen does
+        if self.opts.reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         where = f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
         try:
             sock.bind((host, port))
@@ -550,7 +555,7 @@ class SecureServer:
             raise _Reject(413, "request body too large")
         while len(rest) < length:
             rest += self._recv_until(conn, deadline)
-        req = Request(parts[0], parts[1], parts[2], headers, peer, client)
+        req = Request(parts[0], parts[1], parts[2], headers, peer, client, bytes(rest[:length]))
         return req, rest[length:]
 
     def _write(self, conn: socket.socket, resp: Response, *, head: bool, close: bool) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ksched_cli.kube_flags import IGNORED, parse
+from ksched_cli.kube_flags import parse
 from ksched_cli.realrun import auth_options
 from scheduler_runtime.errors import UsageError
 
@@ -32,12 +32,6 @@ def test_auth_flags_become_options_with_kube_defaults() -> None:
     assert (o.requestheader_username_headers, o.requestheader_group_headers, o.requestheader_extra_headers_prefix,
             o.requestheader_uid_headers) == (["X-User"], ["X-Group"], ["X-Extra-"], ["X-Uid"])
     assert auth_options(parse(["--authorization-always-allow-paths="])).always_allow_paths == []
-
-
-def test_no_serving_or_auth_flag_is_in_the_ignored_list() -> None:
-    serving = {f for f in IGNORED if f.startswith(("tls-", "authentication-", "authorization-", "client-ca",
-                                                     "requestheader-", "cert-dir", "secure-port", "bind-address"))}
-    assert serving == set()
 
 
 def test_bad_always_allow_path_is_a_usage_error() -> None:
