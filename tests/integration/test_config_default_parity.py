@@ -69,7 +69,8 @@ def test_config_default_matches_kube_scheduler_write_config_to(config: Path, con
     cfg.write_text(yaml.safe_dump(doc))
     out = tmp_path / "kube.yaml"
     r = subprocess.run([str(control_plane.bin_dir / "kube-scheduler"), f"--config={cfg}",
-                        f"--write-config-to={out}"], capture_output=True, text=True, timeout=60)
+                        f"--write-config-to={out}", "--secure-port=0"], capture_output=True, text=True,
+                       timeout=60)
     assert r.returncode == 0 and out.exists(), r.stderr[-2000:]
     ours = subprocess.run([str(KSCHED), "config", "default", str(cfg)], capture_output=True, text=True, timeout=60)
     assert ours.returncode == 0, ours.stderr
