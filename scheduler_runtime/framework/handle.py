@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..objects import Pod
 from .snapshot import Snapshot
-
-if TYPE_CHECKING:
-    from .runtime import Framework
-    from .waiting import WaitingPod
+from .waiting import WaitingPod, WaitingPods
 
 
 class Handle:
@@ -24,7 +21,9 @@ class Handle:
         #: cluster backend (memory or kube): list/get objects, CRD stores via `informer()`
         self.cluster = cluster
         self.parallelism = parallelism
-        self.framework: Framework | None = None
+        #: the runtime.Framework this handle belongs to, set by it (typed loosely: handle.py must not import
+        #: runtime.py, which imports this module); in-tree DefaultPreemption reaches it
+        self.framework: Any = None
         self.logger = logging.getLogger(f"ksched.{profile}")
         #: called with pods to move to activeQ (e.g. a gang's siblings); set by the scheduler
         self.activate: Callable[[Iterable[Pod]], None] = lambda pods: None
@@ -42,12 +41,16 @@ class Handle:
 
     # waiting pods (Permit) -------------------------------------------------------------
     def get_waiting_pod(self, uid: str) -> WaitingPod | None:
-        assert self.framework is not None
-        return self.framework.waiting_pods.get(uid)
+        return self._waiting_pods().get(uid)
 
     def iterate_waiting_pods(self) -> list[WaitingPod]:
-        assert self.framework is not None
-        return self.framework.waiting_pods.all()
+        return self._waiting_pods().all()
+
+    def _waiting_pods(self) -> WaitingPods:
+        if self.framework is None:
+            raise RuntimeError("this handle belongs to no framework yet")
+        pods: WaitingPods = self.framework.waiting_pods
+        return pods
 
     def reject_waiting_pod(self, uid: str) -> bool:
         wp = self.get_waiting_pod(uid)
