@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import inspect
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -14,6 +16,7 @@ from types import ModuleType
 
 from ..errors import KschedError
 from .plugin import Plugin, extension_points_of
+from .signatures import check_plugin_class
 
 ENTRY_POINT_GROUP = "ksched.plugins"
 
@@ -103,10 +106,14 @@ def _shown(filename: str, folder: Path) -> str:
         return filename
 
 
-def load_plugin_dir(directory: Path, warnings: list[str] | None = None) -> list[tuple[type[Plugin], str]]:
-    """Import every plugin package in `directory` (a sub-folder with __init__.py or plugin.py).
+def load_plugin_dir(directory: Path, warnings: list[str] | None = None,
+                    on_import_error: Callable[[KschedError], None] | None = None) -> list[tuple[type[Plugin], str]]:
+    """Import every plugin package in `directory` (a sub-folder with __init__.py or plugin.py) and check
+    its plugin classes' extension-point signatures.
 
-    A sub-folder with Python files that yields no plugin is skipped with a note in `warnings`."""
+    A sub-folder with Python files that yields no plugin is skipped with a note in `warnings`. A package
+    that fails to import raises, or, with `on_import_error`, is reported to it and skipped (`ksched build`:
+    a requirement may exist only in the image)."""
     found: list[tuple[type[Plugin], str]] = []
     if not directory.is_dir():
         return found
@@ -124,8 +131,9 @@ def load_plugin_dir(directory: Path, warnings: list[str] | None = None) -> list[
             module = sys.modules[mod_name]
         else:
             if "ksched_user_plugins" not in sys.modules:
-                pkg = ModuleType("ksched_user_plugins")
-                pkg.__path__ = []  # type: ignore[attr-defined]
+                # a namespace for the folders' packages: a package spec with no search path of its own
+                pkg = importlib.util.module_from_spec(
+                    importlib.machinery.ModuleSpec("ksched_user_plugins", None, is_package=True))
                 sys.modules["ksched_user_plugins"] = pkg
             spec = importlib.util.spec_from_file_location(
                 mod_name, entry, submodule_search_locations=[str(sub)] if entry == init else None)
@@ -141,8 +149,13 @@ def load_plugin_dir(directory: Path, warnings: list[str] | None = None) -> list[
                     del sys.modules[name]
                 where = _where_raised(exc, sub) or str(entry)
                 detail = " ".join(str(exc).split())
-                raise KschedError(f"{where}: cannot import plugin {sub.name}: {type(exc).__name__}"
-                                  + (f": {detail}" if detail else ""), usage=False) from exc
+                err = KschedError(f"{where}: cannot import plugin {sub.name}: {type(exc).__name__}"
+                                  + (f": {detail}" if detail else ""), usage=False)
+                if on_import_error is None:
+                    raise err from exc
+                err.__cause__ = exc
+                on_import_error(err)
+                continue
         classes = _plugin_classes(module)
         for sub_mod in list(sys.modules.values()):
             if getattr(sub_mod, "__name__", "").startswith(mod_name + "."):
@@ -153,6 +166,8 @@ def load_plugin_dir(directory: Path, warnings: list[str] | None = None) -> list[
             why = (f"Plugin subclass {', '.join(unnamed)} has no `name`" if unnamed
                    else f"{entry.name} defines no Plugin subclass")
             warnings.append(f"{sub}: {why}; skipped")
+        for c in classes:  # a method the framework could not call is refused now, not when a pod reaches it
+            check_plugin_class(c, lambda filename, folder=sub: _shown(filename, folder))
         found += [(c, str(sub)) for c in classes]
     return found
 
@@ -173,6 +188,7 @@ def build_registry(plugin_dirs: list[Path] | None = None, entry_points_enabled: 
             classes = [obj] if inspect.isclass(obj) else _plugin_classes(obj)
             dist = ep.dist.name if ep.dist is not None else "?"
             for cls in classes:
+                check_plugin_class(cls)
                 reg.register(cls, f"entry-point:{dist}")
     for d in plugin_dirs or []:
         for cls, src in load_plugin_dir(Path(d), reg.warnings):
