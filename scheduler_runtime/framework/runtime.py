@@ -146,29 +146,43 @@ _REJECTED = frozenset({Code.Unschedulable, Code.UnschedulableAndUnresolvable, Co
 
 def _invoke(what: str, name: str, call: Callable[..., Any], *args: Any, passes: frozenset[Code] = _REJECTED,
             unpack: Callable[[Any], tuple[Any, Any]] | None = None) -> tuple[Any, Status | None]:
-    """Call one plugin method: the one place where a plugin's failure becomes a Status.
+    """Call one plugin method and turn whatever it did into (value, Status | None): every extension point
+    calls its plugins through here (the per-node Filter and Score loops apply the same `_failure` and
+    `_verdict` around a whole loop, so that a node costs no extra call).
 
     `what` names the call as kube-scheduler's messages do, `{}` standing for the quoted plugin name
-    (`running Reserve plugin {}`; formatted only on failure, this sits on the per-node hot path). An exception,
-    a return of the wrong type, or a status whose code this point does not pass on (`passes`) becomes an Error
-    status `<what>: <message>` naming the plugin (an exception stays its cause, for the traceback in the log).
-    `unpack` splits a composite return into (value, status). Returns (value, status); status None is Success.
-    A _CycleError raised inside (a nested framework call) goes through unchanged."""
+    (`running Reserve plugin {}`; formatted only on failure). `unpack` splits a composite return into
+    (value, status). A _CycleError raised inside (a nested framework call) goes through unchanged."""
     try:
         ret = call(*args)
         value, st = (None, ret) if unpack is None else unpack(ret)
-        if st is not None and not isinstance(st, Status):
-            raise PluginError(f"returned {type(st).__name__}, expected Status or None")
     except _CycleError:
         raise
     except Exception as exc:
-        return None, Status.as_error(_plugin_error(f"{what.format(_q(name))}: {exc}", exc)).with_plugin(name)
-    if st is None or st.code == Code.Success:
-        return value, None
+        return None, _failure(what, name, exc)
+    return value, _verdict(what, name, st, passes)
+
+
+def _failure(what: str, name: str, exc: BaseException) -> Status:
+    """A plugin raised: an Error status `<what>: <exception>` naming the plugin; the exception stays the
+    cause, for the traceback in the log."""
+    return Status.as_error(_plugin_error(f"{what.format(_q(name))}: {exc}", exc)).with_plugin(name)
+
+
+def _verdict(what: str, name: str, st: Any, passes: frozenset[Code] = _REJECTED) -> Status | None:
+    """A plugin's returned status as the framework takes it: None for Success; a code this point passes on
+    (`passes`) as it is, with the plugin's name; any other code, or something not a Status, an Error."""
+    if st is None:
+        return None
+    if not isinstance(st, Status):
+        return Status.as_error(PluginError(f"{what.format(_q(name))}: returned {type(st).__name__}, expected "
+                                           "Status or None")).with_plugin(name)
+    if st.code == Code.Success:
+        return None
     st.plugin = name
     if st.code in passes:
-        return value, st
-    return value, Status.as_error(PluginError(f"{what.format(_q(name))}: {st.message}")).with_plugin(name)
+        return st
+    return Status.as_error(PluginError(f"{what.format(_q(name))}: {st.message}")).with_plugin(name)
 
 
 def _pre_filter_return(ret: Any) -> tuple[PreFilterResult | None, Any]:
@@ -531,6 +545,7 @@ class Framework:
         feasible: list[int] = []
         processed = 0
         infos = snapshot.node_infos
+        what = "running {} filter plugin"
         for row in order.tolist():
             processed += 1
             ni = infos[row]
@@ -540,20 +555,23 @@ class Framework:
                 st = None
                 # every batch plugin passed the node: only the per-node plugins can still reject it; otherwise
                 # walk all plugins in order so the first rejecting one is the one reported, as kube-scheduler
-                for cp in (per_node if batch_ok is None or batch_ok[row] else active):
-                    fb = batch_results.get(cp.name)
-                    if fb is not None:
-                        if fb.ok[row]:
+                cp = active[0]
+                try:  # _invoke's conversion, around the loop: this runs once per node and plugin
+                    for cp in (per_node if batch_ok is None or batch_ok[row] else active):
+                        fb = batch_results.get(cp.name)
+                        if fb is not None:
+                            if fb.ok[row]:
+                                continue
+                            ret = fb.status_at(row)
+                        else:
+                            ret = cast(FilterPlugin, cp.plugin).filter(state, pod, ni)
+                        if ret is None:
                             continue
-                        _, s = _invoke("running {} filter plugin", cp.name, fb.status_at, row)
-                    else:
-                        _, s = _invoke("running {} filter plugin", cp.name,
-                                       cast(FilterPlugin, cp.plugin).filter, state, pod, ni)
-                    if s is not None:
-                        if s.code == Code.Error:
-                            raise _CycleError(s) from s.error
-                        st = s
-                        break
+                        st = _verdict(what, cp.name, ret)
+                        if st is not None:
+                            break
+                except Exception as exc:
+                    raise _CycleError(_failure(what, cp.name, exc)) from exc
             if st is None:
                 feasible.append(row)
                 if len(feasible) >= num_to_find:
@@ -645,13 +663,13 @@ class Framework:
         out = np.empty(len(rows), dtype=np.int64)
         fn = cast(ScorePlugin, cp.plugin).score
         for i, r in enumerate(rows.tolist()):
-            val, st = _score_return(fn(state, pod, infos[r]))
-            if st is not None and not isinstance(st, Status):
-                raise PluginError(f"returned {type(st).__name__}, expected Status or None")
-            if st is not None and st.code != Code.Success:
-                raise _CycleError(Status.as_error(PluginError(
-                    f"running Score plugin {_q(cp.name)}: {st.message}")).with_plugin(cp.name))
-            out[i] = val
+            ret = fn(state, pod, infos[r])
+            if ret.__class__ is not int:  # (score, status), a numpy integer, or a wrong return
+                ret, st = _score_return(ret)
+                err = _verdict("running Score plugin {}", cp.name, st, passes=frozenset())
+                if err is not None:
+                    raise _CycleError(err)
+            out[i] = ret
         return out
 
     def _normalize(self, cp: ConfiguredPlugin, state: CycleState, pod: Pod, rows: np.ndarray,
