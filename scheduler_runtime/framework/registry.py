@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.machinery
 import importlib.util
@@ -13,10 +14,16 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING, cast
+
+from pydantic import BaseModel
 
 from ..errors import KschedError
 from .plugin import Plugin, extension_points_of
 from .signatures import check_plugin_class
+
+if TYPE_CHECKING:
+    from .interface import Handle
 
 ENTRY_POINT_GROUP = "ksched.plugins"
 
@@ -32,10 +39,10 @@ class PluginSpec:
         return extension_points_of(self.cls)
 
     @property
-    def args_model(self):  # noqa: ANN201 - pydantic model class or None
+    def args_model(self) -> type[BaseModel] | None:
         return self.cls.args_model
 
-    def instantiate(self, args: object, handle: object) -> Plugin:
+    def instantiate(self, args: object, handle: Handle | None) -> Plugin:
         """A new instance; a constructor that raises is reported as kube-scheduler does:
         `initializing plugin "Name": <error>`."""
         try:
@@ -75,7 +82,7 @@ class Registry:
 def _plugin_classes(module: ModuleType) -> list[type[Plugin]]:
     return [obj for _, obj in inspect.getmembers(module, inspect.isclass)
             if issubclass(obj, Plugin) and obj is not Plugin and obj.__module__ == module.__name__
-            and getattr(obj, "name", "")]
+            and bool(getattr(obj, "name", ""))]
 
 
 def _where_raised(exc: BaseException, folder: Path) -> str | None:
@@ -90,7 +97,7 @@ def _where_raised(exc: BaseException, folder: Path) -> str | None:
         except (OSError, ValueError):
             return False
 
-    if isinstance(exc, SyntaxError) and inside(exc.filename) and exc.lineno:
+    if isinstance(exc, SyntaxError) and exc.filename and inside(exc.filename) and exc.lineno:
         return f"{_shown(exc.filename, folder)}:{exc.lineno}"
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if inside(f.filename)]
     if frames:
@@ -167,7 +174,7 @@ def load_plugin_dir(directory: Path, warnings: list[str] | None = None,
                    else f"{entry.name} defines no Plugin subclass")
             warnings.append(f"{sub}: {why}; skipped")
         for c in classes:  # a method the framework could not call is refused now, not when a pod reaches it
-            check_plugin_class(c, lambda filename, folder=sub: _shown(filename, folder))
+            check_plugin_class(c, functools.partial(_shown, folder=sub))
         found += [(c, str(sub)) for c in classes]
     return found
 
@@ -177,7 +184,7 @@ def build_registry(plugin_dirs: list[Path] | None = None, entry_points_enabled: 
     from ..plugins import IN_TREE, UNSUPPORTED_IN_TREE
 
     reg = Registry(unsupported=dict(UNSUPPORTED_IN_TREE))
-    for cls in IN_TREE:
+    for cls in cast("list[type[Plugin]]", IN_TREE):  # plugins/__init__ builds it lazily (module __getattr__)
         reg.register(cls, "in-tree")
     if entry_points_enabled:
         for ep in entry_points(group=ENTRY_POINT_GROUP):
@@ -185,7 +192,7 @@ def build_registry(plugin_dirs: list[Path] | None = None, entry_points_enabled: 
                 obj = ep.load()
             except Exception as exc:
                 raise KschedError(f"entry point {ep.name} ({ep.value}): cannot import: {exc}", usage=False) from exc
-            classes = [obj] if inspect.isclass(obj) else _plugin_classes(obj)
+            classes = [cast(type[Plugin], obj)] if inspect.isclass(obj) else _plugin_classes(cast(ModuleType, obj))
             dist = ep.dist.name if ep.dist is not None else "?"
             for cls in classes:
                 check_plugin_class(cls)

@@ -252,7 +252,7 @@ class Framework:
         def conf(point: str, batch_attr: str | None = None) -> list[ConfiguredPlugin]:
             out = []
             for plugin, weight in plan.get(point, []):
-                batch = bool(batch_attr) and callable(getattr(plugin, batch_attr, None))
+                batch = batch_attr is not None and callable(getattr(plugin, batch_attr, None))
                 out.append(ConfiguredPlugin(plugin, plugin.name, weight or (1 if point == "score" else 0), batch))
             return out
 
@@ -520,11 +520,11 @@ class Framework:
                 statuses[infos[r].name] = st
         for r in remaining.tolist():  # failed only through nominated pods
             ni = infos[r]
-            st = self.run_filter_with_nominated_pods(state, pod, ni)
-            if st is not None:
-                statuses[ni.name] = st
-                if st.plugin:
-                    diagnosis.unschedulable_plugins.add(st.plugin)
+            found = self.run_filter_with_nominated_pods(state, pod, ni)
+            if found is not None:
+                statuses[ni.name] = found
+                if found.plugin:
+                    diagnosis.unschedulable_plugins.add(found.plugin)
 
     def _filter_per_node(self, state: CycleState, pod: Pod, snapshot: Snapshot, active: list[ConfiguredPlugin],
                          order: np.ndarray, num_to_find: int, diagnosis: Diagnosis,
@@ -559,6 +559,7 @@ class Framework:
                 try:  # _invoke's conversion, around the loop: this runs once per node and plugin
                     for cp in (per_node if batch_ok is None or batch_ok[row] else active):
                         fb = batch_results.get(cp.name)
+                        ret: Status | None
                         if fb is not None:
                             if fb.ok[row]:
                                 continue
@@ -752,9 +753,9 @@ class Framework:
 
     def run_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         if self.extenders is not None:  # kube-scheduler's bind(): extenders first, then the Bind plugins
-            bound, st = self.extenders.bind(state, pod, node_name)
+            bound, ext_st = self.extenders.bind(state, pod, node_name)
             if bound:
-                return st
+                return cast("Status | None", ext_st)
         if not self.bind:
             return Status(Code.Skip)
         for cp in self.bind:
