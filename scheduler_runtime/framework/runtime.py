@@ -134,12 +134,6 @@ class ScoreResult:
     per_plugin: dict[str, tuple[np.ndarray, np.ndarray, int]] = field(default_factory=dict)
 
 
-def _normalize_status(ret: Any) -> Status | None:
-    if ret is None or isinstance(ret, Status):
-        return ret
-    raise PluginError(f"returned {type(ret).__name__}, expected Status or None")
-
-
 #: the codes most extension points pass on as they are; any other non-success code is turned into an Error
 _REJECTED = frozenset({Code.Unschedulable, Code.UnschedulableAndUnresolvable, Code.Pending})
 
