@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..objects import Pod
 from .snapshot import Snapshot
@@ -61,3 +61,13 @@ class Handle:
         if self.cluster is None:
             raise RuntimeError("no cluster backend is attached to this framework")
         return self.cluster.informer(resource)
+
+
+if TYPE_CHECKING:  # mypy checks that what plugins receive gives everything the public Protocols promise
+    from .interface import Handle as HandleContract
+    from .interface import NodeInfoView, WaitingPodView
+    from .types import NodeInfo
+
+    def _conforms(handle: Handle, node_info: NodeInfo,
+                  waiting: WaitingPod) -> tuple[HandleContract, NodeInfoView, WaitingPodView]:
+        return handle, node_info, waiting
