@@ -199,9 +199,10 @@ class PostBindPlugin(Protocol):
 
 @runtime_checkable
 class EnqueueExtensions(Protocol):
-    """The cluster events that may make a pod this plugin rejected schedulable (None: all events)."""
+    """The cluster events that may make a pod this plugin rejected schedulable, each with an optional
+    queueing hint; a plugin without this method has its pods retried on every event."""
 
-    def events_to_register(self) -> list[ClusterEventWithHint] | None: ...
+    def events_to_register(self) -> list[ClusterEventWithHint]: ...
 
 
 @dataclass(frozen=True, slots=True)
