@@ -217,9 +217,16 @@ class MethodContract:
     def call(self) -> str:
         return f"{self.method}({', '.join(self.params)})"
 
+    def expectation(self, cls_name: str) -> str:
+        """How the framework calls it, for the one-line error."""
+        if self.method == "__init__":
+            return f"the framework constructs plugins as {cls_name}({', '.join(self.params)})"
+        return f"the {self.point} extension point calls {self.call()}"
+
 
 #: every method the framework calls on a plugin, by name
 METHOD_CONTRACTS: dict[str, MethodContract] = {c.method: c for c in (
+    MethodContract("__init__", "", object, ("args", "handle")),
     MethodContract("pre_enqueue", "PreEnqueue", PreEnqueuePlugin, ("pod",)),
     MethodContract("less", "QueueSort", QueueSortPlugin, ("a", "b")),
     MethodContract("pre_filter", "PreFilter", PreFilterPlugin, ("state", "pod", "nodes")),

@@ -95,8 +95,8 @@ def signature_errors(cls: type, shown: Callable[[str], str] = str) -> list[tuple
         problem = _mismatch(sig, bound, contract)
         if problem is None:
             continue
-        out.append((_where(fn, shown), f"{cls.__qualname__}.{_render(name, sig)} {problem}; the {contract.point} "
-                                       f"extension point calls {contract.call()}"))
+        out.append((_where(fn, shown), f"{cls.__qualname__}.{_render(name, sig)} {problem}; "
+                                       f"{contract.expectation(cls.__qualname__)}"))
     return out
 
 

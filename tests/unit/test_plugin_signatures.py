@@ -102,6 +102,9 @@ class _Wrong(Plugin):
     def permit(self, state: object, pod: object) -> None:
         return None
 
+    def __init__(self, args: object) -> None:
+        super().__init__(args, None)
+
     @classmethod
     def post_bind(cls, state: object, pod: object, node_name: object, x: object = None, y: object = None) -> None:
         return None
@@ -114,7 +117,9 @@ def test_calls_that_fit_pass() -> None:
 
 def test_each_mismatch_is_named() -> None:
     got = {msg.split("(")[0]: (where, msg) for where, msg in signature_errors(_Wrong)}
-    assert set(got) == {"_Wrong.pre_filter", "_Wrong.reserve", "_Wrong.permit"}
+    assert set(got) == {"_Wrong.__init__", "_Wrong.pre_filter", "_Wrong.reserve", "_Wrong.permit"}
+    assert got["_Wrong.__init__"][1] == ("_Wrong.__init__(self, args) takes 1 argument; the framework constructs "
+                                         "plugins as _Wrong(args, handle)")
     assert got["_Wrong.pre_filter"][1] == ("_Wrong.pre_filter(self, state, pod, nodes, extra) takes 4 arguments; "
                                            "the PreFilter extension point calls pre_filter(state, pod, nodes)")
     assert got["_Wrong.reserve"][1].startswith("_Wrong.reserve(self, state, pod, node_name, *, why) has the "
@@ -133,6 +138,10 @@ def test_every_contract_names_a_protocol_method() -> None:
     import inspect
 
     for name, c in METHOD_CONTRACTS.items():
+        if name == "__init__":  # the constructor's contract is Plugin's own
+            sig = inspect.signature(Plugin.__init__)
+            assert [p for p in sig.parameters][1:] == list(c.params)
+            continue
         sig = inspect.signature(getattr(c.protocol, name))
         assert len(sig.parameters) - 1 == len(c.params), name
 
