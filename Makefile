@@ -25,8 +25,9 @@ testdeps:  ## system packages the tests use for real components (prometheus)
 podman:  ## podman's Docker-compatible socket and a local Python base image, for the `ksched build` tests
 	bash hack/install-podman.sh
 
-lint: setup
+lint: setup  ## ruff everywhere; mypy --strict on the plugin API and the seed plugins ([tool.mypy] in pyproject.toml)
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 test: setup controlplane testdeps podman lint  ## the whole suite: unit, end-to-end and integration (real kube-apiserver)
 	$(BIN)/pytest -q
@@ -38,4 +39,4 @@ bench: setup
 	$(BIN)/python bench/simulate_throughput.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

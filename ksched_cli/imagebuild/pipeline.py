@@ -10,6 +10,7 @@ from pathlib import Path
 
 from scheduler_runtime import __version__
 from scheduler_runtime.errors import KschedError
+from scheduler_runtime.framework.registry import load_plugin_dir
 
 from . import context, engine, wheels
 from .reference import parse_platform, parse_reference
@@ -49,6 +50,9 @@ def run(req: BuildRequest, display: Display) -> BuildResult:
     platform, machine = parse_platform(req.platform) if req.platform else (None, None)
     plugins = context.collect_plugins(req.plugin_dirs)
     requirements = [r for p in plugins for r in p.requirements]
+    for d in req.plugin_dirs:  # refuse a plugin the framework could not call before spending a build on it
+        load_plugin_dir(d, on_import_error=lambda err: display.note(
+            f"{err} (not checked here; it must import in the image)"))
 
     client = engine.connect()
     display.note(f"engine: {engine.describe(client)}")

@@ -16,11 +16,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from scheduler_runtime.errors import InputError
-from scheduler_runtime.framework.cycle_state import CycleState
-from scheduler_runtime.framework.types import NodeInfo
-from scheduler_runtime.objects import Pod
-from scheduler_runtime.quantity import format_amount, resource_amount
+from scheduler_runtime.api import CycleState, InputError, NodeInfo, Pod, format_amount, resource_amount
 
 log = logging.getLogger("ksched.plugins.Coscheduling")
 

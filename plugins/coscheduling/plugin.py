@@ -15,19 +15,20 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from scheduler_runtime.framework.cycle_state import CycleState
-from scheduler_runtime.framework.nodelist import NodeList
-from scheduler_runtime.framework.plugin import Plugin, PluginArgs
-from scheduler_runtime.framework.status import Status
-from scheduler_runtime.framework.types import (
+from scheduler_runtime.api import (
     NOMINATING_NOOP,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
+    CycleState,
+    NodeList,
+    Plugin,
+    PluginArgs,
+    Pod,
     PostFilterResult,
     QueuedPodInfo,
+    Status,
 )
-from scheduler_runtime.objects import Pod
 
 from .core import (
     GROUP,
@@ -110,6 +111,8 @@ class Coscheduling(Plugin):
     # ------------------------------------------------------------------ PostFilter
     def _reject_waiting(self, namespace: str, pg_name: str, message: str) -> int:
         n = 0
+        if self.handle is None:
+            return n
         for wp in self.handle.iterate_waiting_pods():
             p = wp.pod
             if p.namespace == namespace and pod_group_label(p) == pg_name:
@@ -161,7 +164,7 @@ class Coscheduling(Plugin):
             return Status.wait(), wait
         # SUCCESS: the quorum is reached; let every waiting member of the group through
         self.mgr.clear_failure(full)
-        for wp in self.handle.iterate_waiting_pods():
+        for wp in self.handle.iterate_waiting_pods() if self.handle is not None else ():
             if pod_group_full_name(wp.pod) == full:
                 log.debug("Permit allows pod %s", wp.pod.key)
                 wp.allow(self.name)

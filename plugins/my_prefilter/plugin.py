@@ -14,11 +14,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
-from scheduler_runtime.framework.cycle_state import CycleState
-from scheduler_runtime.framework.nodelist import NodeList
-from scheduler_runtime.framework.plugin import Plugin, PluginArgs
-from scheduler_runtime.framework.status import Status
-from scheduler_runtime.objects import Pod
+from scheduler_runtime.api import CycleState, NodeList, Plugin, PluginArgs, Pod, Status
 
 DEFAULT_ANNOTATION = "mycompany.com/environment"
 

@@ -22,13 +22,18 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import Field, field_validator
 
-from scheduler_runtime.framework.cycle_state import CycleState
-from scheduler_runtime.framework.nodelist import NodeList
-from scheduler_runtime.framework.plugin import Plugin, PluginArgs
-from scheduler_runtime.framework.snapshot import Snapshot
-from scheduler_runtime.framework.status import MAX_SCORE, Status
-from scheduler_runtime.framework.types import NodeInfo, NodeScore
-from scheduler_runtime.objects import Pod
+from scheduler_runtime.api import (
+    MAX_SCORE,
+    CycleState,
+    NodeInfo,
+    NodeList,
+    NodeScore,
+    Plugin,
+    PluginArgs,
+    Pod,
+    Snapshot,
+    Status,
+)
 
 from .prometheus import PrometheusClient, PrometheusError, build_query, bytes_by_node
 
@@ -167,7 +172,7 @@ class NetworkTraffic(Plugin):
         return None
 
     def _state_traffic(self, state: CycleState) -> dict[str, int]:
-        traffic = state.get(STATE_KEY)
+        traffic: dict[str, int] | None = state.get(STATE_KEY)
         if traffic is None:  # Score enabled without PreScore: same single (cached) query
             try:
                 traffic = self.traffic()

@@ -22,12 +22,21 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import field_validator
 
-from scheduler_runtime.framework.cycle_state import CycleState
-from scheduler_runtime.framework.plugin import FilterBatch, Plugin, PluginArgs
-from scheduler_runtime.framework.snapshot import Snapshot
-from scheduler_runtime.framework.status import MAX_SCORE, Status
-from scheduler_runtime.framework.types import WILDCARD, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
-from scheduler_runtime.objects import Pod
+from scheduler_runtime.api import (
+    MAX_SCORE,
+    WILDCARD,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleState,
+    FilterBatch,
+    NodeInfo,
+    Plugin,
+    PluginArgs,
+    Pod,
+    Snapshot,
+    Status,
+)
 
 log = logging.getLogger("ksched.plugins.NodeCRDResourceFit")
 
@@ -109,12 +118,13 @@ class _NodeIndex:
     def _on_event(self, action: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         if action == "DELETED":
             name = ((old or {}).get("metadata") or {}).get("name")
-            with self._lock:
-                self._by_name.pop(name, None)
+            if name:  # only named objects are stored (_put)
+                with self._lock:
+                    self._by_name.pop(name, None)
             return
         if old is not None and new is not None:
             old_name = (old.get("metadata") or {}).get("name")
-            if old_name != (new.get("metadata") or {}).get("name"):
+            if old_name and old_name != (new.get("metadata") or {}).get("name"):
                 with self._lock:
                     self._by_name.pop(old_name, None)
         self._put(new)
@@ -166,7 +176,7 @@ class NodeCRDResourceFit(Plugin):
         return self._index
 
     def _requested(self, state: CycleState, pod: Pod) -> frozenset[str]:
-        req = state.get(STATE_KEY)
+        req: frozenset[str] | None = state.get(STATE_KEY)
         if req is None:
             req = requested_resources(pod)
             state.write(STATE_KEY, req)

@@ -8,10 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..objects import Pod
 from .snapshot import Snapshot
-
-if TYPE_CHECKING:
-    from .runtime import Framework
-    from .waiting import WaitingPod
+from .waiting import WaitingPod, WaitingPods
 
 
 class Handle:
@@ -24,7 +21,9 @@ class Handle:
         #: cluster backend (memory or kube): list/get objects, CRD stores via `informer()`
         self.cluster = cluster
         self.parallelism = parallelism
-        self.framework: Framework | None = None
+        #: the runtime.Framework this handle belongs to, set by it (typed loosely: handle.py must not import
+        #: runtime.py, which imports this module); in-tree DefaultPreemption reaches it
+        self.framework: Any = None
         self.logger = logging.getLogger(f"ksched.{profile}")
         #: called with pods to move to activeQ (e.g. a gang's siblings); set by the scheduler
         self.activate: Callable[[Iterable[Pod]], None] = lambda pods: None
@@ -42,12 +41,16 @@ class Handle:
 
     # waiting pods (Permit) -------------------------------------------------------------
     def get_waiting_pod(self, uid: str) -> WaitingPod | None:
-        assert self.framework is not None
-        return self.framework.waiting_pods.get(uid)
+        return self._waiting_pods().get(uid)
 
     def iterate_waiting_pods(self) -> list[WaitingPod]:
-        assert self.framework is not None
-        return self.framework.waiting_pods.all()
+        return self._waiting_pods().all()
+
+    def _waiting_pods(self) -> WaitingPods:
+        if self.framework is None:
+            raise RuntimeError("this handle belongs to no framework yet")
+        pods: WaitingPods = self.framework.waiting_pods
+        return pods
 
     def reject_waiting_pod(self, uid: str) -> bool:
         wp = self.get_waiting_pod(uid)
@@ -58,3 +61,13 @@ class Handle:
         if self.cluster is None:
             raise RuntimeError("no cluster backend is attached to this framework")
         return self.cluster.informer(resource)
+
+
+if TYPE_CHECKING:  # mypy checks that what plugins receive gives everything the public Protocols promise
+    from .interface import Handle as HandleContract
+    from .interface import NodeInfoView, WaitingPodView
+    from .types import NodeInfo
+
+    def _conforms(handle: Handle, node_info: NodeInfo,
+                  waiting: WaitingPod) -> tuple[HandleContract, NodeInfoView, WaitingPodView]:
+        return handle, node_info, waiting

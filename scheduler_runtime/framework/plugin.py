@@ -9,17 +9,17 @@ the framework prefers them. See docs/plugin-api.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-from .status import Status
+from .types import FilterBatch
 
 if TYPE_CHECKING:
-    from .handle import Handle
+    from .interface import Handle
+
+__all__ = ["EXTENSION_POINTS", "FilterBatch", "Plugin", "PluginArgs", "extension_points_of", "implements"]
 
 
 class PluginArgs(BaseModel):
@@ -65,21 +65,3 @@ def implements(cls: type, point: str) -> bool:
 
 def extension_points_of(cls: type) -> list[str]:
     return [p for p in EXTENSION_POINTS if implements(cls, p)]
-
-
-class FilterBatch:
-    """Verdicts of a batch filter for every row of the node table.
-
-    `status` is the Status of every failing row, or a function of the row giving it (only called for
-    rows the framework reports on, so building messages stays off the hot path).
-    """
-
-    __slots__ = ("ok", "status")
-
-    def __init__(self, ok: np.ndarray, status: Status | Callable[[int], Status]) -> None:
-        self.ok = ok
-        self.status = status
-
-    def status_at(self, row: int) -> Status:
-        s = self.status
-        return s(row) if callable(s) else s

@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
+import importlib.machinery
 import importlib.util
 import inspect
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING, cast
+
+from pydantic import BaseModel
 
 from ..errors import KschedError
 from .plugin import Plugin, extension_points_of
+from .signatures import check_plugin_class
+
+if TYPE_CHECKING:
+    from .interface import Handle
 
 ENTRY_POINT_GROUP = "ksched.plugins"
 
@@ -29,10 +39,10 @@ class PluginSpec:
         return extension_points_of(self.cls)
 
     @property
-    def args_model(self):  # noqa: ANN201 - pydantic model class or None
+    def args_model(self) -> type[BaseModel] | None:
         return self.cls.args_model
 
-    def instantiate(self, args: object, handle: object) -> Plugin:
+    def instantiate(self, args: object, handle: Handle | None) -> Plugin:
         """A new instance; a constructor that raises is reported as kube-scheduler does:
         `initializing plugin "Name": <error>`."""
         try:
@@ -72,7 +82,7 @@ class Registry:
 def _plugin_classes(module: ModuleType) -> list[type[Plugin]]:
     return [obj for _, obj in inspect.getmembers(module, inspect.isclass)
             if issubclass(obj, Plugin) and obj is not Plugin and obj.__module__ == module.__name__
-            and getattr(obj, "name", "")]
+            and bool(getattr(obj, "name", ""))]
 
 
 def _where_raised(exc: BaseException, folder: Path) -> str | None:
@@ -87,7 +97,7 @@ def _where_raised(exc: BaseException, folder: Path) -> str | None:
         except (OSError, ValueError):
             return False
 
-    if isinstance(exc, SyntaxError) and inside(exc.filename) and exc.lineno:
+    if isinstance(exc, SyntaxError) and exc.filename and inside(exc.filename) and exc.lineno:
         return f"{_shown(exc.filename, folder)}:{exc.lineno}"
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if inside(f.filename)]
     if frames:
@@ -103,10 +113,14 @@ def _shown(filename: str, folder: Path) -> str:
         return filename
 
 
-def load_plugin_dir(directory: Path, warnings: list[str] | None = None) -> list[tuple[type[Plugin], str]]:
-    """Import every plugin package in `directory` (a sub-folder with __init__.py or plugin.py).
+def load_plugin_dir(directory: Path, warnings: list[str] | None = None,
+                    on_import_error: Callable[[KschedError], None] | None = None) -> list[tuple[type[Plugin], str]]:
+    """Import every plugin package in `directory` (a sub-folder with __init__.py or plugin.py) and check
+    its plugin classes' extension-point signatures.
 
-    A sub-folder with Python files that yields no plugin is skipped with a note in `warnings`."""
+    A sub-folder with Python files that yields no plugin is skipped with a note in `warnings`. A package
+    that fails to import raises, or, with `on_import_error`, is reported to it and skipped (`ksched build`:
+    a requirement may exist only in the image)."""
     found: list[tuple[type[Plugin], str]] = []
     if not directory.is_dir():
         return found
@@ -124,8 +138,9 @@ def load_plugin_dir(directory: Path, warnings: list[str] | None = None) -> list[
             module = sys.modules[mod_name]
         else:
             if "ksched_user_plugins" not in sys.modules:
-                pkg = ModuleType("ksched_user_plugins")
-                pkg.__path__ = []  # type: ignore[attr-defined]
+                # a namespace for the folders' packages: a package spec with no search path of its own
+                pkg = importlib.util.module_from_spec(
+                    importlib.machinery.ModuleSpec("ksched_user_plugins", None, is_package=True))
                 sys.modules["ksched_user_plugins"] = pkg
             spec = importlib.util.spec_from_file_location(
                 mod_name, entry, submodule_search_locations=[str(sub)] if entry == init else None)
@@ -141,8 +156,13 @@ def load_plugin_dir(directory: Path, warnings: list[str] | None = None) -> list[
                     del sys.modules[name]
                 where = _where_raised(exc, sub) or str(entry)
                 detail = " ".join(str(exc).split())
-                raise KschedError(f"{where}: cannot import plugin {sub.name}: {type(exc).__name__}"
-                                  + (f": {detail}" if detail else ""), usage=False) from exc
+                err = KschedError(f"{where}: cannot import plugin {sub.name}: {type(exc).__name__}"
+                                  + (f": {detail}" if detail else ""), usage=False)
+                if on_import_error is None:
+                    raise err from exc
+                err.__cause__ = exc
+                on_import_error(err)
+                continue
         classes = _plugin_classes(module)
         for sub_mod in list(sys.modules.values()):
             if getattr(sub_mod, "__name__", "").startswith(mod_name + "."):
@@ -153,6 +173,8 @@ def load_plugin_dir(directory: Path, warnings: list[str] | None = None) -> list[
             why = (f"Plugin subclass {', '.join(unnamed)} has no `name`" if unnamed
                    else f"{entry.name} defines no Plugin subclass")
             warnings.append(f"{sub}: {why}; skipped")
+        for c in classes:  # a method the framework could not call is refused now, not when a pod reaches it
+            check_plugin_class(c, functools.partial(_shown, folder=sub))
         found += [(c, str(sub)) for c in classes]
     return found
 
@@ -162,7 +184,7 @@ def build_registry(plugin_dirs: list[Path] | None = None, entry_points_enabled: 
     from ..plugins import IN_TREE, UNSUPPORTED_IN_TREE
 
     reg = Registry(unsupported=dict(UNSUPPORTED_IN_TREE))
-    for cls in IN_TREE:
+    for cls in cast("list[type[Plugin]]", IN_TREE):  # plugins/__init__ builds it lazily (module __getattr__)
         reg.register(cls, "in-tree")
     if entry_points_enabled:
         for ep in entry_points(group=ENTRY_POINT_GROUP):
@@ -170,9 +192,10 @@ def build_registry(plugin_dirs: list[Path] | None = None, entry_points_enabled: 
                 obj = ep.load()
             except Exception as exc:
                 raise KschedError(f"entry point {ep.name} ({ep.value}): cannot import: {exc}", usage=False) from exc
-            classes = [obj] if inspect.isclass(obj) else _plugin_classes(obj)
+            classes = [cast(type[Plugin], obj)] if inspect.isclass(obj) else _plugin_classes(cast(ModuleType, obj))
             dist = ep.dist.name if ep.dist is not None else "?"
             for cls in classes:
+                check_plugin_class(cls)
                 reg.register(cls, f"entry-point:{dist}")
     for d in plugin_dirs or []:
         for cls, src in load_plugin_dir(Path(d), reg.warnings):

@@ -8,7 +8,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -16,6 +16,22 @@ from ..config.fielderrors import go_value
 from ..objects import Pod
 from .cycle_state import CycleState
 from .handle import Handle
+from .interface import (
+    BindPlugin,
+    FilterBatchPlugin,
+    FilterPlugin,
+    PermitPlugin,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+    QueueSortPlugin,
+    ReservePlugin,
+    ScoreBatchPlugin,
+    ScorePlugin,
+)
 from .nodelist import NodeList
 from .plugin import FilterBatch, Plugin
 from .snapshot import Snapshot
@@ -120,10 +136,96 @@ class ScoreResult:
     per_plugin: dict[str, tuple[np.ndarray, np.ndarray, int]] = field(default_factory=dict)
 
 
-def _normalize_status(ret: Any) -> Status | None:
-    if ret is None or isinstance(ret, Status):
-        return ret
-    raise PluginError(f"returned {type(ret).__name__}, expected Status or None")
+#: the codes most extension points pass on as they are; any other non-success code is turned into an Error
+_REJECTED = frozenset({Code.Unschedulable, Code.UnschedulableAndUnresolvable, Code.Pending})
+
+
+def _invoke(what: str, name: str, call: Callable[..., Any], *args: Any, passes: frozenset[Code] = _REJECTED,
+            unpack: Callable[[Any], tuple[Any, Any]] | None = None) -> tuple[Any, Status | None]:
+    """Call one plugin method and turn whatever it did into (value, Status | None): every extension point
+    calls its plugins through here (the per-node Filter and Score loops apply the same `_failure` and
+    `_verdict` around a whole loop, so that a node costs no extra call).
+
+    `what` names the call as kube-scheduler's messages do, `{}` standing for the quoted plugin name
+    (`running Reserve plugin {}`; formatted only on failure). `unpack` splits a composite return into
+    (value, status). A _CycleError raised inside (a nested framework call) goes through unchanged."""
+    try:
+        ret = call(*args)
+        value, st = (None, ret) if unpack is None else unpack(ret)
+    except _CycleError:
+        raise
+    except Exception as exc:
+        return None, _failure(what, name, exc)
+    return value, _verdict(what, name, st, passes)
+
+
+def _failure(what: str, name: str, exc: BaseException) -> Status:
+    """A plugin raised: an Error status `<what>: <exception>` naming the plugin; the exception stays the
+    cause, for the traceback in the log."""
+    return Status.as_error(_plugin_error(f"{what.format(_q(name))}: {exc}", exc)).with_plugin(name)
+
+
+def _verdict(what: str, name: str, st: Any, passes: frozenset[Code] = _REJECTED) -> Status | None:
+    """A plugin's returned status as the framework takes it: None for Success; a code this point passes on
+    (`passes`) as it is, with the plugin's name; any other code, or something not a Status, an Error."""
+    if st is None:
+        return None
+    if not isinstance(st, Status):
+        return Status.as_error(PluginError(f"{what.format(_q(name))}: returned {type(st).__name__}, expected "
+                                           "Status or None")).with_plugin(name)
+    if st.code == Code.Success:
+        return None
+    st.plugin = name
+    if st.code in passes:
+        return st
+    return Status.as_error(PluginError(f"{what.format(_q(name))}: {st.message}")).with_plugin(name)
+
+
+def _pre_filter_return(ret: Any) -> tuple[PreFilterResult | None, Any]:
+    if isinstance(ret, tuple):
+        r, st = ret
+    elif isinstance(ret, PreFilterResult):
+        r, st = ret, None
+    else:
+        r, st = None, ret
+    if r is not None and not isinstance(r, PreFilterResult):
+        raise PluginError(f"returned {type(r).__name__}, expected PreFilterResult")
+    return r, st
+
+
+def _post_filter_return(ret: Any) -> tuple[PostFilterResult | None, Any]:
+    return ret if isinstance(ret, tuple) else (None, ret)
+
+
+def _permit_return(ret: Any) -> tuple[float, Any]:
+    st, timeout = ret if isinstance(ret, tuple) else (ret, 0.0)
+    return float(timeout or 0), st
+
+
+def _score_return(ret: Any) -> tuple[int, Any]:
+    val, st = ret if isinstance(ret, tuple) else (ret, None)
+    if isinstance(val, bool) or not isinstance(val, int | np.integer):
+        raise PluginError(f"score returned {type(val).__name__}, expected int")
+    return int(val), st
+
+
+def _filter_batch_return(ret: Any) -> tuple[FilterBatch, None]:
+    if not isinstance(ret, FilterBatch):
+        raise PluginError(f"filter_batch returned {type(ret).__name__}, expected FilterBatch")
+    return ret, None
+
+
+def _value(ret: Any) -> tuple[Any, None]:
+    """For a framework helper around plugin calls: the return is a value, never a status."""
+    return ret, None
+
+
+def _ignored(ret: Any) -> tuple[None, None]:
+    """Unreserve and PostBind return nothing the framework uses."""
+    return None, None
+
+
+_ALL_CODES = frozenset(Code)
 
 
 def _extension_point(point: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -160,7 +262,7 @@ class Framework:
         def conf(point: str, batch_attr: str | None = None) -> list[ConfiguredPlugin]:
             out = []
             for plugin, weight in plan.get(point, []):
-                batch = bool(batch_attr) and callable(getattr(plugin, batch_attr, None))
+                batch = batch_attr is not None and callable(getattr(plugin, batch_attr, None))
                 out.append(ConfiguredPlugin(plugin, plugin.name, weight or (1 if point == "score" else 0), batch))
             return out
 
@@ -215,30 +317,23 @@ class Framework:
         return bool(self.score)
 
     def less(self) -> Callable[[QueuedPodInfo, QueuedPodInfo], bool] | None:
-        return self.queue_sort[0].plugin.less if self.queue_sort else None  # type: ignore[attr-defined]
+        return cast(QueueSortPlugin, self.queue_sort[0].plugin).less if self.queue_sort else None
 
-    def events_to_register(self) -> dict[str, list[Any]]:
+    def events_to_register(self) -> dict[str, list[Any] | None]:
         """plugin name -> its ClusterEventWithHint list (None = all events), for the queue's requeueing."""
-        out: dict[str, list[Any]] = {}
+        out: dict[str, list[Any] | None] = {}
         for cp in (*self.pre_enqueue, *self.pre_filter, *self.filter, *self.reserve, *self.permit):
             fn = getattr(cp.plugin, "events_to_register", None)
-            out[cp.name] = list(fn()) if callable(fn) else None  # type: ignore[assignment]
+            out[cp.name] = list(fn()) if callable(fn) else None
         return out
 
     # ------------------------------------------------------------------ PreEnqueue
     @_extension_point("PreEnqueue")
     def run_pre_enqueue(self, pod: Pod) -> Status | None:
         for cp in self.pre_enqueue:
-            try:
-                st = _normalize_status(cp.plugin.pre_enqueue(pod))  # type: ignore[attr-defined]
-            except Exception as exc:
-                return Status.as_error(_plugin_error(f"running PreEnqueue plugin {_q(cp.name)}: {exc}", exc)) \
-                    .with_plugin(cp.name)
-            if st is not None and st.code != Code.Success:
-                st.plugin = cp.name
-                if not st.is_rejected():
-                    return Status.as_error(PluginError(f"running PreEnqueue plugin {_q(cp.name)}: {st.message}")) \
-                        .with_plugin(cp.name)
+            _, st = _invoke("running PreEnqueue plugin {}", cp.name,
+                            cast(PreEnqueuePlugin, cp.plugin).pre_enqueue, pod)
+            if st is not None:
                 return st
         return None
 
@@ -253,48 +348,23 @@ class Framework:
         narrowing: list[str] = []
         for cp in self.pre_filter:
             t0 = time.perf_counter()
-            try:
-                ret = cp.plugin.pre_filter(state, pod, nodes)  # type: ignore[attr-defined]
-                r: PreFilterResult | None
-                st: Status | None
-                if isinstance(ret, tuple):
-                    r, st = ret
-                elif isinstance(ret, PreFilterResult):
-                    r, st = ret, None
-                else:
-                    r, st = None, _normalize_status(ret)
-                if r is not None and not isinstance(r, PreFilterResult):
-                    raise PluginError(f"returned {type(r).__name__}, expected PreFilterResult")
-                _normalize_status(st)
-            except Exception as exc:
-                st = Status.as_error(_plugin_error(f"running PreFilter plugin {_q(cp.name)}: {exc}", exc))
-                st.plugin = cp.name
-                self._observe("PreFilter", start, st)
-                self._evaluated("PreFilter", cp.name)
-                return None, st, rejectors
+            r, st = _invoke("running PreFilter plugin {}", cp.name,
+                            cast(PreFilterPlugin, cp.plugin).pre_filter, state, pod, nodes,
+                            passes=_REJECTED | {Code.Skip}, unpack=_pre_filter_return)
             self._timed(state, "PreFilter", cp.name, t0, st)
             if st is not None and st.code == Code.Skip:
                 state.skip_filter_plugins.add(cp.name)
                 continue
             self._evaluated("PreFilter", cp.name)
-            if st is not None and st.code != Code.Success:
-                st.plugin = cp.name
-                if st.code == Code.UnschedulableAndUnresolvable:
-                    rejectors.add(cp.name)
+            if st is not None:
+                if st.code in (Code.UnschedulableAndUnresolvable, Code.Error):
+                    if st.code != Code.Error:
+                        rejectors.add(cp.name)
                     self._observe("PreFilter", start, st)
                     return None, st, rejectors
-                if st.code == Code.Unschedulable:
-                    rejectors.add(cp.name)
-                    rejected = rejected or st
-                    continue
-                if st.code == Code.Pending:
-                    rejectors.add(cp.name)
-                    rejected = rejected or st
-                    continue
-                err = Status.as_error(PluginError(f"running PreFilter plugin {_q(cp.name)}: {st.message}"))
-                err.plugin = cp.name
-                self._observe("PreFilter", start, err)
-                return None, err, rejectors
+                rejectors.add(cp.name)  # Unschedulable or Pending: the other PreFilter plugins still run
+                rejected = rejected or st
+                continue
             if r is not None and not r.all_nodes():
                 narrowing.append(cp.name)
                 result = r if result is None else result.merge(r)
@@ -318,9 +388,10 @@ class Framework:
             fn = getattr(cp.plugin, "add_pod", None)
             if fn is None:
                 continue
-            st = _normalize_status(fn(state, pod, to_add, node_info))
-            if st is not None and st.code != Code.Success:
-                return Status.as_error(PluginError(f"running AddPod on PreFilter plugin {_q(cp.name)}: {st.message}"))
+            _, st = _invoke("running AddPod on PreFilter plugin {}", cp.name, fn,
+                            state, pod, to_add, node_info, passes=frozenset())
+            if st is not None:
+                return st
         return None
 
     def run_pre_filter_remove_pod(self, state: CycleState, pod: Pod, to_remove: Pod,
@@ -331,10 +402,10 @@ class Framework:
             fn = getattr(cp.plugin, "remove_pod", None)
             if fn is None:
                 continue
-            st = _normalize_status(fn(state, pod, to_remove, node_info))
-            if st is not None and st.code != Code.Success:
-                return Status.as_error(
-                    PluginError(f"running RemovePod on PreFilter plugin {_q(cp.name)}: {st.message}"))
+            _, st = _invoke("running RemovePod on PreFilter plugin {}", cp.name, fn,
+                            state, pod, to_remove, node_info, passes=frozenset())
+            if st is not None:
+                return st
         return None
 
     # ------------------------------------------------------------------ Filter
@@ -343,22 +414,17 @@ class Framework:
         for cp in self.filter:
             if cp.name in state.skip_filter_plugins:
                 continue
+            what = "running {} filter plugin"
             fn = getattr(cp.plugin, "filter", None)
             self._evaluated("Filter", cp.name)
-            try:
-                if fn is not None:
-                    st = _normalize_status(fn(state, pod, node_info))
-                else:  # batch-only plugin: evaluate on the node's table row
-                    fb: FilterBatch = cp.plugin.filter_batch(state, pod, self.handle.snapshot)  # type: ignore
-                    st = None if node_info.row < 0 or fb.ok[node_info.row] else fb.status_at(node_info.row)
-            except Exception as exc:
-                err = _plugin_error(f"running {_q(cp.name)} filter plugin: {exc}", exc)
-                return Status.as_error(err).with_plugin(cp.name)
-            if st is not None and st.code != Code.Success:
-                st.plugin = cp.name
-                if not st.is_rejected():
-                    return Status.as_error(PluginError(f"running {_q(cp.name)} filter plugin: {st.message}")) \
-                        .with_plugin(cp.name)
+            if fn is not None:
+                _, st = _invoke(what, cp.name, fn, state, pod, node_info)
+            else:  # batch-only plugin: evaluate on the node's table row
+                fb, st = _invoke(what, cp.name, cast(FilterBatchPlugin, cp.plugin).filter_batch, state, pod,
+                                 self.handle.snapshot, unpack=_filter_batch_return)
+                if st is None and node_info.row >= 0 and not fb.ok[node_info.row]:
+                    _, st = _invoke(what, cp.name, fb.status_at, node_info.row)
+            if st is not None:
                 return st
         return None
 
@@ -435,13 +501,11 @@ class Framework:
         ok = None
         for cp in active:
             start = time.perf_counter()
-            try:
-                fb = cp.plugin.filter_batch(state, pod, snapshot)  # type: ignore[attr-defined]
-                if not isinstance(fb, FilterBatch):
-                    raise PluginError(f"filter_batch returned {type(fb).__name__}, expected FilterBatch")
-            except Exception as exc:
-                raise _CycleError(Status.as_error(
-                    _plugin_error(f"running {_q(cp.name)} filter plugin: {exc}", exc)).with_plugin(cp.name)) from exc
+            fb, err = _invoke("running {} filter plugin", cp.name,
+                              cast(FilterBatchPlugin, cp.plugin).filter_batch, state, pod, snapshot,
+                              unpack=_filter_batch_return)
+            if err is not None:
+                raise _CycleError(err) from err.error
             self._timed(state, "Filter", cp.name, start, None)  # one observation for the whole batch
             self._observe("Filter", start, None)
             batches.append((cp, fb))
@@ -497,11 +561,11 @@ class Framework:
                 statuses[infos[r].name] = st
         for r in remaining.tolist():  # failed only through nominated pods
             ni = infos[r]
-            st = self.run_filter_with_nominated_pods(state, pod, ni)
-            if st is not None:
-                statuses[ni.name] = st
-                if st.plugin:
-                    diagnosis.unschedulable_plugins.add(st.plugin)
+            found = self.run_filter_with_nominated_pods(state, pod, ni)
+            if found is not None:
+                statuses[ni.name] = found
+                if found.plugin:
+                    diagnosis.unschedulable_plugins.add(found.plugin)
 
     def _filter_per_node(self, state: CycleState, pod: Pod, snapshot: Snapshot, active: list[ConfiguredPlugin],
                          order: np.ndarray, num_to_find: int, diagnosis: Diagnosis,
@@ -509,11 +573,12 @@ class Framework:
         batch_results: dict[str, FilterBatch] = {}
         for cp in active:
             if cp.batch:  # batch verdicts equal per-node ones: compute them once for all nodes
-                try:
-                    batch_results[cp.name] = cp.plugin.filter_batch(state, pod, snapshot)  # type: ignore
-                except Exception as exc:
-                    err = _plugin_error(f"running {_q(cp.name)} filter plugin: {exc}", exc)
-                    raise _CycleError(Status.as_error(err).with_plugin(cp.name)) from exc
+                fb, err = _invoke("running {} filter plugin", cp.name,
+                                  cast(FilterBatchPlugin, cp.plugin).filter_batch, state, pod, snapshot,
+                                  unpack=_filter_batch_return)
+                if err is not None:
+                    raise _CycleError(err) from err.error
+                batch_results[cp.name] = fb
         batch_ok: np.ndarray | None = None
         for fb in batch_results.values():
             batch_ok = fb.ok.copy() if batch_ok is None else (batch_ok & fb.ok)
@@ -536,6 +601,7 @@ class Framework:
                     evals: Counter[str]) -> int:
         """The per-node walk in `order` until `num_to_find` nodes pass; returns how many were processed."""
         processed = 0
+        what = "running {} filter plugin"
         for row in order.tolist():
             processed += 1
             ni = infos[row]
@@ -548,24 +614,25 @@ class Framework:
                 walk = per_node if batch_ok is None or batch_ok[row] else active
                 if walk is per_node:
                     evals.update(batch_results.keys())  # every batch plugin passed this node: each was evaluated
-                for cp in walk:
-                    fb = batch_results.get(cp.name)
-                    evals[cp.name] += 1
-                    try:
+                cp = active[0]
+                try:  # _invoke's conversion, around the loop: this runs once per node and plugin
+                    for cp in walk:
+                        fb = batch_results.get(cp.name)
+                        evals[cp.name] += 1
+                        ret: Status | None
                         if fb is not None:
-                            s = None if fb.ok[row] else fb.status_at(row)
+                            if fb.ok[row]:
+                                continue
+                            ret = fb.status_at(row)
                         else:
-                            s = _normalize_status(cp.plugin.filter(state, pod, ni))  # type: ignore[attr-defined]
-                    except Exception as exc:
-                        err = _plugin_error(f"running {_q(cp.name)} filter plugin: {exc}", exc)
-                        raise _CycleError(Status.as_error(err).with_plugin(cp.name)) from exc
-                    if s is not None and s.code != Code.Success:
-                        s.plugin = cp.name
-                        if not s.is_rejected():
-                            raise _CycleError(Status.as_error(
-                                PluginError(f"running {_q(cp.name)} filter plugin: {s.message}")).with_plugin(cp.name))
-                        st = s
-                        break
+                            ret = cast(FilterPlugin, cp.plugin).filter(state, pod, ni)
+                        if ret is None:
+                            continue
+                        st = _verdict(what, cp.name, ret)
+                        if st is not None:
+                            break
+                except Exception as exc:
+                    raise _CycleError(_failure(what, cp.name, exc)) from exc
             if st is None:
                 feasible.append(row)
                 if len(feasible) >= num_to_find:
@@ -586,19 +653,12 @@ class Framework:
         rejector = ""
         result: PostFilterResult | None = None
         for cp in self.post_filter:
-            try:
-                ret = cp.plugin.post_filter(state, pod, statuses)  # type: ignore[attr-defined]
-                r, st = ret if isinstance(ret, tuple) else (None, ret)
-                _normalize_status(st)
-            except Exception as exc:
-                st = Status.as_error(_plugin_error(f"running PostFilter plugin {_q(cp.name)}: {exc}", exc))
-                self._observe("PostFilter", start, st)
-                return None, st.with_plugin(cp.name)
-            if st is None or st.code == Code.Success:
+            r, st = _invoke("running PostFilter plugin {}", cp.name, cast(PostFilterPlugin, cp.plugin).post_filter,
+                            state, pod, statuses, passes=_ALL_CODES, unpack=_post_filter_return)
+            if st is None:
                 self._observe("PostFilter", start, st)
                 return r, Status(Code.Success)
             if st.code == Code.UnschedulableAndUnresolvable:
-                st.plugin = cp.name
                 self._observe("PostFilter", start, st)
                 return r, st
             if not st.is_rejected():  # kube's AsStatus(s.AsError()): the plugin's own error, not wrapped
@@ -618,22 +678,17 @@ class Framework:
         start = time.perf_counter()
         for cp in self.pre_score:
             t0 = time.perf_counter()
-            try:
-                st = _normalize_status(cp.plugin.pre_score(state, pod, nodes))  # type: ignore[attr-defined]
-            except Exception as exc:
-                self._evaluated("PreScore", cp.name)
-                return Status.as_error(
-                    _plugin_error(f"running PreScore plugin {_q(cp.name)}: {exc}", exc)).with_plugin(cp.name)
+            _, st = _invoke("running PreScore plugin {}", cp.name, cast(PreScorePlugin, cp.plugin).pre_score,
+                            state, pod, nodes, passes=frozenset({Code.Skip}))
             self._timed(state, "PreScore", cp.name, t0, st)
             if st is None or st.code != Code.Skip:
                 self._evaluated("PreScore", cp.name)
-            if st is None or st.code == Code.Success:
+            if st is None:
                 continue
             if st.code == Code.Skip:
                 state.skip_score_plugins.add(cp.name)
                 continue
-            return Status.as_error(PluginError(f"running PreScore plugin {_q(cp.name)}: {st.message}")) \
-                .with_plugin(cp.name)
+            return st
         self._observe("PreScore", start, None)
         return None
 
@@ -648,15 +703,14 @@ class Framework:
                 continue
             self._evaluated("Score", cp.name, len(rows))
             t0 = time.perf_counter()
-            try:
-                raw = self._score_one(cp, state, pod, snapshot, rows, infos)
+            raw, err = _invoke("running Score plugin {}", cp.name, self._score_one, cp, state, pod, snapshot, rows,
+                               infos, unpack=_value)
+            if err is None:
                 self._timed(state, "Score", cp.name, t0, None)  # per node in kube; here one per plugin run
-                norm = self._normalize(cp, state, pod, rows, raw, infos)
-            except _CycleError:
-                raise
-            except Exception as exc:
-                raise _CycleError(Status.as_error(
-                    _plugin_error(f"running Score plugin {_q(cp.name)}: {exc}", exc)).with_plugin(cp.name)) from exc
+                norm, err = _invoke("running Score plugin {}", cp.name, self._normalize, cp, state, pod, rows, raw,
+                                    infos, unpack=_value)
+            if err is not None:
+                raise _CycleError(err) from err.error
             if len(norm) and (int(norm.max()) > MAX_SCORE or int(norm.min()) < MIN_SCORE):
                 bad = int(norm.max()) if int(norm.max()) > MAX_SCORE else int(norm.min())
                 raise _CycleError(Status.as_error(PluginError(
@@ -671,24 +725,20 @@ class Framework:
     def _score_one(self, cp: ConfiguredPlugin, state: CycleState, pod: Pod, snapshot: Snapshot,
                    rows: np.ndarray, infos: list[NodeInfo]) -> np.ndarray:
         if cp.batch:
-            raw = cp.plugin.score_batch(state, pod, snapshot, rows)  # type: ignore[attr-defined]
+            raw = cast(ScoreBatchPlugin, cp.plugin).score_batch(state, pod, snapshot, rows)
             if not isinstance(raw, np.ndarray) or raw.shape != rows.shape:
                 raise PluginError(f"score_batch returned {type(raw).__name__}, expected an array of {len(rows)}")
             return raw.astype(np.int64, copy=False)
         out = np.empty(len(rows), dtype=np.int64)
-        fn = cp.plugin.score  # type: ignore[attr-defined]
+        fn = cast(ScorePlugin, cp.plugin).score
         for i, r in enumerate(rows.tolist()):
             ret = fn(state, pod, infos[r])
-            if isinstance(ret, tuple):
-                val, st = ret
-                if st is not None and st.code != Code.Success:
-                    raise _CycleError(Status.as_error(PluginError(
-                        f"running Score plugin {_q(cp.name)}: {st.message}")).with_plugin(cp.name))
-            else:
-                val = ret
-            if isinstance(val, bool) or not isinstance(val, int | np.integer):
-                raise PluginError(f"score returned {type(val).__name__}, expected int")
-            out[i] = val
+            if ret.__class__ is not int:  # (score, status), a numpy integer, or a wrong return
+                ret, st = _score_return(ret)
+                err = _verdict("running Score plugin {}", cp.name, st, passes=frozenset())
+                if err is not None:
+                    raise _CycleError(err)
+            out[i] = ret
         return out
 
     def _normalize(self, cp: ConfiguredPlugin, state: CycleState, pod: Pod, rows: np.ndarray,
@@ -700,10 +750,9 @@ class Framework:
         if not callable(fn):
             return raw
         scores = [NodeScore(infos[r].name, int(s)) for r, s in zip(rows.tolist(), raw.tolist(), strict=True)]
-        st = _normalize_status(fn(state, pod, scores))
-        if st is not None and st.code != Code.Success:
-            raise _CycleError(Status.as_error(PluginError(
-                f"running Normalize on Score plugin {_q(cp.name)}: {st.message}")).with_plugin(cp.name))
+        _, st = _invoke("running Normalize on Score plugin {}", cp.name, fn, state, pod, scores, passes=frozenset())
+        if st is not None:
+            raise _CycleError(st) from st.error
         return np.fromiter((s.score for s in scores), dtype=np.int64, count=len(scores))
 
     def select_host(self, totals: np.ndarray) -> int:
@@ -719,18 +768,11 @@ class Framework:
     def run_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         for cp in self.reserve:
             t0 = time.perf_counter()
-            try:
-                st = _normalize_status(cp.plugin.reserve(state, pod, node_name))  # type: ignore[attr-defined]
-                self._timed(state, "Reserve", cp.name, t0, st)
-            except Exception as exc:
-                err = _plugin_error(f"running Reserve plugin {_q(cp.name)}: {exc}", exc)
-                return Status.as_error(err).with_plugin(cp.name)
-            if st is not None and st.code != Code.Success:
-                st.plugin = cp.name
-                if st.is_rejected():
-                    return st
-                return Status.as_error(PluginError(f"running Reserve plugin {_q(cp.name)}: {st.message}")) \
-                    .with_plugin(cp.name)
+            _, st = _invoke("running Reserve plugin {}", cp.name, cast(ReservePlugin, cp.plugin).reserve,
+                            state, pod, node_name)
+            self._timed(state, "Reserve", cp.name, t0, st)
+            if st is not None:
+                return st
         return None
 
     @_extension_point("Unreserve")
@@ -739,32 +781,23 @@ class Framework:
             fn = getattr(cp.plugin, "unreserve", None)
             if fn is None:
                 continue
-            try:
-                fn(state, pod, node_name)
-            except Exception as exc:  # Unreserve cannot fail; log and go on
-                self.handle.logger.error("Unreserve plugin %s failed for pod %s: %s", cp.name, pod.key, exc)
+            _, st = _invoke("running Unreserve plugin {}", cp.name, fn, state, pod, node_name, unpack=_ignored)
+            if st is not None:  # Unreserve cannot fail; log and go on
+                self.handle.logger.error("Unreserve plugin %s failed for pod %s: %s", cp.name, pod.key,
+                                         st.error.__cause__ if st.error is not None else st.message)
 
     @_extension_point("Permit")
     def run_permit(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         timeouts: dict[str, float] = {}
         for cp in self.permit:
-            try:
-                ret = cp.plugin.permit(state, pod, node_name)  # type: ignore[attr-defined]
-                st, timeout = ret if isinstance(ret, tuple) else (ret, 0.0)
-                _normalize_status(st)
-            except Exception as exc:
-                err = _plugin_error(f"running Permit plugin {_q(cp.name)}: {exc}", exc)
-                return Status.as_error(err).with_plugin(cp.name)
-            if st is None or st.code == Code.Success:
+            timeout, st = _invoke("running Permit plugin {}", cp.name, cast(PermitPlugin, cp.plugin).permit,
+                                  state, pod, node_name, passes=_REJECTED | {Code.Wait}, unpack=_permit_return)
+            if st is None:
                 continue
-            st.plugin = cp.name
-            if st.is_rejected():
-                return st
             if st.code == Code.Wait:
-                timeouts[cp.name] = float(timeout or 0)
+                timeouts[cp.name] = timeout
                 continue
-            return Status.as_error(
-                PluginError(f"running Permit plugin {_q(cp.name)}: {st.message}")).with_plugin(cp.name)
+            return st
         if timeouts:
             self.waiting_pods.add(WaitingPod(pod, timeouts, node_name=node_name))
             return Status(Code.Wait, f"one or more plugins asked to wait and no plugin rejected pod {_q(pod.name)}")
@@ -787,54 +820,39 @@ class Framework:
     def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         for cp in self.pre_bind:
             t0 = time.perf_counter()
-            try:
-                st = _normalize_status(cp.plugin.pre_bind(state, pod, node_name))  # type: ignore[attr-defined]
-                self._timed(state, "PreBind", cp.name, t0, st)
-            except Exception as exc:
-                err = _plugin_error(f"running PreBind plugin {_q(cp.name)}: {exc}", exc)
-                return Status.as_error(err).with_plugin(cp.name)
-            if st is not None and st.code not in (Code.Success, Code.Skip):
-                st.plugin = cp.name
-                if st.is_rejected():
-                    return st
-                return Status.as_error(PluginError(f"running PreBind plugin {_q(cp.name)}: {st.message}")) \
-                    .with_plugin(cp.name)
+            _, st = _invoke("running PreBind plugin {}", cp.name, cast(PreBindPlugin, cp.plugin).pre_bind,
+                            state, pod, node_name, passes=_REJECTED | {Code.Skip})
+            self._timed(state, "PreBind", cp.name, t0, st)
+            if st is not None and st.code != Code.Skip:
+                return st
         return None
 
     @_extension_point("Bind")
     def run_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         if self.extenders is not None:  # kube-scheduler's bind(): extenders first, then the Bind plugins
-            bound, st = self.extenders.bind(state, pod, node_name)
+            bound, ext_st = self.extenders.bind(state, pod, node_name)
             if bound:
-                return st
+                return cast("Status | None", ext_st)
         if not self.bind:
             return Status(Code.Skip)
         for cp in self.bind:
             t0 = time.perf_counter()
-            try:
-                st = _normalize_status(cp.plugin.bind(state, pod, node_name))  # type: ignore[attr-defined]
-                self._timed(state, "Bind", cp.name, t0, st)
-            except Exception as exc:
-                err = _plugin_error(f"running Bind plugin {_q(cp.name)}: {exc}", exc)
-                return Status.as_error(err).with_plugin(cp.name)
+            _, st = _invoke("running Bind plugin {}", cp.name, cast(BindPlugin, cp.plugin).bind, state, pod, node_name,
+                            passes=_REJECTED | {Code.Skip})
+            self._timed(state, "Bind", cp.name, t0, st)
             if st is not None and st.code == Code.Skip:
                 continue
-            if st is not None and st.code != Code.Success:
-                st.plugin = cp.name
-                if st.is_rejected():
-                    return st
-                return Status.as_error(PluginError(f"running Bind plugin {_q(cp.name)}: {st.message}")) \
-                    .with_plugin(cp.name)
-            return None
+            return st
         return Status(Code.Skip, "all bind plugins skipped")
 
     @_extension_point("PostBind")
     def run_post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
         for cp in self.post_bind:
-            try:
-                cp.plugin.post_bind(state, pod, node_name)  # type: ignore[attr-defined]
-            except Exception as exc:
-                self.handle.logger.error("PostBind plugin %s failed for pod %s: %s", cp.name, pod.key, exc)
+            _, st = _invoke("running PostBind plugin {}", cp.name, cast(PostBindPlugin, cp.plugin).post_bind,
+                            state, pod, node_name, unpack=_ignored)
+            if st is not None:  # PostBind is informational; log and go on
+                self.handle.logger.error("PostBind plugin %s failed for pod %s: %s", cp.name, pod.key,
+                                         st.error.__cause__ if st.error is not None else st.message)
 
     def plugin_names(self) -> Iterable[str]:
         return self.plugins.keys()

@@ -7,7 +7,10 @@ from dataclasses import dataclass, field
 from enum import IntFlag
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..objects import HostPort, Node, Pod
+from .status import Status
 
 if TYPE_CHECKING:
     from .node_table import NodeTable
@@ -126,7 +129,8 @@ class PreFilterResult:
             return PreFilterResult(None if self.node_names is None else set(self.node_names))
         if self.all_nodes():
             return PreFilterResult(set(other.node_names or ()))
-        return PreFilterResult(self.node_names & (other.node_names or set()))  # type: ignore[operator]
+        assert self.node_names is not None
+        return PreFilterResult(self.node_names & (other.node_names or set()))
 
 
 NOMINATING_NOOP = 0
@@ -198,3 +202,21 @@ class ClusterEventWithHint:
 
 UNSCHEDULABLE_TIMEOUT = ClusterEvent(WILDCARD, ActionType.All, "UnschedulableTimeout")
 FORCE_ACTIVATE = ClusterEvent(WILDCARD, ActionType.All, "ForceActivate")
+
+
+class FilterBatch:
+    """Verdicts of a batch filter for every row of the node table.
+
+    `status` is the Status of every failing row, or a function of the row giving it (only called for
+    rows the framework reports on, so building messages stays off the hot path).
+    """
+
+    __slots__ = ("ok", "status")
+
+    def __init__(self, ok: np.ndarray, status: Status | Callable[[int], Status]) -> None:
+        self.ok = ok
+        self.status = status
+
+    def status_at(self, row: int) -> Status:
+        s = self.status
+        return s(row) if callable(s) else s

@@ -245,8 +245,8 @@ def test_permit_wait_allow_reject_and_timeout():
     assert st.code == Code.Unschedulable and st.message == "gang incomplete" and st.plugin == "W"
     quick = plugin("Q", permit=lambda s, pod, n: (Status.wait(), 0.2))
     g = fw(nodes(1), {"permit": [(quick, 0)]})
+    t0 = time.monotonic()  # before the deadline is set: a stall between the two calls cannot shorten the wait
     g.run_permit(CycleState(), POD, "n0")
-    t0 = time.monotonic()
     st = g.wait_on_permit(POD)
     assert time.monotonic() - t0 >= 0.2
     assert st.message == "rejected due to timeout after waiting 0.2s at plugin Q"
