@@ -521,6 +521,14 @@ class Pod:
         p.spread_constraints = tuple(spreads)
         ports = []
         images = []
+        for c in spec.get("initContainers") or []:
+            # restartable (sidecar) init containers run for the pod's lifetime: their host ports count
+            if isinstance(c, dict) and c.get("restartPolicy") == "Always":
+                for port in c.get("ports") or []:
+                    hp = port.get("hostPort") or 0
+                    if hp:
+                        ports.append(HostPort(port.get("hostIP") or "0.0.0.0", port.get("protocol") or "TCP",
+                                              int(hp)))
         for i, c in enumerate(spec.get("containers") or []):
             if not isinstance(c, dict):
                 raise InputError("must be a mapping", field=f"spec.containers[{i}]")

@@ -1,0 +1,222 @@
+"""Turn harvested upstream table cases (raw/*.jsonl) into ksched's table format (tests/data/upstream_tables).
+
+Format of one case (JSON):
+  id       "<upstream test function>/<case name>"
+  plugin   ksched plugin name
+  args     plugin args, camelCase as in a KubeSchedulerConfiguration (optional)
+  nodes    Node objects; pods: existing Pod objects (spec.nodeName places them); pod: the pod to schedule
+  steps    what to run, in order, and what kube-scheduler's test expects:
+           {"op": "prefilter", "status": S, "nodes": [names] | null}
+           {"op": "filter", "node": name, "status": S}
+           {"op": "prescore", "status": S}
+           {"op": "score", "scores": {node: score}, "normalize": true|false}
+           where S is null (Success) or {"code": "<Code name>", "reasons": [...]}
+  na       why the case does not apply to ksched (then it has no steps)
+
+Usage: python hack/upstream_tables/convert.py   (reads raw/, writes tests/data/upstream_tables/<pkg>.json)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE.parents[1] / "tests/data/upstream_tables"
+SRC = "k8s.io/kubernetes@v1.36.3 pkg/scheduler/framework/plugins"
+
+NOISE = {"daemonEndpoints", "nodeInfo", "creationTimestamp"}
+
+
+def clean(v: Any) -> Any:
+    if isinstance(v, dict):
+        out = {}
+        for k, x in v.items():
+            if k in NOISE:
+                continue
+            c = clean(x)
+            if c is None or c == {} or c == []:
+                continue
+            out[k] = c
+        return out
+    if isinstance(v, list):
+        return [clean(x) for x in v]
+    return v
+
+
+def status(s: Any) -> Any:
+    if s is None:
+        return None
+    if s.get("code") == "Success" and not s.get("reasons"):
+        return None
+    return {"code": s["code"], "reasons": s.get("reasons") or []}
+
+
+def lower_keys(v: Any) -> Any:
+    """Go field names of internal config structs -> camelCase config keys (only all-capitalised maps)."""
+    if isinstance(v, dict):
+        if v and all(k[:1].isupper() for k in v):
+            return {k[0].lower() + k[1:]: lower_keys(x) for k, x in v.items()}
+        return {k: lower_keys(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [lower_keys(x) for x in v]
+    return v
+
+
+def scores(lst: Any) -> dict[str, int]:
+    return {e["Name"]: e["Score"] for e in lst or []}
+
+
+def na(reason: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    return lambda c: {"na": reason}
+
+
+HINT = na("queueing hint function (isSchedulableAfter*): ksched's queue has no per-plugin hint callbacks")
+
+
+def pod_of(c: dict[str, Any], key: str = "pod") -> dict[str, Any]:
+    p = clean(c.get(key) or {})
+    p.setdefault("metadata", {}).setdefault("name", "pod")
+    return p
+
+
+def named(nodes: list[Any]) -> list[dict[str, Any]]:
+    return [clean(n) for n in nodes or [] if n]
+
+
+# ------------------------------------------------------------------------------------------ per plugin
+
+def taint_score(c):
+    if c.get("enableTaintTolerationComparisonOps"):
+        return {"na": "TaintTolerationComparisonOperators feature gate (alpha, off in 1.36 defaults)"}
+    nodes = named(c["nodes"])
+    return {"plugin": "TaintToleration", "nodes": nodes, "pod": pod_of(c),
+            "steps": [{"op": "prescore", "status": None},
+                      {"op": "score", "scores": scores(c["expectedList"]), "normalize": True}]}
+
+
+def single_filter(plugin: str, gate: str | None = None, want: str = "wantStatus"):
+    def f(c):
+        if gate and c.get(gate):
+            return {"na": f"{gate}: alpha feature gate, off in 1.36 defaults"}
+        node = clean(c.get("node") or {})
+        node.setdefault("metadata", {}).setdefault("name", "node")
+        return {"plugin": plugin, "nodes": [node], "pod": pod_of(c),
+                "steps": [{"op": "filter", "node": node["metadata"]["name"], "status": status(c.get(want))}]}
+    return f
+
+
+def nodeports(c):
+    ni = c.get("nodeInfo") or {}
+    node = clean(ni.get("node") or {}) or {"metadata": {"name": "node"}}
+    node.setdefault("metadata", {}).setdefault("name", "node")
+    pods = []
+    for i, p in enumerate(ni.get("pods") or []):
+        p = clean(p)
+        p.setdefault("metadata", {}).setdefault("name", f"existing-{i}")
+        p.setdefault("spec", {})["nodeName"] = node["metadata"]["name"]
+        pods.append(p)
+    pre = status(c.get("wantPreFilterStatus"))
+    steps: list[dict[str, Any]] = [{"op": "prefilter", "status": pre}]
+    if not pre or pre["code"] != "Skip":
+        steps.append({"op": "filter", "node": node["metadata"]["name"], "status": status(c.get("wantFilterStatus"))})
+    return {"plugin": "NodePorts", "nodes": [node], "pods": pods, "pod": pod_of(c), "steps": steps}
+
+
+def imagelocality(c):
+    nodes = named(c["nodes"])
+    pods = [clean(p) for p in c.get("pods") or []]
+    return {"plugin": "ImageLocality", "nodes": nodes, "pods": pods, "pod": pod_of(c),
+            "steps": [{"op": "score", "scores": scores(c["expectedList"]), "normalize": False}]}
+
+
+def nodeaffinity_filter(c):
+    name = c.get("nodeName") or ""
+    node = {"metadata": {"name": name or "node-without-name", "labels": c.get("labels") or {}}}
+    if not name:
+        node["metadata"]["x-empty-name"] = True
+    steps: list[dict[str, Any]] = []
+    if c.get("runPreFilter"):
+        res = c.get("wantPreFilterResult")
+        names = sorted((res or {}).get("NodeNames") or {}) if res and (res.get("NodeNames") is not None) else None
+        steps.append({"op": "prefilter", "status": status(c.get("wantPreFilterStatus")), "nodes": names})
+    steps.append({"op": "filter", "node": node["metadata"]["name"], "status": status(c.get("wantStatus"))})
+    return {"plugin": "NodeAffinity", "args": lower_keys(clean(c.get("args") or {})), "nodes": [node],
+            "pod": pod_of(c), "steps": steps}
+
+
+def nodeaffinity_score(c):
+    steps: list[dict[str, Any]] = []
+    if c.get("runPreScore"):
+        steps.append({"op": "prescore", "status": status(c.get("wantPreScoreStatus"))})
+        st = c.get("wantPreScoreStatus")
+        if st and st.get("code") not in ("Success", None):
+            return {"plugin": "NodeAffinity", "args": lower_keys(clean(c.get("args") or {})),
+                    "nodes": named(c["nodes"]), "pod": pod_of(c), "steps": steps}
+    steps.append({"op": "score", "scores": scores(c["expectedList"]), "normalize": True})
+    return {"plugin": "NodeAffinity", "args": lower_keys(clean(c.get("args") or {})), "nodes": named(c["nodes"]),
+            "pod": pod_of(c), "steps": steps}
+
+
+ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
+    "tainttoleration": {
+        "TestTaintTolerationScore": taint_score,
+        "TestTaintTolerationFilter": single_filter("TaintToleration", "enableTaintTolerationComparisonOps"),
+        "TestTaintTolerationFilterWithFeatureGate": single_filter("TaintToleration",
+                                                                  "enableTaintTolerationComparisonOps"),
+        "TestIsSchedulableAfterNodeChange": HINT, "Test_isSchedulableAfterPodTolerationChange": HINT,
+    },
+    "nodeunschedulable": {
+        "TestNodeUnschedulable": single_filter("NodeUnschedulable"),
+        "TestIsSchedulableAfterNodeChange": HINT, "TestIsSchedulableAfterPodTolerationChange": HINT,
+    },
+    "nodename": {"TestNodeName": single_filter("NodeName")},
+    "nodeports": {
+        "TestNodePorts": nodeports, "Test_isSchedulableAfterPodDeleted": HINT,
+        "TestFits": na("internal helper fitsPorts on port maps; its cases are covered through TestNodePorts"),
+    },
+    "imagelocality": {
+        "TestImageLocalityPriority": imagelocality,
+        "TestImageSignature": na("SignPod (opportunistic batching signatures): ksched does not batch"),
+    },
+    "nodeaffinity": {
+        "TestNodeAffinity": nodeaffinity_filter, "TestNodeAffinityPriority": nodeaffinity_score,
+        "Test_isSchedulableAfterNodeChange": HINT,
+    },
+}
+
+
+def convert(pkg: str, extra: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None) -> int:
+    adapters = {**ADAPTERS.get(pkg, {}), **(extra or {})}
+    cases = []
+    seen: dict[str, int] = {}
+    for line in (HERE / "raw" / f"{pkg}.jsonl").open():
+        rec = json.loads(line)
+        c = rec.get("case") or {}
+        name = c.get("name") or c.get("desc") or rec.get("key") or ""
+        cid = f"{rec['test']}/{name}"
+        seen[cid] = seen.get(cid, 0) + 1
+        if seen[cid] > 1:
+            cid += f" #{seen[cid]}"
+        fn = adapters.get(rec["test"])
+        if fn is None:
+            out: dict[str, Any] = {"na": f"no adapter for {rec['test']} yet"}
+        else:
+            try:
+                out = fn(c)
+            except Exception as exc:  # a case shape the adapter does not know: say so in the data
+                out = {"na": f"adapter could not read the case: {type(exc).__name__}: {exc}"}
+        cases.append({"id": cid, **out})
+    OUT.mkdir(parents=True, exist_ok=True)
+    doc = {"source": f"{SRC}/{pkg}/*_test.go", "cases": cases}
+    (OUT / f"{pkg}.json").write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+    return len(cases)
+
+
+if __name__ == "__main__":
+    import sys
+    for p in sys.argv[1:] or sorted(ADAPTERS):
+        if (HERE / "raw" / f"{p}.jsonl").exists():
+            print(p, convert(p))
