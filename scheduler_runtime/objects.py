@@ -192,9 +192,7 @@ def _pod_affinity_terms(raw: Mapping[str, Any] | None, path: str, pod: Mapping[s
             sel_raw["matchExpressions"] = list(sel_raw.get("matchExpressions") or []) + extra
         sel = LabelSelector.parse_or_raise(sel_raw, f"{p}.labelSelector") if sel_raw is not None else None
         ns_sel_raw = t.get("namespaceSelector")
-        tk = t.get("topologyKey") or ""
-        if not tk:
-            raise InputError("Required value: can not be empty", field=f"{p}.topologyKey", usage=False)
+        tk = str(t.get("topologyKey") or "")  # the API server requires one; kube-scheduler does not check
         return PodAffinityTerm(sel, frozenset(t.get("namespaces") or []),
                                LabelSelector.parse_or_raise(ns_sel_raw, f"{p}.namespaceSelector")
                                if ns_sel_raw is not None else None, tk, weight)

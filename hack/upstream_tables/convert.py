@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 OUT = HERE.parents[1] / "tests/data/upstream_tables"
 SRC = "k8s.io/kubernetes@v1.36.3 pkg/scheduler/framework/plugins"
 
-NOISE = {"daemonEndpoints", "nodeInfo", "creationTimestamp"}
+NOISE = {"daemonEndpoints", "nodeInfo", "creationTimestamp", "TypeMeta"}
 
 
 def clean(v: Any) -> Any:
@@ -37,7 +37,7 @@ def clean(v: Any) -> Any:
             if k in NOISE:
                 continue
             c = clean(x)
-            if c is None or c == {} or c == []:
+            if c is None:  # empty maps and lists stay: `labelSelector: {}` selects everything
                 continue
             out[k] = c
         return out
@@ -160,6 +160,57 @@ def nodeaffinity_score(c):
             "pod": pod_of(c), "steps": steps}
 
 
+IPA_NAMESPACES = {"subteam1.team1": {"team": "team1"}, "subteam2.team1": {"team": "team1"},
+                  "subteam1.team2": {"team": "team2"}, "subteam2.team2": {"team": "team2"}}
+
+
+def existing(pods: Any) -> list[dict[str, Any]]:
+    out = []
+    for i, p in enumerate(pods or []):
+        p = clean(p)
+        p.setdefault("metadata", {}).setdefault("name", f"existing-{i}")
+        out.append(p)
+    return out
+
+
+def ipa_single(c):
+    node = clean(c["node"])
+    pre = status(c.get("wantPreFilterStatus"))
+    steps: list[dict[str, Any]] = [{"op": "prefilter", "status": pre}]
+    if pre is None:
+        steps.append({"op": "filter", "node": node["metadata"]["name"], "status": status(c.get("wantFilterStatus"))})
+    return {"plugin": "InterPodAffinity", "namespaces": IPA_NAMESPACES, "nodes": [node],
+            "pods": existing(c.get("pods")), "pod": pod_of(c), "steps": steps}
+
+
+def ipa_multi(c):
+    nodes = named(c["nodes"])
+    pre = status(c.get("wantPreFilterStatus"))
+    steps: list[dict[str, Any]] = [{"op": "prefilter", "status": pre}]
+    if not pre or pre["code"] != "Skip":
+        for n, want in zip(nodes, c.get("wantFilterStatuses") or [], strict=False):
+            steps.append({"op": "filter", "node": n["metadata"]["name"], "status": status(want)})
+    return {"plugin": "InterPodAffinity", "namespaces": {"NS1": {}}, "nodes": nodes,
+            "pods": existing(c.get("pods")), "pod": pod_of(c), "steps": steps}
+
+
+def ipa_score(args_of: Callable[[dict[str, Any]], dict[str, Any]], contains: bool):
+    def f(c):
+        want = status(c.get("wantStatus"))
+        steps: list[dict[str, Any]] = [{"op": "prescore", "status": want, "contains": contains}]
+        if want is None:
+            steps.append({"op": "score", "scores": scores(c["expectedList"]), "normalize": True})
+        return {"plugin": "InterPodAffinity", "args": args_of(c), "namespaces": IPA_NAMESPACES,
+                "nodes": named(c["nodes"]), "pods": existing(c.get("pods")), "pod": pod_of(c), "steps": steps}
+    return f
+
+
+def gates(c):
+    want = status(c.get("want"))
+    return {"plugin": "SchedulingGates", "nodes": [], "pod": pod_of(c),
+            "steps": [{"op": "preenqueue", "status": want}]}
+
+
 ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
     "tainttoleration": {
         "TestTaintTolerationScore": taint_score,
@@ -185,6 +236,20 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
         "TestNodeAffinity": nodeaffinity_filter, "TestNodeAffinityPriority": nodeaffinity_score,
         "Test_isSchedulableAfterNodeChange": HINT,
     },
+    "interpodaffinity": {
+        "TestRequiredAffinitySingleNode": ipa_single, "TestRequiredAffinityMultipleNodes": ipa_multi,
+        "TestPreferredAffinity": ipa_score(lambda c: {"hardPodAffinityWeight": 1, "ignorePreferredTermsOfExistingPods":
+                                                      bool(c.get("ignorePreferredTermsOfExistingPods"))}, True),
+        "TestPreferredAffinityWithHardPodAffinitySymmetricWeight": ipa_score(
+            lambda c: {"hardPodAffinityWeight": c.get("hardPodAffinityWeight") or 0}, False),
+        "TestPreFilterStateAddRemovePod": na("checks the private preFilterState counters after AddPod/RemovePod; "
+                                             "ksched keeps different internal state (its Filter verdicts are "
+                                             "covered by the filter tables)"),
+        "TestGetTPMapMatchingIncomingAffinityAntiAffinity": na("private helper returning internal topology maps"),
+        "Test_isSchedulableAfterPodChange": HINT, "Test_isSchedulableAfterNodeChange": HINT,
+        "TestPodAffinitySignature": na("SignPod (opportunistic batching signatures): ksched does not batch"),
+    },
+    "schedulinggates": {"TestPreEnqueue": gates, "Test_isSchedulableAfterPodChange": HINT},
 }
 
 

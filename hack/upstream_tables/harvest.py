@@ -53,9 +53,9 @@ def inject(pkg: str) -> Path:
         fn = ""
         out = []
         for ln in lines:
-            fm = FUNC.match(ln)
-            if fm:
-                fn = fm.group(1)
+            if ln.startswith("func "):
+                fm = FUNC.match(ln)
+                fn = fm.group(1) if fm else ""
             out.append(ln)
             lm = LOOP.match(ln)
             if lm and fn and lm.group(4) in TABLE_NAMES:

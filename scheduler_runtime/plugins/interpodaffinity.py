@@ -96,6 +96,8 @@ class InterPodAffinity(Plugin):
                 if existing.uid == pod.uid:
                     continue
                 self._account(s, pod, existing, node, 1)
+        if not needs_all and not any(v > 0 for v in s.existing_anti.values()):
+            return Status.skip()  # no required terms and no existing pod's anti-affinity matches this pod
         state.write(_PRE_FILTER, s)
         return None
 
