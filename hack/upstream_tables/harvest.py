@@ -23,8 +23,9 @@ KUBE = Path.home() / "go/pkg/mod/k8s.io/kubernetes@v1.36.3/pkg/scheduler/framewo
 SCRATCH = Path("/tmp/ksched-upstream-tables")
 OUT = HERE / "raw"
 LOOP = re.compile(r"^(\s*)for (\w+), (\w+) := range (\w+) \{\s*$")
-FUNC = re.compile(r"^func (Test\w+)\(t \*testing\.T\)")
-TABLE_NAMES = {"tests", "testCases", "cases", "table", "tcs", "testcases", "tts", "scenarios"}
+FUNC = re.compile(r"^func ((?:Test|test)\w+)\((t \*testing\.T|tCtx ktesting\.TContext)\)")
+TABLE_NAMES = {"tests", "testCases", "cases", "table", "tcs", "testcases", "tts", "scenarios", "enoughPodsTests",
+               "notEnoughPodsTests", "storagePodsTests"}
 
 
 def prepare_module() -> None:
@@ -51,16 +52,18 @@ def inject(pkg: str) -> Path:
             continue
         pkgname = m.group(1)
         fn = ""
+        tvar = "t"
         out = []
         for ln in lines:
             if ln.startswith("func "):
                 fm = FUNC.match(ln)
                 fn = fm.group(1) if fm else ""
+                tvar = "t" if fm and fm.group(2).startswith("t ") else "tCtx"
             out.append(ln)
             lm = LOOP.match(ln)
             if lm and fn and lm.group(4) in TABLE_NAMES:
                 key = lm.group(2) if lm.group(2) != "_" else '""'
-                out.append(f'{lm.group(1)}\tksDump(t, "{fn}", {key}, &{lm.group(3)})')
+                out.append(f'{lm.group(1)}\tksDump({tvar}, "{fn}", {key}, &{lm.group(3)})')
         f.write_text("\n".join(out) + "\n")
     helper = (HERE / "dump_helper.go.txt").read_text().replace("package PKGNAME", f"package {pkgname}")
     (dst / "zz_ksched_dump_test.go").write_text(helper)
