@@ -54,8 +54,13 @@ class Candidate:
     pdb_violations: int
 
 
+#: kube-scheduler's GetPodStartTime reads a pod without status.startTime (bound, not started) as starting now:
+#: later than every pod that has one
+_NOT_STARTED = "\uffff"
+
+
 def _start_time(p: Pod) -> str:
-    return (p.raw.get("status") or {}).get("startTime") or p.creation_timestamp or ""
+    return (p.raw.get("status") or {}).get("startTime") or _NOT_STARTED
 
 
 def _more_important_key(p: Pod) -> tuple[int, str]:

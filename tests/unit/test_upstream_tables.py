@@ -83,8 +83,10 @@ def _build(case: dict[str, Any]) -> tuple[Any, Snapshot, Pod]:
     cluster = None
     if case.get("objs"):
         cluster = MemoryCluster()
-        for o in case["objs"]:
+        for i, o in enumerate(case["objs"]):
             o = json.loads(json.dumps(o))
+            o.setdefault("metadata", {}).setdefault("name", f"obj-{i}")
+            o["metadata"].setdefault("namespace", "default")
             o.setdefault("apiVersion", "apps/v1" if o.get("kind") in ("ReplicaSet", "StatefulSet") else "v1")
             if "kind" not in o:
                 o["kind"] = _guess_kind(o)
