@@ -60,7 +60,7 @@ def main() -> int:
                         a.repro.mkdir(parents=True, exist_ok=True)
                         (a.repro / f"seed-{seed}.json").write_text(scenario_json(sc))
                 if a.verbose:
-                    print(f"seed {seed}: {cmp.counts}", flush=True)
+                    print(json.dumps({"seed": seed, "counts": cmp.counts, "notes": cmp.notes}), flush=True)
         finally:
             cp.stop()
     print(f"\n{a.seeds} seeds x {a.pods} pods over {a.nodes} nodes in {time.monotonic() - start:.0f}s")
