@@ -350,10 +350,18 @@ def strategy_score(kind: str):
     return f
 
 
-def binpacking(c):
-    # both tests configure RequestedToCapacityRatio with the shape {0: 0, 100: 10} over cpu, memory and
-    # intel.com/foo weighted 3 / 5 (single) -- read from the test body, see the id's test
-    return {"na": "scoring args are built in the test body, not the table; covered by TestRequestedToCapacityRatio"}
+def binpacking(resources: list[dict[str, Any]]):
+    """Both tests build their args in the test body (not the table): RequestedToCapacityRatio with the shape
+    {0: 0, 100: 1} over the resources given here, as read from the test."""
+    def f(c):
+        args = {"scoringStrategy": {"type": "RequestedToCapacityRatio", "resources": resources,
+                                    "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 0},
+                                                                           {"utilization": 100, "score": 1}]}}}
+        return {"plugin": "NodeResourcesFit", "args": args, "nodes": named(c["nodes"]),
+                "pods": existing(c.get("pods")), "pod": pod_of(c),
+                "steps": [{"op": "prescore", "status": None},
+                          {"op": "score", "scores": scores(c["expectedScores"]), "normalize": False}]}
+    return f
 
 
 def balanced(c):
@@ -439,7 +447,9 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
         "TestLeastAllocatedScoringStrategy": strategy_score("LeastAllocated"),
         "TestMostAllocatedScoringStrategy": strategy_score("MostAllocated"),
         "TestRequestedToCapacityRatioScoringStrategy": strategy_score("RequestedToCapacityRatio"),
-        "TestResourceBinPackingSingleExtended": binpacking, "TestResourceBinPackingMultipleExtended": binpacking,
+        "TestResourceBinPackingSingleExtended": binpacking([{"name": "intel.com/foo", "weight": 1}]),
+        "TestResourceBinPackingMultipleExtended": binpacking([{"name": "intel.com/foo", "weight": 3},
+                                                              {"name": "intel.com/bar", "weight": 5}]),
         "testNodeResourcesBalancedAllocation": balanced,
         "testBalancedAllocationSignPod": na("SignPod (opportunistic batching signatures): ksched does not batch"),
         "testFitSignPod": na("SignPod (opportunistic batching signatures): ksched does not batch"),
