@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scheduler_runtime import scheduler as sched_module
 from scheduler_runtime.cluster.kube import KubeClient, load_connection
 from scheduler_runtime.cluster.memory import MemoryCluster
 from scheduler_runtime.config import load_config
 from scheduler_runtime.framework.registry import build_registry
-from scheduler_runtime.results import TOP_NODES, ResultStore
+from scheduler_runtime.results import ResultStore
 from scheduler_runtime.scheduler import Scheduler
 
 from .scenario import PRIORITY_CLASSES, Scenario
@@ -309,6 +310,19 @@ def run_ksched(sc: Scenario, nodes: list[dict[str, Any]], bound: list[dict[str, 
     cfg = work / "ksched.yaml"
     cfg.write_text(CONFIG.format(client="", name=sc.scheduler_name))
     results = ResultStore()
+    # record every node's total, not the top few, so a tie of any size is known in full (restored below:
+    # other tests in the same session read the top few)
+    top_nodes = sched_module.TOP_NODES
+    sched_module.TOP_NODES = 1 << 30
+    try:
+        return _replay(sc, cluster, reg, cfg, results, stored, kube, live, by_name)
+    finally:
+        sched_module.TOP_NODES = top_nodes
+
+
+def _replay(sc: Scenario, cluster: MemoryCluster, reg: Any, cfg: Path, results: ResultStore,
+            stored: list[dict[str, Any]], kube: list[Decision], live: list[list[str]],
+            by_name: dict[str, dict[str, Any]]) -> list[Decision]:
     sched = Scheduler(cluster, load_config(cfg, reg), reg, seed=sc.seed, results=results)
     sched.start()
     out: list[Decision] = []
@@ -332,8 +346,7 @@ def run_ksched(sc: Scenario, nodes: list[dict[str, Any]], bound: list[dict[str, 
             top = [(s["node"], s["total"]) for s in (r.scores if r else [])]
             if top:
                 best = top[0][1]
-                tied = [n for n, t in top if t == best]
-                d.tied = None if len(tied) == len(top) == TOP_NODES else tied
+                d.tied = [n for n, t in top if t == best]
         out.append(d)
         # align: this pod as kube-scheduler decided it, and exactly kube's live bound pods
         if cluster.get_pod(ns, name) is not None:
@@ -365,8 +378,8 @@ def compare(seed: int, kube: list[Decision], ours: list[Decision]) -> Comparison
                 cmp.add("node", k.node == o.node, k.pod, {"kube": k.node, "ksched": o.node})
             elif o.tied is not None:
                 cmp.add("tied", k.node in o.tied, k.pod, {"kube": k.node, "ksched_tied": o.tied})
-            else:
-                cmp.note("tie larger than the recorded top nodes")
+            else:  # one feasible node: ksched skipped scoring, the node must be kube's
+                cmp.add("node", k.node == o.node, k.pod, {"kube": k.node, "ksched": o.node})
         if k.node is None and o.node is None:
             msg = k.message
             if DRA_FRAGMENT in msg:
