@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import tempfile
 import time
@@ -31,7 +32,12 @@ def main() -> int:
     ap.add_argument("--pods", type=int, default=40)
     ap.add_argument("--repro", type=Path, default=None)
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--budget", type=float, default=0.0,
+                    help="stop starting new seeds after this many seconds (0: no limit); the summary still prints")
     a = ap.parse_args()
+    # a SIGTERM (e.g. from timeout) unwinds through the finally below, so the control plane is stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    done = 0
     totals: dict[str, list[int]] = {}
     notes: dict[str, int] = {}
     bad_seeds = []
@@ -42,6 +48,9 @@ def main() -> int:
         cp.start()
         try:
             for seed in range(a.first, a.first + a.seeds):
+                if a.budget and time.monotonic() - start > a.budget:
+                    break
+                done += 1
                 sc = generate(seed, n_nodes=a.nodes, n_pods=a.pods)
                 kube, nodes, bound, stored, live = run_kube(cp.kubeconfig_path, cp.bin_dir, work, sc)
                 ours = run_ksched(sc, nodes, bound, stored, kube, live, work)
@@ -63,7 +72,7 @@ def main() -> int:
                     print(json.dumps({"seed": seed, "counts": cmp.counts, "notes": cmp.notes}), flush=True)
         finally:
             cp.stop()
-    print(f"\n{a.seeds} seeds x {a.pods} pods over {a.nodes} nodes in {time.monotonic() - start:.0f}s")
+    print(f"\n{done} seeds x {a.pods} pods over {a.nodes} nodes in {time.monotonic() - start:.0f}s")
     print(f"{'comparison':12} {'agree':>7} {'disagree':>9}")
     for kind, (ok, bad) in sorted(totals.items()):
         print(f"{kind:12} {ok:7} {bad:9}")
