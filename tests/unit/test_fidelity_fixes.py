@@ -195,3 +195,22 @@ def test_preemption_reports_the_filter_reason_when_evicting_every_lower_pod_is_n
     # on a, evicting "low" leaves 1 cpu < 1.5: the dry run's Filter status; on b nothing has lower priority
     assert msg == ("0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: "
                    "1 Insufficient cpu, 1 No preemption victims found for incoming pod.")
+
+
+def test_preemption_treats_a_pod_without_start_time_as_starting_now():
+    # util.GetPodStartTime: no status.startTime reads as time.Now(), so the started pod is more important
+    # than the bound-but-not-started one even if that one was created earlier; the latter is evicted
+    m = MemoryCluster()
+    started = _cpod("started", "1", 1, "a")
+    started["status"] = {"startTime": "2025-01-01T00:00:00Z"}
+    started["metadata"]["creationTimestamp"] = "2024-12-31T00:00:00Z"
+    waiting = _cpod("waiting", "1", 1, "a")
+    waiting["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"
+    for o in (_cnode("a", "2"), started, waiting):
+        m.create(o)
+    reg = build_registry([])
+    s = Scheduler(m, load_config(None, reg), reg, seed=1)
+    s.start()
+    m.create(_cpod("urgent", "1", 100))
+    s.run(until_idle=True)
+    assert m.deleted == ["ns/waiting"]
