@@ -1,0 +1,86 @@
+"""Differential run against the real kube-scheduler over many seeds (long mode of tests/differential).
+
+Starts its own control plane (etcd + kube-apiserver built for the tests), runs each seed's scenario with
+kube-scheduler and then ksched (tests/differential/oracle.py), and prints the counts per kind of comparison
+and every disagreement with its seed. `--repro DIR` writes each disagreeing seed's scenario as JSON there.
+
+    python bench/differential.py --seeds 50 [--first 100] [--nodes 10] [--pods 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from scheduler_runtime.controlplane import ControlPlane  # noqa: E402
+from tests.differential.oracle import compare, run_ksched, run_kube, scenario_json  # noqa: E402
+from tests.differential.scenario import generate  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--first", type=int, default=1000)
+    ap.add_argument("--nodes", type=int, default=10)
+    ap.add_argument("--pods", type=int, default=40)
+    ap.add_argument("--repro", type=Path, default=None)
+    ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--budget", type=float, default=0.0,
+                    help="stop starting new seeds after this many seconds (0: no limit); the summary still prints")
+    a = ap.parse_args()
+    # a SIGTERM (e.g. from timeout) unwinds through the finally below, so the control plane is stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    done = 0
+    totals: dict[str, list[int]] = {}
+    notes: dict[str, int] = {}
+    bad_seeds = []
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="ksched-diff-") as tmp:
+        work = Path(tmp)
+        cp = ControlPlane(state_dir=work / "cp")
+        cp.start()
+        try:
+            for seed in range(a.first, a.first + a.seeds):
+                if a.budget and time.monotonic() - start > a.budget:
+                    break
+                done += 1
+                sc = generate(seed, n_nodes=a.nodes, n_pods=a.pods)
+                kube, nodes, bound, stored, live = run_kube(cp.kubeconfig_path, cp.bin_dir, work, sc)
+                ours = run_ksched(sc, nodes, bound, stored, kube, live, work)
+                cmp = compare(seed, kube, ours)
+                for kind, (ok, bad) in cmp.counts.items():
+                    row = totals.setdefault(kind, [0, 0])
+                    row[0] += ok
+                    row[1] += bad
+                for k, v in cmp.notes.items():
+                    notes[k] = notes.get(k, 0) + v
+                if cmp.disagreements:
+                    bad_seeds.append(seed)
+                    for d in cmp.disagreements:
+                        print(json.dumps(d), flush=True)
+                    if a.repro is not None:
+                        a.repro.mkdir(parents=True, exist_ok=True)
+                        (a.repro / f"seed-{seed}.json").write_text(scenario_json(sc))
+                if a.verbose:
+                    print(json.dumps({"seed": seed, "counts": cmp.counts, "notes": cmp.notes}), flush=True)
+        finally:
+            cp.stop()
+    print(f"\n{done} seeds x {a.pods} pods over {a.nodes} nodes in {time.monotonic() - start:.0f}s")
+    print(f"{'comparison':12} {'agree':>7} {'disagree':>9}")
+    for kind, (ok, bad) in sorted(totals.items()):
+        print(f"{kind:12} {ok:7} {bad:9}")
+    for k, v in sorted(notes.items()):
+        print(f"note: {k}: {v}")
+    print(f"seeds with disagreements: {bad_seeds or 'none'}")
+    return 1 if bad_seeds else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

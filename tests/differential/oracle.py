@@ -1,0 +1,404 @@
+"""Run one scenario with the real kube-scheduler, then replay it through ksched, and compare decisions.
+
+kube-scheduler runs on a real API server and decides one pod at a time: each pod is created, its decision
+(bound node, or the FailedScheduling message with nominatedNodeName and the victims it evicted) is read, and
+a pod left pending is deleted together with its victims, so every decision stands alone. ksched then replays
+the same pods, exactly as the API server stored them (admission and defaulting applied), in an embedded
+cluster whose bound pods are kept identical to kube-scheduler's after every step. Compared per pod:
+  pending     both bound or both pending
+  node        kube's node == ksched's where ksched's best total score is unique
+  tied        kube's node among ksched's tied best nodes otherwise
+  message     the FailedScheduling message, byte for byte (see DRA_FRAGMENT)
+  nominated   status.nominatedNodeName after the attempt
+  victims     the set of pods preemption evicted
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scheduler_runtime import scheduler as sched_module
+from scheduler_runtime.cluster.kube import KubeClient, load_connection
+from scheduler_runtime.cluster.memory import MemoryCluster
+from scheduler_runtime.config import load_config
+from scheduler_runtime.framework.registry import build_registry
+from scheduler_runtime.results import ResultStore
+from scheduler_runtime.scheduler import Scheduler
+
+from .scenario import PRIORITY_CLASSES, Scenario
+
+#: kube-scheduler 1.36 runs DynamicResources in its default profile; its PostFilter adds this reason for every
+#: pod without ResourceClaims (a PostFilter Success from preemption replaces it). ksched has no DynamicResources
+#: plugin, so it does not claim to have run one: the comparison strips this fragment from kube's message and
+#: counts the pods where it did (reported as `dra_fragment`).
+DRA_FRAGMENT = "no new claims to deallocate, "
+#: ... and when a PreFilter plugin ordered before DynamicResources rejects the pod, DynamicResources' PreFilter
+#: never ran and its PostFilter fails reading its state: the whole PostFilter part reads "not found".
+DRA_NOT_FOUND = " not found"
+
+CONFIG = """apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+{client}leaderElection: {{leaderElect: false}}
+profiles:
+- schedulerName: {name}
+"""
+
+
+@dataclass
+class Decision:
+    pod: str
+    node: str | None = None
+    message: str = ""
+    nominated: str = ""
+    victims: list[str] = field(default_factory=list)
+    tied: list[str] | None = None  # ksched only: nodes sharing the best total (None: more than recorded)
+    start_time: str = ""  # kube only: the startTime the harness gave the bound pod
+
+
+@dataclass
+class Comparison:
+    seed: int
+    counts: dict[str, list[int]] = field(default_factory=dict)  # kind -> [agree, disagree]
+    disagreements: list[dict[str, Any]] = field(default_factory=list)
+    notes: dict[str, int] = field(default_factory=dict)
+
+    def add(self, kind: str, ok: bool, pod: str = "", detail: Any = None) -> None:
+        row = self.counts.setdefault(kind, [0, 0])
+        row[0 if ok else 1] += 1
+        if not ok:
+            self.disagreements.append({"seed": self.seed, "kind": kind, "pod": pod, "detail": detail})
+
+    def note(self, what: str) -> None:
+        self.notes[what] = self.notes.get(what, 0) + 1
+
+
+def _wait(cond: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.03)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _strip_server_fields(raw: dict[str, Any]) -> dict[str, Any]:
+    """The pod as the API server stored it, minus what a fresh create would not carry (status.startTime
+    stays: preemption orders victims by it)."""
+    out = copy.deepcopy(raw)
+    meta = out.get("metadata") or {}
+    for k in ("resourceVersion", "managedFields", "generation"):
+        meta.pop(k, None)
+    start = (out.pop("status", None) or {}).get("startTime")
+    if start:
+        out["status"] = {"startTime": start}
+    return out
+
+
+def _start_time(i: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1767225600 + i))
+
+
+class KubeRun:
+    """kube-scheduler on a real API server, one scenario per instance (nodes are cluster-scoped)."""
+
+    def __init__(self, kubeconfig: Path, bin_dir: Path, work: Path) -> None:
+        self.kubeconfig = kubeconfig
+        self.bin_dir = bin_dir
+        self.work = work
+        self.c = KubeClient(load_connection(str(kubeconfig)))
+
+    def _ensure_priority_classes(self) -> None:
+        for name, (value, policy) in PRIORITY_CLASSES.items():
+            try:
+                self.c.call("POST", "/apis/scheduling.k8s.io/v1/priorityclasses",
+                            body={"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                  "metadata": {"name": name}, "value": value, "preemptionPolicy": policy})
+            except Exception as exc:  # already there from an earlier scenario
+                if "already exists" not in str(exc) and "AlreadyExists" not in str(exc):
+                    raise
+
+    def _clear(self, sc: Scenario) -> None:
+        """Nodes are cluster-scoped: a scenario starts from none of an earlier one's objects."""
+        for n in self.c.call("GET", "/api/v1/nodes").get("items") or []:
+            self.c.call("DELETE", f"/api/v1/nodes/{n['metadata']['name']}")
+        for p in self.c.call("GET", f"/api/v1/namespaces/{sc.namespace}/pods").get("items") or []:
+            self.c.call("DELETE", f"/api/v1/namespaces/{sc.namespace}/pods/{p['metadata']['name']}",
+                        body={"gracePeriodSeconds": 0})
+        for pdb in self.c.call("GET", f"/apis/policy/v1/namespaces/{sc.namespace}/poddisruptionbudgets"
+                               ).get("items") or []:
+            self.c.call("DELETE", f"/apis/policy/v1/namespaces/{sc.namespace}/poddisruptionbudgets/"
+                        f"{pdb['metadata']['name']}")
+
+    def setup(self, sc: Scenario) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Create everything but the pods to schedule; returns (stored nodes, stored bound pods)."""
+        self._ensure_priority_classes()
+        try:
+            self.c.call("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
+                                                            "metadata": {"name": sc.namespace}})
+        except Exception as exc:
+            if "already exists" not in str(exc) and "AlreadyExists" not in str(exc):
+                raise
+        self._clear(sc)
+        nodes = []
+        for n in sc.nodes:
+            self.c.call("POST", "/api/v1/nodes", body=n)
+            # TaintNodesByCondition adds not-ready at creation; no node controller runs here to lift it
+            stored = self.c.call("PATCH", f"/api/v1/nodes/{n['metadata']['name']}",
+                                 body={"spec": {"taints": (n.get("spec") or {}).get("taints") or None}},
+                                 content_type="application/merge-patch+json")
+            nodes.append(stored)
+        for pdb in sc.pdbs:
+            body = {k: v for k, v in pdb.items() if k != "status"}
+            self.c.call("POST", f"/apis/policy/v1/namespaces/{sc.namespace}/poddisruptionbudgets", body=body)
+            got = self.c.call("GET", f"/apis/policy/v1/namespaces/{sc.namespace}/poddisruptionbudgets/"
+                              f"{pdb['metadata']['name']}")
+            got["status"] = {**pdb["status"], "observedGeneration": got["metadata"].get("generation", 1)}
+            self.c.call("PUT", f"/apis/policy/v1/namespaces/{sc.namespace}/poddisruptionbudgets/"
+                        f"{pdb['metadata']['name']}/status", body=got)
+        bound = []
+        for p in sc.bound:
+            self.c.call("POST", f"/api/v1/namespaces/{sc.namespace}/pods", body=p)
+            bound.append(self._started(sc.namespace, p["metadata"]["name"]))
+        return nodes, bound
+
+    def _started(self, ns: str, name: str) -> dict[str, Any]:
+        """Give a bound pod a distinct status.startTime, as a kubelet would: without one kube-scheduler's
+        preemption orders equal-priority victims by time.Now() at comparison, which no replay can match."""
+        self._clock += 1
+        return self.c.call("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}/status",
+                           body={"status": {"startTime": _start_time(self._clock)}},
+                           content_type="application/merge-patch+json")
+
+    _clock = 0
+
+    def run(self, sc: Scenario) -> tuple[list[Decision], list[dict[str, Any]], list[dict[str, Any]],
+                                         list[dict[str, Any]], list[list[str]]]:
+        """(decisions, stored nodes, stored bound pods, stored pods, live bound pod names after each step)."""
+        nodes, bound = self.setup(sc)
+        cfg = self.work / f"kube-{sc.seed}.yaml"
+        cfg.write_text(CONFIG.format(client=f"clientConnection: {{kubeconfig: {self.kubeconfig}}}\n",
+                                     name=sc.scheduler_name))
+        log = open(self.work / f"kube-scheduler-{sc.seed}.log", "wb")  # noqa: SIM115 - child output
+        proc = subprocess.Popen([str(self.bin_dir / "kube-scheduler"), f"--config={cfg}", "--secure-port=0",
+                                 "-v=2"], stdout=log, stderr=subprocess.STDOUT)
+        ns = sc.namespace
+        decisions: list[Decision] = []
+        stored: list[dict[str, Any]] = []
+        live: list[list[str]] = []
+        try:
+            for p in sc.pods:
+                name = p["metadata"]["name"]
+                stored.append(self.c.call("POST", f"/api/v1/namespaces/{ns}/pods", body=p))
+
+                def decided(name: str = name) -> Any:
+                    got = self.c.call("GET", f"/api/v1/namespaces/{ns}/pods/{name}")
+                    if got["spec"].get("nodeName"):
+                        return got
+                    for cond in (got.get("status") or {}).get("conditions") or []:
+                        if cond["type"] == "PodScheduled" and cond["status"] == "False" and \
+                                cond.get("reason") != "SchedulingGated":
+                            return got
+                    return None
+
+                got = _wait(decided, 60, f"kube-scheduler to decide {name}")
+                d = Decision(name, got["spec"].get("nodeName"))
+                if d.node is not None:
+                    d.start_time = self._started(ns, name)["status"]["startTime"]
+                if d.node is None:
+                    cond = next(c for c in got["status"]["conditions"] if c["type"] == "PodScheduled")
+                    d.message = cond.get("message") or ""
+                    d.nominated = (got.get("status") or {}).get("nominatedNodeName") or ""
+                    self.c.call("DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", body={"gracePeriodSeconds": 0})
+                    if d.nominated:
+                        d.victims = self._victims()
+                decisions.append(d)
+                live.append(self._settle())
+                if d.nominated or d.victims:
+                    # kube-scheduler must see the preemptor and its victims gone (and drop the nomination)
+                    # before the next pod, or it would still count them: there is no signal for that, so wait
+                    time.sleep(1.5)
+                elif d.node is None:
+                    time.sleep(0.2)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(30)
+            log.close()
+        return decisions, nodes, bound, stored, live
+
+    def _deleting(self, ns: str) -> list[str]:
+        pods = self.c.call("GET", f"/api/v1/namespaces/{ns}/pods").get("items") or []
+        return sorted(p["metadata"]["name"] for p in pods if p["metadata"].get("deletionTimestamp"))
+
+    def _victims(self) -> list[str]:
+        """Preemption marks victims deleting (asynchronously): wait until the set stops changing."""
+        ns = self._ns
+        seen = self._deleting(ns)
+        stable_since = time.monotonic()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and time.monotonic() - stable_since < 0.6:
+            time.sleep(0.1)
+            now = self._deleting(ns)
+            if now != seen:
+                seen, stable_since = now, time.monotonic()
+        return seen
+
+    def _settle(self) -> list[str]:
+        """Force-delete terminating pods (no kubelet finishes them) and list the live bound pods."""
+        ns = self._ns
+        for name in self._deleting(ns):
+            try:
+                self.c.call("DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", body={"gracePeriodSeconds": 0})
+            except Exception:
+                pass
+        pods = self.c.call("GET", f"/api/v1/namespaces/{ns}/pods").get("items") or []
+        return sorted(p["metadata"]["name"] for p in pods
+                      if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp"))
+
+    _ns = "diff"
+
+
+def run_kube(kubeconfig: Path, bin_dir: Path, work: Path, sc: Scenario) -> tuple[Any, ...]:
+    k = KubeRun(kubeconfig, bin_dir, work)
+    k._ns = sc.namespace
+    return k.run(sc)
+
+
+def _attempt_once(sched: Scheduler) -> None:
+    """One scheduling attempt of the pod just created (kube's pod is deleted after its first attempt too)."""
+    sched.drain_inbox()
+    qpi = sched.queue.pop(timeout=5)
+    assert qpi is not None, "ksched's queue has no pod to attempt"
+    sched.schedule_one(qpi)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with sched._inflight_lock:
+            if not sched._inflight_bindings:
+                break
+        time.sleep(0.002)
+    sched.drain_inbox()
+
+
+def run_ksched(sc: Scenario, nodes: list[dict[str, Any]], bound: list[dict[str, Any]],
+               stored: list[dict[str, Any]], kube: list[Decision], live: list[list[str]],
+               work: Path) -> list[Decision]:
+    """Replay with ksched, aligning its bound pods to kube-scheduler's after every pod."""
+    reg = build_registry([])
+    cluster = MemoryCluster()
+    for n in nodes:
+        cluster.create(_strip_server_fields(n) | {"status": n.get("status") or {}}, emit=False)
+    for pc, (value, policy) in PRIORITY_CLASSES.items():
+        cluster.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": pc},
+                        "value": value, "preemptionPolicy": policy}, emit=False)
+    for pdb in sc.pdbs:
+        cluster.create(copy.deepcopy(pdb), emit=False)
+    by_name: dict[str, dict[str, Any]] = {}
+    for b in bound:
+        raw = _strip_server_fields(b)
+        by_name[raw["metadata"]["name"]] = raw
+        cluster.create(raw, emit=False)
+    cfg = work / "ksched.yaml"
+    cfg.write_text(CONFIG.format(client="", name=sc.scheduler_name))
+    results = ResultStore()
+    # record every node's total, not the top few, so a tie of any size is known in full (restored below:
+    # other tests in the same session read the top few)
+    top_nodes = sched_module.TOP_NODES
+    sched_module.TOP_NODES = 1 << 30
+    try:
+        return _replay(sc, cluster, reg, cfg, results, stored, kube, live, by_name)
+    finally:
+        sched_module.TOP_NODES = top_nodes
+
+
+def _replay(sc: Scenario, cluster: MemoryCluster, reg: Any, cfg: Path, results: ResultStore,
+            stored: list[dict[str, Any]], kube: list[Decision], live: list[list[str]],
+            by_name: dict[str, dict[str, Any]]) -> list[Decision]:
+    sched = Scheduler(cluster, load_config(cfg, reg), reg, seed=sc.seed, results=results)
+    sched.start()
+    out: list[Decision] = []
+    ns = sc.namespace
+    for raw_stored, k, alive in zip(stored, kube, live, strict=True):
+        raw = _strip_server_fields(raw_stored)
+        name = raw["metadata"]["name"]
+        before = set(cluster.deleted)
+        cluster.create(copy.deepcopy(raw))
+        _attempt_once(sched)
+        got = cluster.get_pod(ns, name) or {}
+        d = Decision(name, (got.get("spec") or {}).get("nodeName"))
+        if d.node is None:
+            cond = next((c for c in (got.get("status") or {}).get("conditions") or []
+                         if c.get("type") == "PodScheduled"), {})
+            d.message = cond.get("message") or ""
+            d.nominated = (got.get("status") or {}).get("nominatedNodeName") or ""
+            d.victims = sorted(key.split("/", 1)[1] for key in set(cluster.deleted) - before)
+        else:
+            r = results.get(f"{ns}/{name}")
+            top = [(s["node"], s["total"]) for s in (r.scores if r else [])]
+            if top:
+                best = top[0][1]
+                d.tied = [n for n, t in top if t == best]
+        out.append(d)
+        # align: this pod as kube-scheduler decided it, and exactly kube's live bound pods
+        if cluster.get_pod(ns, name) is not None:
+            cluster.delete("pods", name, ns)
+        if k.node is not None:
+            aligned = copy.deepcopy(raw)
+            aligned["spec"]["nodeName"] = k.node
+            aligned["status"] = {"startTime": k.start_time}
+            by_name[name] = aligned
+        want = set(alive)
+        for p in cluster.list("pods", ns):
+            if p["metadata"]["name"] not in want:
+                cluster.delete("pods", p["metadata"]["name"], ns)
+        have = {p["metadata"]["name"] for p in cluster.list("pods", ns)}
+        for missing in sorted(want - have):
+            cluster.create(copy.deepcopy(by_name[missing]))
+        sched.drain_inbox()
+    sched.stop()
+    return out
+
+
+def compare(seed: int, kube: list[Decision], ours: list[Decision]) -> Comparison:
+    cmp = Comparison(seed)
+    for k, o in zip(kube, ours, strict=True):
+        cmp.add("pending", (k.node is None) == (o.node is None), k.pod,
+                {"kube": k.node or k.message, "ksched": o.node or o.message})
+        if k.node is not None and o.node is not None:
+            if o.tied is not None and len(o.tied) == 1:
+                cmp.add("node", k.node == o.node, k.pod, {"kube": k.node, "ksched": o.node})
+            elif o.tied is not None:
+                cmp.add("tied", k.node in o.tied, k.pod, {"kube": k.node, "ksched_tied": o.tied})
+            else:  # one feasible node: ksched skipped scoring, the node must be kube's
+                cmp.add("node", k.node == o.node, k.pod, {"kube": k.node, "ksched": o.node})
+        if k.node is None and o.node is None:
+            msg = k.message
+            if DRA_FRAGMENT in msg:
+                msg = msg.replace(DRA_FRAGMENT, "", 1)
+                cmp.note("dra_fragment")
+            if msg.endswith("." + DRA_NOT_FOUND) and not o.message.endswith(DRA_NOT_FOUND):
+                cmp.note("dra_not_found")
+                msg = msg[: -len(DRA_NOT_FOUND)]
+                o_msg = o.message.split(". preemption: ", 1)[0] + "." if ". preemption: " in o.message \
+                    else o.message
+                cmp.add("message", msg == o_msg.rstrip(), k.pod, {"kube": k.message, "ksched": o.message})
+            else:
+                cmp.add("message", msg == o.message, k.pod, {"kube": k.message, "ksched": o.message})
+            cmp.add("nominated", k.nominated == o.nominated, k.pod, {"kube": k.nominated, "ksched": o.nominated})
+            cmp.add("victims", k.victims == o.victims, k.pod, {"kube": k.victims, "ksched": o.victims})
+    return cmp
+
+
+def scenario_json(sc: Scenario, pod: str | None = None) -> str:
+    """A reproduction: the scenario's objects (all of them; shrinking is not automated)."""
+    return json.dumps({"seed": sc.seed, "nodes": sc.nodes, "bound": sc.bound, "pdbs": sc.pdbs,
+                       "pods": [p for p in sc.pods if pod is None or p["metadata"]["name"] <= pod]}, indent=1)

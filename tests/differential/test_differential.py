@@ -1,0 +1,46 @@
+"""Randomized differential test: ksched decides as the real kube-scheduler v1.36.3 does (see oracle.py).
+
+A few seeds in CI; `python bench/differential.py --seeds N` runs many and prints the figures.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from scheduler_runtime.controlplane import ControlPlane, ControlPlaneUnavailable
+
+from .oracle import compare, run_ksched, run_kube
+from .scenario import generate
+
+pytestmark = pytest.mark.integration
+SEEDS = (1, 2, 3)
+
+
+@pytest.fixture(scope="module")
+def own_control_plane(tmp_path_factory: pytest.TempPathFactory):
+    try:
+        cp = ControlPlane(state_dir=tmp_path_factory.mktemp("diff-cp"))
+    except ControlPlaneUnavailable as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+    cp.start()
+    try:
+        yield cp
+    finally:
+        cp.stop()
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_ksched_decides_as_kube_scheduler(own_control_plane: ControlPlane, tmp_path: Path, seed: int) -> None:
+    sc = generate(seed, n_nodes=8, n_pods=20)
+    kube, nodes, bound, stored, live = run_kube(own_control_plane.kubeconfig_path, own_control_plane.bin_dir,
+                                                tmp_path, sc)
+    ours = run_ksched(sc, nodes, bound, stored, kube, live, tmp_path)
+    cmp = compare(seed, kube, ours)
+    compared = sum(a + d for a, d in cmp.counts.values())
+    assert compared >= len(sc.pods), cmp.counts
+    assert not cmp.disagreements, "\n".join(str(d) for d in cmp.disagreements)
