@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from .. import yamlio
 from ..errors import InputError
 from ..objects import Node, Pod, PodDisruptionBudget
 from ..plugins.volumeutil import (
@@ -464,35 +463,6 @@ class MemoryCluster(ClusterBackend):
 # ---------------------------------------------------------------------- YAML loading
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """Safe loader that rejects duplicate keys (kubectl does too) and caps alias expansion."""
-
-
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    seen: dict[Any, int] = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise InputError(f"line {key_node.start_mark.line + 1}: duplicate key {key!r}")
-        seen[key] = 1
-    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-MAX_FILE_BYTES = 64 * 1024 * 1024
-
-
-def _count_aliases(text: str) -> None:
-    """Refuse alias-heavy documents before expansion (a YAML bomb would exhaust memory)."""
-    events = 0
-    for ev in yaml.parse(text, Loader=yaml.SafeLoader):
-        if isinstance(ev, yaml.AliasEvent):
-            events += 1
-            if events > 1000:
-                raise InputError("too many YAML aliases (refusing a possible YAML bomb)")
-
-
 def load_objects(path: Path) -> list[tuple[dict[str, Any], str]]:
     """Objects from a file (a list, a v1 List, or multi-document YAML) or every *.yaml in a folder."""
     if path.is_dir():
@@ -501,29 +471,7 @@ def load_objects(path: Path) -> list[tuple[dict[str, Any], str]]:
             out += load_objects(f)
         return out
     where = str(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError("no such file or directory", file=where) from None
-    except OSError as exc:
-        raise InputError(exc.strerror or str(exc), file=where) from None
-    if len(data) > MAX_FILE_BYTES:
-        raise InputError("file is larger than 64 MiB", file=where)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError("not a UTF-8 text file", file=where) from None
-    try:
-        if "*" in text:
-            _count_aliases(text)
-        docs = list(yaml.load_all(text, Loader=_UniqueKeyLoader))
-    except InputError as exc:
-        raise InputError(exc.detail, file=where) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f"line {mark.line + 1}: " if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(f"{line}invalid YAML: {problem}", file=where) from None
+    docs = yamlio.load_file(path, limit=yamlio.SNAPSHOT_LIMIT, what="YAML file of Kubernetes objects")
     out = []
     for i, doc in enumerate(docs):
         if doc is None:
@@ -539,7 +487,7 @@ def load_objects(path: Path) -> list[tuple[dict[str, Any], str]]:
         for j, item in enumerate(items):
             if not isinstance(item, dict):
                 raise InputError(f"document {i + 1}, item {j + 1}: expected a Kubernetes object (a mapping), "
-                                 f"got {type(item).__name__}", file=where)
+                                 f"got {type(item).__name__}", file=where, usage=False)
             out.append((item, where))
     return out
 

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
-from ..errors import InputError, KschedError
+from .. import yamlio
+from ..errors import KschedError
 from ..framework.plugin import EXTENSION_POINTS, implements
 from ..framework.registry import Registry
 from .fielderrors import go_value, translate
@@ -132,46 +132,7 @@ class SchedulerConfiguration:
 
 def read_document(path: Path, what: str = "a KubeSchedulerConfiguration") -> dict[str, Any]:
     """The one YAML mapping in `path`; every refusal is an I/O or parse problem (exit 2) naming the file."""
-    from ..cluster.memory import _count_aliases, _UniqueKeyLoader
-
-    where = str(path)
-    if path.is_dir():
-        raise InputError("is a directory, not a configuration file", file=where, usage=True)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError("no such file or directory", file=where, usage=True) from None
-    except PermissionError:
-        raise InputError("permission denied", file=where, usage=True) from None
-    except OSError as exc:
-        raise InputError(exc.strerror or str(exc), file=where, usage=True) from None
-    if b"\x00" in data[:8192]:
-        raise InputError("binary file, expected YAML", file=where, usage=True)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError("not UTF-8 text, expected YAML", file=where, usage=True) from None
-    if not text.strip():
-        raise InputError(f"empty file, expected {what} mapping", file=where, usage=True)
-    try:
-        if "*" in text:
-            _count_aliases(text)
-        docs = [d for d in yaml.load_all(text, Loader=_UniqueKeyLoader) if d is not None]
-    except InputError as exc:
-        raise InputError(exc.detail, file=where, usage=True) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f"line {mark.line + 1}: " if mark is not None else ""
-        raise InputError(f"{line}invalid YAML: {getattr(exc, 'problem', None) or exc}", file=where,
-                         usage=True) from None
-    if not docs:
-        raise InputError(f"empty file, expected {what} mapping", file=where, usage=True)
-    if len(docs) > 1:
-        raise InputError(f"{len(docs)} YAML documents; a configuration file holds exactly one", file=where, usage=True)
-    doc = docs[0]
-    if not isinstance(doc, dict):
-        raise InputError(f"expected {what} mapping, got a {type(doc).__name__}", file=where, usage=True)
-    return doc
+    return yamlio.load_file_one(path, what=f"{what} mapping")
 
 
 def check_kind(doc: dict[str, Any]) -> list[str]:

@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from .. import yamlio
 from ..errors import InputError
 from ..resources import templates_dir
 from .fielderrors import invalid, required
@@ -18,10 +19,7 @@ TEMPLATES = templates_dir() / "config"
 
 def _scalar(text: str) -> Any:
     """`--args Name.key=value` values are YAML scalars (numbers, booleans, lists)."""
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
+    return yamlio.safe_scalar(text)
 
 
 def profile_from_flags(scheduler_name: str, plugins: list[str], disable: list[str], queue_sort: str | None,
