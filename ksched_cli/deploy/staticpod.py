@@ -17,6 +17,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 
+from scheduler_runtime import yamlio
 from scheduler_runtime.errors import InputError
 
 from ..kube_flags import VALUE_FLAGS
@@ -79,7 +80,7 @@ def load_roundtrip(path: Path, text: str) -> Loaded:
     """Parse `text`, choosing the indentation style that dumps it back unchanged."""
     y0 = _yaml(_STYLES[0])
     try:
-        docs = list(y0.load_all(text))
+        docs = yamlio.load_roundtrip(text, file=str(path), yaml_rt=y0)
     except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f"line {mark.line + 1}: " if mark is not None else ""
