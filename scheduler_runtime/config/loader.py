@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import copy
 import logging
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from .. import yamlio
+from .. import goduration, yamlio
 from ..errors import KschedError
 from ..framework.plugin import EXTENSION_POINTS, implements
 from ..framework.registry import Registry
@@ -47,23 +46,10 @@ class ConfigError(KschedError):
         super().__init__(msg)
 
 
-_DUR = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_DUR_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
 def parse_duration(value: Any) -> float:
-    """Go duration string ("15s", "1m30s") to seconds."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value) / 1e9  # Go encodes a bare number as nanoseconds
-    if not isinstance(value, str):
-        raise ValueError(f"invalid duration {go_value(value)}")
-    sign, body = (-1.0, value[1:]) if value.startswith("-") else (1.0, value.removeprefix("+"))
-    if body in ("0", "0s"):
-        return 0.0
-    parts = _DUR.findall(body)
-    if not parts or "".join(a + b for a, b in parts) != body:
-        raise ValueError(f'time: invalid duration "{value}"')
-    return sign * sum(float(a) * _DUR_UNITS[b] for a, b in parts)
+    """A metav1.Duration field in seconds: a Go duration string ("15s", "1m30s"); a bare number is refused
+    as kube-scheduler's decoder refuses it (see `goduration`)."""
+    return goduration.decode_field(value)
 
 
 def _zero_duration(value: Any) -> bool:
