@@ -197,6 +197,11 @@ class StrictLoader(_Base):  # type: ignore[misc, valid-type]
             raise _Refused(f"{node.value} is not a number JSON (and so Kubernetes) can hold", node)
         return node.value  # too large for a float: go-yaml keeps it as a string
 
+    def construct_yaml_int(self, node: Node) -> Any:
+        if len(str(node.value)) > 400:  # go-yaml: too big for int64 and for float64, so a string
+            return str(node.value)
+        return super().construct_yaml_int(node)
+
     def construct_timestamp_as_string(self, node: Node) -> str:
         return str(node.value)
 
@@ -206,6 +211,7 @@ class StrictLoader(_Base):  # type: ignore[misc, valid-type]
 
 StrictLoader.add_constructor("tag:yaml.org,2002:map", StrictLoader.construct_yaml_map)
 StrictLoader.add_constructor("tag:yaml.org,2002:float", StrictLoader.construct_yaml_float)
+StrictLoader.add_constructor("tag:yaml.org,2002:int", StrictLoader.construct_yaml_int)
 StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", StrictLoader.construct_timestamp_as_string)
 for _tag in _UNSUPPORTED_TAGS:
     StrictLoader.add_constructor(_tag, StrictLoader.construct_unsupported)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -406,7 +407,45 @@ def _plan_for(prof: dict[str, Any], registry: Registry, i: int, errs: list[str])
     return plan
 
 
+_INT64_MAX = (1 << 63) - 1
+MAX_NODE_SCORE = 100
+
+
+def _wrap64(v: int) -> int:
+    """Go's int64 arithmetic: wraps around on overflow."""
+    return (v + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
+def _check_score_total(prof: dict[str, Any], registry: Registry, i: int, errs: list[str]) -> None:
+    """kube's getScoreWeights: score.enabled then multiPoint.enabled, score plugins only, first weight wins,
+    0 means 1; `weight*100 > MaxInt64 - total` (in wrapping int64 arithmetic, so a negative weight followed
+    by any other score plugin also fails) is "total score of Score plugins could overflow"."""
+    plugins = prof.get("plugins") or {}
+    entries = [*((plugins.get("score") or {}).get("enabled") or []),
+               *((plugins.get("multiPoint") or {}).get("enabled") or [])]
+    seen: set[str] = set()
+    total = 0
+    for e in entries:
+        n = e.get("name") if isinstance(e, dict) else None
+        spec = registry.get(n) if isinstance(n, str) else None
+        if spec is None or n in seen or not implements(spec.cls, "score"):
+            continue
+        seen.add(n)
+        w = e.get("weight") or 1
+        if not _int(w):
+            return
+        if w * MAX_NODE_SCORE > _wrap64(_INT64_MAX - total):
+            errs.append(f"profiles[{i}].plugins: Invalid value: total score of Score plugins could overflow")
+            return
+        total = _wrap64(total + w * MAX_NODE_SCORE)
+
+
 _NUM = (int, float)
+#: integer fields and their Go width; a number outside it is a decoding error in kube-scheduler
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+_INT_WIDTH = {"parallelism": _INT32, "percentageOfNodesToScore": _INT32, "burst": _INT32, "weight": _INT32,
+              "podInitialBackoffSeconds": _INT64, "podMaxBackoffSeconds": _INT64}
 _TOP_TYPES: dict[str, tuple[type, ...]] = {
     "parallelism": (int,), "percentageOfNodesToScore": (int,), "podInitialBackoffSeconds": (int,),
     "podMaxBackoffSeconds": (int,), "leaderElection": (dict,), "clientConnection": (dict,), "profiles": (list,),
@@ -425,6 +464,17 @@ def _expect(value: Any, types: tuple[type, ...], path: str, errs: list[str]) -> 
     if not ok:
         want = " or ".join(dict.fromkeys(_TYPE_NAMES.get(t, t.__name__) for t in types))
         errs.append(f"{path}: Invalid value: {go_value(value)}: expected {want}")
+        return False
+    if isinstance(value, float) and not math.isfinite(value):
+        errs.append(f"{path}: Invalid value: {value}: not a finite number")
+        return False
+    width = _INT_WIDTH.get(path.rsplit(".", 1)[-1]) if isinstance(value, int) and not isinstance(value, bool) \
+        else None
+    if width is not None and not width[0] <= value <= width[1]:
+        bits = 32 if width is _INT32 else 64
+        errs.append(f"{path}: Invalid value: {value}: out of range of int{bits} "
+                    f"(json: cannot unmarshal number {value} into a field of type int{bits})")
+        return False
     return ok
 
 
@@ -554,6 +604,7 @@ def _build(doc: dict[str, Any], registry: Registry, file: str | None = None) -> 
                 elif registry.get(n) is None:
                     errs.append(f'{path}: Invalid value: "{n}": plugin "{n}" does not exist (known plugins: {known})')
         plan = _plan_for(prof, registry, i, errs)
+        _check_score_total(prof, registry, i, errs)
         if len(plan.get("queueSort", [])) != 1:
             errs.append(f"profiles[{i}].plugins.queueSort: Invalid value: only one queue sort plugin required for "
                         f"profile with scheduler name {go_value(name)}, but got {len(plan.get('queueSort', []))}")
