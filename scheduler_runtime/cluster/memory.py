@@ -24,6 +24,7 @@ from ..plugins.volumeutil import (
     NO_PROVISIONER,
     class_of,
 )
+from . import apishape
 from .base import (
     CLUSTER_SCOPED,
     KIND_TO_RESOURCE,
@@ -488,6 +489,10 @@ def load_objects(path: Path) -> list[tuple[dict[str, Any], str]]:
             if not isinstance(item, dict):
                 raise InputError(f"document {i + 1}, item {j + 1}: expected a Kubernetes object (a mapping), "
                                  f"got {type(item).__name__}", file=where, usage=False)
+            try:
+                apishape.check_object(item)
+            except InputError as exc:
+                raise InputError(exc.detail, file=where, field=exc.field, usage=False) from None
             out.append((item, where))
     return out
 
