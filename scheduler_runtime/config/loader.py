@@ -582,7 +582,7 @@ def _build(doc: dict[str, Any], registry: Registry, file: str | None = None) -> 
         if not name:
             errs.append(f"profiles[{i}].schedulerName: Required value")
         elif name in names_seen:
-            errs.append(f'profiles[{i}].schedulerName: Duplicate value: "{name}"')
+            errs.append(f'profiles[{i}].schedulerName: Duplicate value: {go_value(name)}')
         else:
             names_seen[name] = i
         ppct = prof.get("percentageOfNodesToScore")
@@ -597,12 +597,13 @@ def _build(doc: dict[str, Any], registry: Registry, file: str | None = None) -> 
                 n = e.get("name")
                 path = f"profiles[{i}].plugins.{point}.enabled[{j}]"
                 if n in REMOVED_IN_TREE:
-                    errs.append(f'{path}: Invalid value: "{n}": was invalid in version "v1" '
+                    errs.append(f'{path}: Invalid value: {go_value(n)}: was invalid in version "v1" '
                                 f'(KubeSchedulerConfiguration is version "v1")')
                 elif n in registry.unsupported:
-                    errs.append(f'{path}: Invalid value: "{n}": {registry.unsupported[n]}')
+                    errs.append(f'{path}: Invalid value: {go_value(n)}: {registry.unsupported[n]}')
                 elif registry.get(n) is None:
-                    errs.append(f'{path}: Invalid value: "{n}": plugin "{n}" does not exist (known plugins: {known})')
+                    errs.append(f'{path}: Invalid value: {go_value(n)}: plugin {go_value(n)} does not exist '
+                                f'(known plugins: {known})')
         plan = _plan_for(prof, registry, i, errs)
         _check_score_total(prof, registry, i, errs)
         if len(plan.get("queueSort", [])) != 1:
@@ -618,16 +619,17 @@ def _build(doc: dict[str, Any], registry: Registry, file: str | None = None) -> 
             pn = pc.get("name") if isinstance(pc, dict) else None
             path = f"profiles[{i}].pluginConfig[{j}]"
             if pn in seen_pc:
-                errs.append(f'{path}: Duplicate value: "{pn}"')
+                errs.append(f'{path}: Duplicate value: {go_value(pn)}')
                 continue
             seen_pc.add(pn)
             if pn in REMOVED_IN_TREE:
-                errs.append(f'{path}: Invalid value: "{pn}": was invalid in version "v1" '
+                errs.append(f'{path}: Invalid value: {go_value(pn)}: was invalid in version "v1" '
                             f'(KubeSchedulerConfiguration is version "v1")')
                 continue
             spec = registry.get(pn or "")
             if spec is None:
-                errs.append(f'{path}.name: Invalid value: "{pn}": args for unknown plugin (known plugins: {known})')
+                errs.append(f'{path}.name: Invalid value: {go_value(pn)}: args for unknown plugin '
+                            f'(known plugins: {known})')
                 continue
             raw_args = dict(pc.get("args") or {})
             kind = raw_args.pop("kind", None)
