@@ -341,7 +341,7 @@ class Target:
     strategy: Callable[[], Any]  # built lazily: seeds are read when the target first runs
     run: Callable[[Any, Path], Outcome]
     budget: int  # inputs in the long mode (scaled by --scale)
-    quick: int = 150  # inputs in the unit-test run
+    quick: int = 100  # inputs in the unit-test run
 
 
 TARGETS: dict[str, Target] = {}
@@ -475,8 +475,8 @@ def _builtin_targets() -> None:
     register(Target("plugin-args", lambda: mutated(plugin_args_seeds()), _config_cmd("validate"), 8000))
     register(Target("config-render", _render_flags, _render, 3000))
     register(Target("config-raw", lambda: raw_text(text_seeds()), _config_cmd("validate"), 5000))
-    register(Target("simulate-objects", _objects, _simulate, 3000, quick=60))
-    register(Target("simulate-raw", _raw_objects, _simulate, 1500, quick=40))
+    register(Target("simulate-objects", _objects, _simulate, 3000, quick=40))
+    register(Target("simulate-raw", _raw_objects, _simulate, 1500, quick=30))
     register(Target("quantity", lambda: quantity_text, _quantity, 10000, quick=300))
     register(Target("duration", lambda: duration_text, _duration, 10000, quick=300))
 

@@ -37,6 +37,8 @@ class ConfigError(KschedError):
     """All validation errors of one file; str() is one line."""
 
     def __init__(self, errors: list[str], file: str | None = None) -> None:
+        # a key or value echoed from the file may hold a newline; each error must stay one line
+        errors = [e.replace("\r", "\\r").replace("\n", "\\n") for e in errors]
         self.errors = errors
         self.file = file
         prefix = f"{file}: " if file else ""
@@ -150,7 +152,8 @@ def _unknown(obj: Any, allowed: set[str], path: str, errs: list[str]) -> None:
         return
     for k in obj:
         if k not in allowed and not (path == "" and k == "metadata"):
-            errs.append(f'{path + "." if path else ""}{k}: unknown field "{k}"')
+            shown = k if isinstance(k, str) and k.isprintable() else go_value(k)  # no raw newline in a path
+            errs.append(f'{path + "." if path else ""}{shown}: unknown field {go_value(k)}')
 
 
 # ------------------------------------------------------------------------------------------- defaults
