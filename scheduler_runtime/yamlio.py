@@ -40,6 +40,7 @@ MAX_ALIAS_EXPANSION = 100_000
 MAX_DEPTH = 100
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_STR_TAG = "tag:yaml.org,2002:str"
 _UNSUPPORTED_TAGS = ("tag:yaml.org,2002:binary", "tag:yaml.org,2002:set", "tag:yaml.org,2002:omap",
                      "tag:yaml.org,2002:pairs")
 
@@ -169,23 +170,39 @@ class StrictLoader(_Base):  # type: ignore[misc, valid-type]
     def construct_mapping(self, node: Node, deep: bool = False) -> dict[Any, Any]:
         if not isinstance(node, MappingNode):
             raise _Refused("expected a mapping", node)
+        pairs = node.value
+        if any(k.tag == _MERGE_TAG for k, _ in pairs):
+            return self._construct_merged(node, deep)
+        out: dict[Any, Any] = {}
+        for key_node, value_node in pairs:
+            key = self._key(key_node)
+            if key in out:
+                raise _Refused(f"duplicate key {key!r}", key_node)
+            out[key] = self.construct_object(value_node, deep=deep)
+        return out
+
+    def _key(self, key_node: Node) -> str:
+        if not isinstance(key_node, ScalarNode):
+            raise _Refused("a mapping or a list cannot be a mapping key", key_node)
+        if key_node.tag == _STR_TAG:
+            return str(key_node.value)  # what construct_scalar would return, without the detour
+        return _key_text(self.construct_object(key_node, deep=True), key_node)
+
+    def _construct_merged(self, node: MappingNode, deep: bool) -> dict[Any, Any]:
+        """`<<: *base` merge keys: duplicates among the mapping's own keys are still refused, while its
+        own keys override merged ones (YAML merge semantics)."""
         seen: set[str] = set()
         for key_node, _ in node.value:
             if key_node.tag == _MERGE_TAG:
                 continue
-            if not isinstance(key_node, ScalarNode):
-                raise _Refused("a mapping or a list cannot be a mapping key", key_node)
-            key = _key_text(self.construct_object(key_node, deep=True), key_node)
+            key = self._key(key_node)
             if key in seen:
                 raise _Refused(f"duplicate key {key!r}", key_node)
             seen.add(key)
         self.flatten_mapping(node)
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            if not isinstance(key_node, ScalarNode):
-                raise _Refused("a mapping or a list cannot be a mapping key", key_node)
-            key = _key_text(self.construct_object(key_node, deep=deep), key_node)
-            out[key] = self.construct_object(value_node, deep=deep)
+            out[self._key(key_node)] = self.construct_object(value_node, deep=deep)
         return out
 
     def construct_yaml_float(self, node: Node) -> Any:
