@@ -409,6 +409,21 @@ def _raw_objects(draw: Any) -> tuple[Any, Any]:
     return nodes_text.encode(), draw(raw_text([pods_text]))
 
 
+VALUES_SEEDS = [
+    {"scheduler": {"name": "sp", "leaderElect": False},
+     "plugins": {"enabled": ["Coscheduling"], "disabled": ["PrioritySort"]},
+     "pluginConfig": [{"name": "Coscheduling", "args": {"permitWaitingTimeSeconds": 10}}]},
+    {"scheduler": {"name": "tp"}, "plugins": {"enabled": ["NetworkTraffic"]},
+     "pluginConfig": [{"name": "NetworkTraffic", "args": {"prometheusAddress": "http://p:9090",
+                                                           "networkInterface": "eth0", "timeRangeInMinutes": 3}}]},
+]
+
+
+def _values(doc: Any, work: Path) -> Outcome:
+    f = _write(work, "values.yaml", doc if isinstance(doc, bytes) else dump(doc))
+    return run_cli(["config", "render", "--values", str(f)], (str(f) + ":",))
+
+
 def _render(flags: list[str], work: Path) -> Outcome:
     return run_cli(["config", "render", *flags])
 
@@ -487,6 +502,7 @@ def _builtin_targets() -> None:
     register(Target("config-migrate", lambda: mutated(migrate_seeds()), _config_cmd("migrate"), 8000))
     register(Target("plugin-args", lambda: mutated(plugin_args_seeds()), _config_cmd("validate"), 8000))
     register(Target("config-render", _render_flags, _render, 3000))
+    register(Target("config-values", lambda: mutated(VALUES_SEEDS), _values, 3000))
     register(Target("config-raw", lambda: raw_text(text_seeds()), _config_cmd("validate"), 5000))
     register(Target("simulate-objects", _objects, _simulate, 2000, quick=40))
     register(Target("simulate-raw", _raw_objects, _simulate, 1500, quick=30))

@@ -325,16 +325,16 @@ def validate_top(d: dict[str, Any], errs: list[str]) -> None:
     if _int(cc.get("burst")) and cc["burst"] < 0:
         errs.append(f"clientConnection.burst: Invalid value: {cc['burst']}: must be non-negative")
     le = d.get("leaderElection") or {}
+    durs = {}
+    for k in ("leaseDuration", "renewDeadline", "retryPeriod"):
+        try:  # decoding (metav1.Duration) fails whether or not leader election is on
+            durs[k] = parse_duration(le.get(k))
+        except ValueError as exc:
+            errs.append(f"leaderElection.{k}: Invalid value: {go_value(le.get(k))}: {exc}")
     if le.get("leaderElect"):
-        durs = {}
-        for k in ("leaseDuration", "renewDeadline", "retryPeriod"):
-            try:
-                durs[k] = parse_duration(le.get(k))
-            except ValueError as exc:
-                errs.append(f"leaderElection.{k}: Invalid value: {go_value(le.get(k))}: {exc}")
-                continue
+        for k in list(durs):
             if durs[k] <= 0:
-                errs.append(f'leaderElection.{k}: Invalid value: "{le.get(k)}": must be greater than zero')
+                errs.append(f"leaderElection.{k}: Invalid value: {go_value(le.get(k))}: must be greater than zero")
         if len(durs) == 3 and durs["leaseDuration"] <= durs["renewDeadline"]:
             errs.append(f'leaderElection.leaseDuration: Invalid value: "{le.get("renewDeadline")}": '
                         f"must be greater than `RenewDeadline`")

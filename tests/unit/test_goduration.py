@@ -63,3 +63,17 @@ def test_leader_election_takes_python_numbers_as_seconds() -> None:
     assert seconds(15) == 15.0 and seconds(2.5) == 2.5
     with pytest.raises(ValueError):
         seconds(True)
+
+
+def test_a_bad_duration_is_a_config_error_even_with_leader_election_off(tmp_path) -> None:
+    """kube decodes metav1.Duration before looking at leaderElect; this was an internal error (ValueError)."""
+    from scheduler_runtime.config import ConfigError, load_config
+    from scheduler_runtime.framework.registry import build_registry
+
+    f = tmp_path / "c.yaml"
+    f.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                 "leaderElection: {leaderElect: false, leaseDuration: '15'}\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(f, build_registry([]))
+    assert str(info.value) == (f'{f}: leaderElection.leaseDuration: Invalid value: "15": '
+                               'time: missing unit in duration "15"')
