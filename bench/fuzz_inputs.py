@@ -424,6 +424,22 @@ def _values(doc: Any, work: Path) -> Outcome:
     return run_cli(["config", "render", "--values", str(f)], (str(f) + ":",))
 
 
+KUBECONFIG_SEEDS = [
+    {"apiVersion": "v1", "kind": "Config", "current-context": "c",
+     "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:6443", "certificate-authority-data": "eA=="}}],
+     "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u", "namespace": "default"}}],
+     "users": [{"name": "u", "user": {"token": "t"}}]},
+]
+
+
+def _kubeconfig(doc: Any, work: Path) -> Outcome:
+    """The kubeconfig check every command runs before the client library reads the file."""
+    from scheduler_runtime.cluster.kube import KubeConfigError, check_kubeconfig
+
+    f = _write(work, "kubeconfig", doc if isinstance(doc, bytes) else dump(doc))
+    return run_call(lambda: check_kubeconfig(str(f)), (KubeConfigError,))
+
+
 def _render(flags: list[str], work: Path) -> Outcome:
     return run_cli(["config", "render", *flags])
 
@@ -503,6 +519,7 @@ def _builtin_targets() -> None:
     register(Target("plugin-args", lambda: mutated(plugin_args_seeds()), _config_cmd("validate"), 8000))
     register(Target("config-render", _render_flags, _render, 3000))
     register(Target("config-values", lambda: mutated(VALUES_SEEDS), _values, 3000))
+    register(Target("kubeconfig", lambda: mutated(KUBECONFIG_SEEDS), _kubeconfig, 3000))
     register(Target("config-raw", lambda: raw_text(text_seeds()), _config_cmd("validate"), 5000))
     register(Target("simulate-objects", _objects, _simulate, 2000, quick=40))
     register(Target("simulate-raw", _raw_objects, _simulate, 1500, quick=30))

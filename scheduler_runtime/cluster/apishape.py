@@ -69,6 +69,19 @@ NODE = obj(
     status=obj(capacity=smap(QTY), allocatable=smap(QTY), conditions=lst(CONDITION),
                images=lst(obj(names=lst(STR), sizeBytes=INT)), declaredFeatures=lst(STR)))
 SHAPES = {"Pod": POD, "Node": NODE}
+#: clientcmd's v1 Config (kubeconfig), the fields its Go struct types
+_NAMED = {"name": STR}
+KUBECONFIG = obj(
+    apiVersion=STR, kind=STR, **{"current-context": STR}, preferences=obj(colors=BOOL),
+    clusters=lst(obj(**_NAMED, cluster=obj(server=STR, **{
+        "certificate-authority": STR, "certificate-authority-data": STR, "insecure-skip-tls-verify": BOOL,
+        "tls-server-name": STR, "proxy-url": STR, "disable-compression": BOOL}))),
+    contexts=lst(obj(**_NAMED, context=obj(cluster=STR, user=STR, namespace=STR))),
+    users=lst(obj(**_NAMED, user=obj(token=STR, tokenFile=STR, username=STR, password=STR, **{
+        "client-certificate": STR, "client-certificate-data": STR, "client-key": STR, "client-key-data": STR,
+        "as": STR, "as-uid": STR, "as-groups": lst(STR)},
+        exec=obj(command=STR, args=lst(STR), apiVersion=STR, env=lst(obj(name=STR, value=STR))),
+        **{"auth-provider": obj(name=STR, config=smap(STR))}))))
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 

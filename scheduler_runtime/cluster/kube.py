@@ -243,11 +243,17 @@ def _read_kubeconfig_file(p: str) -> dict[str, Any]:
     """One kubeconfig file as a mapping; unreadable, empty or malformed files are usage/I-O errors (exit 2)."""
     from .. import yamlio
     from ..errors import InputError
+    from . import apishape
 
     try:
-        return yamlio.load_file_one(Path(p).expanduser(), what="a kubeconfig mapping (apiVersion: v1, kind: Config)")
+        doc = yamlio.load_file_one(Path(p).expanduser(), what="a kubeconfig mapping (apiVersion: v1, kind: Config)")
     except InputError as exc:
         raise _kc_error(f"{p}: {exc.detail} (kubeconfig)", usage=True) from None
+    try:  # client-go decodes into typed structs: a list where a string belongs is refused there too
+        apishape.check(doc, apishape.KUBECONFIG)
+    except InputError as exc:
+        raise _kc_error(f"{p}: {exc.field}: {exc.detail}", usage=False) from None
+    return doc
 
 
 def _named_entries(doc: dict[str, Any], key: str, inner: str, where: str) -> dict[str, tuple[int, dict[str, Any]]]:

@@ -87,3 +87,17 @@ def test_a_newline_in_an_unknown_key_stays_on_one_line(tmp_path: Path) -> None:
                           'profiles: [{schedulerName: s, "a\\nb": 1}]\n')
     out = _cli("config", "default", f)
     assert out.crash is None and out.code == 1 and out.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("context", ["{cluster: [k], user: u}", "{cluster: {a: 1}, user: u}", "{cluster: k, user: [u]}"])
+def test_a_kubeconfig_with_a_list_where_a_name_belongs_is_a_one_line_error(tmp_path: Path, context: str) -> None:
+    """check_kubeconfig crashed with `unhashable type` on these."""
+    from scheduler_runtime.cluster.kube import KubeConfigError, check_kubeconfig
+
+    f = tmp_path / "kc"
+    f.write_text("apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+                 "clusters: [{name: k, cluster: {server: 'https://127.0.0.1:6443'}}]\n"
+                 f"contexts: [{{name: c, context: {context}}}]\nusers: [{{name: u, user: {{token: t}}}}]\n")
+    with pytest.raises(KubeConfigError) as info:
+        check_kubeconfig(str(f))
+    assert info.value.exit_code == 1 and "contexts[0].context." in str(info.value) and "\n" not in str(info.value)
