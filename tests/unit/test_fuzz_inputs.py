@@ -89,7 +89,8 @@ def test_a_newline_in_an_unknown_key_stays_on_one_line(tmp_path: Path) -> None:
     assert out.crash is None and out.code == 1 and out.stderr.count("\n") == 1
 
 
-@pytest.mark.parametrize("context", ["{cluster: [k], user: u}", "{cluster: {a: 1}, user: u}", "{cluster: k, user: [u]}"])
+@pytest.mark.parametrize("context", ["{cluster: [k], user: u}", "{cluster: {a: 1}, user: u}",
+                                     "{cluster: k, user: [u]}"])
 def test_a_kubeconfig_with_a_list_where_a_name_belongs_is_a_one_line_error(tmp_path: Path, context: str) -> None:
     """check_kubeconfig crashed with `unhashable type` on these."""
     from scheduler_runtime.cluster.kube import KubeConfigError, check_kubeconfig
