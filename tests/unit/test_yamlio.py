@@ -91,6 +91,7 @@ def test_dev_zero_is_refused_after_the_limit(tmp_path: Path) -> None:
     assert "larger than" in str(exc) and exc.exit_code == 2
 
 
+@pytest.mark.timeout(30)
 def test_a_fifo_nobody_writes_to_does_not_hang(tmp_path: Path) -> None:
     fifo = tmp_path / "cfg.yaml"
     os.mkfifo(fifo)
