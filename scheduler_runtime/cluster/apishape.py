@@ -105,7 +105,8 @@ def _fail(path: str, value: Any, want: str) -> InputError:
 
 
 def check(value: Any, shape: Any, path: str = "") -> None:
-    """Raise InputError(field=path) at the first value whose type the Go struct would not decode."""
+    """Raise InputError(field=path) at the first value whose type the Go struct would not decode; null list
+    elements and map values are replaced by their zero value in place, as decoding does."""
     if value is None or shape == ANY:
         return  # null decodes to the zero value
     if shape == STR:
@@ -134,12 +135,23 @@ def check(value: Any, shape: Any, path: str = "") -> None:
         if not isinstance(value, list):
             raise _fail(path, value, "array")
         for i, item in enumerate(value):
+            if item is None:  # Go decodes a null element to the zero value of the element type
+                value[i] = item = _zero(shape["item"])
             check(item, shape["item"], f"{path}[{i}]")
     elif shape[""] == "map":
         if not isinstance(value, dict):
             raise _fail(path, value, "object")
         for key, item in value.items():
+            if item is None:
+                value[key] = item = _zero(shape["value"])
             check(item, shape["value"], f"{path}.{key}")
+
+
+def _zero(shape: Any) -> Any:
+    """The value Go's decoder leaves for null: "" / 0 / false / "0" / {} / []."""
+    if isinstance(shape, dict):
+        return {} if shape[""] in ("object", "map") else []
+    return {STR: "", INT: 0, BOOL: False, NUM: 0, QTY: "0"}.get(shape)
 
 
 def check_object(raw: dict[str, Any]) -> None:
