@@ -102,3 +102,22 @@ def test_a_kubeconfig_with_a_list_where_a_name_belongs_is_a_one_line_error(tmp_p
     with pytest.raises(KubeConfigError) as info:
         check_kubeconfig(str(f))
     assert info.value.exit_code == 1 and "contexts[0].context." in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(("pod_spec", "node_spec"), [
+    ("tolerations: [null]", ""),
+    ("affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [null]}}}", ""),
+    ("overhead: {cpu: null}", ""),
+    ("", "status: {allocatable: {cpu: '4', pods: '110'}, conditions: [null], images: [null]}"),
+])
+def test_null_list_elements_decode_to_zero_values(tmp_path: Path, pod_spec: str, node_spec: str) -> None:
+    """A null element (`tolerations: [null]`) is the zero value in Go; simulate crashed on it (AttributeError)."""
+    (tmp_path / "cluster").mkdir()
+    (tmp_path / "cluster" / "n.yaml").write_text(
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n"
+        + (node_spec or "status: {allocatable: {cpu: '4', memory: 8Gi, pods: '110'}}") + "\n")
+    pods = _config(tmp_path, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n"
+                             f"  containers: [{{name: c, image: x}}]\n  {pod_spec}\n")
+    out = _cli("simulate", "--cluster", str(tmp_path / "cluster"), "--pods", pods)
+    assert out.crash is None, out.crash
+    assert out.code == 0, out.stderr
