@@ -278,7 +278,7 @@ def render(
                     k, _, v = part.partition("=")
                     kv.setdefault(k.strip(), []).append(v)
                 if "name" not in kv:
-                    raise ValueError(f"--profile {spec}: needs name=SCHEDULER_NAME")
+                    raise ValueError(f"--profile {json.dumps(spec, ensure_ascii=False)}: needs name=SCHEDULER_NAME")
                 profiles.append(profile_from_flags(kv["name"][0], kv.get("plugin", []), kv.get("disable", []),
                                                    queue_sort, kv.get("args", [])))
         except ValueError as exc:

@@ -87,12 +87,12 @@ class KubeFlags:
 
 
 def parse_go_duration(text: str, flag: str) -> float:
-    from scheduler_runtime.config.loader import parse_duration
+    from scheduler_runtime.goduration import parse_seconds
 
     try:
-        return parse_duration(text)
-    except ValueError:
-        raise UsageError(f'invalid argument "{text}" for "--{flag}" flag: time: invalid duration "{text}"') from None
+        return parse_seconds(text)
+    except ValueError as exc:
+        raise UsageError(f'invalid argument "{text}" for "--{flag}" flag: {exc}') from None
 
 
 def parse(argv: list[str]) -> KubeFlags:

@@ -149,9 +149,11 @@ def _config_names_kubeconfig(path: Path | None) -> bool:
     """A config whose clientConnection names a kubeconfig is meant for a real cluster, as with kube-scheduler."""
     if path is None or not path.is_file():
         return False
+    from scheduler_runtime import yamlio
+
     try:
-        doc = yaml.safe_load(path.read_text())
-    except (yaml.YAMLError, OSError, UnicodeDecodeError):
+        doc = yamlio.load_file_one(path)
+    except InputError:
         return False  # the loader reports it properly
     cc = doc.get("clientConnection") if isinstance(doc, dict) else None
     return isinstance(cc, dict) and bool(cc.get("kubeconfig"))

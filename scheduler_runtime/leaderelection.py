@@ -25,40 +25,22 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from . import goduration
 from .cluster.kube import ApiError, KubeClient, micro_time
 
 log = logging.getLogger("ksched.leaderelection")
 
 
 def seconds(value: Any) -> float:
-    """15, 15.0, "15s", "1m30s", "500ms" -> seconds (a Go-style duration string or a number)."""
+    """A duration in seconds: a number (or timedelta) is seconds, as the Python API takes them; a string is
+    a Go duration ("15s", "1m30s", "500ms") with Go's rules, so "15" without a unit is refused."""
+    if isinstance(value, bool):
+        raise ValueError(f"invalid duration {value!r}")
     if isinstance(value, int | float):
         return float(value)
     if hasattr(value, "total_seconds"):
         return float(value.total_seconds())
-    s = str(value).strip()
-    try:
-        return float(s)
-    except ValueError:
-        pass
-    total, num = 0.0, ""
-    units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
-    i = 0
-    while i < len(s):
-        c = s[i]
-        if c.isdigit() or c == ".":
-            num += c
-            i += 1
-            continue
-        unit = s[i:i + 2] if s[i:i + 2] in units else c
-        if unit not in units or not num:
-            raise ValueError(f"invalid duration {value!r}")
-        total += float(num) * units[unit]
-        num = ""
-        i += len(unit)
-    if num:
-        raise ValueError(f"invalid duration {value!r}: missing unit")
-    return total
+    return goduration.parse_seconds(str(value).strip())
 
 
 class LeaderElector:

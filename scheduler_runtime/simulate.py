@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .cluster import apishape
 from .cluster.memory import MemoryCluster, load_objects
 from .errors import InputError
 from .framework.registry import Registry
@@ -75,6 +76,10 @@ def load_pods_in_order(paths: Sequence[str | Path]) -> list[tuple[dict[str, Any]
                 raise InputError(f'expected kind "Pod", got {raw.get("kind")!r}', file=where, field="kind", usage=False)
             raw.setdefault("kind", "Pod")
             raw.setdefault("apiVersion", "v1")
+            try:
+                apishape.check_object(raw)  # a Pod written without `kind` was not checked on load
+            except InputError as exc:
+                raise InputError(exc.detail, file=where, field=exc.field, usage=False) from None
             out.append((raw, where))
     return out
 

@@ -17,6 +17,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 
+from scheduler_runtime import yamlio
 from scheduler_runtime.errors import InputError
 
 from ..kube_flags import VALUE_FLAGS
@@ -156,7 +157,7 @@ def load_roundtrip(path: Path, text: str) -> Loaded:
         raise InputError(f"invalid YAML: nested deeper than {MAX_DEPTH} levels", file=str(path), usage=True)
     y0 = _yaml(_STYLES[0])
     try:
-        docs = list(y0.load_all(text))
+        docs = yamlio.load_roundtrip(text, file=str(path), yaml_rt=y0)
     except YAMLError as exc:
         raise _yaml_error(path, exc) from None
     except RecursionError:

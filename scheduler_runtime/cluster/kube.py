@@ -247,37 +247,18 @@ def _kc_error(message: str, *, usage: bool) -> KubeConfigError:
 
 def _read_kubeconfig_file(p: str) -> dict[str, Any]:
     """One kubeconfig file as a mapping; unreadable, empty or malformed files are usage/I-O errors (exit 2)."""
-    import yaml
+    from .. import yamlio
+    from ..errors import InputError
+    from . import apishape
 
-    f = Path(p).expanduser()
-    if f.is_dir():
-        raise _kc_error(f"{p}: is a directory, expected a kubeconfig file", usage=True)
     try:
-        data = f.read_bytes()
-    except FileNotFoundError:
-        raise _kc_error(f"{p}: no such file or directory (kubeconfig)", usage=True) from None
-    except PermissionError:
-        raise _kc_error(f"{p}: permission denied (kubeconfig)", usage=True) from None
-    except OSError as exc:
-        raise _kc_error(f"{p}: cannot read the kubeconfig: {exc.strerror or exc}", usage=True) from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise _kc_error(f"{p}: not UTF-8 text, expected a kubeconfig (YAML)", usage=True) from None
-    if not text.strip():
-        raise _kc_error(f"{p}: empty file, expected a kubeconfig", usage=True)
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f"line {mark.line + 1}: " if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise _kc_error(f"{p}: {line}invalid YAML: {problem}", usage=True) from None
-    if doc is None:
-        raise _kc_error(f"{p}: empty file, expected a kubeconfig", usage=True)
-    if not isinstance(doc, dict):
-        raise _kc_error(f"{p}: expected a kubeconfig mapping (apiVersion: v1, kind: Config), "
-                        f"got a {type(doc).__name__}", usage=True)
+        doc = yamlio.load_file_one(Path(p).expanduser(), what="a kubeconfig mapping (apiVersion: v1, kind: Config)")
+    except InputError as exc:
+        raise _kc_error(f"{p}: {exc.detail} (kubeconfig)", usage=True) from None
+    try:  # client-go decodes into typed structs: a list where a string belongs is refused there too
+        apishape.check(doc, apishape.KUBECONFIG)
+    except InputError as exc:
+        raise _kc_error(f"{p}: {exc.field}: {exc.detail}", usage=False) from None
     return doc
 
 

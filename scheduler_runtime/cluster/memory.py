@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from .. import yamlio
 from ..errors import InputError
 from ..objects import Node, Pod, PodDisruptionBudget
 from ..plugins.volumeutil import (
@@ -25,6 +24,7 @@ from ..plugins.volumeutil import (
     NO_PROVISIONER,
     class_of,
 )
+from . import apishape
 from .base import (
     CLUSTER_SCOPED,
     KIND_TO_RESOURCE,
@@ -474,35 +474,6 @@ class MemoryCluster(ClusterBackend):
 # ---------------------------------------------------------------------- YAML loading
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """Safe loader that rejects duplicate keys (kubectl does too) and caps alias expansion."""
-
-
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    seen: dict[Any, int] = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise InputError(f"line {key_node.start_mark.line + 1}: duplicate key {key!r}", usage=True)
-        seen[key] = 1
-    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-MAX_FILE_BYTES = 64 * 1024 * 1024
-
-
-def _count_aliases(text: str) -> None:
-    """Refuse alias-heavy documents before expansion (a YAML bomb would exhaust memory)."""
-    events = 0
-    for ev in yaml.parse(text, Loader=yaml.SafeLoader):
-        if isinstance(ev, yaml.AliasEvent):
-            events += 1
-            if events > 1000:
-                raise InputError("too many YAML aliases (refusing a possible YAML bomb)", usage=True)
-
-
 def load_objects(path: Path) -> list[tuple[dict[str, Any], str]]:
     """Objects from a file (a list, a v1 List, or multi-document YAML) or every *.yaml in a folder."""
     if path.is_dir():
@@ -511,29 +482,7 @@ def load_objects(path: Path) -> list[tuple[dict[str, Any], str]]:
             out += load_objects(f)
         return out
     where = str(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError("no such file or directory", file=where, usage=True) from None
-    except OSError as exc:
-        raise InputError(exc.strerror or str(exc), file=where, usage=True) from None
-    if len(data) > MAX_FILE_BYTES:
-        raise InputError("file is larger than 64 MiB", file=where, usage=True)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError("not a UTF-8 text file", file=where, usage=True) from None
-    try:
-        if "*" in text:
-            _count_aliases(text)
-        docs = list(yaml.load_all(text, Loader=_UniqueKeyLoader))
-    except InputError as exc:
-        raise InputError(exc.detail, file=where, usage=exc.usage) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f"line {mark.line + 1}: " if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(f"{line}invalid YAML: {problem}", file=where, usage=True) from None
+    docs = yamlio.load_file(path, limit=yamlio.SNAPSHOT_LIMIT, what="YAML file of Kubernetes objects")
     out = []
     for i, doc in enumerate(docs):
         if doc is None:
@@ -550,6 +499,10 @@ def load_objects(path: Path) -> list[tuple[dict[str, Any], str]]:
             if not isinstance(item, dict):
                 raise InputError(f"document {i + 1}, item {j + 1}: expected a Kubernetes object (a mapping), "
                                  f"got {type(item).__name__}", file=where, usage=False)
+            try:
+                apishape.check_object(item)
+            except InputError as exc:
+                raise InputError(exc.detail, file=where, field=exc.field, usage=False) from None
             out.append((item, where))
     return out
 

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import copy
-import re
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
-from ..errors import InputError, KschedError
+from .. import goduration, yamlio
+from ..errors import KschedError
 from ..framework.plugin import EXTENSION_POINTS, implements
 from ..framework.registry import Registry
 from .fielderrors import go_value, translate
@@ -37,6 +37,8 @@ class ConfigError(KschedError):
     """All validation errors of one file; str() is one line."""
 
     def __init__(self, errors: list[str], file: str | None = None) -> None:
+        # a key or value echoed from the file may hold a newline; each error must stay one line
+        errors = [e.replace("\r", "\\r").replace("\n", "\\n") for e in errors]
         self.errors = errors
         self.file = file
         prefix = f"{file}: " if file else ""
@@ -47,23 +49,10 @@ class ConfigError(KschedError):
         super().__init__(msg)
 
 
-_DUR = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_DUR_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
 def parse_duration(value: Any) -> float:
-    """Go duration string ("15s", "1m30s") to seconds."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value) / 1e9  # Go encodes a bare number as nanoseconds
-    if not isinstance(value, str):
-        raise ValueError(f"invalid duration {go_value(value)}")
-    sign, body = (-1.0, value[1:]) if value.startswith("-") else (1.0, value.removeprefix("+"))
-    if body in ("0", "0s"):
-        return 0.0
-    parts = _DUR.findall(body)
-    if not parts or "".join(a + b for a, b in parts) != body:
-        raise ValueError(f'time: invalid duration "{value}"')
-    return sign * sum(float(a) * _DUR_UNITS[b] for a, b in parts)
+    """A metav1.Duration field in seconds: a Go duration string ("15s", "1m30s"); a bare number is refused
+    as kube-scheduler's decoder refuses it (see `goduration`)."""
+    return goduration.decode_field(value)
 
 
 def _zero_duration(value: Any) -> bool:
@@ -134,46 +123,7 @@ class SchedulerConfiguration:
 
 def read_document(path: Path, what: str = "a KubeSchedulerConfiguration") -> dict[str, Any]:
     """The one YAML mapping in `path`; every refusal is an I/O or parse problem (exit 2) naming the file."""
-    from ..cluster.memory import _count_aliases, _UniqueKeyLoader
-
-    where = str(path)
-    if path.is_dir():
-        raise InputError("is a directory, not a configuration file", file=where, usage=True)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError("no such file or directory", file=where, usage=True) from None
-    except PermissionError:
-        raise InputError("permission denied", file=where, usage=True) from None
-    except OSError as exc:
-        raise InputError(exc.strerror or str(exc), file=where, usage=True) from None
-    if b"\x00" in data[:8192]:
-        raise InputError("binary file, expected YAML", file=where, usage=True)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError("not UTF-8 text, expected YAML", file=where, usage=True) from None
-    if not text.strip():
-        raise InputError(f"empty file, expected {what} mapping", file=where, usage=True)
-    try:
-        if "*" in text:
-            _count_aliases(text)
-        docs = [d for d in yaml.load_all(text, Loader=_UniqueKeyLoader) if d is not None]
-    except InputError as exc:
-        raise InputError(exc.detail, file=where, usage=True) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f"line {mark.line + 1}: " if mark is not None else ""
-        raise InputError(f"{line}invalid YAML: {getattr(exc, 'problem', None) or exc}", file=where,
-                         usage=True) from None
-    if not docs:
-        raise InputError(f"empty file, expected {what} mapping", file=where, usage=True)
-    if len(docs) > 1:
-        raise InputError(f"{len(docs)} YAML documents; a configuration file holds exactly one", file=where, usage=True)
-    doc = docs[0]
-    if not isinstance(doc, dict):
-        raise InputError(f"expected {what} mapping, got a {type(doc).__name__}", file=where, usage=True)
-    return doc
+    return yamlio.load_file_one(path, what=f"{what} mapping")
 
 
 def check_kind(doc: dict[str, Any]) -> list[str]:
@@ -204,7 +154,8 @@ def _unknown(obj: Any, allowed: set[str], path: str, errs: list[str]) -> None:
         return
     for k in obj:
         if k not in allowed and not (path == "" and k == "metadata"):
-            errs.append(f'{path + "." if path else ""}{k}: unknown field "{k}"')
+            shown = k if isinstance(k, str) and k.isprintable() else go_value(k)  # no raw newline in a path
+            errs.append(f'{path + "." if path else ""}{shown}: unknown field {go_value(k)}')
 
 
 # ------------------------------------------------------------------------------------------- defaults
@@ -386,16 +337,16 @@ def validate_top(d: dict[str, Any], errs: list[str]) -> None:
     if _int(cc.get("burst")) and cc["burst"] < 0:
         errs.append(f"clientConnection.burst: Invalid value: {cc['burst']}: must be non-negative")
     le = d.get("leaderElection") or {}
+    durs = {}
+    for k in ("leaseDuration", "renewDeadline", "retryPeriod"):
+        try:  # decoding (metav1.Duration) fails whether or not leader election is on
+            durs[k] = parse_duration(le.get(k))
+        except ValueError as exc:
+            errs.append(f"leaderElection.{k}: Invalid value: {go_value(le.get(k))}: {exc}")
     if le.get("leaderElect"):
-        durs = {}
-        for k in ("leaseDuration", "renewDeadline", "retryPeriod"):
-            try:
-                durs[k] = parse_duration(le.get(k))
-            except ValueError as exc:
-                errs.append(f"leaderElection.{k}: Invalid value: {go_value(le.get(k))}: {exc}")
-                continue
+        for k in list(durs):
             if durs[k] <= 0:
-                errs.append(f'leaderElection.{k}: Invalid value: "{le.get(k)}": must be greater than zero')
+                errs.append(f"leaderElection.{k}: Invalid value: {go_value(le.get(k))}: must be greater than zero")
         if len(durs) == 3 and durs["leaseDuration"] <= durs["renewDeadline"]:
             errs.append(f'leaderElection.leaseDuration: Invalid value: "{le.get("renewDeadline")}": '
                         f"must be greater than `RenewDeadline`")
@@ -481,7 +432,45 @@ def _plan_for(prof: dict[str, Any], registry: Registry, i: int, errs: list[str])
     return plan
 
 
+_INT64_MAX = (1 << 63) - 1
+MAX_NODE_SCORE = 100
+
+
+def _wrap64(v: int) -> int:
+    """Go's int64 arithmetic: wraps around on overflow."""
+    return (v + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
+def _check_score_total(prof: dict[str, Any], registry: Registry, i: int, errs: list[str]) -> None:
+    """kube's getScoreWeights: score.enabled then multiPoint.enabled, score plugins only, first weight wins,
+    0 means 1; `weight*100 > MaxInt64 - total` (in wrapping int64 arithmetic, so a negative weight followed
+    by any other score plugin also fails) is "total score of Score plugins could overflow"."""
+    plugins = prof.get("plugins") or {}
+    entries = [*((plugins.get("score") or {}).get("enabled") or []),
+               *((plugins.get("multiPoint") or {}).get("enabled") or [])]
+    seen: set[str] = set()
+    total = 0
+    for e in entries:
+        n = e.get("name") if isinstance(e, dict) else None
+        spec = registry.get(n) if isinstance(n, str) else None
+        if spec is None or n in seen or not implements(spec.cls, "score"):
+            continue
+        seen.add(n)
+        w = e.get("weight") or 1
+        if not _int(w):
+            return
+        if w * MAX_NODE_SCORE > _wrap64(_INT64_MAX - total):
+            errs.append(f"profiles[{i}].plugins: Invalid value: total score of Score plugins could overflow")
+            return
+        total = _wrap64(total + w * MAX_NODE_SCORE)
+
+
 _NUM = (int, float)
+#: integer fields and their Go width; a number outside it is a decoding error in kube-scheduler
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+_INT_WIDTH = {"parallelism": _INT32, "percentageOfNodesToScore": _INT32, "burst": _INT32, "weight": _INT32,
+              "podInitialBackoffSeconds": _INT64, "podMaxBackoffSeconds": _INT64}
 _TOP_TYPES: dict[str, tuple[type, ...]] = {
     "parallelism": (int,), "percentageOfNodesToScore": (int,), "podInitialBackoffSeconds": (int,),
     "podMaxBackoffSeconds": (int,), "leaderElection": (dict,), "clientConnection": (dict,), "profiles": (list,),
@@ -500,6 +489,17 @@ def _expect(value: Any, types: tuple[type, ...], path: str, errs: list[str]) -> 
     if not ok:
         want = " or ".join(dict.fromkeys(_TYPE_NAMES.get(t, t.__name__) for t in types))
         errs.append(f"{path}: Invalid value: {go_value(value)}: expected {want}")
+        return False
+    if isinstance(value, float) and not math.isfinite(value):
+        errs.append(f"{path}: Invalid value: {value}: not a finite number")
+        return False
+    width = _INT_WIDTH.get(path.rsplit(".", 1)[-1]) if isinstance(value, int) and not isinstance(value, bool) \
+        else None
+    if width is not None and not width[0] <= value <= width[1]:
+        bits = 32 if width is _INT32 else 64
+        errs.append(f"{path}: Invalid value: {value}: out of range of int{bits} "
+                    f"(json: cannot unmarshal number {value} into a field of type int{bits})")
+        return False
     return ok
 
 
@@ -603,7 +603,7 @@ def _build(doc: dict[str, Any], registry: Registry, file: str | None = None) -> 
         if not name:
             errs.append(f"profiles[{i}].schedulerName: Required value")
         elif name in names_seen:
-            errs.append(f'profiles[{i}].schedulerName: Duplicate value: "{name}"')
+            errs.append(f'profiles[{i}].schedulerName: Duplicate value: {go_value(name)}')
         else:
             names_seen[name] = i
         ppct = prof.get("percentageOfNodesToScore")
@@ -618,13 +618,15 @@ def _build(doc: dict[str, Any], registry: Registry, file: str | None = None) -> 
                 n = e.get("name")
                 path = f"profiles[{i}].plugins.{point}.enabled[{j}]"
                 if n in REMOVED_IN_TREE:
-                    errs.append(f'{path}: Invalid value: "{n}": was invalid in version "v1" '
+                    errs.append(f'{path}: Invalid value: {go_value(n)}: was invalid in version "v1" '
                                 f'(KubeSchedulerConfiguration is version "v1")')
                 elif n in registry.unsupported:
-                    errs.append(f'{path}: Invalid value: "{n}": {registry.unsupported[n]}')
+                    errs.append(f'{path}: Invalid value: {go_value(n)}: {registry.unsupported[n]}')
                 elif registry.get(n) is None:
-                    errs.append(f'{path}: Invalid value: "{n}": plugin "{n}" does not exist (known plugins: {known})')
+                    errs.append(f'{path}: Invalid value: {go_value(n)}: plugin {go_value(n)} does not exist '
+                                f'(known plugins: {known})')
         plan = _plan_for(prof, registry, i, errs)
+        _check_score_total(prof, registry, i, errs)
         if len(plan.get("queueSort", [])) != 1:
             errs.append(f"profiles[{i}].plugins.queueSort: Invalid value: only one queue sort plugin required for "
                         f"profile with scheduler name {go_value(name)}, but got {len(plan.get('queueSort', []))}")
@@ -638,16 +640,17 @@ def _build(doc: dict[str, Any], registry: Registry, file: str | None = None) -> 
             pn = pc.get("name") if isinstance(pc, dict) else None
             path = f"profiles[{i}].pluginConfig[{j}]"
             if pn in seen_pc:
-                errs.append(f'{path}: Duplicate value: "{pn}"')
+                errs.append(f'{path}: Duplicate value: {go_value(pn)}')
                 continue
             seen_pc.add(pn)
             if pn in REMOVED_IN_TREE:
-                errs.append(f'{path}: Invalid value: "{pn}": was invalid in version "v1" '
+                errs.append(f'{path}: Invalid value: {go_value(pn)}: was invalid in version "v1" '
                             f'(KubeSchedulerConfiguration is version "v1")')
                 continue
             spec = registry.get(pn or "")
             if spec is None:
-                errs.append(f'{path}.name: Invalid value: "{pn}": args for unknown plugin (known plugins: {known})')
+                errs.append(f'{path}.name: Invalid value: {go_value(pn)}: args for unknown plugin '
+                            f'(known plugins: {known})')
                 continue
             raw_args = dict(pc.get("args") or {})
             kind = raw_args.pop("kind", None)

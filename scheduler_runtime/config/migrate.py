@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .fielderrors import go_value
-from .loader import API_VERSION, REMOVED_VERSIONS
+from .loader import API_VERSION, REMOVED_VERSIONS, check_types
 
 #: plugins removed from kube-scheduler before v1, with what replaces them
 REMOVED_PLUGINS = {
@@ -46,7 +46,13 @@ def _plugin_sets(profile: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def migrate(doc: dict[str, Any]) -> Migration:
-    """Raises ValueError when the document is not a KubeSchedulerConfiguration of a known version."""
+    """Raises ValueError when the document is not a KubeSchedulerConfiguration of a known version, or when
+    a field has a type no version's decoder accepts (a list where profiles[0].plugins belongs ...)."""
+    errs: list[str] = []
+    check_types(doc, errs)
+    if errs:
+        more = f" (and {len(errs) - 1} more error(s))" if len(errs) > 1 else ""
+        raise ValueError(errs[0] + more)
     if doc.get("kind") != "KubeSchedulerConfiguration":
         raise ValueError(f"kind: expected KubeSchedulerConfiguration, got {go_value(doc.get('kind'))}")
     api = doc.get("apiVersion") or ""

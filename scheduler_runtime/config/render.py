@@ -8,9 +8,10 @@ from typing import Any
 import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from .. import yamlio
 from ..errors import InputError
 from ..resources import templates_dir
-from .fielderrors import invalid, required
+from .fielderrors import go_value, invalid, required
 from .loader import API_VERSION
 
 TEMPLATES = templates_dir() / "config"
@@ -18,10 +19,7 @@ TEMPLATES = templates_dir() / "config"
 
 def _scalar(text: str) -> Any:
     """`--args Name.key=value` values are YAML scalars (numbers, booleans, lists)."""
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
+    return yamlio.safe_scalar(text)
 
 
 def profile_from_flags(scheduler_name: str, plugins: list[str], disable: list[str], queue_sort: str | None,
@@ -36,7 +34,7 @@ def profile_from_flags(scheduler_name: str, plugins: list[str], disable: list[st
             try:
                 e["weight"] = int(weight)
             except ValueError:
-                raise ValueError(f"--plugin {spec}: weight must be an integer") from None
+                raise ValueError(f"--plugin {go_value(spec)}: weight must be an integer") from None
         enabled.append(e)
     if enabled:
         mp["enabled"] = enabled
@@ -54,7 +52,7 @@ def profile_from_flags(scheduler_name: str, plugins: list[str], disable: list[st
         key, eq, value = a.partition("=")
         plugin, dot, path = key.partition(".")
         if not eq or not dot or not path:
-            raise ValueError(f"--args {a}: expected NAME.key=value (NAME.key.sub=value for nested keys)")
+            raise ValueError(f"--args {go_value(a)}: expected NAME.key=value (NAME.key.sub=value for nested keys)")
         node = pcs.setdefault(plugin, {})
         parts = path.split(".")
         for p in parts[:-1]:
