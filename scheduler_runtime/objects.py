@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InputError
+from .labelsel import SelectorError, node_field_requirements, node_selector_requirements, selector_requirements
 from .quantity import resource_amount
 
 DEFAULT_MILLI_CPU_REQUEST = 100  # kube-scheduler's non-zero default for containers without requests
@@ -22,49 +23,19 @@ DEFAULT_SCHEDULER_NAME = "default-scheduler"
 # --------------------------------------------------------------------------- selectors
 
 
-def _values(expr: Mapping[str, Any], path: str) -> frozenset[str]:
-    vals = expr.get("values") or []
-    if not isinstance(vals, list):
-        raise InputError("must be a list of strings", field=f"{path}.values")
-    return frozenset(str(v) for v in vals)
-
-
 Matcher = Callable[[Mapping[str, str]], bool]
 
 
-def _label_requirement(expr: Mapping[str, Any], path: str) -> Matcher:
-    key = expr.get("key")
-    if not key:
-        raise InputError("Required value", field=f"{path}.key")
-    op = expr.get("operator")
-    vals = _values(expr, path)
-    if op == "In":
-        return lambda labels: labels.get(key) in vals
-    if op == "NotIn":
-        return lambda labels: labels.get(key) not in vals
-    if op == "Exists":
-        return lambda labels: key in labels
-    if op == "DoesNotExist":
-        return lambda labels: key not in labels
-    if op in ("Gt", "Lt"):
-        if len(vals) != 1:
-            raise InputError(f"operator {op} needs exactly one value", field=f"{path}.values")
-        try:
-            bound = int(next(iter(vals)))
-        except ValueError as exc:
-            raise InputError(f"operator {op} needs an integer value", field=f"{path}.values") from exc
-
-        def cmp(labels: Mapping[str, str]) -> bool:
-            v = labels.get(key)
-            if v is None:
-                return False
-            try:
-                n = int(v)
-            except ValueError:
-                return False
-            return n > bound if op == "Gt" else n < bound
-        return cmp
-    raise InputError(f'Unsupported value: "{op}"', field=f"{path}.operator")
+def _exprs(raw: Any, path: str) -> list[Mapping[str, Any]]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not all(isinstance(e, Mapping) for e in raw):
+        raise InputError("must be a list of requirements", field=path, usage=False)
+    for i, e in enumerate(raw):
+        vals = e.get("values")
+        if vals is not None and not isinstance(vals, list):
+            raise InputError("must be a list of strings", field=f"{path}[{i}].values", usage=False)
+    return raw
 
 
 @dataclass(slots=True, frozen=True)
@@ -77,11 +48,20 @@ class LabelSelector:
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any] | None, path: str = "labelSelector") -> LabelSelector:
+        """Parse, refusing a selector kube would not parse (InputError naming `path`)."""
+        try:
+            return cls.parse_or_raise(raw, path)
+        except SelectorError as exc:
+            raise InputError(str(exc), field=path, usage=False) from exc
+
+    @classmethod
+    def parse_or_raise(cls, raw: Mapping[str, Any] | None, path: str = "labelSelector") -> LabelSelector:
+        """LabelSelectorAsSelector: raises SelectorError (Go's text) for invalid keys, values or operators."""
         raw = raw or {}
         ml = raw.get("matchLabels") or {}
-        exprs = raw.get("matchExpressions") or []
-        reqs = tuple(_label_requirement(e, f"{path}.matchExpressions[{i}]") for i, e in enumerate(exprs))
-        return cls(tuple((str(k), str(v)) for k, v in ml.items()), reqs, raw)
+        exprs = _exprs(raw.get("matchExpressions"), f"{path}.matchExpressions")
+        reqs = selector_requirements({str(k): str(v) for k, v in ml.items()}, exprs)
+        return cls(tuple((str(k), str(v)) for k, v in ml.items()), tuple(reqs[len(ml):]), raw)
 
     @property
     def empty(self) -> bool:
@@ -95,19 +75,45 @@ class LabelSelector:
 
 
 class NodeSelectorTerm:
-    """One term of a NodeSelector: all of its expressions and fields must match."""
+    """One term of a NodeSelector: all of its expressions and fields must match.
 
-    __slots__ = ("exprs", "fields", "empty")
+    A term kube-scheduler cannot parse (invalid key, value or operator) keeps its error and matches no node,
+    as the LazyErrorNodeSelector does; an empty term matches nothing either.
+    """
 
-    def __init__(self, raw: Mapping[str, Any], path: str) -> None:
-        self.exprs = tuple(_label_requirement(e, f"{path}.matchExpressions[{i}]")
-                           for i, e in enumerate(raw.get("matchExpressions") or []))
-        self.fields = tuple(_label_requirement(e, f"{path}.matchFields[{i}]")
-                            for i, e in enumerate(raw.get("matchFields") or []))
-        self.empty = not self.exprs and not self.fields
+    __slots__ = ("exprs", "fields", "empty", "error", "name_values")
+
+    def __init__(self, raw: Mapping[str, Any], path: str, go_path: str | None = None) -> None:
+        """`path` names fields in InputErrors; `go_path` is the path kube's parse errors use (default `path`)."""
+        gp = path if go_path is None else go_path
+        raw_exprs = _exprs(raw.get("matchExpressions"), f"{path}.matchExpressions")
+        raw_fields = _exprs(raw.get("matchFields"), f"{path}.matchFields")
+        self.empty = not raw_exprs and not raw_fields
+        self.error = ""
+        errs: list[str] = []
+        self.exprs: tuple[Matcher, ...] = ()
+        self.fields: tuple[Matcher, ...] = ()
+        try:
+            self.exprs = tuple(node_selector_requirements(raw_exprs, f"{gp}.matchExpressions"))
+        except SelectorError as exc:
+            errs.append(str(exc))
+        try:
+            self.fields = tuple(node_field_requirements(raw_fields, f"{gp}.matchFields"))
+        except SelectorError as exc:
+            errs.append(str(exc))
+        if errs:
+            self.error = errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]"
+        # PreFilter narrows to the named nodes: the intersection of this term's `metadata.name In` values
+        # (None when the term has no such requirement).
+        names: set[str] | None = None
+        for f in raw_fields:
+            if f.get("key") == "metadata.name" and f.get("operator") == "In":
+                vals = {str(v) for v in f.get("values") or []}
+                names = vals if names is None else names & vals
+        self.name_values = None if names is None else frozenset(names)
 
     def matches(self, node: Node) -> bool:
-        if self.empty:  # an empty term matches no objects
+        if self.empty or self.error:
             return False
         if any(not r(node.labels) for r in self.exprs):
             return False
@@ -123,7 +129,7 @@ class NodeSelector:
     __slots__ = ("terms",)
 
     def __init__(self, raw: Mapping[str, Any], path: str) -> None:
-        self.terms = tuple(NodeSelectorTerm(t, f"{path}.nodeSelectorTerms[{i}]")
+        self.terms = tuple(NodeSelectorTerm(t, f"{path}.nodeSelectorTerms[{i}]", f"nodeSelectorTerms[{i}]")
                            for i, t in enumerate(raw.get("nodeSelectorTerms") or []))
 
     def matches(self, node: Node) -> bool:
@@ -162,15 +168,17 @@ class PodAffinityTerm:
         return self.namespace_matches(owner_ns, pod.namespace, ns_labels) and self.selector.matches(pod.labels)
 
 
-def _pod_affinity_terms(raw: Mapping[str, Any] | None, path: str, pod: Mapping[str, Any]) -> tuple[
+def _pod_affinity_terms(raw: Mapping[str, Any] | None, path: str, pod: Mapping[str, Any],
+                        errors: list[str], names: tuple[str, str]) -> tuple[
         tuple[PodAffinityTerm, ...], tuple[PodAffinityTerm, ...]]:
+    """(required, preferred) terms. A list holding a term kube cannot parse is dropped whole and its error
+    appended to `errors` as `<names[i]>: <Go error>`, as framework.PodInfo.Update does."""
     if not raw:
         return (), ()
     pod_labels = ((pod.get("metadata") or {}).get("labels")) or {}
 
     def term(t: Mapping[str, Any], p: str, weight: int = 0) -> PodAffinityTerm:
         sel_raw = t.get("labelSelector")
-        sel = LabelSelector.parse(sel_raw, f"{p}.labelSelector") if sel_raw is not None else None
         # matchLabelKeys / mismatchLabelKeys merge the incoming pod's label values into the selector.
         extra: list[dict[str, Any]] = []
         for key in t.get("matchLabelKeys") or []:
@@ -180,23 +188,29 @@ def _pod_affinity_terms(raw: Mapping[str, Any] | None, path: str, pod: Mapping[s
             if key in pod_labels:
                 extra.append({"key": key, "operator": "NotIn", "values": [pod_labels[key]]})
         if extra and sel_raw is not None:
-            merged = dict(sel_raw)
-            merged["matchExpressions"] = list(sel_raw.get("matchExpressions") or []) + extra
-            sel = LabelSelector.parse(merged, f"{p}.labelSelector")
+            sel_raw = dict(sel_raw)
+            sel_raw["matchExpressions"] = list(sel_raw.get("matchExpressions") or []) + extra
+        sel = LabelSelector.parse_or_raise(sel_raw, f"{p}.labelSelector") if sel_raw is not None else None
         ns_sel_raw = t.get("namespaceSelector")
-        tk = t.get("topologyKey") or ""
-        if not tk:
-            raise InputError("Required value: can not be empty", field=f"{p}.topologyKey")
+        tk = str(t.get("topologyKey") or "")  # the API server requires one; kube-scheduler does not check
         return PodAffinityTerm(sel, frozenset(t.get("namespaces") or []),
-                               LabelSelector.parse(ns_sel_raw, f"{p}.namespaceSelector")
+                               LabelSelector.parse_or_raise(ns_sel_raw, f"{p}.namespaceSelector")
                                if ns_sel_raw is not None else None, tk, weight)
 
-    req = tuple(term(t, f"{path}.requiredDuringSchedulingIgnoredDuringExecution[{i}]")
-                for i, t in enumerate(raw.get("requiredDuringSchedulingIgnoredDuringExecution") or []))
-    pref = tuple(term(w.get("podAffinityTerm") or {},
-                      f"{path}.preferredDuringSchedulingIgnoredDuringExecution[{i}].podAffinityTerm",
-                      int(w.get("weight", 0)))
-                 for i, w in enumerate(raw.get("preferredDuringSchedulingIgnoredDuringExecution") or []))
+    def parse_list(name: str, build: Callable[[], tuple[PodAffinityTerm, ...]]) -> tuple[PodAffinityTerm, ...]:
+        try:
+            return build()
+        except SelectorError as exc:
+            errors.append(f"{name}: {exc}")
+            return ()
+
+    req = parse_list(names[0], lambda: tuple(
+        term(t, f"{path}.requiredDuringSchedulingIgnoredDuringExecution[{i}]")
+        for i, t in enumerate(raw.get("requiredDuringSchedulingIgnoredDuringExecution") or [])))
+    pref = parse_list(names[1], lambda: tuple(
+        term(w.get("podAffinityTerm") or {},
+             f"{path}.preferredDuringSchedulingIgnoredDuringExecution[{i}].podAffinityTerm", int(w.get("weight", 0)))
+        for i, w in enumerate(raw.get("preferredDuringSchedulingIgnoredDuringExecution") or [])))
     return req, pref
 
 
@@ -277,7 +291,12 @@ def _max(into: dict[str, int], src: Mapping[str, int]) -> None:
             into[k] = v
 
 
-def _container_requests(c: Mapping[str, Any], path: str, non_zero: bool) -> dict[str, int]:
+def _container_requests(c: Mapping[str, Any], path: str, defaults: Mapping[str, int] | None) -> dict[str, int]:
+    """One container's requests; `defaults` fill only resources the container does not name at all.
+
+    kube-scheduler's NonMissingContainerRequests: an explicit `cpu: "0"` stays zero, only an unset
+    request gets the non-zero scoring default.
+    """
     res = (c.get("resources") or {})
     reqs = res.get("requests")
     if reqs is None:
@@ -286,24 +305,40 @@ def _container_requests(c: Mapping[str, Any], path: str, non_zero: bool) -> dict
         lim = res.get("limits") or {}
         reqs = {**{k: v for k, v in lim.items() if k not in reqs}, **reqs}
     out = {str(k): resource_amount(str(k), v, f"{path}.resources.requests.{k}") for k, v in reqs.items()}
-    if non_zero:
-        if not out.get("cpu"):
-            out["cpu"] = DEFAULT_MILLI_CPU_REQUEST
-        if not out.get("memory"):
-            out["memory"] = DEFAULT_MEMORY_REQUEST
+    if defaults:
+        for k, v in defaults.items():
+            if k not in out:
+                out[k] = v
     return out
 
 
-def pod_requests(spec: Mapping[str, Any], non_zero: bool = False, path: str = "spec") -> dict[str, int]:
-    """Effective pod requests: containers + sidecars, max'd with init containers, plus overhead."""
-    pod_level = (spec.get("resources") or {}).get("requests")
+def _pod_level_supported(name: str) -> bool:
+    """Resources a pod-level `spec.resources` may set (cpu, memory, hugepages-*)."""
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
+
+
+def pod_level_requests_set(spec: Mapping[str, Any]) -> bool:
+    return any(_pod_level_supported(str(k)) for k in ((spec.get("resources") or {}).get("requests") or {}))
+
+
+_NON_ZERO_DEFAULTS = {"cpu": DEFAULT_MILLI_CPU_REQUEST, "memory": DEFAULT_MEMORY_REQUEST}
+
+
+def pod_requests(spec: Mapping[str, Any], non_zero: bool | Mapping[str, int] = False,
+                 path: str = "spec") -> dict[str, int]:
+    """Effective pod requests: containers + sidecars, max'd with init containers, pod-level, plus overhead.
+
+    `non_zero` True uses kube-scheduler's cpu/memory defaults for containers that leave them unset;
+    a mapping gives the defaults explicitly (an empty mapping means none).
+    """
+    defaults: Mapping[str, int] | None = _NON_ZERO_DEFAULTS if non_zero is True else (non_zero or None)
     total: dict[str, int] = {}
     for i, c in enumerate(spec.get("containers") or []):
-        _add(total, _container_requests(c, f"{path}.containers[{i}]", non_zero))
+        _add(total, _container_requests(c, f"{path}.containers[{i}]", defaults))
     sidecars: dict[str, int] = {}
     init_max: dict[str, int] = {}
     for i, c in enumerate(spec.get("initContainers") or []):
-        r = _container_requests(c, f"{path}.initContainers[{i}]", non_zero)
+        r = _container_requests(c, f"{path}.initContainers[{i}]", defaults)
         if c.get("restartPolicy") == "Always":
             _add(total, r)
             _add(sidecars, r)
@@ -313,13 +348,33 @@ def pod_requests(spec: Mapping[str, Any], non_zero: bool = False, path: str = "s
             _add(tmp, sidecars)
             _max(init_max, tmp)
     _max(total, init_max)
-    if pod_level:
-        for k in ("cpu", "memory"):
-            if k in pod_level:
-                total[k] = resource_amount(k, pod_level[k], f"{path}.resources.requests.{k}")
+    pod_level = (spec.get("resources") or {}).get("requests") or {}
+    for k, v in pod_level.items():
+        if _pod_level_supported(str(k)):
+            total[str(k)] = resource_amount(str(k), v, f"{path}.resources.requests.{k}")
     for k, v in (spec.get("overhead") or {}).items():
         total[k] = total.get(k, 0) + resource_amount(k, v, f"{path}.overhead.{k}")
     return total
+
+
+def non_zero_pod_requests(spec: Mapping[str, Any], requests: Mapping[str, int]) -> tuple[dict[str, int],
+                                                                                          dict[str, int]]:
+    """(node accounting, scoring) cpu/memory requests with kube-scheduler's non-zero defaults.
+
+    Node accounting (PodInfo.CalculateResource) defaults only what neither the containers nor the
+    pod-level requests set; the scorer (calculatePodResourceRequest) always defaults unset container
+    requests. Both are identical unless pod-level requests are set. Keys cpu and memory are always present.
+    """
+    scoring = pod_requests(spec, True)
+    if pod_level_requests_set(spec):
+        missing = {k: v for k, v in _NON_ZERO_DEFAULTS.items() if k not in requests}
+        accounting = pod_requests(spec, missing) if missing else dict(requests)
+    else:
+        accounting = scoring
+    for d in (accounting, scoring):
+        d.setdefault("cpu", 0)
+        d.setdefault("memory", 0)
+    return accounting, scoring
 
 
 def _owner_refs(meta: Mapping[str, Any]) -> tuple[OwnerRef, ...]:
@@ -335,8 +390,9 @@ class Pod:
         "priority", "priority_class_name", "preemption_policy", "scheduling_gates", "tolerations",
         "node_selector", "required_node_affinity", "preferred_node_affinity", "affinity_required",
         "affinity_preferred", "anti_affinity_required", "anti_affinity_preferred", "spread_constraints",
-        "host_ports", "images", "init_images", "requests", "non_zero_requests", "owner_refs",
-        "deletion_timestamp", "creation_timestamp", "phase", "nominated_node_name", "resource_version",
+        "host_ports", "images", "init_images", "requests", "non_zero_requests", "scoring_requests", "owner_refs",
+        "affinity_error", "deletion_timestamp", "creation_timestamp", "phase", "nominated_node_name",
+        "resource_version",
         "termination_grace_period", "key",
     )
 
@@ -360,12 +416,14 @@ class Pod:
     affinity_preferred: tuple[PodAffinityTerm, ...]
     anti_affinity_required: tuple[PodAffinityTerm, ...]
     anti_affinity_preferred: tuple[PodAffinityTerm, ...]
+    affinity_error: str  # Go's text of the pod's unparseable affinity terms, "" when they all parse
     spread_constraints: tuple[SpreadConstraint, ...]
     host_ports: tuple[HostPort, ...]
     images: tuple[str, ...]
     init_images: tuple[str, ...]
     requests: dict[str, int]
     non_zero_requests: dict[str, int]
+    scoring_requests: dict[str, int]
     owner_refs: tuple[OwnerRef, ...]
     deletion_timestamp: str | None
     creation_timestamp: str
@@ -422,12 +480,20 @@ class Pod:
         p.preferred_node_affinity = tuple(
             PreferredSchedulingTerm(int(t.get("weight", 0)), NodeSelectorTerm(
                 t.get("preference") or {},
-                f"spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference"))
+                f"spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference",
+                f"[{i}]"))
             for i, t in enumerate(na.get("preferredDuringSchedulingIgnoredDuringExecution") or []))
-        p.affinity_required, p.affinity_preferred = _pod_affinity_terms(
-            aff.get("podAffinity"), "spec.affinity.podAffinity", raw)
-        p.anti_affinity_required, p.anti_affinity_preferred = _pod_affinity_terms(
-            aff.get("podAntiAffinity"), "spec.affinity.podAntiAffinity", raw)
+        errs: list[str] = []
+        aff_req, aff_pref = _pod_affinity_terms(aff.get("podAffinity"), "spec.affinity.podAffinity", raw, errs,
+                                                ("requiredAffinityTerms", "preferredAffinityTerms"))
+        anti_req, anti_pref = _pod_affinity_terms(aff.get("podAntiAffinity"), "spec.affinity.podAntiAffinity", raw,
+                                                  errs, ("requiredAntiAffinityTerms", "preferredAntiAffinityTerms"))
+        # PodInfo.Update's order: required affinity, required anti, preferred affinity, preferred anti.
+        errs.sort(key=lambda e: ("requiredAffinityTerms", "requiredAntiAffinityTerms", "preferredAffinityTerms",
+                                 "preferredAntiAffinityTerms").index(e.split(":", 1)[0]))
+        p.affinity_required, p.affinity_preferred = aff_req, aff_pref
+        p.anti_affinity_required, p.anti_affinity_preferred = anti_req, anti_pref
+        p.affinity_error = errs[0] if len(errs) == 1 else ("[" + ", ".join(errs) + "]" if errs else "")
         spreads = []
         for i, c in enumerate(spec.get("topologySpreadConstraints") or []):
             path = f"spec.topologySpreadConstraints[{i}]"
@@ -453,6 +519,14 @@ class Pod:
         p.spread_constraints = tuple(spreads)
         ports = []
         images = []
+        for c in spec.get("initContainers") or []:
+            # restartable (sidecar) init containers run for the pod's lifetime: their host ports count
+            if isinstance(c, dict) and c.get("restartPolicy") == "Always":
+                for port in c.get("ports") or []:
+                    hp = port.get("hostPort") or 0
+                    if hp:
+                        ports.append(HostPort(port.get("hostIP") or "0.0.0.0", port.get("protocol") or "TCP",
+                                              int(hp)))
         for i, c in enumerate(spec.get("containers") or []):
             if not isinstance(c, dict):
                 raise InputError("must be a mapping", field=f"spec.containers[{i}]")
@@ -466,7 +540,7 @@ class Pod:
         p.init_images = tuple(str(c["image"]) for c in spec.get("initContainers") or [] if c.get("image"))
         p.host_ports = tuple(ports)
         p.requests = pod_requests(spec)
-        p.non_zero_requests = pod_requests(spec, non_zero=True)
+        p.non_zero_requests, p.scoring_requests = non_zero_pod_requests(spec, p.requests)
         p.phase = status.get("phase") or "Pending"
         p.nominated_node_name = status.get("nominatedNodeName") or ""
         p.termination_grace_period = int(spec.get("terminationGracePeriodSeconds", 30) or 0)

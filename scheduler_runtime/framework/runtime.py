@@ -532,7 +532,8 @@ class Framework:
                 self._observe("PostFilter", start, st)
                 return r, st
             if not st.is_rejected():
-                err = Status.as_error(PluginError(f"running PostFilter plugin {_q(cp.name)}: {st.message}"))
+                # RunPostFilterPlugins returns AsStatus(s.AsError()): the plugin's own message, unwrapped
+                err = Status.as_error(PluginError(st.message))
                 self._observe("PostFilter", start, err)
                 return None, err.with_plugin(cp.name)
             reasons.extend(st.all_reasons)

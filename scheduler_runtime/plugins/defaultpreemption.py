@@ -83,7 +83,9 @@ class DefaultPreemption(Plugin):
             return None, Status(Code.Unschedulable, "preemption: not eligible due to preemptionPolicy=Never.")
         if pod.nominated_node_name:
             ni = snap.get(pod.nominated_node_name)
-            if ni is not None and any(p.deletion_timestamp and p.priority < pod.priority for p in ni.pods):
+            nst = statuses.get(pod.nominated_node_name)
+            if (ni is not None and (nst is None or nst.code != Code.UnschedulableAndUnresolvable)
+                    and any(p.priority < pod.priority and _terminating_by_preemption(p) for p in ni.pods)):
                 return None, Status(Code.Unschedulable, "preemption: not eligible due to a terminating pod on the "
                                                          "nominated node.")
         total = len(snap)
@@ -97,24 +99,35 @@ class DefaultPreemption(Plugin):
         want = min(max(want, self.args.min_candidate_nodes_absolute), n)
         offset = fw.rng.randrange(n)
         candidates: list[Candidate] = []
-        failed: dict[str, str] = {}
+        # the dry run's verdict per node that gave no candidate: kube-scheduler's nested FitError counts each
+        # reason of each node's status (the Filter status when evicting every lower-priority pod is not enough)
+        failed: dict[str, Status] = {}
+        errors: list[str] = []
         for i in range(n):
             ni = potential[(offset + i) % n]
-            victims, violations, ok = self._select_victims(state, pod, ni, pdbs)
-            if ok and victims:
+            victims, violations, st = self._select_victims(state, pod, ni, pdbs)
+            if st is None and victims:
                 candidates.append(Candidate(ni.name, victims, violations))
-                if len(candidates) >= want:
+                if any(c.pdb_violations == 0 for c in candidates) and len(candidates) >= want:
                     break
-            else:
-                failed[ni.name] = NO_VICTIMS
+                continue
+            if st is None:
+                st = Status.as_error(f"expected at least one victim pod on node {_q(ni.name)}")
+            if st.code == Code.Error:
+                errors.append(st.message)
+            failed[ni.name] = st
         if not candidates:
+            if errors:
+                agg = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+                return None, Status(Code.Error, "preemption: " + agg)
             counts: dict[str, int] = {}
-            for reason in failed.values():
-                counts[reason] = counts.get(reason, 0) + 1
-            not_helpful = total - n
+            for st in failed.values():
+                for reason in st.all_reasons:
+                    counts[reason] = counts.get(reason, 0) + 1
+            not_helpful = total - len(failed)
             if not_helpful:
                 counts[NOT_HELPFUL] = counts.get(NOT_HELPFUL, 0) + not_helpful
-            return None, Status(Code.Unschedulable, "preemption: " + _fit_message(counts, total))
+            return PostFilterResult(""), Status(Code.Unschedulable, "preemption: " + _fit_message(counts, total))
         best = self._pick(candidates)
         for v in best.victims:
             self.handle.record_event(v, "Normal", "Preempted", "Preempting",
@@ -153,21 +166,24 @@ class DefaultPreemption(Plugin):
         return violating, fine
 
     def _select_victims(self, state: CycleState, pod: Pod, ni: NodeInfo, pdbs: list[PodDisruptionBudget]
-                        ) -> tuple[list[Pod], int, bool]:
+                        ) -> tuple[list[Pod], int, Status | None]:
+        """SelectVictimsOnNode: (victims, PDB violations, None) or the status saying why the node cannot help."""
         fw = self.handle.framework
         lower = [p for p in ni.pods if p.priority < pod.priority]
-        if not lower:
-            return [], 0, False
         st = state.clone()
         clone = NodeInfo(ni.node)
         for p in ni.pods:
             clone.add_pod(p)
         for v in lower:
             clone.remove_pod(v)
-            if fw.run_pre_filter_remove_pod(st, pod, v, clone) is not None:
-                return [], 0, False
-        if fw.run_filter_with_nominated_pods(st, pod, clone) is not None:
-            return [], 0, False
+            err = fw.run_pre_filter_remove_pod(st, pod, v, clone)
+            if err is not None:
+                return [], 0, Status(Code.Error, err.message)
+        if not lower:
+            return [], 0, Status(Code.UnschedulableAndUnresolvable, NO_VICTIMS)
+        fst = fw.run_filter_with_nominated_pods(st, pod, clone)
+        if fst is not None and fst.code != Code.Success:
+            return [], 0, fst
         lower.sort(key=_more_important_key)
         violating, fine = self._split_by_pdb(lower, pdbs)
         victims: list[Pod] = []
@@ -189,7 +205,7 @@ class DefaultPreemption(Plugin):
         for p in fine:
             reprieve(p)
         victims.sort(key=_more_important_key)
-        return victims, violations, True
+        return victims, violations, None
 
     @staticmethod
     def _pick(cands: list[Candidate]) -> Candidate:
@@ -207,3 +223,17 @@ class DefaultPreemption(Plugin):
 def _invert(ts: str) -> str:
     """Sort key that orders RFC 3339 timestamps latest-first."""
     return "".join(chr(0x10FFFF - ord(ch)) for ch in ts)
+
+
+def _q(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _terminating_by_preemption(p: Pod) -> bool:
+    """podTerminatingByPreemption: deleting, with DisruptionTarget=True for reason PreemptionByScheduler."""
+    if not p.deletion_timestamp:
+        return False
+    for c in (p.raw.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "DisruptionTarget":
+            return c.get("status") == "True" and c.get("reason") == "PreemptionByScheduler"
+    return False

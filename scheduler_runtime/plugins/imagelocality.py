@@ -21,7 +21,7 @@ class ImageLocality(Plugin):
 
     def score_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
         total_nodes = len(snapshot)
-        images = [*pod.init_images, *pod.images]
+        images = _pod_images(pod)
         n_containers = len((pod.raw.get("spec") or {}).get("containers") or []) + \
             len((pod.raw.get("spec") or {}).get("initContainers") or [])
         sums = np.zeros(len(snapshot), dtype=np.int64)
@@ -44,7 +44,7 @@ class ImageLocality(Plugin):
                 for nm in names:
                     have[normalized_image_name(nm)] = size
         s = 0
-        for image in [*pod.init_images, *pod.images]:
+        for image in _pod_images(pod):
             size = have.get(normalized_image_name(image))
             if size is None:
                 continue
@@ -53,7 +53,17 @@ class ImageLocality(Plugin):
         return int(_scale(np.array([s], dtype=np.int64), n_containers)[0])
 
 
+def _pod_images(pod: Pod) -> list[str]:
+    """Init containers', containers' and (1.36) image volumes' images, as sumImageScores walks them."""
+    vols = [str((v.get("image") or {}).get("reference") or "")
+            for v in (pod.raw.get("spec") or {}).get("volumes") or [] if isinstance(v, dict) and v.get("image")]
+    return [*pod.init_images, *pod.images, *vols]
+
+
 def _scale(sums: np.ndarray, n_containers: int) -> np.ndarray:
-    max_threshold = MAX_CONTAINER_THRESHOLD * max(n_containers, 1)
+    max_threshold = MAX_CONTAINER_THRESHOLD * n_containers
+    if max_threshold <= MIN_THRESHOLD:
+        # no containers (only image volumes): Go clamps below to the minimum first, else above to 0 -> 100
+        return np.where(sums < MIN_THRESHOLD, 0, MAX_SCORE).astype(np.int64)
     clamped = np.clip(sums, MIN_THRESHOLD, max_threshold)
     return MAX_SCORE * (clamped - MIN_THRESHOLD) // (max_threshold - MIN_THRESHOLD)

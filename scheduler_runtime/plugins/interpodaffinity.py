@@ -80,6 +80,8 @@ class InterPodAffinity(Plugin):
                 _inc(s.anti, (t.topology_key, node.labels[t.topology_key]), delta)
 
     def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
+        if pod.affinity_error:
+            return Status.unresolvable(f"parsing pod: {pod.affinity_error}")
         snap = nodes.snapshot
         if not pod.affinity_required and not pod.anti_affinity_required and not snap.num_required_anti_affinity_pods:
             return Status.skip()
@@ -94,6 +96,8 @@ class InterPodAffinity(Plugin):
                 if existing.uid == pod.uid:
                     continue
                 self._account(s, pod, existing, node, 1)
+        if not needs_all and not any(v > 0 for v in s.existing_anti.values()):
+            return Status.skip()  # no required terms and no existing pod's anti-affinity matches this pod
         state.write(_PRE_FILTER, s)
         return None
 
@@ -138,10 +142,14 @@ class InterPodAffinity(Plugin):
     # ---------------------------------------------------------------- score
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
         snap = nodes.snapshot
-        has_constraints = bool(pod.affinity_preferred or pod.anti_affinity_preferred)
-        ignore_existing = self.args.ignore_preferred_terms_of_existing_pods
-        if not has_constraints and (ignore_existing or snap.num_affinity_pods == 0):
+        has_constraints = bool(pod.affinity_preferred or pod.anti_affinity_preferred) or (
+            bool(pod.affinity_error) and _has_raw_preferred(pod))
+        # kube-scheduler's flag only skips PreScore for a pod without preferred terms of its own; when the
+        # pod has some, existing pods' preferred terms still count.
+        if not has_constraints and (self.args.ignore_preferred_terms_of_existing_pods or snap.num_affinity_pods == 0):
             return Status.skip()
+        if pod.affinity_error:
+            return Status.as_error(f"failed to parse pod: {pod.affinity_error}")
         hard = self.args.hard_pod_affinity_weight
         scores: dict[Pair, int] = {}
         for ni in snap.node_infos:
@@ -162,13 +170,12 @@ class InterPodAffinity(Plugin):
                     for t in e.affinity_required:
                         if t.topology_key in node.labels and self._term_matches(t, e.namespace, pod):
                             _inc(scores, (t.topology_key, node.labels[t.topology_key]), hard)
-                if not ignore_existing:
-                    for t in e.affinity_preferred:
-                        if t.topology_key in node.labels and self._term_matches(t, e.namespace, pod):
-                            _inc(scores, (t.topology_key, node.labels[t.topology_key]), t.weight)
-                    for t in e.anti_affinity_preferred:
-                        if t.topology_key in node.labels and self._term_matches(t, e.namespace, pod):
-                            _inc(scores, (t.topology_key, node.labels[t.topology_key]), -t.weight)
+                for t in e.affinity_preferred:
+                    if t.topology_key in node.labels and self._term_matches(t, e.namespace, pod):
+                        _inc(scores, (t.topology_key, node.labels[t.topology_key]), t.weight)
+                for t in e.anti_affinity_preferred:
+                    if t.topology_key in node.labels and self._term_matches(t, e.namespace, pod):
+                        _inc(scores, (t.topology_key, node.labels[t.topology_key]), -t.weight)
         if not scores:
             return Status.skip()
         state.write(_PRE_SCORE, scores)
@@ -188,10 +195,18 @@ class InterPodAffinity(Plugin):
         hi = max(s.score for s in scores)
         diff = hi - lo
         for s in scores:
-            s.score = int(MAX_SCORE * (s.score - lo) / diff) if diff > 0 else 0
+            # float64(MaxNodeScore) * (float64(s-min) / float64(diff)), truncated: the division first
+            s.score = int(MAX_SCORE * ((s.score - lo) / diff)) if diff > 0 else 0
         return None
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [ClusterEventWithHint(ClusterEvent("Pod", ActionType.Add | ActionType.UpdatePodLabel
                                                   | ActionType.Delete)),
                 ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeLabel))]
+
+
+def _has_raw_preferred(pod: Pod) -> bool:
+    """Preferred terms in the spec, parsed or not (kube decides PreScore's Skip before parsing them)."""
+    aff = (pod.raw.get("spec") or {}).get("affinity") or {}
+    return any(((aff.get(k) or {}).get("preferredDuringSchedulingIgnoredDuringExecution"))
+               for k in ("podAffinity", "podAntiAffinity"))

@@ -18,6 +18,7 @@ from .tainttoleration import default_normalize
 
 REASON_POD = "node(s) didn't match Pod's node affinity/selector"
 REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
+REASON_CONFLICT = "pod affinity terms conflict"
 
 
 class NodeAffinityArgs(PluginArgs):
@@ -70,21 +71,17 @@ class NodeAffinity(Plugin):
         if not pod.node_selector and pod.required_node_affinity is None and self.added_required is None:
             return None, Status.skip()
         sel = pod.required_node_affinity
-        if sel is not None and sel.terms:
-            names: set[str] | None = set()
-            for term in sel.terms:
-                term_names = None
-                for raw in _raw_fields(pod, term):
-                    if raw.get("key") == "metadata.name" and raw.get("operator") == "In":
-                        term_names = set(raw.get("values") or [])
-                if term_names is None:
-                    names = None
-                    break
-                assert names is not None
-                names |= term_names
-            if names is not None:
-                return PreFilterResult(names), None
-        return None, None
+        if sel is None or not sel.terms:
+            return None, None
+        # Terms are ORed, the `metadata.name In` requirements of one term ANDed (intersected).
+        names: set[str] = set()
+        for term in sel.terms:
+            if term.name_values is None:
+                return None, None  # a term without a name requirement admits every node
+            names |= term.name_values
+        if not names:
+            return None, Status.unresolvable(REASON_CONFLICT)
+        return PreFilterResult(names), None
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         if node_info.node is None:
@@ -109,6 +106,9 @@ class NodeAffinity(Plugin):
         return pod.preferred_node_affinity + self.added_preferred
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
+        err = _preferred_error(pod.preferred_node_affinity)
+        if err:
+            return Status.as_error(err)
         if not self._terms(pod):
             return Status.skip()
         return None
@@ -141,11 +141,8 @@ class NodeAffinity(Plugin):
         return [ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeLabel))]
 
 
-def _raw_fields(pod: Pod, term: NodeSelectorTerm) -> list[dict[str, Any]]:
-    """The raw matchFields of `term` (the parsed term keeps only matchers)."""
-    na = ((pod.raw.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
-    req = na.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
-    terms = req.get("nodeSelectorTerms") or []
-    assert pod.required_node_affinity is not None
-    idx = pod.required_node_affinity.terms.index(term)
-    return list((terms[idx] if idx < len(terms) else {}).get("matchFields") or [])
+
+def _preferred_error(terms: tuple[PreferredSchedulingTerm, ...]) -> str:
+    """NewPreferredSchedulingTerms' error: terms with weight 0 or no requirements are skipped unparsed."""
+    errs = [t.term.error for t in terms if t.weight and not t.term.empty and t.term.error]
+    return errs[0] if len(errs) == 1 else ("[" + ", ".join(errs) + "]" if errs else "")

@@ -295,7 +295,7 @@ class NodeResourcesFit(Plugin):
                 j = 0 if name == "cpu" else 1
                 col = table.columns[name]
                 alloc = table.alloc[rows, col]
-                req = table.nz[rows, j] + pod.non_zero_requests[name]
+                req = table.nz[rows, j] + pod.scoring_requests[name]
             else:
                 want = pod.requests.get(name, 0)
                 col = table.columns.get(name)

@@ -1,0 +1,490 @@
+"""Turn harvested upstream table cases (raw/*.jsonl) into ksched's table format (tests/data/upstream_tables).
+
+Format of one case (JSON):
+  id       "<upstream test function>/<case name>"
+  plugin   ksched plugin name
+  args     plugin args, camelCase as in a KubeSchedulerConfiguration (optional)
+  nodes    Node objects; pods: existing Pod objects (spec.nodeName places them); pod: the pod to schedule
+  steps    what to run, in order, and what kube-scheduler's test expects:
+           {"op": "prefilter", "status": S, "nodes": [names] | null}
+           {"op": "filter", "node": name, "status": S}
+           {"op": "prescore", "status": S}
+           {"op": "score", "scores": {node: score}, "normalize": true|false}
+           where S is null (Success) or {"code": "<Code name>", "reasons": [...]}
+  na       why the case does not apply to ksched (then it has no steps)
+
+Usage: python hack/upstream_tables/convert.py   (reads raw/, writes tests/data/upstream_tables/<pkg>.json)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE.parents[1] / "tests/data/upstream_tables"
+SRC = "k8s.io/kubernetes@v1.36.3 pkg/scheduler/framework/plugins"
+
+NOISE = {"daemonEndpoints", "nodeInfo", "creationTimestamp", "TypeMeta"}
+
+
+def clean(v: Any) -> Any:
+    if isinstance(v, dict):
+        out = {}
+        for k, x in v.items():
+            if k in NOISE:
+                continue
+            c = clean(x)
+            if c is None:  # empty maps and lists stay: `labelSelector: {}` selects everything
+                continue
+            out[k] = c
+        return out
+    if isinstance(v, list):
+        return [clean(x) for x in v]
+    return v
+
+
+def status(s: Any) -> Any:
+    if s is None:
+        return None
+    if s.get("code") == "Success" and not s.get("reasons"):
+        return None
+    return {"code": s["code"], "reasons": s.get("reasons") or []}
+
+
+def lower_keys(v: Any) -> Any:
+    """Go field names of internal config structs -> camelCase config keys (only all-capitalised maps)."""
+    if isinstance(v, dict):
+        if v and all(k[:1].isupper() for k in v):
+            return {k[0].lower() + k[1:]: lower_keys(x) for k, x in v.items()}
+        return {k: lower_keys(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [lower_keys(x) for x in v]
+    return v
+
+
+def scores(lst: Any) -> dict[str, int]:
+    return {e["Name"]: e["Score"] for e in lst or []}
+
+
+def na(reason: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    return lambda c: {"na": reason}
+
+
+HINT = na("queueing hint function (isSchedulableAfter*): ksched's queue has no per-plugin hint callbacks")
+
+
+def pod_of(c: dict[str, Any], key: str = "pod") -> dict[str, Any]:
+    p = clean(c.get(key) or {})
+    p.setdefault("metadata", {}).setdefault("name", "pod")
+    return p
+
+
+def named(nodes: list[Any]) -> list[dict[str, Any]]:
+    return [clean(n) for n in nodes or [] if n]
+
+
+# ------------------------------------------------------------------------------------------ per plugin
+
+def taint_score(c):
+    if c.get("enableTaintTolerationComparisonOps"):
+        return {"na": "TaintTolerationComparisonOperators feature gate (alpha, off in 1.36 defaults)"}
+    nodes = named(c["nodes"])
+    return {"plugin": "TaintToleration", "nodes": nodes, "pod": pod_of(c),
+            "steps": [{"op": "prescore", "status": None},
+                      {"op": "score", "scores": scores(c["expectedList"]), "normalize": True}]}
+
+
+def single_filter(plugin: str, gate: str | None = None, want: str = "wantStatus"):
+    def f(c):
+        if gate and c.get(gate):
+            return {"na": f"{gate}: alpha feature gate, off in 1.36 defaults"}
+        node = clean(c.get("node") or {})
+        node.setdefault("metadata", {}).setdefault("name", "node")
+        return {"plugin": plugin, "nodes": [node], "pod": pod_of(c),
+                "steps": [{"op": "filter", "node": node["metadata"]["name"], "status": status(c.get(want))}]}
+    return f
+
+
+def nodeports(c):
+    ni = c.get("nodeInfo") or {}
+    node = clean(ni.get("node") or {}) or {"metadata": {"name": "node"}}
+    node.setdefault("metadata", {}).setdefault("name", "node")
+    pods = []
+    for i, p in enumerate(ni.get("pods") or []):
+        p = clean(p)
+        p.setdefault("metadata", {}).setdefault("name", f"existing-{i}")
+        p.setdefault("spec", {})["nodeName"] = node["metadata"]["name"]
+        pods.append(p)
+    pre = status(c.get("wantPreFilterStatus"))
+    steps: list[dict[str, Any]] = [{"op": "prefilter", "status": pre}]
+    if not pre or pre["code"] != "Skip":
+        steps.append({"op": "filter", "node": node["metadata"]["name"], "status": status(c.get("wantFilterStatus"))})
+    return {"plugin": "NodePorts", "nodes": [node], "pods": pods, "pod": pod_of(c), "steps": steps}
+
+
+def imagelocality(c):
+    nodes = named(c["nodes"])
+    pods = [clean(p) for p in c.get("pods") or []]
+    return {"plugin": "ImageLocality", "nodes": nodes, "pods": pods, "pod": pod_of(c),
+            "steps": [{"op": "score", "scores": scores(c["expectedList"]), "normalize": False}]}
+
+
+def nodeaffinity_filter(c):
+    name = c.get("nodeName") or ""
+    node = {"metadata": {"name": name or "node-without-name", "labels": c.get("labels") or {}}}
+    if not name:
+        node["metadata"]["x-empty-name"] = True
+    steps: list[dict[str, Any]] = []
+    if c.get("runPreFilter"):
+        res = c.get("wantPreFilterResult")
+        names = sorted((res or {}).get("NodeNames") or {}) if res and (res.get("NodeNames") is not None) else None
+        steps.append({"op": "prefilter", "status": status(c.get("wantPreFilterStatus")), "nodes": names})
+    steps.append({"op": "filter", "node": node["metadata"]["name"], "status": status(c.get("wantStatus"))})
+    return {"plugin": "NodeAffinity", "args": lower_keys(clean(c.get("args") or {})), "nodes": [node],
+            "pod": pod_of(c), "steps": steps}
+
+
+def nodeaffinity_score(c):
+    steps: list[dict[str, Any]] = []
+    if c.get("runPreScore"):
+        steps.append({"op": "prescore", "status": status(c.get("wantPreScoreStatus"))})
+        st = c.get("wantPreScoreStatus")
+        if st and st.get("code") not in ("Success", None):
+            return {"plugin": "NodeAffinity", "args": lower_keys(clean(c.get("args") or {})),
+                    "nodes": named(c["nodes"]), "pod": pod_of(c), "steps": steps}
+    steps.append({"op": "score", "scores": scores(c["expectedList"]), "normalize": True})
+    return {"plugin": "NodeAffinity", "args": lower_keys(clean(c.get("args") or {})), "nodes": named(c["nodes"]),
+            "pod": pod_of(c), "steps": steps}
+
+
+IPA_NAMESPACES = {"subteam1.team1": {"team": "team1"}, "subteam2.team1": {"team": "team1"},
+                  "subteam1.team2": {"team": "team2"}, "subteam2.team2": {"team": "team2"}}
+
+
+def existing(pods: Any) -> list[dict[str, Any]]:
+    out = []
+    for i, p in enumerate(pods or []):
+        p = clean(p)
+        p.setdefault("metadata", {}).setdefault("name", f"existing-{i}")
+        out.append(p)
+    return out
+
+
+def ipa_single(c):
+    node = clean(c["node"])
+    pre = status(c.get("wantPreFilterStatus"))
+    steps: list[dict[str, Any]] = [{"op": "prefilter", "status": pre}]
+    if pre is None:
+        steps.append({"op": "filter", "node": node["metadata"]["name"], "status": status(c.get("wantFilterStatus"))})
+    return {"plugin": "InterPodAffinity", "namespaces": IPA_NAMESPACES, "nodes": [node],
+            "pods": existing(c.get("pods")), "pod": pod_of(c), "steps": steps}
+
+
+def ipa_multi(c):
+    nodes = named(c["nodes"])
+    pre = status(c.get("wantPreFilterStatus"))
+    steps: list[dict[str, Any]] = [{"op": "prefilter", "status": pre}]
+    if not pre or pre["code"] != "Skip":
+        for n, want in zip(nodes, c.get("wantFilterStatuses") or [], strict=False):
+            steps.append({"op": "filter", "node": n["metadata"]["name"], "status": status(want)})
+    return {"plugin": "InterPodAffinity", "namespaces": {"NS1": {}}, "nodes": nodes,
+            "pods": existing(c.get("pods")), "pod": pod_of(c), "steps": steps}
+
+
+def ipa_score(args_of: Callable[[dict[str, Any]], dict[str, Any]], contains: bool):
+    def f(c):
+        want = status(c.get("wantStatus"))
+        steps: list[dict[str, Any]] = [{"op": "prescore", "status": want, "contains": contains}]
+        if want is None:
+            steps.append({"op": "score", "scores": scores(c["expectedList"]), "normalize": True})
+        return {"plugin": "InterPodAffinity", "args": args_of(c), "namespaces": IPA_NAMESPACES,
+                "nodes": named(c["nodes"]), "pods": existing(c.get("pods")), "pod": pod_of(c), "steps": steps}
+    return f
+
+
+def gates(c):
+    want = status(c.get("want"))
+    return {"plugin": "SchedulingGates", "nodes": [], "pod": pod_of(c),
+            "steps": [{"op": "preenqueue", "status": want}]}
+
+
+def _sets_policies(pod: dict[str, Any]) -> bool:
+    return any("nodeAffinityPolicy" in c or "nodeTaintsPolicy" in c
+               for c in (pod.get("spec") or {}).get("topologySpreadConstraints") or [])
+
+
+def _sets_match_label_keys(pod: dict[str, Any]) -> bool:
+    return any("matchLabelKeys" in c for c in (pod.get("spec") or {}).get("topologySpreadConstraints") or [])
+
+
+def pts_gates(c: dict[str, Any], pod: dict[str, Any]) -> str:
+    if c.get("enableNodeInclusionPolicy") is False and _sets_policies(pod):
+        return "runs with NodeInclusionPolicyInPodTopologySpread disabled (on in 1.36)"
+    if c.get("enableMatchLabelKeys") is False and _sets_match_label_keys(pod):
+        return "runs with MatchLabelKeysInPodTopologySpread disabled (on in 1.36)"
+    return ""
+
+
+def pts_filter(c):
+    pod = pod_of(c)
+    why = pts_gates(c, pod)
+    if why:
+        return {"na": why}
+    nodes = named(c["nodes"])
+    steps: list[dict[str, Any]] = [{"op": "prefilter", "status": None}]
+    for n in nodes:
+        name = n["metadata"]["name"]
+        code = (c.get("wantStatusCode") or {}).get(name)
+        if c.get("wantStatusCode"):
+            steps.append({"op": "filter", "node": name, "code": code or "Success"})
+    return {"plugin": "PodTopologySpread", "args": {"defaultingType": "List"}, "nodes": nodes,
+            "pods": existing(c.get("existingPods")), "pod": pod, "steps": steps}
+
+
+def pts_score(c):
+    pod = pod_of(c)
+    why = pts_gates(c, pod)
+    if why:
+        return {"na": why}
+    nodes = named(c["nodes"])
+    names = [n["metadata"]["name"] for n in nodes]
+    return {"plugin": "PodTopologySpread", "args": {"defaultingType": "System"},
+            "nodes": nodes + named(c.get("failedNodes")), "objs": [clean(o) for o in c.get("objs") or []],
+            "pods": existing(c.get("existingPods")), "pod": pod,
+            "steps": [{"op": "prescore", "status": None, "nodes": names},
+                      {"op": "score", "scores": scores(c["want"]), "normalize": True, "nodes": names}]}
+
+
+def pts_prescore_skip(c):
+    args = lower_keys(clean(c.get("config") or {}))
+    return {"plugin": "PodTopologySpread", "args": args, "nodes": named(c["nodes"]),
+            "objs": [clean(o) for o in c.get("objs") or []], "pod": pod_of(c),
+            "steps": [{"op": "prescore", "status": {"code": "Skip", "reasons": []}}]}
+
+
+ENOUGH_NODE = {"cpu": "10m", "memory": "20", "pods": "32", "example.com/aaa": "5", "ephemeral-storage": "20",
+               "hugepages-2Mi": "5"}
+
+
+def fit_node(alloc: dict[str, str]) -> dict[str, Any]:
+    return {"metadata": {"name": "node"}, "status": {"allocatable": alloc}}
+
+
+def _pod_level(pod: dict[str, Any]) -> bool:
+    return bool((pod.get("spec") or {}).get("resources"))
+
+
+def fit_args(a: Any) -> dict[str, Any]:
+    args = lower_keys(clean(a or {}))
+    if not args.get("scoringStrategy"):
+        args.pop("scoringStrategy", None)
+    for k in ("ignoredResources", "ignoredResourceGroups"):
+        if not args.get(k):
+            args.pop(k, None)
+    return args
+
+
+def fit_filter(alloc: dict[str, str], prefilter_want: str | None = None):
+    def f(c):
+        pod = pod_of(c)
+        if c.get("draExtendedResourceEnabled"):
+            return {"na": "DRAExtendedResource: extended resources backed by DRA device classes (ksched has no DRA)"}
+        if c.get("podLevelResourcesEnabled") is False and _pod_level(pod):
+            return {"na": "runs with PodLevelResources disabled (on in 1.36)"}
+        if c.get("enableSidecarContainers") is False:
+            return {"na": "runs with SidecarContainers disabled (GA in 1.36)"}
+        node = fit_node(alloc)
+        pods = []
+        for i, p in enumerate(((c.get("nodeInfo") or {}).get("pods")) or []):
+            p = clean(p)
+            p.setdefault("metadata", {}).setdefault("name", f"existing-{i}")
+            p.setdefault("spec", {})["nodeName"] = "node"
+            pods.append(p)
+        steps: list[dict[str, Any]] = []
+        if prefilter_want:
+            pre = status(c.get(prefilter_want))
+            steps.append({"op": "prefilter", "status": pre})
+            if pre is not None:
+                return {"plugin": "NodeResourcesFit", "args": fit_args(c.get("args")), "nodes": [node],
+                        "pods": pods, "pod": pod, "steps": steps}
+        else:
+            steps.append({"op": "prefilter", "status": None})
+        steps.append({"op": "filter", "node": "node",
+                      "status": status(c.get("wantFilterStatus") if prefilter_want else c.get("wantStatus"))})
+        return {"plugin": "NodeResourcesFit", "args": fit_args(c.get("args")), "nodes": [node], "pods": pods,
+                "pod": pod, "steps": steps}
+    return f
+
+
+def fit_score(c):
+    if c.get("draObjects"):
+        return {"na": "DRAExtendedResource: extended resources backed by DRA device classes (ksched has no DRA)"}
+    steps: list[dict[str, Any]] = []
+    if c.get("runPreScore"):
+        steps.append({"op": "prescore", "status": None})
+    steps.append({"op": "score", "scores": scores(c["expectedPriorities"]), "normalize": False})
+    return {"plugin": "NodeResourcesFit", "args": fit_args(c.get("nodeResourcesFitArgs")),
+            "nodes": named(c["nodes"]), "pods": existing(c.get("existingPods")), "pod": pod_of(c, "requestedPod"),
+            "steps": steps}
+
+
+def strategy_score(kind: str):
+    def f(c):
+        res = lower_keys(clean(c.get("resources") or []))
+        if not res or any(not r.get("weight") for r in res):
+            return {"na": "internal args that skip v1 defaulting: through a KubeSchedulerConfiguration (ksched's only "
+                          "way in) empty resources default to cpu+memory and weight 0 to 1"}
+        strat: dict[str, Any] = {"type": kind, "resources": res}
+        if kind == "RequestedToCapacityRatio":
+            strat["requestedToCapacityRatio"] = {"shape": lower_keys(clean(c.get("shape") or []))}
+        args = {"scoringStrategy": strat}
+        base = {"plugin": "NodeResourcesFit", "args": args, "nodes": named(c["nodes"]),
+                "pods": existing(c.get("existingPods")), "pod": pod_of(c, "requestedPod")}
+        if c.get("wantErrs"):
+            return {**base, "steps": [{"op": "args_error"}]}
+        return {**base, "steps": [{"op": "prescore", "status": None},
+                                  {"op": "score", "scores": scores(c["expectedScores"]), "normalize": False}]}
+    return f
+
+
+def binpacking(c):
+    # both tests configure RequestedToCapacityRatio with the shape {0: 0, 100: 10} over cpu, memory and
+    # intel.com/foo weighted 3 / 5 (single) -- read from the test body, see the id's test
+    return {"na": "scoring args are built in the test body, not the table; covered by TestRequestedToCapacityRatio"}
+
+
+def balanced(c):
+    if c.get("draObjects"):
+        return {"na": "DRAExtendedResource: extended resources backed by DRA device classes (ksched has no DRA)"}
+    args = lower_keys(clean(c.get("args") or {}))
+    steps: list[dict[str, Any]] = []
+    base = {"plugin": "NodeResourcesBalancedAllocation", "args": args, "nodes": named(c["nodes"]),
+            "pods": existing(c.get("existingPods")), "pod": pod_of(c, "requestedPod")}
+    if c.get("runPreScore"):
+        code = c.get("expectedPreScoreStatusCode")
+        code = code if isinstance(code, str) else "Success"
+        steps.append({"op": "prescore", "status": None if code == "Success" else {"code": code, "reasons": []},
+                      "code_only": True})
+        if code == "Skip":
+            return {**base, "steps": steps}
+    steps.append({"op": "score", "scores": scores(c["expectedScores"]), "normalize": False})
+    return {**base, "steps": steps}
+
+
+NR_INTERNAL = na("private helper of the plugin package (no extension point); its effect is covered by the "
+                 "Filter/Score tables")
+NR_NA_DRA = na("DRA-backed extended resources / node-allocatable DRA claims: ksched has no DRA")
+
+PTS_STATE = na("compares the plugin's private PreFilter/PreScore state struct; ksched keeps its own state "
+               "(verdicts and scores are covered by the filter and score tables)")
+
+ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
+    "tainttoleration": {
+        "TestTaintTolerationScore": taint_score,
+        "TestTaintTolerationFilter": single_filter("TaintToleration", "enableTaintTolerationComparisonOps"),
+        "TestTaintTolerationFilterWithFeatureGate": single_filter("TaintToleration",
+                                                                  "enableTaintTolerationComparisonOps"),
+        "TestIsSchedulableAfterNodeChange": HINT, "Test_isSchedulableAfterPodTolerationChange": HINT,
+    },
+    "nodeunschedulable": {
+        "TestNodeUnschedulable": single_filter("NodeUnschedulable"),
+        "TestIsSchedulableAfterNodeChange": HINT, "TestIsSchedulableAfterPodTolerationChange": HINT,
+    },
+    "nodename": {"TestNodeName": single_filter("NodeName")},
+    "nodeports": {
+        "TestNodePorts": nodeports, "Test_isSchedulableAfterPodDeleted": HINT,
+        "TestFits": na("internal helper fitsPorts on port maps; its cases are covered through TestNodePorts"),
+    },
+    "imagelocality": {
+        "TestImageLocalityPriority": imagelocality,
+        "TestImageSignature": na("SignPod (opportunistic batching signatures): ksched does not batch"),
+    },
+    "nodeaffinity": {
+        "TestNodeAffinity": nodeaffinity_filter, "TestNodeAffinityPriority": nodeaffinity_score,
+        "Test_isSchedulableAfterNodeChange": HINT,
+    },
+    "interpodaffinity": {
+        "TestRequiredAffinitySingleNode": ipa_single, "TestRequiredAffinityMultipleNodes": ipa_multi,
+        "TestPreferredAffinity": ipa_score(lambda c: {"hardPodAffinityWeight": 1, "ignorePreferredTermsOfExistingPods":
+                                                      bool(c.get("ignorePreferredTermsOfExistingPods"))}, True),
+        "TestPreferredAffinityWithHardPodAffinitySymmetricWeight": ipa_score(
+            lambda c: {"hardPodAffinityWeight": c.get("hardPodAffinityWeight") or 0}, False),
+        "TestPreFilterStateAddRemovePod": na("checks the private preFilterState counters after AddPod/RemovePod; "
+                                             "ksched keeps different internal state (its Filter verdicts are "
+                                             "covered by the filter tables)"),
+        "TestGetTPMapMatchingIncomingAffinityAntiAffinity": na("private helper returning internal topology maps"),
+        "Test_isSchedulableAfterPodChange": HINT, "Test_isSchedulableAfterNodeChange": HINT,
+        "TestPodAffinitySignature": na("SignPod (opportunistic batching signatures): ksched does not batch"),
+    },
+    "podtopologyspread": {
+        "TestSingleConstraint": pts_filter, "TestMultipleConstraints": pts_filter,
+        "TestPodTopologySpreadScore": pts_score, "TestPreScoreSkip": pts_prescore_skip,
+        "TestPreScoreStateEmptyNodes": PTS_STATE, "TestPreFilterState": PTS_STATE,
+        "TestPreFilterStateAddPod": PTS_STATE, "TestPreFilterStateRemovePod": PTS_STATE,
+        "TestPodTopoSignatures": na("SignPod (opportunistic batching signatures): ksched does not batch"),
+        "Test_isSchedulableAfterNodeChange": HINT, "Test_isSchedulableAfterPodChange": HINT,
+    },
+    "noderesources": {
+        "testEnoughRequests": fit_filter(ENOUGH_NODE),
+        "testNotEnoughRequests": fit_filter({"cpu": "10m", "memory": "20", "pods": "1", "example.com/aaa": "0",
+                                             "ephemeral-storage": "0", "hugepages-2Mi": "0"}),
+        "testStorageRequests": fit_filter(ENOUGH_NODE),
+        "testRestartableInitContainers": fit_filter({"cpu": "2m", "memory": "0", "pods": "1", "example.com/aaa": "0",
+                                                     "ephemeral-storage": "0", "hugepages-2Mi": "0"},
+                                                    "wantPreFilterStatus"),
+        "testFitScore": fit_score,
+        "TestLeastAllocatedScoringStrategy": strategy_score("LeastAllocated"),
+        "TestMostAllocatedScoringStrategy": strategy_score("MostAllocated"),
+        "TestRequestedToCapacityRatioScoringStrategy": strategy_score("RequestedToCapacityRatio"),
+        "TestResourceBinPackingSingleExtended": binpacking, "TestResourceBinPackingMultipleExtended": binpacking,
+        "testNodeResourcesBalancedAllocation": balanced,
+        "testBalancedAllocationSignPod": na("SignPod (opportunistic batching signatures): ksched does not batch"),
+        "testFitSignPod": na("SignPod (opportunistic batching signatures): ksched does not batch"),
+        "TestEventsToRegister": na("EventsToRegister with queueing-hint gates: ksched's event lists are its own"),
+        "Test_isSchedulableAfterPodChange": HINT, "Test_isSchedulableAfterNodeChange": HINT,
+        "Test_isSchedulableAfterDeviceClassChange": HINT,
+        "TestIsFit": NR_INTERNAL, "testHaveAnyRequestedResourcesIncreased": NR_INTERNAL,
+        "TestBrokenLinearFunction": NR_INTERNAL, "TestResourceAllocationScorerCalculateRequests": NR_INTERNAL,
+        "testCalculateResourceAllocatableRequest": NR_INTERNAL, "TestNodeMatchCaching": NR_INTERNAL,
+        "TestScorePlacement_Resources": na("PlacementScore for PodGroups (alpha TopologyAwareWorkloadScheduling)"),
+        "testComputePodResourceRequestWithNodeAllocatableDRA": NR_NA_DRA,
+    },
+    "schedulinggates": {"TestPreEnqueue": gates, "Test_isSchedulableAfterPodChange": HINT},
+}
+
+
+def convert(pkg: str, extra: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None) -> int:
+    adapters = {**ADAPTERS.get(pkg, {}), **(extra or {})}
+    cases = []
+    seen: dict[str, int] = {}
+    for line in (HERE / "raw" / f"{pkg}.jsonl").open():
+        rec = json.loads(line)
+        c = rec.get("case") or {}
+        name = c.get("name") or c.get("desc") or rec.get("key") or ""
+        cid = f"{rec['test']}/{name}"
+        seen[cid] = seen.get(cid, 0) + 1
+        if seen[cid] > 1:
+            cid += f" #{seen[cid]}"
+        fn = adapters.get(rec["test"])
+        if fn is None:
+            out: dict[str, Any] = {"na": f"no adapter for {rec['test']} yet"}
+        else:
+            try:
+                out = fn(c)
+            except Exception as exc:  # a case shape the adapter does not know: say so in the data
+                out = {"na": f"adapter could not read the case: {type(exc).__name__}: {exc}"}
+        cases.append({"id": cid, **out})
+    OUT.mkdir(parents=True, exist_ok=True)
+    doc = {"source": f"{SRC}/{pkg}/*_test.go", "cases": cases}
+    (OUT / f"{pkg}.json").write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+    return len(cases)
+
+
+if __name__ == "__main__":
+    import sys
+    for p in sys.argv[1:] or sorted(ADAPTERS):
+        if (HERE / "raw" / f"{p}.jsonl").exists():
+            print(p, convert(p))
