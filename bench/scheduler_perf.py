@@ -377,7 +377,7 @@ def memory_in_subprocess(name: str, params: dict[str, int]) -> dict[str, Any]:
     out = subprocess.run([sys.executable, __file__, "--_child", name, json.dumps(params)], capture_output=True,
                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     if out.returncode != 0:
-        return {"error": (out.stderr.strip().splitlines() or ["exit %d" % out.returncode])[-1]}
+        return {"error": (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1]}
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -405,30 +405,35 @@ def run_e2e(w: Workload, params: dict[str, int], qps: int) -> list[dict[str, Any
     for label in ("kube-scheduler", "ksched"):
         with ControlPlane() as cp:
             client = KubeClient(load_connection(str(cp.kubeconfig_path)), qps=5000, burst=5000, pool_size=32)
-            for ns in sorted(_namespaces(w)):
-                client.call("POST", "/api/v1/namespaces",
-                            body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-            for prio in sorted({t(0)["spec"].get("priority") for op in w.ops if (t := op.template)} - {None}):
-                client.call("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", body={
-                    "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                    "metadata": {"name": f"bench-priority-{prio}"}, "value": prio})
-            for obj in w.objects:
-                client.call("POST", f"/api/v1/namespaces/{obj['metadata']['namespace']}/services", body=obj)
-            nodes = _node_objects(w, params)
-            parallel(lambda n: client.call("POST", "/api/v1/nodes", body=n), nodes)
-            parallel(lambda n: client.call(  # the API server adds not-ready taints: back to the template's
-                "PATCH", f"/api/v1/nodes/{n['metadata']['name']}", body={"spec": {"taints": n["spec"].get("taints")}},
-                content_type="application/merge-patch+json"), nodes)
-            for k, op in _pod_ops(w):
-                def create(i: int, op: Op = op, k: int = k) -> None:
-                    obj = _for_apiserver(_named(op.template, i, op.namespace, f"p{k}"))  # type: ignore[arg-type]
-                    node = placements.get(f"{op.namespace}/p{k}-{i}")
-                    if node:
-                        obj["spec"]["nodeName"] = node
-                    client.call("POST", f"/api/v1/namespaces/{op.namespace}/pods", body=obj)
-                parallel(create, range(count_of(op, params)))
+            _populate(client, w, params, placements, parallel)
             rows.append(_measure_e2e(cp, client, w, params, label, qps, CONFIG, parallel, proc_stats))
     return rows
+
+
+def _populate(client: Any, w: Workload, params: dict[str, int], placements: dict[str, str], parallel: Any) -> None:
+    """Namespaces, priority classes, services, nodes and the init pods (bound where ksched placed them)."""
+    for ns in sorted(_namespaces(w) - {"default"}):
+        client.call("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
+                                                        "metadata": {"name": ns}})
+    for prio in sorted({t(0)["spec"].get("priority") for op in w.ops if (t := op.template)} - {None}):
+        client.call("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", body={
+            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": f"bench-priority-{prio}"}, "value": prio})
+    for obj in w.objects:
+        client.call("POST", f"/api/v1/namespaces/{obj['metadata']['namespace']}/services", body=obj)
+    nodes = _node_objects(w, params)
+    parallel(lambda n: client.call("POST", "/api/v1/nodes", body=n), nodes)
+    parallel(lambda n: client.call(  # the API server adds not-ready taints: back to the template's
+        "PATCH", f"/api/v1/nodes/{n['metadata']['name']}", body={"spec": {"taints": n["spec"].get("taints")}},
+        content_type="application/merge-patch+json"), nodes)
+    for k, op in _pod_ops(w):
+        def create(i: int, op: Op = op, k: int = k) -> None:
+            obj = _for_apiserver(_named(op.template, i, op.namespace, f"p{k}"))  # type: ignore[arg-type]
+            node = placements.get(f"{op.namespace}/p{k}-{i}")
+            if node:
+                obj["spec"]["nodeName"] = node
+            client.call("POST", f"/api/v1/namespaces/{op.namespace}/pods", body=obj)
+        parallel(create, range(count_of(op, params)))
 
 
 def _measure_e2e(cp: Any, client: Any, w: Workload, params: dict[str, int], label: str, qps: int, config: str,

@@ -374,6 +374,11 @@ class Framework:
         if not active:
             feasible = order[:num_to_find]
             processed = len(feasible)
+        elif rows is not None and len(rows) * 8 < n:
+            # a PreFilterResult named a few nodes (a DaemonSet pod's metadata.name pin): evaluate just those,
+            # per node, rather than every plugin's batch over the whole table
+            feasible, processed = self._filter_per_node(state, pod, snapshot, active, order, num_to_find, diagnosis,
+                                                        nominated_nodes, few_rows=True)
         elif self._filter_all_batch or all(cp.batch for cp in active):
             feasible, processed = self._filter_batch(state, pod, snapshot, active, order, num_to_find, diagnosis,
                                                      nominated_nodes)
@@ -454,9 +459,11 @@ class Framework:
 
     def _filter_per_node(self, state: CycleState, pod: Pod, snapshot: Snapshot, active: list[ConfiguredPlugin],
                          order: np.ndarray, num_to_find: int, diagnosis: Diagnosis,
-                         nominated_nodes: set[str]) -> tuple[np.ndarray, int]:
+                         nominated_nodes: set[str], few_rows: bool = False) -> tuple[np.ndarray, int]:
         batch_results: dict[str, FilterBatch] = {}
         for cp in active:
+            if few_rows and callable(getattr(cp.plugin, "filter", None)):
+                continue  # a handful of nodes: the per-node method is cheaper than a verdict for every row
             if cp.batch:  # batch verdicts equal per-node ones: compute them once for all nodes
                 try:
                     batch_results[cp.name] = cp.plugin.filter_batch(state, pod, snapshot)  # type: ignore
