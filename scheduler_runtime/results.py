@@ -68,9 +68,15 @@ class ResultStore:
 def group_filter_reasons(node_statuses: dict[str, Any], absent: Any = None, num_absent: int = 0
                          ) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
+    reasons_of: dict[int, tuple[Any, list[str]]] = {}  # batch filters share one Status among many nodes
     for node, st in node_statuses.items():
-        for reason in st.all_reasons:
-            g = out.setdefault(reason, {"count": 0, "nodes": [], "plugin": st.plugin})
+        cached = reasons_of.get(id(st))
+        if cached is None:
+            cached = reasons_of[id(st)] = (st, list(st.all_reasons))
+        for reason in cached[1]:
+            g = out.get(reason)
+            if g is None:
+                g = out[reason] = {"count": 0, "nodes": [], "plugin": st.plugin}
             g["count"] += 1
             if len(g["nodes"]) < MAX_NODES_PER_REASON:
                 g["nodes"].append(node)

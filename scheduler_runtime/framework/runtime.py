@@ -445,8 +445,10 @@ class Framework:
             uniform = fb.status if isinstance(fb.status, Status) else None
             if uniform is not None:
                 uniform.plugin = cp.name
+                statuses.update(dict.fromkeys(snapshot.row_names()[here].tolist(), uniform))
+                continue
             for r in here.tolist():
-                st = uniform or fb.status_at(r)
+                st = fb.status_at(r)
                 st.plugin = cp.name
                 statuses[infos[r].name] = st
         for r in remaining.tolist():  # failed only through nominated pods

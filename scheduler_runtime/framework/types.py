@@ -31,6 +31,9 @@ class PodList(Sequence[Pod]):
     def pop_uid(self, uid: str) -> Pod | None:
         return self._by_uid.pop(uid, None)
 
+    def get_uid(self, uid: str) -> Pod | None:
+        return self._by_uid.get(uid)
+
     def __len__(self) -> int:
         return len(self._by_uid)
 
