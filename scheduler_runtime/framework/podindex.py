@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -143,3 +143,96 @@ class TermIndex:
 
     def reset(self) -> None:
         self._entries = None
+
+
+class DomainCounts:
+    """A mapping (topology key, label value) -> count, held as one array per key over the snapshot's domain
+    ids, so adding a whole per-row count vector and reading it back per row are array operations. An entry
+    exists once it has been touched (as in a dict filled by `d[k] = d.get(k, 0) + n`)."""
+
+    __slots__ = ("snap", "tops", "arrays", "touched", "extra")
+
+    def __init__(self, snap: Any) -> None:
+        self.snap = snap
+        self.tops: dict[str, Topology] = {}
+        self.arrays: dict[str, np.ndarray] = {}
+        self.touched: dict[str, np.ndarray] = {}
+        self.extra: dict[tuple[str, str], int] = {}  # values no node in the snapshot carries
+
+    def _key(self, key: str) -> Topology:
+        top = self.tops.get(key)
+        if top is None:
+            top = self.tops[key] = self.snap.topology(key)
+            self.arrays[key] = np.zeros(len(top.values), dtype=np.int64)
+            self.touched[key] = np.zeros(len(top.values), dtype=bool)
+        return top
+
+    def add_rows(self, key: str, per_row: np.ndarray, weight: int) -> None:
+        """self[(key, domain of row)] += weight * per_row[row], for every row with per_row > 0."""
+        top = self.snap.topology(key) if key not in self.tops else self.tops[key]
+        mask = (top.ids >= 0) & (per_row > 0)
+        if not mask.any():
+            return
+        self._key(key)
+        per_domain = np.bincount(top.ids[mask], weights=per_row[mask], minlength=len(top.values)).astype(np.int64)
+        self.arrays[key] += weight * per_domain
+        self.touched[key] |= per_domain > 0
+
+    def get(self, pair: tuple[str, str], default: int = 0) -> int:
+        key, val = pair
+        top = self.tops.get(key)
+        if top is not None:
+            i = top.index.get(val)
+            if i is not None:
+                return int(self.arrays[key][i]) if self.touched[key][i] else default
+        return self.extra.get(pair, default)
+
+    def __setitem__(self, pair: tuple[str, str], value: int) -> None:
+        key, val = pair
+        top = self._key(key)
+        i = top.index.get(val)
+        if i is None:
+            self.extra[pair] = value
+        else:
+            self.arrays[key][i] = value
+            self.touched[key][i] = True
+
+    def items(self) -> Iterable[tuple[tuple[str, str], int]]:
+        for key, arr in self.arrays.items():
+            values = self.tops[key].values
+            for i in np.flatnonzero(self.touched[key]).tolist():
+                yield (key, values[i]), int(arr[i])
+        yield from self.extra.items()
+
+    def values(self) -> Iterable[int]:
+        return (v for _, v in self.items())
+
+    def __bool__(self) -> bool:
+        return bool(self.extra) or any(t.any() for t in self.touched.values())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, DomainCounts | dict):
+            return dict(self.items()) == dict(other.items())
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def copy(self) -> DomainCounts:
+        out = DomainCounts(self.snap)
+        out.tops = dict(self.tops)
+        out.arrays = {k: a.copy() for k, a in self.arrays.items()}
+        out.touched = {k: t.copy() for k, t in self.touched.items()}
+        out.extra = dict(self.extra)
+        return out
+
+    def rows_positive(self, n: int, keys: set[str] | None = None) -> np.ndarray:
+        """Rows whose node carries a label (k, v) with self[(k, v)] > 0 (k among `keys` when given)."""
+        out = np.zeros(n, dtype=bool)
+        for key, arr in self.arrays.items():
+            if keys is not None and key not in keys:
+                continue
+            pos = (arr > 0) & self.touched[key]
+            if pos.any():
+                ids = self.tops[key].ids
+                out |= (ids >= 0) & np.append(pos, False)[ids]
+        return out

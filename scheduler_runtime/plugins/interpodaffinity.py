@@ -17,6 +17,7 @@ from ..framework.podindex import (
     AFFINITY_REQUIRED,
     ANTI_PREFERRED,
     ANTI_REQUIRED,
+    DomainCounts,
     Topology,
     term_key,
 )
@@ -49,47 +50,19 @@ class InterPodAffinityArgs(PluginArgs):
 
 @dataclass
 class _FilterState:
-    existing_anti: dict[Pair, int]
-    affinity: dict[Pair, int]
-    anti: dict[Pair, int]
+    """Matching pods per (topology key, domain): existing pods' anti-affinity against this pod, this pod's
+    affinity and anti-affinity terms against existing pods."""
+
+    existing_anti: DomainCounts
+    affinity: DomainCounts
+    anti: DomainCounts
 
     def clone(self) -> _FilterState:
-        return _FilterState(dict(self.existing_anti), dict(self.affinity), dict(self.anti))
+        return _FilterState(self.existing_anti.copy(), self.affinity.copy(), self.anti.copy())
 
 
-def _inc(d: dict[Pair, int], key: Pair, delta: int) -> None:
+def _inc(d: DomainCounts | dict[Pair, int], key: Pair, delta: int) -> None:
     d[key] = d.get(key, 0) + delta
-
-
-def _add_domains(d: dict[Pair, int], snap: Snapshot, key: str, per_row: np.ndarray, weight: int) -> None:
-    """d[(key, domain)] += weight * pods, for every domain of `key` holding pods counted in `per_row`."""
-    top = snap.topology(key)
-    mask = (top.ids >= 0) & (per_row > 0)
-    if not mask.any():
-        return
-    per_domain = np.bincount(top.ids[mask], weights=per_row[mask], minlength=len(top.values))
-    values = top.values
-    for dom in np.flatnonzero(per_domain).tolist():
-        pair = (key, values[dom])
-        d[pair] = d.get(pair, 0) + weight * int(per_domain[dom])
-
-
-def _rows_with_positive(snap: Snapshot, d: dict[Pair, int], keys: set[str] | None = None) -> np.ndarray:
-    """Rows whose node has a label (k, v) with d[(k, v)] > 0 (k limited to `keys` when given)."""
-    out = np.zeros(len(snap), dtype=bool)
-    by_key: dict[str, list[str]] = {}
-    for (k, v), n in d.items():
-        if n > 0 and (keys is None or k in keys):
-            by_key.setdefault(k, []).append(v)
-    for k, vals in by_key.items():
-        top = snap.topology(k)
-        dom = np.zeros(len(top.values) + 1, dtype=bool)
-        for v in vals:
-            i = top.index.get(v)
-            if i is not None:
-                dom[i] = True
-        out |= dom[np.where(top.ids >= 0, top.ids, len(top.values))]
-    return out
 
 
 class _ScoreState:
@@ -175,17 +148,17 @@ class InterPodAffinity(Plugin):
         if pod.uid in snap.pod_nodes:
             s = self._pre_filter_scan(pod, snap, needs_all)  # the pod itself is in the cache: leave it out
         else:
-            s = _FilterState({}, {}, {})
+            s = _FilterState(DomainCounts(snap), DomainCounts(snap), DomainCounts(snap))
             nsl = self._ns_labels(pod.namespace)
             for e in snap.terms.entries(snap.node_infos):
                 if e.kind == ANTI_REQUIRED and e.term.matches(e.owner_ns, pod, nsl):
-                    _add_domains(s.existing_anti, snap, e.term.topology_key, e.counts, 1)
+                    s.existing_anti.add_rows(e.term.topology_key, e.counts, 1)
             if pod.affinity_required:
                 counts = self._matching_all(snap, pod.affinity_required, pod.namespace)
                 for t in pod.affinity_required:
-                    _add_domains(s.affinity, snap, t.topology_key, counts, 1)
+                    s.affinity.add_rows(t.topology_key, counts, 1)
             for t in pod.anti_affinity_required:
-                _add_domains(s.anti, snap, t.topology_key, self._matching_all(snap, (t,), pod.namespace), 1)
+                s.anti.add_rows(t.topology_key, self._matching_all(snap, (t,), pod.namespace), 1)
         if not needs_all and not any(v > 0 for v in s.existing_anti.values()):
             return Status.skip()  # no required terms and no existing pod's anti-affinity matches this pod
         state.write(_PRE_FILTER, s)
@@ -200,7 +173,7 @@ class InterPodAffinity(Plugin):
         return snap.match_counts(key, pred)
 
     def _pre_filter_scan(self, pod: Pod, snap: Snapshot, needs_all: bool) -> _FilterState:
-        s = _FilterState({}, {}, {})
+        s = _FilterState(DomainCounts(snap), DomainCounts(snap), DomainCounts(snap))
         for ni in snap.node_infos:
             node = ni.node
             if node is None:
@@ -258,9 +231,9 @@ class InterPodAffinity(Plugin):
         if s is None:
             return FilterBatch(code == 0, Status.unschedulable(REASON_ANTI))
         if s.existing_anti:
-            code[_rows_with_positive(snapshot, s.existing_anti)] = 3
+            code[s.existing_anti.rows_positive(n)] = 3
         if pod.anti_affinity_required:
-            anti = _rows_with_positive(snapshot, s.anti, {t.topology_key for t in pod.anti_affinity_required})
+            anti = s.anti.rows_positive(n, {t.topology_key for t in pod.anti_affinity_required})
             code[anti] = 2
         if pod.affinity_required:
             missing = np.zeros(n, dtype=bool)
@@ -268,7 +241,7 @@ class InterPodAffinity(Plugin):
             for t in pod.affinity_required:
                 top = snapshot.topology(t.topology_key)
                 missing |= top.ids < 0
-                pods_exist &= _rows_with_positive(snapshot, s.affinity, {t.topology_key})
+                pods_exist &= s.affinity.rows_positive(n, {t.topology_key})
             first_of_group = (not any(v > 0 for v in s.affinity.values())
                               and all(self._term_matches(t, pod.namespace, pod) for t in pod.affinity_required))
             code[missing | (~pods_exist if not first_of_group else missing)] = 1
