@@ -360,3 +360,29 @@ def test_namespace_selector_terms_follow_namespace_label_changes() -> None:
                 [ref_scores.node_score(ni.node) for ni in snap.node_infos]
         else:
             assert not ipa._pre_score_scan(probe, snap, True)
+
+
+def _naive_group(node_statuses: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for name, s in node_statuses.items():
+        for reason in s.all_reasons:
+            g = out.setdefault(reason, {"count": 0, "nodes": [], "plugin": s.plugin})
+            g["count"] += 1
+            if len(g["nodes"]) < 20:
+                g["nodes"].append(name)
+    return out
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.booleans()), max_size=60))
+def test_filter_reason_grouping_with_shared_statuses(picks: list[tuple[int, bool]]) -> None:
+    """Shared (batch) and per-node Status objects group exactly as a walk over every node would."""
+    from scheduler_runtime.framework.status import Status
+    from scheduler_runtime.results import group_filter_reasons
+    shared = [Status(Code.Unschedulable, "r0", plugin="P0"), Status(Code.Unschedulable, "r1", "r0", plugin="P1"),
+              Status(Code.UnschedulableAndUnresolvable, "r2", plugin="P2"),
+              Status(Code.Unschedulable, "r1", plugin="P3")]
+    statuses = {f"n{i}": (shared[k] if share else Status(shared[k].code, *shared[k].reasons, plugin=f"Q{k}"))
+                for i, (k, share) in enumerate(picks)}
+    got = group_filter_reasons(statuses)
+    assert got == _naive_group(statuses) and list(got) == list(_naive_group(statuses))
