@@ -329,9 +329,7 @@ class Framework:
         if not nominated:
             return self.run_filter(state, pod, node_info)
         cloned_state = state.clone()
-        cloned = NodeInfo(node_info.node)
-        for p in node_info.pods:
-            cloned.add_pod(p)
+        cloned = node_info.clone()
         for p in nominated:
             cloned.add_pod(p)
             st = self.run_pre_filter_add_pod(cloned_state, pod, p, cloned)

@@ -34,6 +34,11 @@ class PodList(Sequence[Pod]):
     def get_uid(self, uid: str) -> Pod | None:
         return self._by_uid.get(uid)
 
+    def copy(self) -> PodList:
+        out = PodList()
+        out._by_uid = dict(self._by_uid)
+        return out
+
     def __len__(self) -> int:
         return len(self._by_uid)
 
@@ -92,6 +97,21 @@ class NodeInfo:
         if pod.anti_affinity_required:
             self.pods_with_required_anti_affinity.append(pod)
         self._account(pod, 1)
+
+    def clone(self) -> NodeInfo:
+        """A copy outside the snapshot (no table row) equal to a NodeInfo that had every pod added again;
+        sums are copied rather than re-added (host ports are rebuilt from the pods)."""
+        c = NodeInfo(self.node, self.name)
+        c.pods = self.pods.copy()
+        c.pods_with_affinity = self.pods_with_affinity.copy()
+        c.pods_with_required_anti_affinity = self.pods_with_required_anti_affinity.copy()
+        c.requested = {k: v for k, v in self.requested.items() if v}
+        c.non_zero_requested = dict(self.non_zero_requested) if self.pods else {}
+        for p in self.pods:
+            for hp in p.host_ports:
+                c._port(hp, 1)
+        c.generation = len(c.pods)
+        return c
 
     def remove_pod(self, pod: Pod) -> bool:
         """Remove by UID; returns False when the pod was not on this node."""

@@ -386,3 +386,33 @@ def test_filter_reason_grouping_with_shared_statuses(picks: list[tuple[int, bool
                 for i, (k, share) in enumerate(picks)}
     got = group_filter_reasons(statuses)
     assert got == _naive_group(statuses) and list(got) == list(_naive_group(statuses))
+
+
+def _port_pod(uid: str, port: int | None, cpu: str) -> Pod:
+    c: dict[str, Any] = {"name": "c", "image": "i", "resources": {"requests": {"cpu": cpu}}}
+    if port is not None:
+        c["ports"] = [{"containerPort": port, "hostPort": port}]
+    return Pod.from_dict({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": uid, "namespace": "d", "uid": uid},
+                          "spec": {"containers": [c]}})
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 5), st.sampled_from([None, 80, 81]),
+                          st.sampled_from(["0", "100m", "1"])), max_size=30))
+def test_node_info_clone_equals_readding_every_pod(ops: list[tuple[bool, int, int | None, str]]) -> None:
+    """The preemption dry run's clone: what adding every pod to a fresh NodeInfo would give."""
+    from scheduler_runtime.framework.types import NodeInfo
+    ni = NodeInfo(node(0))
+    for add, i, port, cpu in ops:
+        if add and ni.pods.get_uid(f"u{i}") is None:
+            ni.add_pod(_port_pod(f"u{i}", port, cpu))
+        elif not add:
+            ni.remove_pod(_port_pod(f"u{i}", port, cpu))
+    ref = NodeInfo(ni.node)
+    for p in ni.pods:
+        ref.add_pod(p)
+    c = ni.clone()
+    assert list(c.pods) == list(ref.pods) and list(c.pods_with_affinity) == list(ref.pods_with_affinity)
+    assert {k: v for k, v in ref.requested.items() if v} == c.requested
+    assert c.non_zero_requested == ref.non_zero_requested and c.used_ports == ref.used_ports
+    assert c.row == -1 and c.table is None and c.generation == ref.generation
