@@ -542,14 +542,15 @@ GROWTH = ("SchedulingBasic", "TopologySpreading", "SchedulingPodAntiAffinity", "
 
 
 def growth_params(w: Workload, nodes: int) -> dict[str, int]:
-    """The workload at `nodes` nodes: init pods in upstream's proportion to nodes, 1,000 measured pods."""
+    """The workload at `nodes` nodes: init and measured pods in upstream's proportion to nodes, at most
+    1,000 measured (so anti-affinity pods still fit one per node)."""
     p = dict(w.params)
     node_key = "initNodes"
     ratio = nodes / p[node_key]
     p[node_key] = nodes
     if "initPods" in p:
         p["initPods"] = max(1, round(p["initPods"] * ratio))
-    p["measurePods"] = 1000
+    p["measurePods"] = min(1000, max(1, round(p["measurePods"] * ratio)))
     return p
 
 
