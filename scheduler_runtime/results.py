@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -70,13 +71,32 @@ class ResultStore:
 
 def group_filter_reasons(node_statuses: dict[str, Any], absent: Any = None, num_absent: int = 0
                          ) -> dict[str, dict[str, Any]]:
+    """reason -> {count, the first nodes (in order) that gave it, the plugin of the first}. Batch filters
+    share one Status among many nodes: counts come per distinct Status, and the walk over nodes stops once
+    every reason has been seen and has its nodes."""
     out: dict[str, dict[str, Any]] = {}
+    per_status = Counter(map(id, node_statuses.values()))
+    reasons_of: dict[int, list[str]] = {}
+    totals: dict[str, int] = {}
+    for _node, st in node_statuses.items():
+        if len(reasons_of) == len(per_status):
+            break
+        if id(st) not in reasons_of:
+            rs = reasons_of[id(st)] = list(st.all_reasons)
+            for r in rs:
+                totals[r] = totals.get(r, 0) + per_status[id(st)]
+    unfilled = len(totals)
     for node, st in node_statuses.items():
-        for reason in st.all_reasons:
-            g = out.setdefault(reason, {"count": 0, "nodes": [], "plugin": st.plugin})
-            g["count"] += 1
+        if not unfilled:
+            break
+        for reason in reasons_of[id(st)]:
+            g = out.get(reason)
+            if g is None:
+                g = out[reason] = {"count": totals[reason], "nodes": [], "plugin": st.plugin}
             if len(g["nodes"]) < MAX_NODES_PER_REASON:
                 g["nodes"].append(node)
+                if len(g["nodes"]) == MAX_NODES_PER_REASON or len(g["nodes"]) == g["count"]:
+                    unfilled -= 1
     if absent is not None and num_absent:
         for reason in absent.all_reasons:
             g = out.setdefault(reason, {"count": 0, "nodes": [], "plugin": absent.plugin})

@@ -32,9 +32,13 @@ class NodeTable:
         if col is None:
             col = len(self.columns)
             self.columns[name] = col
-            pad = np.zeros((self.alloc.shape[0], 1), dtype=np.int64)
-            self.alloc = np.hstack([self.alloc, pad])
-            self.req = np.hstack([self.req, pad.copy()])
+            if col == self.alloc.shape[1]:  # room for twice the columns: n new resources cost O(n) copies
+                width = 2 * col
+                for attr in ("alloc", "req"):
+                    old = getattr(self, attr)
+                    new = np.zeros((old.shape[0], width), dtype=np.int64)
+                    new[:, :col] = old
+                    setattr(self, attr, new)
         return col
 
     def _grow(self) -> None:

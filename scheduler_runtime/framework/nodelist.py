@@ -14,14 +14,20 @@ from .types import NodeInfo
 class NodeList(Sequence[NodeInfo]):
     """What PreFilter and PreScore receive: behaves like list[NodeInfo]; batch plugins use `.rows`."""
 
-    __slots__ = ("snapshot", "rows")
+    __slots__ = ("snapshot", "_rows")
 
     def __init__(self, snapshot: Snapshot, rows: np.ndarray | None = None) -> None:
         self.snapshot = snapshot
-        self.rows = np.arange(len(snapshot), dtype=np.int64) if rows is None else rows
+        self._rows = rows  # None: every node, materialised only when asked for
+
+    @property
+    def rows(self) -> np.ndarray:
+        if self._rows is None:
+            self._rows = np.arange(len(self.snapshot), dtype=np.int64)
+        return self._rows
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self.snapshot) if self._rows is None else len(self._rows)
 
     @overload
     def __getitem__(self, i: int) -> NodeInfo: ...
@@ -36,7 +42,10 @@ class NodeList(Sequence[NodeInfo]):
 
     def __iter__(self) -> Iterator[NodeInfo]:
         infos = self.snapshot.node_infos
-        for r in self.rows.tolist():
+        if self._rows is None:
+            yield from list(infos)
+            return
+        for r in self._rows.tolist():
             yield infos[r]
 
     def names(self) -> list[str]:

@@ -435,9 +435,7 @@ class Framework:
         if not nominated:
             return self.run_filter(state, pod, node_info)
         cloned_state = state.clone()
-        cloned = NodeInfo(node_info.node)
-        for p in node_info.pods:
-            cloned.add_pod(p)
+        cloned = node_info.clone()
         for p in nominated:
             cloned.add_pod(p)
             st = self.run_pre_filter_add_pod(cloned_state, pod, p, cloned)
@@ -481,6 +479,11 @@ class Framework:
         if not active:
             feasible = order[:num_to_find]
             processed = len(feasible)
+        elif rows is not None and len(rows) * 8 < n:
+            # a PreFilterResult named a few nodes (a DaemonSet pod's metadata.name pin): evaluate just those,
+            # per node, rather than every plugin's batch over the whole table
+            feasible, processed = self._filter_per_node(state, pod, snapshot, active, order, num_to_find, diagnosis,
+                                                        nominated_nodes, few_rows=True)
         elif self._filter_all_batch or all(cp.batch for cp in active):
             feasible, processed = self._filter_batch(state, pod, snapshot, active, order, num_to_find, diagnosis,
                                                      nominated_nodes)
@@ -555,8 +558,10 @@ class Framework:
             uniform = fb.status if isinstance(fb.status, Status) else None
             if uniform is not None:
                 uniform.plugin = cp.name
+                statuses.update(dict.fromkeys(snapshot.row_names()[here].tolist(), uniform))
+                continue
             for r in here.tolist():
-                st = uniform or fb.status_at(r)
+                st = fb.status_at(r)
                 st.plugin = cp.name
                 statuses[infos[r].name] = st
         for r in remaining.tolist():  # failed only through nominated pods
@@ -569,9 +574,11 @@ class Framework:
 
     def _filter_per_node(self, state: CycleState, pod: Pod, snapshot: Snapshot, active: list[ConfiguredPlugin],
                          order: np.ndarray, num_to_find: int, diagnosis: Diagnosis,
-                         nominated_nodes: set[str]) -> tuple[np.ndarray, int]:
+                         nominated_nodes: set[str], few_rows: bool = False) -> tuple[np.ndarray, int]:
         batch_results: dict[str, FilterBatch] = {}
         for cp in active:
+            if few_rows and callable(getattr(cp.plugin, "filter", None)):
+                continue  # a handful of nodes: the per-node method is cheaper than a verdict for every row
             if cp.batch:  # batch verdicts equal per-node ones: compute them once for all nodes
                 fb, err = _invoke("running {} filter plugin", cp.name,
                                   cast(FilterBatchPlugin, cp.plugin).filter_batch, state, pod, snapshot,

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..objects import Node, Pod, Taint, normalized_image_name
 from .node_table import NodeTable
+from .podindex import MatchIndex, TermIndex, Topology, TopologyIndex
 from .types import NodeInfo
 
 GroupKey = tuple[tuple[tuple[str, str], ...], tuple[Taint, ...], bool]
@@ -25,6 +26,25 @@ def _group_key(node: Node) -> GroupKey:
     return labels, node.taints, node.unschedulable
 
 
+class _NamespaceLabels(dict[str, dict[str, str]]):
+    """Namespace name -> labels; counts its changes so cached namespaceSelector matches know when to go."""
+
+    version = 0
+
+    def __setitem__(self, key: str, value: dict[str, str]) -> None:
+        if self.get(key) != value:
+            self.version += 1
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self.version += 1
+        super().__delitem__(key)
+
+    def pop(self, key: str, *default: object) -> object:  # type: ignore[override]
+        self.version += 1
+        return super().pop(key, *default)
+
+
 class Snapshot:
     """Node list (row order), name index, numpy node table and equivalence groups of nodes."""
 
@@ -34,7 +54,12 @@ class Snapshot:
         self.table = NodeTable()
         self.group_keys: dict[GroupKey, int] = {}
         self.group_nodes: list[Node] = []  # a representative node per group (labels/taints/unschedulable)
-        self.namespace_labels: dict[str, dict[str, str]] = {}
+        self.namespace_labels: dict[str, dict[str, str]] = _NamespaceLabels()
+        self.pod_nodes: dict[str, NodeInfo] = {}  # uid -> the node it is on, for every pod in the snapshot
+        self.topologies = TopologyIndex()
+        self.matches = MatchIndex()
+        self.terms = TermIndex()
+        self._row_names: np.ndarray | None = None
         self.generation = 0
         self.num_affinity_pods = 0
         self.num_required_anti_affinity_pods = 0
@@ -49,6 +74,24 @@ class Snapshot:
 
     def get(self, name: str) -> NodeInfo | None:
         return self.by_name.get(name)
+
+    def topology(self, key: str) -> Topology:
+        """Domain id of every row for a node label key (see podindex)."""
+        return self.topologies.get(key, self.node_infos)
+
+    def match_counts(self, key: object, pred: object) -> np.ndarray:
+        """Per row, the pods `pred` accepts; `key` names the predicate (see podindex.MatchIndex)."""
+        return self.matches.counts(key, pred, self.node_infos)  # type: ignore[arg-type]
+
+    @property
+    def namespace_version(self) -> int:
+        return getattr(self.namespace_labels, "version", 0)
+
+    def row_names(self) -> np.ndarray:
+        """Node name of every row, as an object array (fancy-indexable by rows)."""
+        if self._row_names is None:
+            self._row_names = np.array([ni.name for ni in self.node_infos] or [""], dtype=object)[:len(self)]
+        return self._row_names
 
     def node_names(self) -> list[str]:
         return [ni.name for ni in self.node_infos]
@@ -91,6 +134,8 @@ class Snapshot:
         for p in info.pods:
             self.table.account_pod(row, p, 1)
             self._count_affinity(p, 1)
+            self.pod_nodes[p.uid] = info
+        self._rows_changed()
         self._changed(images=bool(info.node.images))
 
     def update_node(self, info: NodeInfo, node: Node) -> None:
@@ -98,6 +143,8 @@ class Snapshot:
         info.node = node
         self.table.set_allocatable(info.row, node)
         self.table.group[info.row] = self._group_of(node)
+        if old is None or old.labels != node.labels:
+            self.topologies.reset()
         self._changed(images=old is None or old.images != node.images)
 
     def remove_node(self, name: str) -> NodeInfo | None:
@@ -117,20 +164,36 @@ class Snapshot:
         info.table = None
         for p in info.pods:
             self._count_affinity(p, -1)
+            self.pod_nodes.pop(p.uid, None)
+        self._rows_changed()
         self._changed(images=True)
         return info
 
     def add_pod(self, info: NodeInfo, pod: Pod) -> None:
         info.add_pod(pod)
         self._count_affinity(pod, 1)
+        self.pod_nodes[pod.uid] = info
+        self.matches.on_pod(info.row, pod, 1)
+        self.terms.on_pod(info.row, pod, 1)
         self.generation += 1
 
     def remove_pod(self, info: NodeInfo, pod: Pod) -> bool:
-        if info.remove_pod(pod):
-            self._count_affinity(pod, -1)
+        stored = info.pods.get_uid(pod.uid)
+        if stored is not None and info.remove_pod(stored):
+            self._count_affinity(stored, -1)
+            self.pod_nodes.pop(stored.uid, None)
+            self.matches.on_pod(info.row, stored, -1)
+            self.terms.on_pod(info.row, stored, -1)
             self.generation += 1
             return True
         return False
+
+    def _rows_changed(self) -> None:
+        """Rows were added or moved: per-row indexes are rebuilt on their next read."""
+        self.topologies.reset()
+        self.matches.reset()
+        self.terms.reset()
+        self._row_names = None
 
     def _count_affinity(self, pod: Pod, sign: int) -> None:
         if pod.has_pod_affinity:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntFlag
 from typing import TYPE_CHECKING, Any
@@ -19,6 +19,56 @@ PodInfo = Pod
 """The parsed Pod record is the PodInfo: affinity terms, requests and ports are pre-computed on it."""
 
 
+class PodList(Sequence[Pod]):
+    """Pods in insertion order, keyed by UID: append and remove are O(1) however many pods a node holds
+    (a DaemonSet-like workload puts tens of thousands on one node). Reads like a list."""
+
+    __slots__ = ("_by_uid",)
+
+    def __init__(self, pods: Iterable[Pod] = ()) -> None:
+        self._by_uid: dict[str, Pod] = {p.uid: p for p in pods}
+
+    def append(self, pod: Pod) -> None:
+        self._by_uid[pod.uid] = pod
+
+    def pop_uid(self, uid: str) -> Pod | None:
+        return self._by_uid.pop(uid, None)
+
+    def get_uid(self, uid: str) -> Pod | None:
+        return self._by_uid.get(uid)
+
+    def copy(self) -> PodList:
+        out = PodList()
+        out._by_uid = dict(self._by_uid)
+        return out
+
+    def __len__(self) -> int:
+        return len(self._by_uid)
+
+    def __bool__(self) -> bool:
+        return bool(self._by_uid)
+
+    def __iter__(self) -> Iterator[Pod]:
+        return iter(self._by_uid.values())
+
+    def __contains__(self, pod: object) -> bool:
+        uid = getattr(pod, "uid", None)
+        return uid is not None and self._by_uid.get(uid) is pod
+
+    def __getitem__(self, i: Any) -> Any:
+        return list(self._by_uid.values())[i]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PodList | list | tuple):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like list
+
+    def __repr__(self) -> str:
+        return f"PodList({list(self._by_uid.values())!r})"
+
+
 class NodeInfo:
     """A node with the pods on it and their summed requests; mirrored into the numpy node table."""
 
@@ -29,9 +79,9 @@ class NodeInfo:
         self.node = node
         self.name = node.name if node is not None else name
         self.row = -1
-        self.pods: list[Pod] = []
-        self.pods_with_affinity: list[Pod] = []
-        self.pods_with_required_anti_affinity: list[Pod] = []
+        self.pods = PodList()
+        self.pods_with_affinity = PodList()
+        self.pods_with_required_anti_affinity = PodList()
         self.used_ports: dict[tuple[str, int], set[str]] = {}
         self.requested: dict[str, int] = {}
         self.non_zero_requested: dict[str, int] = {}
@@ -51,17 +101,30 @@ class NodeInfo:
             self.pods_with_required_anti_affinity.append(pod)
         self._account(pod, 1)
 
+    def clone(self) -> NodeInfo:
+        """A copy outside the snapshot (no table row) equal to a NodeInfo that had every pod added again;
+        sums are copied rather than re-added (host ports are rebuilt from the pods)."""
+        c = NodeInfo(self.node, self.name)
+        c.pods = self.pods.copy()
+        c.pods_with_affinity = self.pods_with_affinity.copy()
+        c.pods_with_required_anti_affinity = self.pods_with_required_anti_affinity.copy()
+        c.requested = {k: v for k, v in self.requested.items() if v}
+        c.non_zero_requested = dict(self.non_zero_requested) if self.pods else {}
+        for p in self.pods:
+            for hp in p.host_ports:
+                c._port(hp, 1)
+        c.generation = len(c.pods)
+        return c
+
     def remove_pod(self, pod: Pod) -> bool:
         """Remove by UID; returns False when the pod was not on this node."""
-        for i, p in enumerate(self.pods):
-            if p.uid == pod.uid:
-                del self.pods[i]
-                self.pods_with_affinity = [x for x in self.pods_with_affinity if x.uid != pod.uid]
-                self.pods_with_required_anti_affinity = [
-                    x for x in self.pods_with_required_anti_affinity if x.uid != pod.uid]
-                self._account(p, -1)
-                return True
-        return False
+        p = self.pods.pop_uid(pod.uid)
+        if p is None:
+            return False
+        self.pods_with_affinity.pop_uid(pod.uid)
+        self.pods_with_required_anti_affinity.pop_uid(pod.uid)
+        self._account(p, -1)
+        return True
 
     def _account(self, pod: Pod, sign: int) -> None:
         for k, v in pod.requests.items():

@@ -185,9 +185,7 @@ class DefaultPreemption(Plugin):
         fw = self.handle.framework
         lower = [p for p in ni.pods if p.priority < pod.priority]
         st = state.clone()
-        clone = NodeInfo(ni.node)
-        for p in ni.pods:
-            clone.add_pod(p)
+        clone = ni.clone()
         for v in lower:
             clone.remove_pod(v)
             err = fw.run_pre_filter_remove_pod(st, pod, v, clone)

@@ -5,12 +5,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from pydantic import Field, model_validator
 
 from ..config.fielderrors import FieldErrors, invalid
 from ..framework.cycle_state import CycleState
 from ..framework.nodelist import NodeList
-from ..framework.plugin import Plugin, PluginArgs
+from ..framework.plugin import FilterBatch, Plugin, PluginArgs
+from ..framework.podindex import (
+    AFFINITY_PREFERRED,
+    AFFINITY_REQUIRED,
+    ANTI_PREFERRED,
+    ANTI_REQUIRED,
+    DomainCounts,
+    Topology,
+    term_key,
+)
+from ..framework.snapshot import Snapshot
 from ..framework.status import MAX_SCORE, Status
 from ..framework.types import ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo, NodeScore
 from ..objects import Node, Pod, PodAffinityTerm
@@ -39,16 +50,64 @@ class InterPodAffinityArgs(PluginArgs):
 
 @dataclass
 class _FilterState:
-    existing_anti: dict[Pair, int]
-    affinity: dict[Pair, int]
-    anti: dict[Pair, int]
+    """Matching pods per (topology key, domain): existing pods' anti-affinity against this pod, this pod's
+    affinity and anti-affinity terms against existing pods."""
+
+    existing_anti: DomainCounts
+    affinity: DomainCounts
+    anti: DomainCounts
 
     def clone(self) -> _FilterState:
-        return _FilterState(dict(self.existing_anti), dict(self.affinity), dict(self.anti))
+        return _FilterState(self.existing_anti.copy(), self.affinity.copy(), self.anti.copy())
 
 
-def _inc(d: dict[Pair, int], key: Pair, delta: int) -> None:
+def _inc(d: DomainCounts | dict[Pair, int], key: Pair, delta: int) -> None:
     d[key] = d.get(key, 0) + delta
+
+
+class _ScoreState:
+    """Summed term weights per topology domain, as one array per topology key (indexed by domain id)."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self.snap = snap
+        self.topologies: dict[str, Topology] = {}
+        self.by_key: dict[str, np.ndarray] = {}
+        self.touched = False  # some term matched some pod (even if the weights cancel out)
+
+    def _arr(self, key: str) -> tuple[Topology, np.ndarray]:
+        top = self.topologies.get(key)
+        if top is None:
+            top = self.topologies[key] = self.snap.topology(key)
+            self.by_key[key] = np.zeros(len(top.values), dtype=np.int64)
+        return top, self.by_key[key]
+
+    def add(self, key: str, per_row: np.ndarray, weight: int) -> None:
+        top = self.snap.topology(key)
+        mask = (top.ids >= 0) & (per_row > 0)
+        if not mask.any():
+            return
+        _, arr = self._arr(key)
+        arr += weight * np.bincount(top.ids[mask], weights=per_row[mask], minlength=len(top.values)).astype(np.int64)
+        self.touched = True
+
+    @classmethod
+    def from_pairs(cls, snap: Snapshot, scores: dict[Pair, int]) -> _ScoreState:
+        out = cls(snap)
+        for (k, v), w in scores.items():
+            top, arr = out._arr(k)
+            arr[top.index[v]] += w
+            out.touched = True
+        return out
+
+    def node_score(self, node: Node) -> int:
+        total = 0
+        for key, arr in self.by_key.items():
+            val = node.labels.get(key)
+            if val is not None:
+                i = self.topologies[key].index.get(val)
+                if i is not None:
+                    total += int(arr[i])
+        return total
 
 
 class InterPodAffinity(Plugin):
@@ -85,8 +144,36 @@ class InterPodAffinity(Plugin):
         snap = nodes.snapshot
         if not pod.affinity_required and not pod.anti_affinity_required and not snap.num_required_anti_affinity_pods:
             return Status.skip()
-        s = _FilterState({}, {}, {})
         needs_all = bool(pod.affinity_required or pod.anti_affinity_required)
+        if pod.uid in snap.pod_nodes:
+            s = self._pre_filter_scan(pod, snap, needs_all)  # the pod itself is in the cache: leave it out
+        else:
+            s = _FilterState(DomainCounts(snap), DomainCounts(snap), DomainCounts(snap))
+            nsl = self._ns_labels(pod.namespace)
+            for e in snap.terms.entries(snap.node_infos):
+                if e.kind == ANTI_REQUIRED and e.term.matches(e.owner_ns, pod, nsl):
+                    s.existing_anti.add_rows(e.term.topology_key, e.counts, 1)
+            if pod.affinity_required:
+                counts = self._matching_all(snap, pod.affinity_required, pod.namespace)
+                for t in pod.affinity_required:
+                    s.affinity.add_rows(t.topology_key, counts, 1)
+            for t in pod.anti_affinity_required:
+                s.anti.add_rows(t.topology_key, self._matching_all(snap, (t,), pod.namespace), 1)
+        if not needs_all and not any(v > 0 for v in s.existing_anti.values()):
+            return Status.skip()  # no required terms and no existing pod's anti-affinity matches this pod
+        state.write(_PRE_FILTER, s)
+        return None
+
+    def _matching_all(self, snap: Snapshot, terms: tuple[PodAffinityTerm, ...], owner_ns: str) -> np.ndarray:
+        """Per row: existing pods that every one of `terms` (owned by a pod in `owner_ns`) matches."""
+        def pred(other: Pod) -> bool:
+            nsl = self._ns_labels(other.namespace)
+            return all(t.matches(owner_ns, other, nsl) for t in terms)
+        key = ("InterPodAffinity", tuple(term_key(t) for t in terms), owner_ns, snap.namespace_version)
+        return snap.match_counts(key, pred)
+
+    def _pre_filter_scan(self, pod: Pod, snap: Snapshot, needs_all: bool) -> _FilterState:
+        s = _FilterState(DomainCounts(snap), DomainCounts(snap), DomainCounts(snap))
         for ni in snap.node_infos:
             node = ni.node
             if node is None:
@@ -96,10 +183,7 @@ class InterPodAffinity(Plugin):
                 if existing.uid == pod.uid:
                     continue
                 self._account(s, pod, existing, node, 1)
-        if not needs_all and not any(v > 0 for v in s.existing_anti.values()):
-            return Status.skip()  # no required terms and no existing pod's anti-affinity matches this pod
-        state.write(_PRE_FILTER, s)
-        return None
+        return s
 
     def add_pod(self, state: CycleState, pod: Pod, to_add: Pod, node_info: NodeInfo) -> None:
         s = state.get(_PRE_FILTER)
@@ -139,6 +223,36 @@ class InterPodAffinity(Plugin):
                     return Status.unschedulable(REASON_EXISTING_ANTI)
         return None
 
+    def filter_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot) -> FilterBatch:
+        """`filter` for every row: 1 = affinity, 2 = anti-affinity, 3 = existing pods' anti-affinity."""
+        s: _FilterState | None = state.get(_PRE_FILTER)
+        n = len(snapshot)
+        code = np.zeros(n, dtype=np.int8)
+        if s is None:
+            return FilterBatch(code == 0, Status.unschedulable(REASON_ANTI))
+        if s.existing_anti:
+            code[s.existing_anti.rows_positive(n)] = 3
+        if pod.anti_affinity_required:
+            anti = s.anti.rows_positive(n, {t.topology_key for t in pod.anti_affinity_required})
+            code[anti] = 2
+        if pod.affinity_required:
+            missing = np.zeros(n, dtype=bool)
+            pods_exist = np.ones(n, dtype=bool)
+            for t in pod.affinity_required:
+                top = snapshot.topology(t.topology_key)
+                missing |= top.ids < 0
+                pods_exist &= s.affinity.rows_positive(n, {t.topology_key})
+            first_of_group = (not any(v > 0 for v in s.affinity.values())
+                              and all(self._term_matches(t, pod.namespace, pod) for t in pod.affinity_required))
+            code[missing | (~pods_exist if not first_of_group else missing)] = 1
+        ok = code == 0
+        statuses = {1: Status.unresolvable(REASON_AFFINITY), 2: Status.unschedulable(REASON_ANTI),
+                    3: Status.unschedulable(REASON_EXISTING_ANTI)}
+        used = set(np.unique(code[~ok]).tolist())
+        if len(used) <= 1:
+            return FilterBatch(ok, statuses[used.pop()] if used else statuses[2])
+        return FilterBatch(ok, lambda row: Status(statuses[int(code[row])].code, *statuses[int(code[row])].reasons))
+
     # ---------------------------------------------------------------- score
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
         snap = nodes.snapshot
@@ -150,6 +264,39 @@ class InterPodAffinity(Plugin):
             return Status.skip()
         if pod.affinity_error:
             return Status.as_error(f"failed to parse pod: {pod.affinity_error}")
+        if pod.uid in snap.pod_nodes:  # the pod itself is in the cache: leave it out
+            scores = _ScoreState.from_pairs(snap, self._pre_score_scan(pod, snap, has_constraints))
+        else:
+            scores = self._pre_score_indexed(pod, snap)
+        if not scores.touched:
+            return Status.skip()
+        state.write(_PRE_SCORE, scores)
+        return None
+
+    def _pre_score_indexed(self, pod: Pod, snap: Snapshot) -> _ScoreState:
+        hard = self.args.hard_pod_affinity_weight
+        out = _ScoreState(snap)
+        for t in pod.affinity_preferred:
+            out.add(t.topology_key, self._matching_all(snap, (t,), pod.namespace), t.weight)
+        for t in pod.anti_affinity_preferred:
+            out.add(t.topology_key, self._matching_all(snap, (t,), pod.namespace), -t.weight)
+        nsl = self._ns_labels(pod.namespace)
+        for e in snap.terms.entries(snap.node_infos):
+            if e.kind == AFFINITY_REQUIRED:
+                if hard <= 0:
+                    continue
+                w = hard
+            elif e.kind == AFFINITY_PREFERRED:
+                w = e.term.weight
+            elif e.kind == ANTI_PREFERRED:
+                w = -e.term.weight
+            else:
+                continue
+            if e.term.matches(e.owner_ns, pod, nsl):
+                out.add(e.term.topology_key, e.counts, w)
+        return out
+
+    def _pre_score_scan(self, pod: Pod, snap: Snapshot, has_constraints: bool) -> dict[Pair, int]:
         hard = self.args.hard_pod_affinity_weight
         scores: dict[Pair, int] = {}
         for ni in snap.node_infos:
@@ -176,17 +323,34 @@ class InterPodAffinity(Plugin):
                 for t in e.anti_affinity_preferred:
                     if t.topology_key in node.labels and self._term_matches(t, e.namespace, pod):
                         _inc(scores, (t.topology_key, node.labels[t.topology_key]), -t.weight)
-        if not scores:
-            return Status.skip()
-        state.write(_PRE_SCORE, scores)
-        return None
+        return scores
 
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
-        scores: dict[Pair, int] | None = state.get(_PRE_SCORE)
+        s: _ScoreState | None = state.get(_PRE_SCORE)
         node = node_info.node
-        if not scores or node is None:
+        if s is None or not s.touched or node is None:
             return 0
-        return sum(v for (k, val), v in scores.items() if node.labels.get(k) == val)
+        return s.node_score(node)
+
+    def score_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
+        s: _ScoreState | None = state.get(_PRE_SCORE)
+        out = np.zeros(len(rows), dtype=np.int64)
+        if s is None or not s.touched:
+            return out
+        for key, per_domain in s.by_key.items():
+            ids = s.topologies[key].ids[rows]
+            out += np.where(ids >= 0, per_domain[np.where(ids >= 0, ids, 0)], 0)
+        return out
+
+    def normalize_score_batch(self, state: CycleState, pod: Pod, rows: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        if not len(scores):
+            return scores
+        lo, hi = int(scores.min()), int(scores.max())
+        diff = hi - lo
+        if diff <= 0:
+            return np.zeros(len(scores), dtype=np.int64)
+        # float64(MaxNodeScore) * (float64(s-min) / float64(diff)), truncated: the division first
+        return (MAX_SCORE * ((scores - lo).astype(np.float64) / float(diff))).astype(np.int64)
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> None:
         if not scores:

@@ -264,6 +264,8 @@ class NodeResourcesFit(Plugin):
             res_ok = free >= st.amounts
             ok = pods_ok & res_ok.all(axis=1)
 
+        shared: dict[tuple[bool, tuple[str, ...]], Status] = {}
+
         def status(row: int) -> Status:
             reasons = [] if pods_ok[row] else ["Too many pods"]
             unresolvable = False
@@ -273,7 +275,13 @@ class NodeResourcesFit(Plugin):
                         reasons.append(f"Insufficient {n}")
                         if st.amounts[j] > alloc[row, st.cols[j]]:
                             unresolvable = True
-            return Status(Code.UnschedulableAndUnresolvable if unresolvable else Code.Unschedulable, *reasons)
+            # nodes failing for the same reasons share one Status (read-only once recorded)
+            key = (unresolvable, tuple(reasons))
+            got = shared.get(key)
+            if got is None:
+                got = shared[key] = Status(Code.UnschedulableAndUnresolvable if unresolvable else Code.Unschedulable,
+                                           *reasons)
+            return got
 
         return FilterBatch(ok, status)
 

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from ..config.fielderrors import (
@@ -25,10 +26,13 @@ from ..config.fielderrors import (
 )
 from ..framework.cycle_state import CycleState
 from ..framework.nodelist import NodeList
-from ..framework.plugin import Plugin, PluginArgs
+from ..framework.plugin import FilterBatch, Plugin, PluginArgs
+from ..framework.podindex import Topology, selector_key
+from ..framework.snapshot import Snapshot
 from ..framework.status import MAX_SCORE, Status
 from ..framework.types import ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo, NodeScore
 from ..objects import LabelSelector, Node, Pod, SpreadConstraint, tolerates_all
+from .nodeaffinity import _mentions_hostname
 
 REASON = "node(s) didn't match pod topology spread constraints"
 REASON_LABEL = REASON + " (missing required label)"
@@ -132,22 +136,59 @@ def _has_keys(node: Node, constraints: list[SpreadConstraint]) -> bool:
     return all(c.topology_key in node.labels for c in constraints)
 
 
+def _has_all(tops: list[Topology], n: int) -> np.ndarray:
+    """Rows whose node carries every constraint's topology key."""
+    out = np.ones(n, dtype=bool)
+    for t in tops:
+        out &= t.ids >= 0
+    return out
+
+
 @dataclass
 class _FilterState:
+    """Per constraint: matching pods per topology domain (arrays indexed by the snapshot's domain ids),
+    which domains count (`present`), and counts for values outside the index (added by AddPod)."""
+
     constraints: list[SpreadConstraint]
-    counts: list[dict[str, int]]  # per constraint: domain value -> matching pods
+    topologies: list[Topology]
+    counts: list[np.ndarray]
+    present: list[np.ndarray]
+    extra: list[dict[str, int]]
+    _mins: list[int | None]
 
     def clone(self) -> _FilterState:
-        return _FilterState(self.constraints, [dict(c) for c in self.counts])
+        return _FilterState(self.constraints, self.topologies, [c.copy() for c in self.counts],
+                            [p.copy() for p in self.present], [dict(e) for e in self.extra], list(self._mins))
+
+    def count(self, i: int, val: str) -> int:
+        d = self.topologies[i].index.get(val)
+        return int(self.counts[i][d]) if d is not None else self.extra[i].get(val, 0)
+
+    def add(self, i: int, val: str, delta: int) -> None:
+        d = self.topologies[i].index.get(val)
+        if d is None:
+            self.extra[i][val] = self.extra[i].get(val, 0) + delta
+        else:
+            self.counts[i][d] += delta
+            self.present[i][d] = True
+        self._mins[i] = None
 
     def min_match(self, i: int) -> int:
+        m = self._mins[i]
+        if m is None:
+            m = self._mins[i] = self._min_match(i)
+        return m
+
+    def _min_match(self, i: int) -> int:
         c = self.constraints[i]
-        counts = self.counts[i]
-        if not counts:
+        present = self.present[i]
+        n = int(np.count_nonzero(present)) + len(self.extra[i])
+        if not n:
             return 0
-        if c.min_domains is not None and len(counts) < c.min_domains:
+        if c.min_domains is not None and n < c.min_domains:
             return 0
-        return min(counts.values())
+        vals = [int(self.counts[i][present].min())] if present.any() else []
+        return min(vals + list(self.extra[i].values()))
 
 
 @dataclass
@@ -213,21 +254,48 @@ class PodTopologySpread(Plugin):
         return [SpreadConstraint(skew, key, wu, sel, None, "Honor", "Ignore") for key, skew, wu in defaults]
 
     # ---------------------------------------------------------------- filter
+    def _matching(self, snap: Snapshot, c: SpreadConstraint, namespace: str) -> np.ndarray:
+        """Per row: pods in `namespace`, not terminating, that the constraint's selector matches."""
+        sel = c.selector
+        if sel is None:
+            return np.zeros(len(snap), dtype=np.int64)
+
+        def pred(p: Pod) -> bool:
+            return p.namespace == namespace and p.deletion_timestamp is None and sel.matches(p.labels)
+        return snap.match_counts(("PodTopologySpread", namespace, selector_key(sel)), pred)
+
+    def _included_rows(self, snap: Snapshot, c: SpreadConstraint, pod: Pod) -> np.ndarray | None:
+        """Rows passing the constraint's node-inclusion policies (None: every row)."""
+        affinity = c.node_affinity_policy == "Honor" and bool(pod.node_selector or pod.required_node_affinity)
+        taints = c.node_taints_policy == "Honor"
+        if not affinity and not taints:
+            return None
+        infos = snap.node_infos
+        sel = pod.required_node_affinity
+        if affinity and ((sel is not None and any(t.fields for t in sel.terms)) or _mentions_hostname(pod)):
+            return np.fromiter((ni.node is not None and _included(c, pod, ni.node) for ni in infos), dtype=bool,
+                               count=len(infos))
+        per_group = np.fromiter((_included(c, pod, g) for g in snap.group_nodes), dtype=bool,
+                                count=len(snap.group_nodes))
+        return per_group[snap.table.groups]
+
     def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
         constraints = self._constraints(pod, "DoNotSchedule")
         if not constraints:
             return Status.skip()
-        counts: list[dict[str, int]] = [{} for _ in constraints]
-        for ni in nodes.snapshot.node_infos:
-            node = ni.node
-            if node is None or not _has_keys(node, constraints):
-                continue
-            for i, c in enumerate(constraints):
-                if not _included(c, pod, node):
-                    continue
-                val = node.labels[c.topology_key]
-                counts[i][val] = counts[i].get(val, 0) + _count_matching(ni.pods, c.selector, pod.namespace)
-        state.write(_PRE_FILTER, _FilterState(constraints, counts))
+        snap = nodes.snapshot
+        tops = [snap.topology(c.topology_key) for c in constraints]
+        has_all = _has_all(tops, len(snap))
+        counts, present = [], []
+        for c, top in zip(constraints, tops, strict=True):
+            inc = self._included_rows(snap, c, pod)
+            rows = has_all if inc is None else has_all & inc
+            ids = top.ids[rows]
+            counts.append(np.bincount(ids, weights=self._matching(snap, c, pod.namespace)[rows],
+                                      minlength=len(top.values)).astype(np.int64))
+            present.append(np.bincount(ids, minlength=len(top.values)) > 0)
+        state.write(_PRE_FILTER, _FilterState(constraints, tops, counts, present, [{} for _ in constraints],
+                                              [None] * len(constraints)))
         return None
 
     def _update(self, state: CycleState, pod: Pod, other: Pod, node_info: NodeInfo, delta: int) -> None:
@@ -238,8 +306,7 @@ class PodTopologySpread(Plugin):
         for i, c in enumerate(s.constraints):
             if c.selector is None or not c.selector.matches(other.labels) or not _included(c, pod, node):
                 continue
-            val = node.labels[c.topology_key]
-            s.counts[i][val] = s.counts[i].get(val, 0) + delta
+            s.add(i, node.labels[c.topology_key], delta)
 
     def add_pod(self, state: CycleState, pod: Pod, to_add: Pod, node_info: NodeInfo) -> None:
         self._update(state, pod, to_add, node_info, 1)
@@ -257,10 +324,28 @@ class PodTopologySpread(Plugin):
         for i, c in enumerate(s.constraints):
             val = node.labels[c.topology_key]
             self_match = 1 if c.selector is not None and c.selector.matches(pod.labels) else 0
-            skew = s.counts[i].get(val, 0) + self_match - s.min_match(i)
+            skew = s.count(i, val) + self_match - s.min_match(i)
             if skew > c.max_skew:
                 return Status.unschedulable(REASON)
         return None
+
+    def filter_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot) -> FilterBatch:
+        """`filter` for every row at once, from the same state."""
+        s: _FilterState | None = state.get(_PRE_FILTER)
+        n = len(snapshot)
+        if s is None:
+            return FilterBatch(np.ones(n, dtype=bool), Status.unschedulable(REASON))
+        tops = [snapshot.topology(c.topology_key) for c in s.constraints]
+        has_all = _has_all(tops, n)
+        ok = has_all.copy()
+        for i, (c, top) in enumerate(zip(s.constraints, tops, strict=True)):
+            self_match = 1 if c.selector is not None and c.selector.matches(pod.labels) else 0
+            per_row = s.counts[i][np.where(top.ids >= 0, top.ids, 0)] if len(s.counts[i]) else np.zeros(n, np.int64)
+            ok &= (per_row + self_match - s.min_match(i)) <= c.max_skew
+        if has_all.all():  # one Status for every failing row: no per-node objects on the hot path
+            return FilterBatch(ok, Status.unschedulable(REASON))
+        return FilterBatch(ok, lambda row: Status.unschedulable(REASON) if has_all[row]
+                           else Status.unresolvable(REASON_LABEL))
 
     # ---------------------------------------------------------------- score
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
@@ -268,38 +353,34 @@ class PodTopologySpread(Plugin):
         if not constraints:
             return Status.skip()
         require_all = bool(pod.spread_constraints) or not self.system_defaulted
-        ignored: set[str] = set()
-        counts: list[dict[str, int]] = [{} for _ in constraints]
-        sizes = [0] * len(constraints)
-        for ni in nodes:
-            node = ni.node
-            if node is None:
-                continue
-            if require_all and not _has_keys(node, constraints):
-                ignored.add(ni.name)
-                continue
-            for i, c in enumerate(constraints):
-                if c.topology_key == HOSTNAME or c.topology_key not in node.labels:
-                    continue
-                val = node.labels[c.topology_key]
-                if val not in counts[i]:
-                    counts[i][val] = 0
-                    sizes[i] += 1
+        snap = nodes.snapshot
+        infos = snap.node_infos
+        tops = [snap.topology(c.topology_key) for c in constraints]
+        has_all = _has_all(tops, len(snap))
+        rows = nodes.rows
+        ignored_rows = rows[~has_all[rows]] if require_all else rows[:0]
+        ignored = {infos[r].name for r in ignored_rows.tolist()}
+        kept = rows[has_all[rows]] if require_all else rows
+        counts: list[dict[str, int]] = []
         weights = []
-        for i, c in enumerate(constraints):
-            size = len(nodes) - len(ignored) if c.topology_key == HOSTNAME else sizes[i]
-            weights.append(math.log(size + 2))
-        for ni in nodes.snapshot.node_infos:
-            node = ni.node
-            if node is None or (require_all and not _has_keys(node, constraints)):
+        for c, top in zip(constraints, tops, strict=True):
+            if c.topology_key == HOSTNAME:
+                counts.append({})
+                weights.append(math.log(len(nodes) - len(ignored) + 2))
                 continue
-            for i, c in enumerate(constraints):
-                if c.topology_key == HOSTNAME or not _included(c, pod, node):
-                    continue
-                val = node.labels.get(c.topology_key)
-                if val is None or val not in counts[i]:
-                    continue
-                counts[i][val] += _count_matching(ni.pods, c.selector, pod.namespace)
+            ids = top.ids[kept]
+            domains = np.bincount(ids[ids >= 0], minlength=len(top.values)) > 0
+            weights.append(math.log(int(np.count_nonzero(domains)) + 2))
+            # every node of a domain seen among the feasible ones counts, feasible or not
+            mask = (top.ids >= 0) & domains[np.where(top.ids >= 0, top.ids, 0)]
+            if require_all:
+                mask &= has_all
+            inc = self._included_rows(snap, c, pod)
+            if inc is not None:
+                mask &= inc
+            per_domain = np.bincount(top.ids[mask], weights=self._matching(snap, c, pod.namespace)[mask],
+                                     minlength=len(top.values)).astype(np.int64)
+            counts.append({top.values[d]: int(per_domain[d]) for d in np.flatnonzero(domains).tolist()})
         state.write(_PRE_SCORE, _ScoreState(constraints, ignored, counts, weights))
         return None
 
@@ -337,6 +418,44 @@ class PodTopologySpread(Plugin):
             else:
                 x.score = MAX_SCORE * (hi + lo - x.score) // hi
         return None
+
+    def score_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
+        """`score` for the given rows, with the same float arithmetic per node."""
+        s: _ScoreState | None = state.get(_PRE_SCORE)
+        if s is None:
+            return np.zeros(len(rows), dtype=np.int64)
+        total = np.zeros(len(rows), dtype=np.float64)
+        for i, c in enumerate(s.constraints):
+            top = snapshot.topology(c.topology_key)
+            ids = top.ids[rows]
+            has = ids >= 0
+            if c.topology_key == HOSTNAME:
+                cnt = self._matching(snapshot, c, pod.namespace)[rows]
+            else:
+                per_domain = np.zeros(len(top.values) + 1, dtype=np.int64)
+                for val, n in s.counts[i].items():
+                    per_domain[top.index[val]] = n
+                cnt = per_domain[np.where(has, ids, len(top.values))]
+            total += np.where(has, cnt * s.weights[i] + (c.max_skew - 1), 0.0)
+        out = np.copysign(np.floor(np.abs(total) + 0.5), total).astype(np.int64)
+        if s.ignored:
+            infos = snapshot.node_infos
+            out[np.fromiter((infos[r].name in s.ignored for r in rows.tolist()), dtype=bool, count=len(rows))] = 0
+        return out
+
+    def normalize_score_batch(self, state: CycleState, pod: Pod, rows: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        s: _ScoreState | None = state.get(_PRE_SCORE)
+        ign = np.zeros(len(rows), dtype=bool)
+        if s is not None and s.ignored:
+            infos = self.handle.snapshot.node_infos
+            ign = np.fromiter((infos[r].name in s.ignored for r in rows.tolist()), dtype=bool, count=len(rows))
+        vals = scores[~ign]
+        if not len(vals):
+            return np.zeros(len(rows), dtype=np.int64)
+        lo, hi = int(vals.min()), int(vals.max())
+        out = np.full(len(rows), MAX_SCORE, dtype=np.int64) if hi == 0 else MAX_SCORE * (hi + lo - scores) // hi
+        out[ign] = 0
+        return out
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [ClusterEventWithHint(ClusterEvent("Pod", ActionType.Add | ActionType.UpdatePodLabel

@@ -1,0 +1,238 @@
+"""Indexes the snapshot keeps up to date as pods are assumed, bound and deleted, so PodTopologySpread and
+InterPodAffinity read per-domain counts instead of scanning every pod on every node for every pod.
+
+* `TopologyIndex`: for a node label key, each row's domain id (-1 without the label) and the domain values;
+  rebuilt only after a node change.
+* `MatchIndex`: for a predicate on pods (a spread constraint's selector in a namespace, an affinity term
+  with its owner's namespace), how many pods on each row it accepts; registered on first use, then
+  updated per pod event (a bounded number of predicates, least recently used dropped).
+* `TermIndex`: for each distinct (kind, term, owner namespace) that existing pods carry (required
+  anti-affinity, required affinity, preferred affinity / anti-affinity), how many pods on each row carry it;
+  the incoming pod is matched once per distinct term rather than once per existing pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import orjson
+
+from ..objects import LabelSelector, Pod, PodAffinityTerm
+
+if TYPE_CHECKING:
+    from .types import NodeInfo
+
+PodPredicate = Callable[[Pod], bool]
+
+ANTI_REQUIRED, AFFINITY_REQUIRED, AFFINITY_PREFERRED, ANTI_PREFERRED = range(4)
+
+
+def selector_key(sel: LabelSelector | None) -> bytes | None:
+    """A selector is fully defined by its raw form (matchLabelKeys already merged into it)."""
+    return None if sel is None else orjson.dumps(sel.raw, option=orjson.OPT_SORT_KEYS)
+
+
+def term_key(t: PodAffinityTerm) -> Hashable:
+    """What decides which pods a term matches (its topology key and weight do not)."""
+    return (selector_key(t.selector), t.namespaces, selector_key(t.namespace_selector))
+
+
+@dataclass(slots=True)
+class Topology:
+    ids: np.ndarray  # per row: domain id, -1 when the node lacks the key
+    values: list[str]  # domain id -> label value
+    index: dict[str, int]  # label value -> domain id
+
+
+class TopologyIndex:
+    def __init__(self) -> None:
+        self._by_key: dict[str, Topology] = {}
+
+    def get(self, key: str, infos: list[NodeInfo]) -> Topology:
+        t = self._by_key.get(key)
+        if t is None:
+            index: dict[str, int] = {}
+            ids = np.fromiter((-1 if (v := (ni.node.labels.get(key) if ni.node is not None else None)) is None
+                               else index.setdefault(v, len(index)) for ni in infos), dtype=np.int64,
+                              count=len(infos))
+            t = self._by_key[key] = Topology(ids, list(index), index)
+        return t
+
+    def reset(self) -> None:
+        self._by_key.clear()
+
+
+class MatchIndex:
+    MAX_PREDICATES = 256
+
+    def __init__(self) -> None:
+        self._entries: dict[Hashable, tuple[PodPredicate, np.ndarray]] = {}
+
+    def counts(self, key: Hashable, pred: PodPredicate, infos: list[NodeInfo]) -> np.ndarray:
+        """Per row: pods on the node that `pred` accepts (read-only)."""
+        e = self._entries.pop(key, None)
+        if e is None:
+            arr = np.fromiter((sum(1 for p in ni.pods if pred(p)) for ni in infos), dtype=np.int64,
+                              count=len(infos))
+            e = (pred, arr)
+            if len(self._entries) >= self.MAX_PREDICATES:
+                del self._entries[next(iter(self._entries))]
+        self._entries[key] = e  # most recently used last
+        return e[1]
+
+    def on_pod(self, row: int, pod: Pod, sign: int) -> None:
+        for pred, arr in self._entries.values():
+            if pred(pod):
+                arr[row] += sign
+
+    def reset(self) -> None:
+        self._entries.clear()
+
+
+@dataclass(slots=True)
+class TermEntry:
+    kind: int
+    term: PodAffinityTerm
+    owner_ns: str
+    counts: np.ndarray
+    total: int = 0
+
+
+def _pod_terms(pod: Pod) -> Iterable[tuple[int, PodAffinityTerm]]:
+    for t in pod.anti_affinity_required:
+        yield ANTI_REQUIRED, t
+    for t in pod.affinity_required:
+        yield AFFINITY_REQUIRED, t
+    for t in pod.affinity_preferred:
+        yield AFFINITY_PREFERRED, t
+    for t in pod.anti_affinity_preferred:
+        yield ANTI_PREFERRED, t
+
+
+class TermIndex:
+    def __init__(self) -> None:
+        self._entries: dict[Hashable, TermEntry] | None = None  # None: rebuild from the nodes on next read
+        self._n = 0
+
+    def entries(self, infos: list[NodeInfo]) -> Iterable[TermEntry]:
+        if self._entries is None:
+            self._entries = {}
+            self._n = len(infos)
+            for ni in infos:
+                for p in ni.pods_with_affinity:
+                    self._add(ni.row, p, 1)
+        return [e for e in self._entries.values() if e.total > 0]
+
+    def _add(self, row: int, pod: Pod, sign: int) -> None:
+        assert self._entries is not None
+        for kind, t in _pod_terms(pod):
+            key = (kind, term_key(t), t.topology_key, t.weight, pod.namespace)
+            e = self._entries.get(key)
+            if e is None:
+                e = self._entries[key] = TermEntry(kind, t, pod.namespace, np.zeros(self._n, dtype=np.int64))
+            e.counts[row] += sign
+            e.total += sign
+
+    def on_pod(self, row: int, pod: Pod, sign: int) -> None:
+        if self._entries is not None and (pod.anti_affinity_required or pod.affinity_required
+                                          or pod.affinity_preferred or pod.anti_affinity_preferred):
+            self._add(row, pod, sign)
+
+    def reset(self) -> None:
+        self._entries = None
+
+
+class DomainCounts:
+    """A mapping (topology key, label value) -> count, held as one array per key over the snapshot's domain
+    ids, so adding a whole per-row count vector and reading it back per row are array operations. An entry
+    exists once it has been touched (as in a dict filled by `d[k] = d.get(k, 0) + n`)."""
+
+    __slots__ = ("snap", "tops", "arrays", "touched", "extra")
+
+    def __init__(self, snap: Any) -> None:
+        self.snap = snap
+        self.tops: dict[str, Topology] = {}
+        self.arrays: dict[str, np.ndarray] = {}
+        self.touched: dict[str, np.ndarray] = {}
+        self.extra: dict[tuple[str, str], int] = {}  # values no node in the snapshot carries
+
+    def _key(self, key: str) -> Topology:
+        top = self.tops.get(key)
+        if top is None:
+            top = self.tops[key] = self.snap.topology(key)
+            self.arrays[key] = np.zeros(len(top.values), dtype=np.int64)
+            self.touched[key] = np.zeros(len(top.values), dtype=bool)
+        return top
+
+    def add_rows(self, key: str, per_row: np.ndarray, weight: int) -> None:
+        """self[(key, domain of row)] += weight * per_row[row], for every row with per_row > 0."""
+        top = self.snap.topology(key) if key not in self.tops else self.tops[key]
+        mask = (top.ids >= 0) & (per_row > 0)
+        if not mask.any():
+            return
+        self._key(key)
+        per_domain = np.bincount(top.ids[mask], weights=per_row[mask], minlength=len(top.values)).astype(np.int64)
+        self.arrays[key] += weight * per_domain
+        self.touched[key] |= per_domain > 0
+
+    def get(self, pair: tuple[str, str], default: int = 0) -> int:
+        key, val = pair
+        top = self.tops.get(key)
+        if top is not None:
+            i = top.index.get(val)
+            if i is not None:
+                return int(self.arrays[key][i]) if self.touched[key][i] else default
+        return self.extra.get(pair, default)
+
+    def __setitem__(self, pair: tuple[str, str], value: int) -> None:
+        key, val = pair
+        top = self._key(key)
+        i = top.index.get(val)
+        if i is None:
+            self.extra[pair] = value
+        else:
+            self.arrays[key][i] = value
+            self.touched[key][i] = True
+
+    def items(self) -> Iterable[tuple[tuple[str, str], int]]:
+        for key, arr in self.arrays.items():
+            values = self.tops[key].values
+            for i in np.flatnonzero(self.touched[key]).tolist():
+                yield (key, values[i]), int(arr[i])
+        yield from self.extra.items()
+
+    def values(self) -> Iterable[int]:
+        return (v for _, v in self.items())
+
+    def __bool__(self) -> bool:
+        return bool(self.extra) or any(t.any() for t in self.touched.values())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, DomainCounts | dict):
+            return dict(self.items()) == dict(other.items())
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def copy(self) -> DomainCounts:
+        out = DomainCounts(self.snap)
+        out.tops = dict(self.tops)
+        out.arrays = {k: a.copy() for k, a in self.arrays.items()}
+        out.touched = {k: t.copy() for k, t in self.touched.items()}
+        out.extra = dict(self.extra)
+        return out
+
+    def rows_positive(self, n: int, keys: set[str] | None = None) -> np.ndarray:
+        """Rows whose node carries a label (k, v) with self[(k, v)] > 0 (k among `keys` when given)."""
+        out = np.zeros(n, dtype=bool)
+        for key, arr in self.arrays.items():
+            if keys is not None and key not in keys:
+                continue
+            pos = (arr > 0) & self.touched[key]
+            if pos.any():
+                ids = self.tops[key].ids
+                out |= (ids >= 0) & np.append(pos, False)[ids]
+        return out
