@@ -70,8 +70,9 @@ def name_of(obj: dict[str, Any]) -> str:
 
 
 def claim_key(claim: dict[str, Any]) -> str:
+    """klog.KObj: `namespace/name`, or the name alone for an object without a namespace."""
     m = claim.get("metadata") or {}
-    return f"{m.get('namespace') or 'default'}/{m.get('name') or ''}"
+    return f"{m['namespace']}/{m.get('name') or ''}" if m.get("namespace") else str(m.get("name") or "")
 
 
 # ----------------------------------------------------------------------------------------- node matching
