@@ -532,7 +532,9 @@ class Framework:
                 self._observe("PostFilter", start, st)
                 return r, st
             if not st.is_rejected():
-                err = Status.as_error(PluginError(f"running PostFilter plugin {_q(cp.name)}: {st.message}"))
+                # kube's RunPostFilterPlugins returns the plugin's error as it is (AsStatus(s.AsError())): the
+                # FailedScheduling message carries it without a "running PostFilter plugin" prefix
+                err = Status.as_error(PluginError(st.message))
                 self._observe("PostFilter", start, err)
                 return None, err.with_plugin(cp.name)
             reasons.extend(st.all_reasons)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import model_validator
@@ -121,12 +121,8 @@ class _State:
 class DynamicResources(Plugin):
     name = NAME
     args_model = DynamicResourcesArgs
-    rbac = [
-        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims", "deviceclasses", "resourceslices"],
-         "verbs": ["get", "list", "watch"]},
-        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims", "resourceclaims/status"],
-         "verbs": ["update", "patch"]},
-    ]
+    #: nothing beyond system:kube-scheduler, which grants what this plugin reads and writes (see DRA_PERMISSIONS)
+    rbac: ClassVar[list[dict[str, Any]]] = []
 
     def __init__(self, args: DynamicResourcesArgs | None = None, handle: Any = None) -> None:
         super().__init__(args if args is not None else DynamicResourcesArgs(), handle)
