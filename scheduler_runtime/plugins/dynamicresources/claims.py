@@ -142,10 +142,19 @@ class DraManager:
         """Devices in use: allocated in the store, assumed after PreBind, or in flight."""
         extra: set[DeviceID] = set()
         with self._lock:
+            assumed = list(self._assumed.items())
+        for key, (obj, base_rv) in assumed:
+            ns, name = key.split("/", 1)
+            real = self.claims.get(name, ns)
+            if real is None or str(meta(real).get("resourceVersion") or "") != base_rv:
+                with self._lock:
+                    if self._assumed.get(key, (None, ""))[0] is obj:
+                        del self._assumed[key]
+                continue
+            extra.update(claim_devices(obj))
+        with self._lock:
             for c in self._in_flight.values():
                 extra.update(claim_devices(c))
-            for obj, _rv in self._assumed.values():
-                extra.update(claim_devices(obj))
             counts = dict(self._count)
         return AllocatedView(counts, extra)
 
