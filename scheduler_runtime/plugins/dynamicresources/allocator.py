@@ -345,6 +345,36 @@ class _MatchAttribute:
             self.n -= 1
 
 
+class _DistinctAttribute(_MatchAttribute):
+    """distinctAttribute (DRAConsumableCapacity, beta): no two devices share the attribute's value. As kube's
+    incubating allocator does, values are remembered per (base) request name, so a later device of the same
+    request replaces the earlier one's value."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self, requests: list[str], attribute: str) -> None:
+        super().__init__(requests, attribute)
+        self.seen: dict[str, tuple[str, Any]] = {}
+
+    def add(self, req: _Request, device: dict[str, Any], did: DeviceID) -> bool:
+        if not self._applies(req):
+            return True
+        attr = lookup_attribute(device, did, self.attribute)
+        if attr is None:
+            return False
+        base = req.parent if req.parent is not None else req.name
+        if self.n and (attr[0] not in ("int", "bool", "string", "version") or attr in self.seen.values()):
+            return False
+        self.seen[base] = attr
+        self.n += 1
+        return True
+
+    def remove(self, req: _Request) -> None:
+        if self._applies(req):
+            self.seen.pop(req.parent if req.parent is not None else req.name, None)
+            self.n -= 1
+
+
 def lookup_attribute(device: dict[str, Any], did: DeviceID, name: str) -> tuple[str, Any] | None:
     """The (type, value) of a fully qualified attribute; `<driver>/<id>` also finds an unqualified `<id>`."""
     attrs = device.get("attributes") or {}
@@ -436,7 +466,7 @@ class _Run:
         self.deadline = deadline
         self.steps = 0
         self.request_data: dict[tuple[int, int, int], _RequestData] = {}
-        self.constraints: list[list[_MatchAttribute]] = [[] for _ in claims]
+        self.constraints: list[list[_MatchAttribute]] = [[] for _ in claims]  # incl. _DistinctAttribute
         self.matches: dict[tuple[DeviceID, int, int, int], bool] = {}
         self.allocating: dict[DeviceID, set[int]] = {}
         self.results: list[list[_Result]] = [[] for _ in claims]
@@ -475,9 +505,9 @@ class _Run:
                 if c.get("matchAttribute"):
                     self.constraints[ci].append(_MatchAttribute(list(c.get("requests") or []),
                                                                 str(c["matchAttribute"])))
-                elif c.get("distinctAttribute"):
-                    raise AllocationError(f"claim {claim_key(claim)}, constraint #{i}: distinctAttribute is an alpha "
-                                          f"feature (DRAConsumableCapacity) that ksched does not implement")
+                elif c.get("distinctAttribute") and self.features.consumable_capacity:
+                    self.constraints[ci].append(_DistinctAttribute(list(c.get("requests") or []),
+                                                                   str(c["distinctAttribute"])))
                 else:
                     raise AllocationError(f"claim {claim_key(claim)}, constraint #{i}: empty constraint (unsupported "
                                           f"constraint type?)")
