@@ -271,3 +271,14 @@ def test_cel_library_quantity_semver_and_unknown_domains():
         assert compiled.matches(dev) is want, expr
     assert "must evaluate to bool" in (cache.get_or_compile("1 + 2").error or "")
     assert "undeclared reference" in (cache.get_or_compile("noSuchVar").error or "")
+
+
+def test_extended_resources_backed_by_a_device_class_are_refused_with_a_clear_error():
+    cls = device_class()
+    cls["spec"]["extendedResourceName"] = "example.com/gpu"
+    p = pod("ext")
+    p["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = "1"
+    m = run([node("n1"), cls, rslice("n1", ["t4"])], [p])
+    assert not where(m, "ext")
+    assert "extended resource example.com/gpu is backed by DeviceClass gpu.example.com (DRAExtendedResource), " \
+           "which ksched does not implement" in message(m, "ext")

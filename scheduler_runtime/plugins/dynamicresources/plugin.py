@@ -160,6 +160,11 @@ class DynamicResources(Plugin):
                                                                                   Status | None]:
         s = _State()
         state.write(NAME, s)
+        extended = [r for r in pod.requests if "/" in r and not r.startswith(("hugepages-", "kubernetes.io/"))]
+        if extended:
+            st = self._extended_resources(extended)
+            if st is not None:
+                return None, st
         if not pod_claim_refs(pod):
             return None, Status.skip()
         try:
@@ -208,6 +213,24 @@ class DynamicResources(Plugin):
                 self._device_inputs.clear()
         s.claims = claims
         return None, None
+
+    def _extended_resources(self, names: list[str]) -> Status | None:
+        """Extended resources backed by a DeviceClass (DRAExtendedResource) are not implemented: when no node
+        offers the resource through a device plugin, say so instead of letting NodeResourcesFit report it as
+        missing on every node."""
+        by_name = {}
+        for cls in self.mgr.classes.list():
+            cname = str(meta(cls).get("name") or "")
+            by_name[f"deviceclass.resource.kubernetes.io/{cname}"] = cname
+            ext = (cls.get("spec") or {}).get("extendedResourceName")
+            if ext:
+                by_name[str(ext)] = cname
+        infos = getattr(getattr(self.handle, "snapshot", None), "node_infos", [])
+        for r in names:
+            if r in by_name and not any(r in ni.allocatable for ni in infos):
+                return Status.as_error(f"extended resource {r} is backed by DeviceClass {by_name[r]} "
+                                       f"(DRAExtendedResource), which ksched does not implement")
+        return None
 
     def _validate_class(self, class_name: str, request_name: str) -> Status | None:
         if not class_name:
