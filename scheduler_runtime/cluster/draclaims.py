@@ -33,13 +33,14 @@ def _meta(obj: dict[str, Any]) -> dict[str, Any]:
     return obj.get("metadata") or {}
 
 
-def sync_claims(cluster: MemoryCluster, emit: bool) -> None:
-    """Create the missing claims of every pod's templates."""
+def sync_claims(cluster: MemoryCluster, emit: bool, pod: dict[str, Any] | None = None) -> None:
+    """Create the missing claims of one pod's templates, or of every pod's (`pod` None)."""
     with cluster._lock:
-        pods = list(cluster._objects.get("pods", {}).values())
-        templates = dict(cluster._objects.get("resourceclaimtemplates", {}))
-    for pod in pods:
-        _instantiate(cluster, pod, templates, emit)
+        pods = [pod] if pod is not None else list(cluster._objects.get("pods", {}).values())
+        templates = cluster._objects.get("resourceclaimtemplates", {})
+    for p in pods:
+        if (p.get("spec") or {}).get("resourceClaims"):
+            _instantiate(cluster, p, templates, emit)
 
 
 def release_pod(cluster: MemoryCluster, uid: str, emit: bool) -> None:

@@ -164,7 +164,7 @@ class MemoryCluster(ClusterBackend):
             if resource in _VOLUME_RESOURCES:
                 self.sync_volumes()
             if resource in DRA_RESOURCES and not self._syncing_claims:
-                self._sync_claims()
+                self._sync_claims(raw if resource == "pods" else None)
         return raw
 
     def update(self, raw: dict[str, Any]) -> dict[str, Any]:
@@ -227,11 +227,11 @@ class MemoryCluster(ClusterBackend):
             self.sync_volumes()
         return True
 
-    def _sync_claims(self) -> None:
-        """The embedded resourceclaim controller (see draclaims)."""
+    def _sync_claims(self, pod: dict[str, Any] | None = None) -> None:
+        """The embedded resourceclaim controller (see draclaims): for a new pod, or for every pod."""
         self._syncing_claims = True
         try:
-            sync_claims(self, emit=True)
+            sync_claims(self, emit=True, pod=pod)
         finally:
             self._syncing_claims = False
 

@@ -419,13 +419,25 @@ def taint_prevents(device: dict[str, Any], req: _Request) -> bool:
 
 
 # ----------------------------------------------------------------------------------------- allocator
+class SliceCaches:
+    """What depends only on the ResourceSlices (and the node object, the selector): the pools of each node and
+    each selector's verdict on each device. The plugin keeps one across cycles and replaces it when a slice
+    changes; entries are checked by object identity, so a new Node object or device dict is recomputed."""
+
+    def __init__(self, features: Features | None = None) -> None:
+        self.features = features
+        self.pools: dict[str, tuple[Node, list[Pool]]] = {}
+        self.matches: dict[tuple[str, int], tuple[dict[str, Any], bool]] = {}
+
+
 class Allocator:
     """Built once per scheduling cycle (PreFilter) from the slices, classes and allocated devices; `allocate`
     is then called per node (Filter). Thread-safe: every call keeps its own search state."""
 
     def __init__(self, *, features: Features, allocated: set[DeviceID],
                  class_lister: Callable[[str], dict[str, Any] | None], slices: list[dict[str, Any]],
-                 cel_cache: CelCache, device_inputs: dict[int, DeviceInput] | None = None) -> None:
+                 cel_cache: CelCache, device_inputs: dict[int, DeviceInput] | None = None,
+                 caches: SliceCaches | None = None) -> None:
         self.features = features
         self.allocated = allocated
         self.class_lister = class_lister
@@ -442,6 +454,28 @@ class Allocator:
                 self.on_node.setdefault(node_name, []).append(s)
         #: CEL inputs by id() of the device dict; the slices are immutable while the allocator lives
         self._inputs = device_inputs if device_inputs is not None else {}
+        #: pools per node and selector results per device, valid while the slices are (see SliceCaches)
+        self.caches = caches if caches is not None else SliceCaches()
+        #: (id(claim), request, sub-request) -> (claim, request, class) of ExactCount requests already checked
+        self.validated: dict[tuple[int, int, int], tuple[dict[str, Any], _Request, dict[str, Any] | None]] = {}
+
+    def pools_for(self, node: Node) -> list[Pool]:
+        hit = self.caches.pools.get(node.name)
+        if hit is not None and hit[0] is node:
+            return hit[1]
+        pools = gather_pools(self.on_node.get(node.name, []) + self.shared, node, self.features, self.all_slices)
+        self.caches.pools[node.name] = (node, pools)
+        return pools
+
+    def selector_matches(self, expr: str, driver: str, device: dict[str, Any]) -> bool:
+        """A compiled selector on a device, remembered while the slice lasts; raises CelError."""
+        key = (expr, id(device))
+        hit = self.caches.matches.get(key)
+        if hit is not None and hit[0] is device:
+            return hit[1]
+        ok = self.cel_cache.get_or_compile(expr).matches(self.device_input(driver, device))
+        self.caches.matches[key] = (device, ok)
+        return ok
 
     def device_input(self, driver: str, device: dict[str, Any]) -> DeviceInput:
         hit = self._inputs.get(id(device))
@@ -455,6 +489,11 @@ class Allocator:
         NodeAllocationFailure (this node only) or AllocationError (the pod cannot be scheduled now)."""
         run = _Run(self, node, claims, deadline)
         return run.run()
+
+    def search(self, node: Node, claims: list[dict[str, Any]], deadline: float | None = None) -> _Run | None:
+        """`allocate` without building the results: the returned object's `build()` does, when needed."""
+        run = _Run(self, node, claims, deadline)
+        return run if run.search() else None
 
 
 class _Run:
@@ -476,8 +515,15 @@ class _Run:
 
     # -------------------------------------------------------------- setup
     def run(self) -> list[dict[str, Any]] | None:
-        slices = self.a.on_node.get(self.node.name, []) + self.a.shared
-        self.pools = gather_pools(slices, self.node, self.features, self.a.all_slices)
+        return self.build() if self.search() else None
+
+    def build(self) -> list[dict[str, Any]]:
+        """One AllocationResult per claim from the solution `search` found."""
+        return [self._result(ci, claim) for ci, claim in enumerate(self.claims)]
+
+    def search(self) -> bool:
+        """Find a solution (kept in this object); False when the claims do not fit on the node."""
+        self.pools = self.a.pools_for(self.node)
         for ci, claim in enumerate(self.claims):
             min_devices = 0
             devices = (_spec(claim).get("devices") or {})
@@ -495,7 +541,11 @@ class _Run:
                         least = rd.num_devices if least is None else min(least, rd.num_devices)
                     min_devices += least or 0
                 else:
-                    rd = self._validate((ci, ri, 0), _Request(raw, None))
+                    hit = self.a.validated.get((id(claim), ri, 0))
+                    if hit is not None and hit[0] is claim:
+                        rd = _RequestData(hit[1], hit[2], hit[1].count)
+                    else:
+                        rd = self._validate((ci, ri, 0), _Request(raw, None))
                     self.request_data[(ci, ri, 0)] = rd
                     min_devices += rd.num_devices
             if min_devices > ALLOCATION_RESULTS_MAX_SIZE:
@@ -512,19 +562,65 @@ class _Run:
                     raise AllocationError(f"claim {claim_key(claim)}, constraint #{i}: empty constraint (unsupported "
                                           f"constraint type?)")
         try:
-            done = self._one(0, 0, 0, 0, False, (0, 0, 0))
+            fast = self._single_request()
+            done = self._greedy(fast) if fast is not None else self._one(0, 0, 0, 0, False, (0, 0, 0))
         except _Stop:
-            return None
+            return False
         except _MaxSizeExceeded:
             done = False
         if not done:
             for p in self.pools:
                 if p.invalid:
                     raise NodeAllocationFailure("invalid resource pools were encountered")
+            return False
+        return True
+
+    def _single_request(self) -> _RequestData | None:
+        """The common case (one claim, one ExactCount request, no constraints, admin access or shared counters):
+        the depth-first search then takes the first eligible devices in order, so a flat loop gives the same
+        answer without the recursion."""
+        if len(self.claims) != 1 or len(self.request_data) != 1 or self.constraints[0]:
             return None
-        return [self._result(ci, claim) for ci, claim in enumerate(self.claims)]
+        rd = self.request_data.get((0, 0, 0))
+        if rd is None or rd.is_sub or rd.request.mode != "ExactCount" or rd.request.admin:
+            return None
+        if any(p.counter_sets for p in self.pools):
+            return None
+        return rd
+
+    def _greedy(self, rd: _RequestData) -> bool:
+        want, got = rd.num_devices, 0
+        if want > ALLOCATION_RESULTS_MAX_SIZE:
+            raise _MaxSizeExceeded
+        key = (0, 0, 0)
+        for p in self.pools:
+            if p.incomplete or p.invalid:
+                continue
+            for s in p.slices:
+                for d in _devices(s):
+                    did = (p.driver, p.name, str(d.get("name") or ""))
+                    if self._in_use(did) or not self._selectable(key, rd, s, d, did):
+                        continue
+                    if self._allocate_device(0, rd, did, d, s, p, must=False) is None:
+                        continue
+                    got += 1
+                    if got == want:
+                        return True
+        return False
 
     def _validate(self, key: tuple[int, int, int], req: _Request) -> _RequestData:
+        claim = self.claims[key[0]]
+        if req.mode == "ExactCount":  # node-independent: checked once per allocator
+            ckey = (id(claim), key[1], key[2])
+            hit = self.a.validated.get(ckey)
+            if hit is not None and hit[0] is claim:
+                return _RequestData(hit[1], hit[2], hit[1].count)
+            rd = self._validate_uncached(key, req)
+            self.a.validated[ckey] = (claim, req, rd.device_class)
+            return rd
+        return self._validate_uncached(key, req)
+
+    def _validate_uncached(self, key: tuple[int, int, int], req: _Request) -> _RequestData:
         claim = self.claims[key[0]]
         ck = claim_key(claim)
         for i, sel in enumerate(req.selectors):
@@ -679,12 +775,13 @@ class _Run:
         for i, sel in enumerate(selectors):
             expr = str(((sel or {}).get("cel") or {}).get("expression") or "")
             compiled = self.a.cel_cache.get_or_compile(expr)
-            who = f"class {name_of(cls)}" if cls is not None else f"claim {claim_key(self.claims[ci])}"
             if compiled.error is not None:
+                who = f"class {name_of(cls)}" if cls is not None else f"claim {claim_key(self.claims[ci])}"
                 raise AllocationError(f"{who}: selector #{i}: CEL compile error: {compiled.error}")
             try:
-                ok = compiled.matches(self.a.device_input(did[0], d))
+                ok = self.a.selector_matches(expr, did[0], d)
             except CelError as exc:
+                who = f"class {name_of(cls)}" if cls is not None else f"claim {claim_key(self.claims[ci])}"
                 raise AllocationError(f"{who}: selector #{i}: CEL runtime error: {exc}") from None
             if not ok:
                 return False

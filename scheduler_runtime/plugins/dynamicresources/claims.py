@@ -97,9 +97,15 @@ class DraManager:
         self._in_flight: dict[str, dict[str, Any]] = {}
         self._held: dict[str, tuple[DeviceID, ...]] = {}
         self._count: Counter[DeviceID] = Counter()
+        #: bumped on every ResourceSlice change: what was derived from the slices must be rebuilt
+        self.slices_version = 0
+        self.slices.add_handler(self._on_slice)
         self.claims.add_handler(self._on_claim)
         for c in self.claims.list():
             self._track(c, None)
+
+    def _on_slice(self, action: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        self.slices_version += 1
 
     # -------------------------------------------------------------- sharing
     _by_cluster: weakref.WeakKeyDictionary[Any, DraManager] = weakref.WeakKeyDictionary()

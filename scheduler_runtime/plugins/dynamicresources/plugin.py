@@ -44,7 +44,7 @@ from ...framework.types import (
 )
 from ...objects import NodeSelector, Pod
 from ..tainttoleration import default_normalize
-from .allocator import AllocationError, Allocator, Features, NodeAllocationFailure
+from .allocator import AllocationError, Allocator, Features, NodeAllocationFailure, SliceCaches
 from .cel import CelCache
 from .claims import (
     CLAIMS,
@@ -107,8 +107,8 @@ class _State:
     to_allocate: list[int] = field(default_factory=list)
     allocator: Allocator | None = None
     unavailable: set[int] = field(default_factory=set)
-    #: node -> one AllocationResult per claim in to_allocate (Filter's result, used by Reserve)
-    allocations: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: node -> Filter's solution (its build() gives one AllocationResult per claim in to_allocate)
+    allocations: dict[str, Any] = field(default_factory=dict)
     #: claim index -> the allocation Reserve picked
     picked: dict[int, dict[str, Any]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -137,6 +137,9 @@ class DynamicResources(Plugin):
             self._mgr = DraManager.for_handle(handle)
         #: CEL inputs of slice devices, reused across cycles (keyed by the device dict's id, checked by identity)
         self._device_inputs: dict[int, Any] = {}
+        #: pools per node and selector verdicts per device, rebuilt when a ResourceSlice changes
+        self._caches = SliceCaches()
+        self._caches_version = -1
         self.binding_poll = BINDING_POLL
 
     @property
@@ -206,11 +209,13 @@ class DynamicResources(Plugin):
                     return None, Status.unresolvable(f"resource claim {ck}, request {rname}: unknown request type")
         if s.to_allocate:
             mgr = self.mgr
+            if self._caches_version != mgr.slices_version or len(self._caches.matches) > 500_000:
+                self._caches, self._caches_version = SliceCaches(), mgr.slices_version
+                self._device_inputs.clear()
             s.allocator = Allocator(features=self.features, allocated=mgr.allocated(),  # type: ignore[arg-type]
                                     class_lister=lambda n: mgr.classes.get(n), slices=mgr.slices.list(),
-                                    cel_cache=self.cel_cache, device_inputs=self._device_inputs)
-            if len(self._device_inputs) > 200_000:
-                self._device_inputs.clear()
+                                    cel_cache=self.cel_cache, device_inputs=self._device_inputs,
+                                    caches=self._caches)
         s.claims = claims
         return None, None
 
@@ -270,14 +275,14 @@ class DynamicResources(Plugin):
             todo = [s.claims[i] for i in s.to_allocate]
             deadline = time.monotonic() + self.filter_timeout if self.filter_timeout > 0 else None
             try:
-                allocations = s.allocator.allocate(node, todo, deadline)
+                allocations = s.allocator.search(node, todo, deadline)
             except NodeAllocationFailure as exc:
                 return Status.unresolvable(str(exc))
             except AllocationError as exc:
                 if str(exc).startswith("filter operation aborted"):
                     return Status.unresolvable("timed out trying to allocate devices")
                 return Status.as_error(str(exc))
-            if allocations is None or len(allocations) != len(todo):
+            if allocations is None:
                 return Status.unresolvable("cannot allocate all claims")
         if unavailable:
             with s.lock:
@@ -327,9 +332,10 @@ class DynamicResources(Plugin):
 
     # ------------------------------------------------------------------ Score
     def _score_for(self, s: _State, node_name: str) -> int:
-        allocations = s.allocations.get(node_name)
-        if not allocations:
+        solution = s.allocations.get(node_name)
+        if solution is None:
             return 0
+        allocations = solution.build()
         score = 0
         for pos, ci in enumerate(s.to_allocate):
             if pos >= len(allocations):
@@ -373,7 +379,8 @@ class DynamicResources(Plugin):
             return None
         if s.allocator is None:
             return None
-        allocations = s.allocations.get(node_name)
+        solution = s.allocations.get(node_name)
+        allocations = solution.build() if solution is not None else []
         if not allocations:
             return Status.as_error("claim allocation not found for node")
         if len(allocations) != len(s.to_allocate):
