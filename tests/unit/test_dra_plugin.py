@@ -282,3 +282,25 @@ def test_extended_resources_backed_by_a_device_class_are_refused_with_a_clear_er
     assert not where(m, "ext")
     assert "extended resource example.com/gpu is backed by DeviceClass gpu.example.com (DRAExtendedResource), " \
            "which ksched does not implement" in message(m, "ext")
+
+
+def test_the_dra_example_in_simulate():
+    """examples/dra: placements, devices and the pending pods' reasons, as the example's comments promise."""
+    from pathlib import Path
+
+    from scheduler_runtime.simulate import simulate
+
+    root = Path(__file__).resolve().parents[2] / "examples" / "dra"
+    reg = build_registry([])
+    res = simulate([root / "cluster.yaml"], [root / "pods.yaml"], load_config(None, reg), reg, seed=0,
+                   keep_cluster=True)
+    assert {k: v or "" for k, v in res.placements.items()} == {
+        "ml/train-0": "gpu-1", "ml/infer-0": "gpu-2", "ml/infer-1": "gpu-2", "ml/flex-0": "gpu-1",
+        "ml/flex-1": "gpu-2", "ml/train-big": "", "ml/fpga-0": "", "ml/typo-0": ""}
+    m = res.cluster
+    assert m is not None
+    flex1 = m.get_pod("ml", "flex-1")["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+    assert [r["request"] for r in get_claim(m, flex1)["status"]["allocation"]["devices"]["results"]] == \
+        ["gpu/t4", "gpu/t4"]
+    assert "cannot allocate all claims" in message(m, "train-big")
+    assert "device class fpga.example.com does not exist" in message(m, "fpga-0")
