@@ -304,3 +304,24 @@ def test_the_dra_example_in_simulate():
         ["gpu/t4", "gpu/t4"]
     assert "cannot allocate all claims" in message(m, "train-big")
     assert "device class fpga.example.com does not exist" in message(m, "fpga-0")
+
+
+def test_assumed_claims_hold_their_devices_until_the_store_catches_up():
+    """PreBind's write is remembered until the informer has that version: an older event (the finalizer
+    update that came first) must not make the devices look free."""
+    from scheduler_runtime.plugins.dynamicresources.claims import DraManager
+
+    m = MemoryCluster()
+    c = m.create(claim("c"), emit=False)
+    mgr = DraManager(Handle(Snapshot(), cluster=m))
+    rv = int(c["metadata"]["resourceVersion"])
+    written = {**c, "metadata": {**c["metadata"], "resourceVersion": str(rv + 2)},
+               "status": {"allocation": {"devices": {"results": [
+                   {"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "gpu-0"}]}}}}
+    mgr.assume(written)
+    m.patch_object("resourceclaims", "c", NS, {"metadata": {"finalizers": ["x"]}})  # rv + 1: older than written
+    assert (DRIVER, "n1", "gpu-0") in mgr.allocated()
+    assert mgr.get_claim(NS, "c") is written
+    m.patch_object("resourceclaims", "c", NS, {"metadata": {"labels": {"a": "b"}}})  # rv + 2: caught up
+    assert (DRIVER, "n1", "gpu-0") not in mgr.allocated()
+    assert mgr.get_claim(NS, "c") is not written

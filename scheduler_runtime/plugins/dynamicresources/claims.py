@@ -91,7 +91,7 @@ class DraManager:
         self.classes = handle.informer(CLASSES)
         self.slices = handle.informer(SLICES)
         self._lock = threading.Lock()
-        #: claim key -> (the version PreBind wrote, the store's resourceVersion when it was written)
+        #: claim key -> (the version PreBind wrote, its resourceVersion), until the store has caught up with it
         self._assumed: dict[str, tuple[dict[str, Any], str]] = {}
         #: claim uid -> the claim with the allocation Reserve picked, until PreBind wrote it (or Unreserve)
         self._in_flight: dict[str, dict[str, Any]] = {}
@@ -149,10 +149,10 @@ class DraManager:
         extra: set[DeviceID] = set()
         with self._lock:
             assumed = list(self._assumed.items())
-        for key, (obj, base_rv) in assumed:
+        for key, (obj, written_rv) in assumed:
             ns, name = key.split("/", 1)
             real = self.claims.get(name, ns)
-            if real is None or str(meta(real).get("resourceVersion") or "") != base_rv:
+            if real is None or _caught_up(real, written_rv):
                 with self._lock:
                     if self._assumed.get(key, (None, ""))[0] is obj:
                         del self._assumed[key]
@@ -172,15 +172,16 @@ class DraManager:
             hit = self._assumed.get(key)
             if hit is None:
                 return real
-            if real is None or str(meta(real).get("resourceVersion") or "") != hit[1]:
+            if real is None or _caught_up(real, hit[1]):
                 del self._assumed[key]
                 return real
             return hit[0]
 
-    def assume(self, written: dict[str, Any], base_rv: str) -> None:
-        """Remember what PreBind wrote until the store moves past `base_rv` (the version it had before)."""
+    def assume(self, written: dict[str, Any]) -> None:
+        """Remember what PreBind wrote (the API server's answer) until the store has that version or a newer
+        one: an older event (the finalizer update before it) must not make its devices look free."""
         with self._lock:
-            self._assumed[self._key(written)] = (written, base_rv)
+            self._assumed[self._key(written)] = (written, str(meta(written).get("resourceVersion") or ""))
 
     def signal_pending(self, uid: str, claim: dict[str, Any]) -> None:
         with self._lock:
@@ -211,6 +212,13 @@ class DraManager:
                                      f"{pod.namespace}/{pod.name} (Pod is not owner)")
             out.append(claim)
         return out
+
+
+def _caught_up(real: dict[str, Any], written_rv: str) -> bool:
+    have = str(meta(real).get("resourceVersion") or "")
+    if have.isdigit() and written_rv.isdigit():
+        return int(have) >= int(written_rv)
+    return have == written_rv
 
 
 class AllocatedView:

@@ -481,7 +481,6 @@ class DynamicResources(Plugin):
                     m = meta(claim)
                 if m.get("deletionTimestamp"):
                     raise _BindError(f"claim {ck} got deleted in the meantime")
-                base_rv = str(m.get("resourceVersion") or "")
                 try:
                     if alloc is not None:
                         if allocation_of(claim) is not None:
@@ -516,7 +515,7 @@ class DynamicResources(Plugin):
                             raise
                         what = "add allocation and reservation to" if alloc is not None else "add reservation to"
                         raise _BindError(f"{what} claim {ck}: {exc}") from None
-                    self.mgr.assume(updated, base_rv)
+                    self.mgr.assume(updated)
                     return updated
                 except PatchError:
                     continue  # conflict: read the claim again and retry, as retry.RetryOnConflict does
