@@ -177,3 +177,62 @@ def test_claims_are_allocated_like_kube_scheduler(control_plane, namespace, tmp_
         proc.terminate()
         proc.wait(30)
         log.close()
+
+
+def test_claims_from_templates_via_kube_controller_manager(controller_manager, namespace, tmp_path: Path):
+    """kube-controller-manager's resourceclaim controller turns each pod's template into its own claim; both
+    schedulers then wait for it (PreEnqueue), place the pods alike and allocate the same devices."""
+    cp = controller_manager
+    c = KubeClient(load_connection(str(cp.kubeconfig_path)))
+    ns, group = namespace, uuid.uuid4().hex[:6]
+    ctx = {who: _setup(c, who, group, ns) for who in ("kube", "ours")}
+    for who in ("kube", "ours"):
+        c.call("POST", f"{RES}/namespaces/{ns}/resourceclaimtemplates", body={
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": f"{who}-t4"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": f"gpu-{who}-{group}",
+                "selectors": [{"cel": {"expression":
+                                       f'device.attributes["{ctx[who]["driver"]}"].model == "t4"'}}]}}]}}}})
+    cfg = tmp_path / "kube.yaml"
+    cfg.write_text(f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                   f"clientConnection: {{kubeconfig: {cp.kubeconfig_path}}}\n"
+                   f"leaderElection: {{leaderElect: false}}\nprofiles:\n- schedulerName: {KUBE}\n")
+    ours_cfg = tmp_path / "ours.yaml"
+    ours_cfg.write_text(f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                        f"leaderElection: {{leaderElect: false}}\nprofiles:\n- schedulerName: {OURS}\n")
+    log = open(tmp_path / "kube-scheduler.log", "wb")  # noqa: SIM115 - child process output
+    proc = subprocess.Popen([str(cp.bin_dir / "kube-scheduler"), f"--config={cfg}", "--secure-port=0", "-v=1"],
+                            stdout=log, stderr=subprocess.STDOUT)
+    reg = build_registry([])
+    runner = Runner(load_config(ours_cfg, reg), reg, RunOptions(
+        kubeconfig=str(cp.kubeconfig_path), secure_port=0, leader_overrides={"leader_elect": False}, seed=1))
+    t = threading.Thread(target=runner.run, daemon=True)
+    t.start()
+    try:
+        got: dict[str, dict[str, Any]] = {"kube": {}, "ours": {}}
+        for pod in ("t4-a", "t4-b"):
+            for who, sched in (("kube", KUBE), ("ours", OURS)):
+                name = f"{who}-{pod}"
+                body = _pod(ns, name, sched, ctx[who]["group"], None)
+                body["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": f"{who}-t4"}]
+                c.call("POST", f"/api/v1/namespaces/{ns}/pods", body=body)
+                d = wait_for(lambda name=name: _decision(c, ns, name), 60, f"a decision for {name}")
+                if d[0] == "bound":
+                    d = ("bound", f"node-{ctx[who]['nodes'].index(d[1])}")
+                else:
+                    d = ("pending", d[1])
+                st = c.call("GET", f"/api/v1/namespaces/{ns}/pods/{name}")["status"]["resourceClaimStatuses"]
+                claim = c.call("GET", f"{RES}/namespaces/{ns}/resourceclaims/{st[0]['resourceClaimName']}")
+                owner = claim["metadata"]["ownerReferences"][0]
+                assert owner["kind"] == "Pod" and owner["name"] == name
+                got[who][pod] = (d, _claim_view(c, ns, st[0]["resourceClaimName"], ctx[who]))
+        assert got["ours"] == got["kube"]
+        k = got["kube"]
+        assert k["t4-a"][0] == ("bound", "node-1") and k["t4-a"][1]["results"] == [("gpu", "node-1", "gpu-0")]
+        assert k["t4-b"][0][0] == "pending" and "cannot allocate all claims" in k["t4-b"][0][1]
+    finally:
+        runner.stop()
+        t.join(30)
+        proc.terminate()
+        proc.wait(30)
+        log.close()
