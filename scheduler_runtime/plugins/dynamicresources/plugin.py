@@ -97,6 +97,15 @@ class DynamicResourcesArgs(PluginArgs):
             if secs < least:
                 errs.add((fld,), invalid(value, msg))
         errs.raise_if_any()
+        # metav1.Duration is written back in Go's form ("600s" -> "10m0s"), as --write-config-to shows it
+        from ...config.loader import format_duration
+
+        for attr in ("filter_timeout", "binding_timeout"):
+            v = getattr(self, attr)
+            if v is not None and _duration(v) >= 0:
+                formatted = format_duration(_duration(v))
+                if formatted != v:
+                    object.__setattr__(self, attr, formatted)
         return self
 
 
