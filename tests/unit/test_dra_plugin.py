@@ -325,3 +325,20 @@ def test_assumed_claims_hold_their_devices_until_the_store_catches_up():
     m.patch_object("resourceclaims", "c", NS, {"metadata": {"labels": {"a": "b"}}})  # rv + 2: caught up
     assert (DRIVER, "n1", "gpu-0") not in mgr.allocated()
     assert mgr.get_claim(NS, "c") is not written
+
+
+def test_unreserve_takes_the_pod_out_of_reserved_for():
+    m = MemoryCluster()
+    for o in (node("n1"), device_class(), rslice("n1", ["t4"]), claim("c"), pod("a", claim_name="c")):
+        m.create(o, emit=False)
+    pa = Pod.from_dict(m.get_pod(NS, "a"))
+    m.patch_object("resourceclaims", "c", NS, {"status": {
+        "allocation": {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "gpu-0"}]}},
+        "reservedFor": [{"resource": "pods", "name": "other", "uid": "u-other"},
+                        {"resource": "pods", "name": "a", "uid": pa.uid}]}}, subresource="status")
+    pl, _ = _plugin(m)
+    st, status = _cycle(pl, pa, Node.from_dict(node("n1")))
+    assert status is None
+    m.patch_object("resourceclaims", "c", NS, {"metadata": {"labels": {"x": "y"}}})  # the cycle's copy is stale now
+    pl.unreserve(st, pa, "n1")
+    assert get_claim(m, "c")["status"]["reservedFor"] == [{"resource": "pods", "name": "other", "uid": "u-other"}]

@@ -416,14 +416,32 @@ class DynamicResources(Plugin):
             m = meta(claim)
             self.mgr.remove_pending(str(m.get("uid") or ""))
             if allocation_of(claim) is not None and reserved_for_pod(claim, pod):
-                rf = [r for r in status(claim).get("reservedFor") or [] if r.get("uid") != pod.uid]
-                try:
-                    self.handle.cluster.patch_object(
-                        CLAIMS, m.get("name", ""), m.get("namespace") or "default",
-                        {"metadata": {"resourceVersion": m.get("resourceVersion")},
-                         "status": {"reservedFor": rf or None}}, subresource="status")
-                except Exception as exc:  # noqa: BLE001 - kube only logs it; the next attempt retries
-                    self.handle.logger.error("unreserve %s/%s: %s", m.get("namespace"), m.get("name"), exc)
+                self._remove_reservation(claim, pod)
+
+    def _remove_reservation(self, claim: dict[str, Any], pod: Pod) -> None:
+        """Take the pod out of `status.reservedFor` (kube: a strategic-merge `$patch: delete` by uid); a merge
+        patch replaces the list, so it is built from the latest claim and retried on conflict."""
+        from ...cluster.base import PatchError
+
+        m = meta(claim)
+        ns, name = m.get("namespace") or "default", str(m.get("name") or "")
+        for _ in range(3):
+            rf = [r for r in status(claim).get("reservedFor") or [] if r.get("uid") != pod.uid]
+            try:
+                self.handle.cluster.patch_object(
+                    CLAIMS, name, ns, {"metadata": {"resourceVersion": meta(claim).get("resourceVersion")},
+                                       "status": {"reservedFor": rf or None}}, subresource="status")
+                return
+            except PatchError as exc:
+                fresh = self.mgr.claims.get(name, ns) if exc.status == 409 else None
+                if fresh is None or meta(fresh).get("uid") != m.get("uid") or not reserved_for_pod(fresh, pod):
+                    if exc.status != 409:
+                        self.handle.logger.error("unreserve %s/%s: %s", ns, name, exc)
+                    return
+                claim = fresh
+            except Exception as exc:  # noqa: BLE001 - kube only logs it; the next attempt retries
+                self.handle.logger.error("unreserve %s/%s: %s", ns, name, exc)
+                return
 
     # ------------------------------------------------------------------ PreBind
     def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
