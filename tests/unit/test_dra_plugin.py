@@ -342,3 +342,43 @@ def test_unreserve_takes_the_pod_out_of_reserved_for():
     m.patch_object("resourceclaims", "c", NS, {"metadata": {"labels": {"x": "y"}}})  # the cycle's copy is stale now
     pl.unreserve(st, pa, "n1")
     assert get_claim(m, "c")["status"]["reservedFor"] == [{"resource": "pods", "name": "other", "uid": "u-other"}]
+
+
+def _binding_setup(cond_status: dict[str, str]) -> Any:
+    import threading
+    import time as _time
+
+    m = MemoryCluster()
+    sl = rslice("n1", ["t4"])
+    sl["spec"]["devices"][0].update(bindingConditions=["Attached"], bindingFailureConditions=["Failed"])
+    for o in (node("n1"), device_class(), sl, claim("c"), pod("a", claim_name="c")):
+        m.create(o, emit=False)
+    pa = Pod.from_dict(m.get_pod(NS, "a"))
+    pl, _ = _plugin(m)
+    pl.binding_poll = 0.02
+    st, status = _cycle(pl, pa, Node.from_dict(node("n1")))
+    assert status is None and pl.reserve(st, pa, "n1") is None
+    out: dict[str, Any] = {}
+    t = threading.Thread(target=lambda: out.setdefault("status", pl.pre_bind(st, pa, "n1")))
+    t.start()
+    deadline = _time.monotonic() + 10
+    while not (get_claim(m, "c").get("status") or {}).get("allocation") and _time.monotonic() < deadline:
+        _time.sleep(0.01)
+    conds = [{"type": k, "status": v, "reason": "Test", "message": "set by the test"} for k, v in cond_status.items()]
+    m.patch_object("resourceclaims", "c", NS, {"status": {"devices": [
+        {"driver": DRIVER, "pool": "n1", "device": "gpu-0", "conditions": conds}]}}, subresource="status")
+    t.join(10)
+    return out["status"], m
+
+
+def test_prebind_waits_for_binding_conditions():
+    st, m = _binding_setup({"Attached": "True"})
+    assert st is None
+    results = get_claim(m, "c")["status"]["allocation"]["devices"]["results"]
+    assert results[0]["bindingConditions"] == ["Attached"]
+
+
+def test_prebind_fails_on_a_binding_failure_condition():
+    st, _m = _binding_setup({"Failed": "True"})
+    assert st.code == Code.Error
+    assert st.message == 'claim c binding failed: reason=Test, message="set by the test"'
