@@ -74,6 +74,8 @@ def _setup(c: KubeClient, who: str, group: str, ns: str) -> dict[str, Any]:
         {"name": "big", "deviceClassName": cls, "selectors": model("a100")},
         {"name": "small", "deviceClassName": cls, "selectors": model("t4")}]}])
     claim("nocls", [{"name": "gpu", "exactly": {"deviceClassName": f"missing-{group}"}}])
+    claim("celerr", [{"name": "gpu", "exactly": {"deviceClassName": cls, "selectors": [
+        {"cel": {"expression": f'device.attributes["{driver}"].vendor == "x"'}}]}}])
     return {"driver": driver, "nodes": nodes, "group": f"{who}-{group}"}
 
 
@@ -137,7 +139,7 @@ def test_claims_are_allocated_like_kube_scheduler(control_plane, namespace, tmp_
     t = threading.Thread(target=runner.run, daemon=True)
     t.start()
     # (pod, claim or None, cpu): in order, each decided before the next is created
-    steps = [("a100", "a100", "100m"), ("flex", "flex", "100m"), ("two", "two", "100m"),
+    steps = [("celerr", "celerr", "100m"), ("a100", "a100", "100m"), ("flex", "flex", "100m"), ("two", "two", "100m"),
              ("flex2", "flex2", "100m"), ("nocls", "nocls", "100m"), ("plain-too-big", None, "500"),
              ("missing", "no-such-claim", "100m")]
     try:
@@ -155,7 +157,7 @@ def test_claims_are_allocated_like_kube_scheduler(control_plane, namespace, tmp_
                     d = ("bound", f"node-{ctx[who]['nodes'].index(d[1])}")
                 else:
                     d = ("pending", d[1].replace(ctx[who]["group"], "G").replace(
-                        f"{who}-{claim}", "CLAIM"))
+                        f"{who}-{claim}", "CLAIM").replace(ctx[who]["driver"], "DRIVER"))
                 view = _claim_view(c, ns, claim_name, ctx[who]) if claim_name else None
                 got[who][pod] = (d, view)
         assert got["ours"] == got["kube"]
@@ -168,6 +170,7 @@ def test_claims_are_allocated_like_kube_scheduler(control_plane, namespace, tmp_
         assert k["flex2"][1]["results"] == [("gpu/small", "node-1", "gpu-0")]
         assert "device class missing-" in k["nocls"][0][1]
         assert "no new claims to deallocate" in k["plain-too-big"][0][1]
+        assert "selector #0: CEL runtime error: no such key: vendor" in k["celerr"][0][1]
         for who in ("kube", "ours"):
             p = c.call("GET", f"/api/v1/namespaces/{ns}/pods/{who}-missing")
             assert not p["spec"].get("nodeName")
