@@ -68,7 +68,9 @@ def _slice(s: dict[str, Any]) -> dict[str, Any]:
     spec: dict[str, Any] = {"driver": s["driver"], "pool": {
         "name": pool["name"], "generation": pool.get("generation", 1), "resourceSliceCount": pool.get("count", 1)}}
     node = s["node"]
-    if node == "all":
+    if "nodeSelectorRaw" in s:
+        spec["nodeSelector"] = s["nodeSelectorRaw"]
+    elif node == "all":
         spec["allNodes"] = True
     elif node == "perDevice":
         spec["perDeviceNodeSelection"] = True
@@ -139,7 +141,9 @@ def _expected(e: dict[str, Any], node: Node) -> dict[str, Any]:
         results.append(out)
     sel = e.get("selector")
     selector: dict[str, Any] | None
-    if sel == "local":
+    if "selectorRaw" in e:
+        selector = e["selectorRaw"]
+    elif sel == "local":
         selector = {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In",
                                                              "values": [node.name]}]}]}
     elif isinstance(sel, dict):
