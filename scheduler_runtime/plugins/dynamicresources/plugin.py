@@ -173,7 +173,7 @@ class DynamicResources(Plugin):
         s = _State()
         state.write(NAME, s)
         extended = [r for r in pod.requests if "/" in r and not r.startswith(("hugepages-", "kubernetes.io/"))]
-        if extended:
+        if extended and getattr(self.handle, "cluster", None) is not None:
             st = self._extended_resources(extended)
             if st is not None:
                 return None, st
