@@ -180,6 +180,8 @@ def test_allocator_table(case: dict[str, Any]) -> None:
         assert case["error"] in str(exc.value)
         return
     got = alloc.allocate(node, claims)
+    # a second node of the same cycle reuses the checked requests (Allocator.plans): same answer
+    assert alloc.allocate(node, claims) == got
     expect = case.get("expect")
     if expect == "none":
         assert got is None

@@ -456,6 +456,8 @@ class Allocator:
         self._inputs = device_inputs if device_inputs is not None else {}
         #: pools per node and selector results per device, valid while the slices are (see SliceCaches)
         self.caches = caches if caches is not None else SliceCaches()
+        #: claims (by id) -> their checked requests and constraint specs, reused for every node of the cycle
+        self.plans: dict[tuple[int, ...], Any] = {}
         #: (id(claim), request, sub-request) -> (claim, request, class) of ExactCount requests already checked
         self.validated: dict[tuple[int, int, int], tuple[dict[str, Any], _Request, dict[str, Any] | None]] = {}
 
@@ -524,6 +526,26 @@ class _Run:
     def search(self) -> bool:
         """Find a solution (kept in this object); False when the claims do not fit on the node."""
         self.pools = self.a.pools_for(self.node)
+        plan_key = tuple(id(c) for c in self.claims)
+        plan = self.a.plans.get(plan_key)
+        if plan is not None and all(a is b for a, b in zip(plan[0], self.claims, strict=True)):
+            # the node-independent checks passed for these claims on an earlier node: reuse them
+            for key, (req, cls, n, is_sub) in plan[1].items():
+                self.request_data[key] = _RequestData(req, cls, n, is_sub=is_sub)
+            for ci, kind, requests, attr in plan[2]:
+                self.constraints[ci].append(kind(list(requests), attr))
+        else:
+            self._prepare()
+            if all(rd.request.mode != "All" for rd in self.request_data.values()):
+                reqs = {k: (rd.request, rd.device_class, rd.num_devices, rd.is_sub)
+                        for k, rd in self.request_data.items()}
+                cons = [(ci, type(c), sorted(c.requests), c.attribute)
+                        for ci, cs in enumerate(self.constraints) for c in cs]
+                self.a.plans[plan_key] = (list(self.claims), reqs, cons)
+        return self._solve()
+
+    def _prepare(self) -> None:
+        """Check every request (classes, selectors present, limits) and build the constraints."""
         for ci, claim in enumerate(self.claims):
             min_devices = 0
             devices = (_spec(claim).get("devices") or {})
@@ -561,6 +583,8 @@ class _Run:
                 else:
                     raise AllocationError(f"claim {claim_key(claim)}, constraint #{i}: empty constraint (unsupported "
                                           f"constraint type?)")
+
+    def _solve(self) -> bool:
         try:
             fast = self._single_request()
             done = self._greedy(fast) if fast is not None else self._one(0, 0, 0, 0, False, (0, 0, 0))
@@ -762,8 +786,10 @@ class _Run:
             return hit
         ok = True
         if rd.device_class is not None:
-            ok = self._selectors_match(key[0], d, did, rd.device_class, (_spec(rd.device_class).get("selectors") or []))
-        if ok:
+            sels = _spec(rd.device_class).get("selectors")
+            if sels:
+                ok = self._selectors_match(key[0], d, did, rd.device_class, sels)
+        if ok and rd.request.selectors:
             ok = self._selectors_match(key[0], d, did, None, rd.request.selectors)
         if ok and _spec(s).get("perDeviceNodeSelection"):
             ok = node_matches(self.node, d.get("nodeName"), bool(d.get("allNodes")), d.get("nodeSelector"))
