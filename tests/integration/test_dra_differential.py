@@ -1,11 +1,11 @@
 """Randomized DRA scenarios, ksched against the real kube-scheduler v1.36.3 on the same API server.
 
-Per seed, each scheduler gets three nodes of different sizes (so scores never tie and placements are
-deterministic), random ResourceSlices (1-4 devices per node: model, memory, numa), its own DeviceClass and
-driver, and the same random claims (ExactCount with selectors, counts, `matchAttribute` constraints,
-`firstAvailable` alternatives, a claim shared by two pods). Pods are created one at a time; the placement,
-the devices written to each claim and the FailedScheduling message must be the same for both.
-KSCHED_DRA_SEEDS sets how many seeds run (default 6).
+Per seed, each scheduler gets three nodes that pods prefer in a fixed order (node affinity weights far apart,
+so scores never tie and placements are deterministic), random ResourceSlices (1-4 devices per node: model,
+memory, numa), its own DeviceClass and driver, and the same random claims (ExactCount with selectors, counts,
+`matchAttribute` constraints, `firstAvailable` alternatives, a claim shared by two pods). Pods are created one
+at a time; the placement, the devices written to each claim and the FailedScheduling message must be the same
+for both. KSCHED_DRA_SEEDS sets how many seeds run (default 6).
 """
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ def _selector(driver: str, sel: tuple[str, str] | None) -> list[dict[str, Any]]:
 def _setup(c: KubeClient, ns: str, who: str, tag: str, sc: dict[str, Any]) -> dict[str, Any]:
     driver, cls, group = f"{who}-{tag}.example.com", f"gpu-{who}-{tag}", f"{who}-{tag}"
     nodes = [f"drx-{who}-{tag}-{i}" for i in range(3)]
-    for n, cpu in zip(nodes, ("8", "16", "32"), strict=True):
-        create_node(c, n, cpu=cpu, labels={"drx-group": group})
+    for rank, n in enumerate(nodes):
+        create_node(c, n, cpu="32", labels={"drx-group": group, "drx-rank": str(rank)})
     c.call("POST", f"{RES}/deviceclasses", body={
         "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": cls},
         "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}})
@@ -140,6 +140,10 @@ def test_random_dra_scenarios_match_kube_scheduler(control_plane, namespace, tmp
                     c.call("POST", f"/api/v1/namespaces/{ns}/pods", body={
                         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod},
                         "spec": {"schedulerName": sched, "nodeSelector": {"drx-group": ctx[who]["group"]},
+                                 "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                                     {"weight": w, "preference": {"matchExpressions": [
+                                         {"key": "drx-rank", "operator": "In", "values": [str(r)]}]}}
+                                     for r, w in ((0, 10), (1, 50), (2, 100))]}},
                                  "containers": [{"name": "c", "image": "pause",
                                                  "resources": {"requests": {"cpu": "1"}}}],
                                  "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}]}})
