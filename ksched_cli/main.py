@@ -473,6 +473,7 @@ def describe_pod(
             events = [{"type": e.type, "reason": e.reason, "note": e.note, "reportingController":
                        e.reporting_controller, "eventTime": e.time} for e in mem.events_for(namespace, name)]
             nodes = {n["metadata"]["name"]: Node.from_dict(n) for n in mem.list("nodes")}
+            list_objects = mem.list
         else:
             from scheduler_runtime.cluster.kube import KubeClient, load_connection
 
@@ -491,7 +492,11 @@ def describe_pod(
                              for e in ev.get("items") or []), key=lambda e: e["eventTime"] or "")
             nodes = {n["metadata"]["name"]: Node.from_dict(n)
                      for n in c.call("GET", "/api/v1/nodes").get("items") or []}
-        d = describe(raw, events, nodes)
+
+            def list_objects(plural: str) -> list[dict[str, Any]]:
+                r = c.request("GET", f"/apis/resource.k8s.io/v1/{plural}")
+                return (r.json().get("items") or []) if r.ok else []
+        d = describe(raw, events, nodes, list_objects)
         if output == "json":
             print(json.dumps(d.to_dict(), indent=2, default=str))
             return

@@ -121,6 +121,7 @@ class ControlPlane:
         self.stop_grace = stop_grace
         self.etcd: subprocess.Popen[bytes] | None = None
         self.apiserver: subprocess.Popen[bytes] | None = None
+        self.controller_manager: subprocess.Popen[bytes] | None = None
         self.etcd_port = 0
         self.api_port = 0
 
@@ -177,6 +178,24 @@ class ControlPlane:
         self.apiserver = subprocess.Popen(args, stdout=self._log("kube-apiserver"), stderr=subprocess.STDOUT,
                                           start_new_session=True)
         self._wait(f"{self.server_url}/readyz", "kube-apiserver", self.apiserver)
+
+    def start_controller_manager(self, controllers: tuple[str, ...] = ("resourceclaim-controller",)) -> None:
+        """kube-controller-manager with only `controllers` (by default the resourceclaim controller, which turns
+        pods' ResourceClaimTemplates into claims), no leader election and no serving port. Idempotent."""
+        if self.controller_manager is not None and self.controller_manager.poll() is None:
+            return
+        exe = self.bin_dir / "kube-controller-manager"
+        if not exe.is_file():
+            raise ControlPlaneUnavailable(f"no kube-controller-manager in {self.bin_dir}: run `bash "
+                                          f"hack/build-controlplane.sh` (builds it from Go modules)")
+        args = [str(exe), f"--kubeconfig={self.kubeconfig_path}", f"--controllers={','.join(controllers)}",
+                "--leader-elect=false", "--secure-port=0", "--v=1"]
+        self.controller_manager = subprocess.Popen(args, stdout=self._log("kube-controller-manager"),
+                                                   stderr=subprocess.STDOUT, start_new_session=True)
+
+    def stop_controller_manager(self) -> None:
+        self._kill("kube-controller-manager", self.controller_manager)
+        self.controller_manager = None
 
     def _wait(self, url: str, what: str, proc: subprocess.Popen[bytes]) -> None:
         ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt")) if url.startswith("https") else None
@@ -253,8 +272,11 @@ current-context: ksched-dev
         self.apiserver = None
 
     def stop(self) -> list[processes.Stopped]:
-        """Stop kube-apiserver, then etcd (SIGTERM, SIGKILL after `stop_grace`); one report per process."""
-        out = [r for r in (self._kill("kube-apiserver", self.apiserver), self._kill("etcd", self.etcd)) if r]
+        """Stop kube-controller-manager, kube-apiserver, then etcd (SIGTERM, SIGKILL after `stop_grace`); one
+        report per process."""
+        out = [r for r in (self._kill("kube-controller-manager", self.controller_manager),
+                           self._kill("kube-apiserver", self.apiserver), self._kill("etcd", self.etcd)) if r]
+        self.controller_manager = None
         self.apiserver = self.etcd = None
         if self._own_dir:
             shutil.rmtree(self.dir, ignore_errors=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,8 @@ from .objects import Node, Pod, tolerates_all
 from .quantity import format_amount
 
 RESULT_ANNOTATION = "ksched.io/scheduling-result"
+#: what DynamicResources' PostFilter adds in front of the preemption message
+DRA_POSTFILTER = ("no new claims to deallocate", "still not schedulable", "deallocation of ResourceClaim completed")
 MAX_RESULT_BYTES = 32 * 1024
 
 
@@ -213,15 +216,21 @@ def explain_pending(pod: Pod, result: dict[str, Any], nodes: dict[str, Node]) ->
         else:
             lines.append(f"{count} {noun}: {reason}.")
     if result.get("postfilter_message"):
-        msg = result["postfilter_message"].removeprefix("preemption: ")
-        lines.append(f"Preemption cannot help: {msg}")
+        msg = result["postfilter_message"]
+        for dra in DRA_POSTFILTER:  # DynamicResources' part; the claims themselves are explained separately
+            msg = msg.removeprefix(dra).removeprefix(", ")
+        if msg:
+            lines.append(f"Preemption cannot help: {msg.removeprefix('preemption: ')}")
     if pod.scheduling_gates:
         lines.insert(0, f"The pod has scheduling gates ({', '.join(pod.scheduling_gates)}): it is not attempted until "
                         f"they are removed.")
     return lines
 
 
-def describe(pod_raw: dict[str, Any], events: list[dict[str, Any]], nodes: dict[str, Node]) -> PodDescription:
+def describe(pod_raw: dict[str, Any], events: list[dict[str, Any]], nodes: dict[str, Node],
+             list_objects: Callable[[str], list[dict[str, Any]]] | None = None) -> PodDescription:
+    """`list_objects(plural)` (resourceclaims, resourceclaimtemplates, deviceclasses, resourceslices) lets a
+    pending pod's ResourceClaims be explained."""
     pod = Pod.from_dict(pod_raw)
     status = pod_raw.get("status") or {}
     ann = (pod_raw.get("metadata") or {}).get("annotations") or {}
@@ -234,8 +243,18 @@ def describe(pod_raw: dict[str, Any], events: list[dict[str, Any]], nodes: dict[
     d = PodDescription(pod.name, pod.namespace, status.get("phase") or "Pending", pod.node_name,
                        pod.scheduler_name, pod.priority, list(status.get("conditions") or []), events, result)
     if not pod.node_name:
+        dra: list[str] = []
+        if list_objects is not None and (pod_raw.get("spec") or {}).get("resourceClaims"):
+            from .plugins.dynamicresources.explain import explain_claims
+
+            try:
+                dra = explain_claims(pod_raw, list_objects, nodes)
+            except Exception as exc:  # noqa: BLE001 - an explanation must never break describe-pod
+                dra = [f"Could not explain the pod's ResourceClaims: {exc}"]
         if result is not None:
-            d.summary = explain_pending(pod, result, nodes)
+            d.summary = explain_pending(pod, result, nodes) + dra
+        elif dra:
+            d.summary = dra
         elif pod.scheduling_gates:
             d.summary = [f"The pod has scheduling gates ({', '.join(pod.scheduling_gates)}): it is not attempted until "
                          f"they are removed."]

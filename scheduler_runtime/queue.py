@@ -259,6 +259,28 @@ class SchedulingQueue:
     def requeue_after_error(self, qpi: QueuedPodInfo) -> None:
         self.add_unschedulable_if_not_present(qpi, set())
 
+    def _gate_lifted(self, qpi: QueuedPodInfo, ev: ClusterEvent, old: Any, new: Any) -> bool:
+        """A pod held back by a PreEnqueue plugin that registered this event (DynamicResources waiting for a
+        claim to be created): run PreEnqueue again when the plugin's hint says so, as kube's queue does."""
+        plugin = getattr(qpi, "gating_plugin", "")
+        regs = self._events_for(qpi.pod.scheduler_name, plugin) if plugin else None
+        if not regs:
+            return False
+        for reg in regs:
+            if not reg.event.matches(ev):
+                continue
+            try:
+                queue = reg.hint is None or reg.hint(qpi.pod, old, new) == QUEUE
+            except Exception:
+                queue = True
+            if queue:
+                st = self._pre_enqueue(qpi.pod)
+                if st is None or st.is_success():
+                    return True
+                qpi.gating_plugin = st.plugin
+                return False
+        return False
+
     def _hint(self, qpi: QueuedPodInfo, ev: ClusterEvent, old: Any, new: Any) -> str | None:
         """'immediate', 'backoff' or None (stay), per kube's QueueingHint evaluation."""
         rejectors = qpi.unschedulable_plugins | qpi.pending_plugins
@@ -305,6 +327,11 @@ class SchedulingQueue:
             moved = 0
             for uid, qpi in list(self._unschedulable.items()):
                 if qpi.gated:
+                    if self._gate_lifted(qpi, ev, old, new):
+                        del self._unschedulable[uid]
+                        qpi.gated = False
+                        self._push_active(qpi, str(ev))
+                        moved += 1
                     continue
                 if precheck is not None and not precheck(qpi.pod):
                     continue

@@ -129,7 +129,6 @@ class Scheduler:
         self.bind_deadline = bind_deadline
         #: pod key -> "plugin (method)" of binding cycles the loop stopped waiting for; cleared when they end
         self.detached_bindings: dict[str, str] = {}
-        self._warned_volumes = False
         #: pod uid -> the result annotation last written for it (attempt number zeroed), while it is pending
         self._written_results: dict[str, str] = {}
         self.watchdog = watchdog
@@ -601,11 +600,6 @@ class Scheduler:
         result.outcome = "scheduled"
         result.message = f"Successfully assigned {pod.namespace}/{pod.name} to {node_name}"
         self.scheduled += 1
-        if not self._warned_volumes and _needs_unsupported_plugins(pod.raw):
-            self._warned_volumes = True
-            log.warning("pod %s uses ResourceClaims; ksched does not implement the DynamicResources plugin, so it "
-                        "placed the pod as kube-scheduler would with that plugin disabled (see README, 'What ksched "
-                        "does not do yet')", pod.key)
         self._record_event(pod, "Normal", "Scheduled", "Binding", result.message)
         if self.metrics is not None:
             self.metrics.attempt(fw.profile_name, "scheduled", time.perf_counter() - start, qpi)
@@ -800,12 +794,6 @@ def _passes_extenders(ext: Any, state: CycleState, pod: Pod, snap: Any, row: int
     except CycleError as exc:
         log.error("Evaluation failed on nominated node: pod=%s err=%s", pod.key, exc.status.message)
         return False
-
-
-def _needs_unsupported_plugins(raw: dict[str, Any] | None) -> bool:
-    """Does kube-scheduler's default profile judge this pod with a plugin ksched lacks?"""
-    spec = (raw or {}).get("spec") or {}
-    return bool(spec.get("resourceClaims"))
 
 
 def _top_scores(scores: ScoreResult, k: int, snapshot: Any) -> list[dict[str, Any]]:

@@ -18,9 +18,11 @@ KIND_TO_RESOURCE = {
     "PersistentVolumeClaim": "persistentvolumeclaims", "CustomResourceDefinition": "customresourcedefinitions",
     "PersistentVolume": "persistentvolumes", "StorageClass": "storageclasses", "CSINode": "csinodes",
     "CSIDriver": "csidrivers", "CSIStorageCapacity": "csistoragecapacities",
+    "DeviceClass": "deviceclasses", "ResourceSlice": "resourceslices", "ResourceClaim": "resourceclaims",
+    "ResourceClaimTemplate": "resourceclaimtemplates",
 }
 CLUSTER_SCOPED = {"nodes", "namespaces", "priorityclasses", "customresourcedefinitions", "persistentvolumes",
-                  "storageclasses", "csinodes", "csidrivers", "volumeattachments"}
+                  "storageclasses", "csinodes", "csidrivers", "volumeattachments", "deviceclasses", "resourceslices"}
 
 
 def resource_of_kind(kind: str) -> str:
@@ -102,10 +104,11 @@ class ClusterBackend(ABC):
         """Write (or remove, with None) annotations; used for scheduling results."""
 
     def patch_object(self, resource: str, name: str, namespace: str | None,
-                     patch: dict[str, Any]) -> dict[str, Any]:
+                     patch: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
         """JSON merge patch (RFC 7386) of any object, as plugins' PreBind writes need (VolumeBinding sets a
-        PV's claimRef, a PVC's selected-node annotation). `patch.metadata.resourceVersion`, when given, is a
-        precondition. Returns the updated object; raises PatchError (`status` 404 not found, 409 conflict)."""
+        PV's claimRef, a PVC's selected-node annotation; DynamicResources a claim's status with
+        `subresource="status"`). `patch.metadata.resourceVersion`, when given, is a precondition. Returns the
+        updated object; raises PatchError (`status` 404 not found, 409 conflict)."""
         raise PatchError(f"{type(self).__name__} cannot patch {resource}", status=405)
 
     def stop(self) -> None:

@@ -163,6 +163,10 @@ BUILTIN: dict[str, ResourceRef] = {r.plural: r for r in (
     _B("storage.k8s.io", "v1", "csidrivers", False, "CSIDriver"),
     _B("storage.k8s.io", "v1", "csistoragecapacities", True, "CSIStorageCapacity"),
     _B("storage.k8s.io", "v1", "volumeattachments", False, "VolumeAttachment"),
+    _B("resource.k8s.io", "v1", "deviceclasses", False, "DeviceClass"),
+    _B("resource.k8s.io", "v1", "resourceslices", False, "ResourceSlice"),
+    _B("resource.k8s.io", "v1", "resourceclaims", True, "ResourceClaim"),
+    _B("resource.k8s.io", "v1", "resourceclaimtemplates", True, "ResourceClaimTemplate"),
     _B("coordination.k8s.io", "v1", "leases", True, "Lease"),
     _B("apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition"),
 )}
@@ -1493,6 +1497,13 @@ REQUIRED_PERMISSIONS: tuple[tuple[str, str, str, str], ...] = (
     ("list", "storage.k8s.io", "csinodes", ""), ("watch", "storage.k8s.io", "csinodes", ""),
     ("patch", "", "persistentvolumes", ""), ("patch", "", "persistentvolumeclaims", ""),
 )
+#: what the DynamicResources plugin needs (system:kube-scheduler grants these); checked only when it runs
+DRA_PERMISSIONS: tuple[tuple[str, str, str, str], ...] = (
+    ("list", "resource.k8s.io", "resourceclaims", ""), ("watch", "resource.k8s.io", "resourceclaims", ""),
+    ("list", "resource.k8s.io", "deviceclasses", ""), ("watch", "resource.k8s.io", "deviceclasses", ""),
+    ("list", "resource.k8s.io", "resourceslices", ""), ("watch", "resource.k8s.io", "resourceslices", ""),
+    ("patch", "resource.k8s.io", "resourceclaims", ""), ("patch", "resource.k8s.io", "resourceclaims", "status"),
+)
 
 
 class KubeCluster(ClusterBackend):
@@ -1624,7 +1635,9 @@ class KubeCluster(ClusterBackend):
         if not self.check_permissions:
             return
         missing = []
-        for verb, group, resource, sub in REQUIRED_PERMISSIONS:
+        with self._lock:
+            dra = any(g == "resource.k8s.io" for g, _plural in self._reflectors)
+        for verb, group, resource, sub in REQUIRED_PERMISSIONS + (DRA_PERMISSIONS if dra else ()):
             body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
                     "spec": {"resourceAttributes": {"verb": verb, "group": group, "resource": resource,
                                                     "subresource": sub}}}
@@ -1822,14 +1835,15 @@ class KubeCluster(ClusterBackend):
 
     # ----------------------------------------------------------------- generic writes
     def patch_object(self, resource: str, name: str, namespace: str | None,
-                     patch: dict[str, Any]) -> dict[str, Any]:
-        """PATCH (application/merge-patch+json) any object; resourceVersion in the patch is a precondition."""
+                     patch: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
+        """PATCH (application/merge-patch+json) any object or its `subresource` (status); resourceVersion in the
+        patch is a precondition."""
         group, plural, version = parse_resource(resource)
         try:
             ref = self.discover(group, plural, version)
         except _NotServed as exc:
             raise PatchError(str(exc), status=404) from None
-        path = ref.path(namespace if ref.namespaced else None, name)
+        path = ref.path(namespace if ref.namespaced else None, name, subresource)
         resp = self._write("PATCH", path, body=patch, content_type="application/merge-patch+json")
         if resp is None:
             raise PatchError(f"not patching {resource} {name}: {NOT_LEADER}", status=0)

@@ -37,6 +37,7 @@ from .base import (
     merge_patch,
     resource_of_kind,
 )
+from .draclaims import DRA_RESOURCES, release_pod, sync_claims
 
 _VOLUME_RESOURCES = ("persistentvolumes", "persistentvolumeclaims", "storageclasses")
 _SINGULAR = {resource: kind.lower() for kind, resource in KIND_TO_RESOURCE.items()}
@@ -99,6 +100,7 @@ class MemoryCluster(ClusterBackend):
         self._rv = 0
         self._uid = 0
         self._syncing = False
+        self._syncing_claims = False
         self.events: list[RecordedEvent] = []
         self.bindings: list[tuple[str, str]] = []
         self.deleted: list[str] = []
@@ -114,6 +116,7 @@ class MemoryCluster(ClusterBackend):
                 except InputError as exc:
                     raise InputError(exc.detail, file=where, field=exc.field, usage=exc.usage) from None
         c.sync_volumes(emit=False)
+        sync_claims(c, emit=False)
         return c
 
     # ------------------------------------------------------------------ writes
@@ -162,6 +165,8 @@ class MemoryCluster(ClusterBackend):
             self._emit(resource, "ADDED", None, raw)
             if resource in _VOLUME_RESOURCES:
                 self.sync_volumes()
+            if resource in DRA_RESOURCES and not self._syncing_claims:
+                self._sync_claims(raw if resource == "pods" else None)
         return raw
 
     def update(self, raw: dict[str, Any]) -> dict[str, Any]:
@@ -176,9 +181,16 @@ class MemoryCluster(ClusterBackend):
         return new
 
     def patch_object(self, resource: str, name: str, namespace: str | None,
-                     patch: dict[str, Any]) -> dict[str, Any]:
+                     patch: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
         """Merge-patch an object (resourceVersion in the patch is a precondition), then let the embedded
-        PV controller react (see `sync_volumes`)."""
+        PV controller react (see `sync_volumes`). With `subresource="status"` only the status changes, as the
+        API server's status subresource does."""
+        if subresource == "status":
+            patch = {k: v for k, v in patch.items() if k == "status"} | (
+                {"metadata": {"resourceVersion": (patch.get("metadata") or {}).get("resourceVersion")}}
+                if (patch.get("metadata") or {}).get("resourceVersion") else {})
+        elif subresource is not None:
+            raise PatchError(f"the embedded cluster has no {subresource} subresource", status=404)
         resource = self.informer(resource).resource
         key = name if resource in CLUSTER_SCOPED else f"{namespace or 'default'}/{name}"
         while True:
@@ -216,6 +228,14 @@ class MemoryCluster(ClusterBackend):
         if sync and resource in _VOLUME_RESOURCES:
             self.sync_volumes()
         return True
+
+    def _sync_claims(self, pod: dict[str, Any] | None = None) -> None:
+        """The embedded resourceclaim controller (see draclaims): for a new pod, or for every pod."""
+        self._syncing_claims = True
+        try:
+            sync_claims(self, emit=True, pod=pod)
+        finally:
+            self._syncing_claims = False
 
     def sync_volumes(self, emit: bool = True) -> None:
         """What kube-controller-manager's PV controller (and an external provisioner) would do, since the
@@ -338,6 +358,8 @@ class MemoryCluster(ClusterBackend):
             old = self._objects.get(resource, {}).pop(key, None)
         if old is not None:
             self._emit(resource, "DELETED", old, None)
+            if resource == "pods":
+                release_pod(self, str((old.get("metadata") or {}).get("uid") or ""), emit=True)
 
     def _emit(self, resource: str, action: str, old: dict | None, new: dict | None) -> None:
         for h in list(self._handlers):

@@ -24,6 +24,7 @@ _IN_TREE: list[tuple[str, str]] = [
     ("volumezone", "VolumeZone"),
     ("podtopologyspread", "PodTopologySpread"),
     ("interpodaffinity", "InterPodAffinity"),
+    ("dynamicresources", "DynamicResources"),
     ("defaultpreemption", "DefaultPreemption"),
     ("noderesources", "NodeResourcesBalancedAllocation"),
     ("imagelocality", "ImageLocality"),
@@ -31,20 +32,21 @@ _IN_TREE: list[tuple[str, str]] = [
 ]
 
 #: kube-scheduler v1.36 default multiPoint plugins with their weights (score plugins only).
-#: DynamicResources and NodeDeclaredFeatures are left out: ksched does not implement them and refuses configs
-#: that enable them (see UNSUPPORTED_IN_TREE). VolumeBinding has no Score: kube-scheduler v1.36 scores only
-#: with the alpha StorageCapacityScoring gate, off by default.
+#: NodeDeclaredFeatures is left out: ksched does not implement it and refuses configs that enable it (see
+#: UNSUPPORTED_IN_TREE). DynamicResources sits right before DefaultPreemption, as kube's applyFeatureGates puts
+#: it. VolumeBinding has no Score: kube-scheduler v1.36 scores only with the alpha StorageCapacityScoring gate,
+#: off by default.
 DEFAULT_MULTIPOINT: list[tuple[str, int | None]] = [
     ("SchedulingGates", None), ("PrioritySort", None), ("NodeUnschedulable", None), ("NodeName", None),
     ("TaintToleration", 3), ("NodeAffinity", 2), ("NodePorts", None), ("NodeResourcesFit", 1),
     ("VolumeRestrictions", None), ("NodeVolumeLimits", None),
     ("VolumeBinding", None), ("VolumeZone", None),
-    ("PodTopologySpread", 2), ("InterPodAffinity", 2), ("DefaultPreemption", None),
+    ("PodTopologySpread", 2), ("InterPodAffinity", 2), ("DynamicResources", 2),
+    ("DefaultPreemption", None),
     ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1), ("DefaultBinder", None),
 ]
 
 UNSUPPORTED_IN_TREE: dict[str, str] = {
-    "DynamicResources": "dynamic resource allocation is not supported by ksched yet",
     "NodeDeclaredFeatures": "NodeDeclaredFeatures is not supported by ksched yet",
     "GangScheduling": "the alpha GangScheduling plugin is not supported by ksched; use Coscheduling",
     "TopologyPlacement": "PodGroup placement plugins are not supported by ksched yet",

@@ -8,7 +8,7 @@ cluster whose bound pods are kept identical to kube-scheduler's after every step
   pending     both bound or both pending
   node        kube's node == ksched's where ksched's best total score is unique
   tied        kube's node among ksched's tied best nodes otherwise
-  message     the FailedScheduling message, byte for byte (see DRA_FRAGMENT)
+  message     the FailedScheduling message, byte for byte (DynamicResources' PostFilter part included)
   nominated   status.nominatedNodeName after the attempt
   victims     the set of pods preemption evicted
 """
@@ -32,15 +32,6 @@ from scheduler_runtime.results import ResultStore
 from scheduler_runtime.scheduler import Scheduler
 
 from .scenario import PRIORITY_CLASSES, Scenario
-
-#: kube-scheduler 1.36 runs DynamicResources in its default profile; its PostFilter adds this reason for every
-#: pod without ResourceClaims (a PostFilter Success from preemption replaces it). ksched has no DynamicResources
-#: plugin, so it does not claim to have run one: the comparison strips this fragment from kube's message and
-#: counts the pods where it did (reported as `dra_fragment`).
-DRA_FRAGMENT = "no new claims to deallocate, "
-#: ... and when a PreFilter plugin ordered before DynamicResources rejects the pod, DynamicResources' PreFilter
-#: never ran and its PostFilter fails reading its state: the whole PostFilter part reads "not found".
-DRA_NOT_FOUND = " not found"
 
 CONFIG = """apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
@@ -380,19 +371,8 @@ def compare(seed: int, kube: list[Decision], ours: list[Decision]) -> Comparison
                 cmp.add("tied", k.node in o.tied, k.pod, {"kube": k.node, "ksched_tied": o.tied})
             else:  # one feasible node: ksched skipped scoring, the node must be kube's
                 cmp.add("node", k.node == o.node, k.pod, {"kube": k.node, "ksched": o.node})
-        if k.node is None and o.node is None:
-            msg = k.message
-            if DRA_FRAGMENT in msg:
-                msg = msg.replace(DRA_FRAGMENT, "", 1)
-                cmp.note("dra_fragment")
-            if msg.endswith("." + DRA_NOT_FOUND) and not o.message.endswith(DRA_NOT_FOUND):
-                cmp.note("dra_not_found")
-                msg = msg[: -len(DRA_NOT_FOUND)]
-                o_msg = o.message.split(". preemption: ", 1)[0] + "." if ". preemption: " in o.message \
-                    else o.message
-                cmp.add("message", msg == o_msg.rstrip(), k.pod, {"kube": k.message, "ksched": o.message})
-            else:
-                cmp.add("message", msg == o.message, k.pod, {"kube": k.message, "ksched": o.message})
+        if k.node is None and o.node is None:  # byte for byte, DynamicResources' PostFilter part included
+            cmp.add("message", k.message == o.message, k.pod, {"kube": k.message, "ksched": o.message})
             cmp.add("nominated", k.nominated == o.nominated, k.pod, {"kube": k.nominated, "ksched": o.nominated})
             cmp.add("victims", k.victims == o.victims, k.pod, {"kube": k.victims, "ksched": o.victims})
     return cmp

@@ -32,6 +32,18 @@ def ksched_control_plane(control_plane: ControlPlane) -> ControlPlane:
     return control_plane
 
 
+@pytest.fixture(scope="session")
+def controller_manager(control_plane: ControlPlane) -> ControlPlane:
+    """The shared control plane with kube-controller-manager's resourceclaim controller running."""
+    try:
+        control_plane.start_controller_manager()
+    except ControlPlaneUnavailable as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+    return control_plane
+
+
 @pytest.fixture
 def namespace(control_plane: ControlPlane) -> str:
     """A fresh namespace per test, so tests on the shared API server do not see each other's pods."""

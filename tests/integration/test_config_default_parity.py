@@ -3,8 +3,8 @@ the same defaulted values for every in-tree config of the corpus.
 
 Known, documented differences are normalised away before comparing: kube-scheduler also writes empty
 extension points (`filter: {}`) and `weight: 0`, which mean the same as leaving them out; and its default
-profile also holds DynamicResources and NodeDeclaredFeatures, which ksched does not run (UNSUPPORTED_IN_TREE;
-`ksched config validate` says so when a config enables them). The volume plugins are compared.
+profile also holds NodeDeclaredFeatures, which ksched does not run (UNSUPPORTED_IN_TREE; `ksched config
+validate` says so when a config enables it). The volume plugins and DynamicResources are compared.
 """
 
 from __future__ import annotations

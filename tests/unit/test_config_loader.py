@@ -38,11 +38,12 @@ def test_default_profile_plan_and_weights():
     assert [n for n, _ in prof.plan["filter"]] == ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity",
                                                    "NodePorts", "NodeResourcesFit", "VolumeRestrictions",
                                                    "NodeVolumeLimits", "VolumeBinding", "VolumeZone",
-                                                   "PodTopologySpread", "InterPodAffinity"]
+                                                   "PodTopologySpread", "InterPodAffinity", "DynamicResources"]
     assert dict(prof.plan["score"]) == {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1,
-                                        "PodTopologySpread": 2, "InterPodAffinity": 2,
+                                        "PodTopologySpread": 2, "InterPodAffinity": 2, "DynamicResources": 2,
                                         "NodeResourcesBalancedAllocation": 1, "ImageLocality": 1}
-    assert prof.plan["postFilter"] == [("DefaultPreemption", 0)]
+    # DynamicResources comes first, so its "no new claims to deallocate" leads the PostFilter message
+    assert prof.plan["postFilter"] == [("DynamicResources", 0), ("DefaultPreemption", 0)]
     assert isinstance(prof.args["NodeResourcesFit"], NodeResourcesFitArgs)
     assert cfg.pod_initial_backoff_seconds == 1 and cfg.pod_max_backoff_seconds == 10
     assert cfg.leader_election.lease_duration == 15 and cfg.leader_election.resource_name == "kube-scheduler"
@@ -94,7 +95,8 @@ def test_plugin_args_are_validated_and_defaulted(tmp_path):
 @pytest.mark.parametrize("body, expect", [
     ("profiles:\n- plugins:\n    multiPoint:\n      enabled: [{name: NoSuchPlugin}]\n",
      'plugin "NoSuchPlugin" does not exist'),
-    ("profiles:\n- plugins:\n    filter:\n      enabled: [{name: DynamicResources}]\n", "not supported by ksched yet"),
+    ("profiles:\n- plugins:\n    filter:\n      enabled: [{name: NodeDeclaredFeatures}]\n",
+     "not supported by ksched yet"),
     ("profiles:\n- plugins:\n    filter:\n      enabled: [{name: EBSLimits}]\n", 'was invalid in version "v1"'),
     ("profiles:\n- plugins:\n    filter:\n      enabled: [{name: ImageLocality}]\n",
      'plugin "ImageLocality" does not extend FilterPlugin plugin'),

@@ -1,0 +1,999 @@
+"""The structured allocator: which devices of which ResourceSlices satisfy a pod's ResourceClaims on a node.
+
+Same search and result as k8s.io/dynamic-resource-allocation/structured (the implementation kube-scheduler
+v1.36 selects with its default gates): claims, then their requests (a `firstAvailable` request tries its
+sub-requests in order), then one device after the other, depth first over the eligible pools sorted by
+(driver, pool); the first complete solution wins. A device is eligible when it is not allocated already (by any
+claim, or earlier in this search; admin access ignores that), its DeviceClass's and then the request's CEL
+selectors are true, its NoSchedule/NoExecute taints are tolerated, the counters it consumes are still available
+(partitionable devices) and every `matchAttribute` constraint of its claim still holds.
+
+Pools (slices grouped by driver and pool name): the highest generation wins; a pool is complete when it has
+`resourceSliceCount` slices of that generation, an incomplete pool is skipped (and makes `allocationMode: All`
+fail), a pool with duplicate device names or broken counter references is invalid (skipped; if no solution is
+found the node fails with `invalid resource pools were encountered`).
+
+Raw Kubernetes objects (dicts) are read directly; nothing here talks to a cluster.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from ...errors import InputError
+from ...objects import Node, NodeSelector
+from ...quantity import parse_quantity
+from .cel import CelCache, CelError, DeviceInput
+
+#: resourceapi.AllocationResultsMaxSize
+ALLOCATION_RESULTS_MAX_SIZE = 32
+#: resourceapi.DeviceTaintEffectNoSchedule / NoExecute
+_BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+
+DeviceID = tuple[str, str, str]  # (driver, pool, device)
+
+
+class AllocationError(Exception):
+    """Allocation cannot proceed for this pod at all (kube returns it as an Error status)."""
+
+
+class NodeAllocationFailure(AllocationError):
+    """Allocation failed on this node only (kube's ErrFailedAllocationOnNode): other nodes may still fit."""
+
+
+class _Stop(Exception):
+    pass
+
+
+class _MaxSizeExceeded(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Features:
+    """The DRA feature gates the allocator looks at, with kube-scheduler v1.36's defaults."""
+
+    admin_access: bool = True  # DRAAdminAccess, GA
+    prioritized_list: bool = True  # DRAPrioritizedList, GA
+    partitionable_devices: bool = True  # DRAPartitionableDevices, beta on
+    device_taints: bool = True  # DRADeviceTaints, beta on
+    device_binding_and_status: bool = True  # DRADeviceBindingConditions + DRAResourceClaimDeviceStatus, beta on
+    consumable_capacity: bool = True  # DRAConsumableCapacity, beta on
+
+
+def name_of(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def claim_key(claim: dict[str, Any]) -> str:
+    """klog.KObj: `namespace/name`, or the name alone for an object without a namespace."""
+    m = claim.get("metadata") or {}
+    return f"{m['namespace']}/{m.get('name') or ''}" if m.get("namespace") else str(m.get("name") or "")
+
+
+# ----------------------------------------------------------------------------------------- node matching
+_selector_cache: dict[int, tuple[Any, NodeSelector]] = {}
+
+
+def _node_selector(raw: dict[str, Any]) -> NodeSelector:
+    hit = _selector_cache.get(id(raw))
+    if hit is not None and hit[0] is raw:
+        return hit[1]
+    try:
+        sel = NodeSelector(raw, "nodeSelector")
+    except InputError as exc:
+        raise AllocationError(f"failed to parse node selector: {exc.detail}") from None
+    if len(_selector_cache) > 20_000:
+        _selector_cache.clear()
+    _selector_cache[id(raw)] = (raw, sel)
+    return sel
+
+
+def node_matches(node: Node, node_name: str | None, all_nodes: bool, selector: dict[str, Any] | None) -> bool:
+    """NodeMatches: nodeName equality, allNodes, or the node selector (matched as node affinity)."""
+    if node_name:
+        return node.name == node_name
+    if all_nodes:
+        return True
+    if selector is not None:
+        return _node_selector(selector).matches(node)
+    return False
+
+
+# ----------------------------------------------------------------------------------------- pools
+@dataclass
+class Pool:
+    driver: str
+    name: str
+    incomplete: bool = False
+    invalid: bool = False
+    invalid_reason: str = ""
+    #: device slices whose devices may serve this node, sorted by slice name
+    slices: list[dict[str, Any]] = field(default_factory=list)
+    #: the pool's other device slices (only to count counters already consumed)
+    other_slices: list[dict[str, Any]] = field(default_factory=list)
+    counter_sets: dict[str, dict[str, Decimal]] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return f"{self.driver}/{self.name}"
+
+
+def _spec(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj.get("spec") or {}
+
+
+def _pool_of(s: dict[str, Any]) -> tuple[str, str, int, int]:
+    sp = _spec(s)
+    p = sp.get("pool") or {}
+    return (str(sp.get("driver") or ""), str(p.get("name") or ""), int(p.get("generation") or 0),
+            int(p.get("resourceSliceCount") or 0))
+
+
+def _devices(s: dict[str, Any]) -> list[dict[str, Any]]:
+    return _spec(s).get("devices") or []
+
+
+def gather_pools(slices_for_node: list[dict[str, Any]], node: Node, features: Features,
+                 all_slices: list[dict[str, Any]]) -> list[Pool]:
+    """The pools a node can allocate from, as kube's GatherPools builds them."""
+    by_pool: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for s in slices_for_node:
+        sp = _spec(s)
+        if not features.partitionable_devices and (sp.get("perDeviceNodeSelection") is not None
+                                                   or sp.get("sharedCounters")):
+            continue
+        if sp.get("sharedCounters"):
+            relevant = True
+        elif sp.get("nodeName") or sp.get("allNodes") or sp.get("nodeSelector") is not None:
+            try:
+                relevant = node_matches(node, sp.get("nodeName"), bool(sp.get("allNodes")), sp.get("nodeSelector"))
+            except AllocationError as exc:
+                raise AllocationError(f"failed to perform node selection for slice {name_of(s)}: {exc}") from None
+        elif sp.get("perDeviceNodeSelection"):
+            relevant = False
+            for d in _devices(s):
+                if node_matches(node, d.get("nodeName"), bool(d.get("allNodes")), d.get("nodeSelector")):
+                    relevant = True
+                    break
+        else:
+            continue
+        if not relevant:
+            continue
+        driver, pool, gen, _count = _pool_of(s)
+        have = by_pool.get((driver, pool))
+        if have is None:
+            by_pool[(driver, pool)] = [s]
+        elif gen > _pool_of(have[0])[2]:
+            by_pool[(driver, pool)] = [s]
+        elif gen == _pool_of(have[0])[2]:
+            have.append(s)
+    plain: list[Pool] = []
+    with_conditions: list[Pool] = []
+    for (driver, pool_name), slices in by_pool.items():
+        _d, _p, gen, count = _pool_of(slices[0])
+        all_for_pool: list[dict[str, Any]] | None = None
+        if len(slices) != count:
+            obsolete = False
+            all_for_pool = []
+            for s in all_slices:
+                d2, p2, g2, _c2 = _pool_of(s)
+                if d2 != driver or p2 != pool_name:
+                    continue
+                if g2 == gen:
+                    all_for_pool.append(s)
+                elif g2 > gen:
+                    obsolete = True
+                    break
+            if obsolete:
+                continue
+            if len(all_for_pool) != count:
+                plain.append(Pool(driver, pool_name, incomplete=True))
+                continue
+        p = _build_pool(driver, pool_name, slices, features, all_for_pool)
+        (with_conditions if _has_binding_conditions(p) else plain).append(p)
+    plain.sort(key=lambda p: (p.driver, p.name))
+    with_conditions.sort(key=lambda p: (p.driver, p.name))
+    return plain + with_conditions
+
+
+def _has_binding_conditions(p: Pool) -> bool:
+    return any(d.get("bindingConditions") is not None for s in p.slices for d in _devices(s))
+
+
+def _counters(raw: dict[str, Any] | None) -> dict[str, Decimal]:
+    out: dict[str, Decimal] = {}
+    for name, c in (raw or {}).items():
+        try:
+            out[str(name)] = parse_quantity((c or {}).get("value", 0))
+        except InputError:
+            out[str(name)] = Decimal(0)
+    return out
+
+
+def _build_pool(driver: str, name: str, slices: list[dict[str, Any]], features: Features,
+                all_for_pool: list[dict[str, Any]] | None) -> Pool:
+    slices = sorted(slices, key=name_of)
+    if features.partitionable_devices:
+        counter_slices = [s for s in slices if _spec(s).get("sharedCounters")]
+        device_slices = [s for s in slices if not _spec(s).get("sharedCounters")]
+    else:
+        counter_slices, device_slices = [], slices
+    seen: set[str] = set()
+    for s in device_slices:
+        for d in _devices(s):
+            n = str(d.get("name") or "")
+            if n in seen:
+                return Pool(driver, name, invalid=True, invalid_reason=f"duplicate device name {n}")
+            seen.add(n)
+    if not features.partitionable_devices:
+        return Pool(driver, name, slices=device_slices)
+    sets: dict[str, dict[str, Decimal]] = {}
+    for s in counter_slices:
+        for cs in _spec(s).get("sharedCounters") or []:
+            cname = str(cs.get("name") or "")
+            if cname in sets:
+                return Pool(driver, name, invalid=True, invalid_reason=f"duplicate counter set name {cname}")
+            sets[cname] = _counters(cs.get("counters"))
+    problem = _check_consumption(sets, slices)
+    if problem:
+        return Pool(driver, name, invalid=True, invalid_reason=problem)
+    if all_for_pool is None or len(slices) == len(all_for_pool):
+        return Pool(driver, name, slices=device_slices, counter_sets=sets)
+    targeting = {name_of(s) for s in slices}
+    others = [s for s in all_for_pool if name_of(s) not in targeting]
+    problem = _check_consumption(sets, others)
+    if problem:
+        return Pool(driver, name, invalid=True, invalid_reason=problem)
+    return Pool(driver, name, slices=device_slices, other_slices=others, counter_sets=sets)
+
+
+def _check_consumption(sets: dict[str, dict[str, Decimal]], slices: list[dict[str, Any]]) -> str:
+    for s in slices:
+        for d in _devices(s):
+            for use in d.get("consumesCounters") or []:
+                cs = sets.get(str(use.get("counterSet") or ""))
+                if cs is None:
+                    return f"counter set {use.get('counterSet')} not found"
+                for cname in use.get("counters") or {}:
+                    if cname not in cs:
+                        return f"counter {cname} not found in counter set {use.get('counterSet')}"
+    return ""
+
+
+# ----------------------------------------------------------------------------------------- requests
+class _Request:
+    """A request or a sub-request, read from the claim (API defaults applied: ExactCount, count 1)."""
+
+    __slots__ = ("name", "parent", "class_name", "mode", "count", "admin", "has_admin", "selectors", "tolerations",
+                 "capacity", "raw")
+
+    def __init__(self, raw: dict[str, Any], parent: str | None) -> None:
+        self.raw = raw
+        self.parent = parent
+        self.name = str(raw.get("name") or "")
+        body = raw if parent is not None else (raw.get("exactly") or {})
+        self.class_name = str(body.get("deviceClassName") or "")
+        self.mode = str(body.get("allocationMode") or "ExactCount")
+        self.count = int(body.get("count") or 1) if self.mode == "ExactCount" else 0
+        self.has_admin = parent is None and body.get("adminAccess") is not None
+        self.admin = parent is None and bool(body.get("adminAccess"))
+        self.selectors = body.get("selectors") or []
+        self.tolerations = body.get("tolerations") or []
+        self.capacity = body.get("capacity")
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.parent}/{self.name}" if self.parent is not None else self.name
+
+
+@dataclass
+class _RequestData:
+    request: _Request
+    device_class: dict[str, Any] | None
+    num_devices: int = 0
+    all_devices: list[tuple[DeviceID, dict[str, Any], dict[str, Any], Pool]] = field(default_factory=list)
+    selected_sub: int = 0
+    is_sub: bool = False
+
+
+@dataclass
+class _Result:
+    request: _Request
+    id: DeviceID
+    device: dict[str, Any]
+    slice: dict[str, Any]
+
+
+class _MatchAttribute:
+    __slots__ = ("requests", "attribute", "value", "n")
+
+    def __init__(self, requests: list[str], attribute: str) -> None:
+        self.requests = set(requests)
+        self.attribute = attribute
+        self.value: tuple[str, Any] | None = None
+        self.n = 0
+
+    def _applies(self, req: _Request) -> bool:
+        if not self.requests:
+            return True
+        if req.parent is None:
+            return req.name in self.requests
+        return req.parent in self.requests or req.full_name in self.requests
+
+    def add(self, req: _Request, device: dict[str, Any], did: DeviceID) -> bool:
+        if not self._applies(req):
+            return True
+        attr = lookup_attribute(device, did, self.attribute)
+        if attr is None:
+            return False
+        if self.n == 0:
+            self.value = attr
+            self.n = 1
+            return True
+        if attr[0] not in ("int", "bool", "string", "version") or self.value != attr:
+            return False
+        self.n += 1
+        return True
+
+    def remove(self, req: _Request) -> None:
+        if self._applies(req):
+            self.n -= 1
+
+
+class _DistinctAttribute(_MatchAttribute):
+    """distinctAttribute (DRAConsumableCapacity, beta): no two devices share the attribute's value. As kube's
+    incubating allocator does, values are remembered per (base) request name, so a later device of the same
+    request replaces the earlier one's value."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self, requests: list[str], attribute: str) -> None:
+        super().__init__(requests, attribute)
+        self.seen: dict[str, tuple[str, Any]] = {}
+
+    def add(self, req: _Request, device: dict[str, Any], did: DeviceID) -> bool:
+        if not self._applies(req):
+            return True
+        attr = lookup_attribute(device, did, self.attribute)
+        if attr is None:
+            return False
+        base = req.parent if req.parent is not None else req.name
+        if self.n and (attr[0] not in ("int", "bool", "string", "version") or attr in self.seen.values()):
+            return False
+        self.seen[base] = attr
+        self.n += 1
+        return True
+
+    def remove(self, req: _Request) -> None:
+        if self._applies(req):
+            self.seen.pop(req.parent if req.parent is not None else req.name, None)
+            self.n -= 1
+
+
+def lookup_attribute(device: dict[str, Any], did: DeviceID, name: str) -> tuple[str, Any] | None:
+    """The (type, value) of a fully qualified attribute; `<driver>/<id>` also finds an unqualified `<id>`."""
+    attrs = device.get("attributes") or {}
+    raw = attrs.get(name)
+    if raw is None:
+        if "/" not in name:
+            return None
+        dom, ident = name.split("/", 1)
+        if dom != did[0]:
+            return None
+        raw = attrs.get(ident)
+        if raw is None:
+            return None
+    for kind in ("int", "bool", "string", "version"):
+        if isinstance(raw, dict) and kind in raw:
+            return kind, raw[kind]
+    return ("unknown", None)
+
+
+def tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
+    """resourceclaim.ToleratesTaint: effect and key must match when set; Exists ignores the value."""
+    eff = toleration.get("effect") or ""
+    if eff and eff != (taint.get("effect") or ""):
+        return False
+    key = toleration.get("key") or ""
+    if key and key != (taint.get("key") or ""):
+        return False
+    op = toleration.get("operator") or "Equal"
+    if op == "Exists":
+        return True
+    if op == "Equal":
+        return (toleration.get("value") or "") == (taint.get("value") or "")
+    return False
+
+
+def taint_prevents(device: dict[str, Any], req: _Request) -> bool:
+    for taint in device.get("taints") or []:
+        if (taint.get("effect") or "") in _BLOCKING_EFFECTS and not any(
+                tolerates(t, taint) for t in req.tolerations):
+            return True
+    return False
+
+
+# ----------------------------------------------------------------------------------------- allocator
+class SliceCaches:
+    """What depends only on the ResourceSlices (and the node object, the selector): the pools of each node and
+    each selector's verdict on each device. The plugin keeps one across cycles and replaces it when a slice
+    changes; entries are checked by object identity, so a new Node object or device dict is recomputed."""
+
+    def __init__(self, features: Features | None = None) -> None:
+        self.features = features
+        self.pools: dict[str, tuple[Node, list[Pool]]] = {}
+        self.matches: dict[tuple[str, int], tuple[dict[str, Any], bool]] = {}
+
+
+class Allocator:
+    """Built once per scheduling cycle (PreFilter) from the slices, classes and allocated devices; `allocate`
+    is then called per node (Filter). Thread-safe: every call keeps its own search state."""
+
+    def __init__(self, *, features: Features, allocated: set[DeviceID],
+                 class_lister: Callable[[str], dict[str, Any] | None], slices: list[dict[str, Any]],
+                 cel_cache: CelCache, device_inputs: dict[int, DeviceInput] | None = None,
+                 caches: SliceCaches | None = None) -> None:
+        self.features = features
+        self.allocated = allocated
+        self.class_lister = class_lister
+        self.cel_cache = cel_cache
+        self.all_slices = slices
+        self.on_node: dict[str, list[dict[str, Any]]] = {}
+        self.shared: list[dict[str, Any]] = []
+        for s in slices:
+            sp = _spec(s)
+            node_name = sp.get("nodeName") or ""
+            if not node_name or sp.get("sharedCounters"):
+                self.shared.append(s)
+            else:
+                self.on_node.setdefault(node_name, []).append(s)
+        #: CEL inputs by id() of the device dict; the slices are immutable while the allocator lives
+        self._inputs = device_inputs if device_inputs is not None else {}
+        #: pools per node and selector results per device, valid while the slices are (see SliceCaches)
+        self.caches = caches if caches is not None else SliceCaches()
+        #: claims (by id) -> their checked requests and constraint specs, reused for every node of the cycle
+        self.plans: dict[tuple[int, ...], Any] = {}
+        #: (id(claim), request, sub-request) -> (claim, request, class) of ExactCount requests already checked
+        self.validated: dict[tuple[int, int, int], tuple[dict[str, Any], _Request, dict[str, Any] | None]] = {}
+
+    def pools_for(self, node: Node) -> list[Pool]:
+        hit = self.caches.pools.get(node.name)
+        if hit is not None and hit[0] is node:
+            return hit[1]
+        pools = gather_pools(self.on_node.get(node.name, []) + self.shared, node, self.features, self.all_slices)
+        self.caches.pools[node.name] = (node, pools)
+        return pools
+
+    def selector_matches(self, expr: str, driver: str, device: dict[str, Any]) -> bool:
+        """A compiled selector on a device, remembered while the slice lasts; raises CelError."""
+        key = (expr, id(device))
+        hit = self.caches.matches.get(key)
+        if hit is not None and hit[0] is device:
+            return hit[1]
+        ok = self.cel_cache.get_or_compile(expr).matches(self.device_input(driver, device))
+        self.caches.matches[key] = (device, ok)
+        return ok
+
+    def device_input(self, driver: str, device: dict[str, Any]) -> DeviceInput:
+        hit = self._inputs.get(id(device))
+        if hit is None or hit.raw is not device:
+            hit = self._inputs[id(device)] = DeviceInput(driver, device)
+        return hit
+
+    def allocate(self, node: Node, claims: list[dict[str, Any]],
+                 deadline: float | None = None) -> list[dict[str, Any]] | None:
+        """One AllocationResult per claim, or None when the claims do not fit on the node. Raises
+        NodeAllocationFailure (this node only) or AllocationError (the pod cannot be scheduled now)."""
+        run = _Run(self, node, claims, deadline)
+        return run.run()
+
+    def search(self, node: Node, claims: list[dict[str, Any]], deadline: float | None = None) -> _Run | None:
+        """`allocate` without building the results: the returned object's `build()` does, when needed."""
+        run = _Run(self, node, claims, deadline)
+        return run if run.search() else None
+
+
+class _Run:
+    def __init__(self, a: Allocator, node: Node, claims: list[dict[str, Any]], deadline: float | None) -> None:
+        self.a = a
+        self.features = a.features
+        self.node = node
+        self.claims = claims
+        self.deadline = deadline
+        self.steps = 0
+        self.request_data: dict[tuple[int, int, int], _RequestData] = {}
+        self.constraints: list[list[_MatchAttribute]] = [[] for _ in claims]  # incl. _DistinctAttribute
+        self.matches: dict[tuple[DeviceID, int, int, int], bool] = {}
+        self.allocating: dict[DeviceID, set[int]] = {}
+        self.results: list[list[_Result]] = [[] for _ in claims]
+        self.consumed: dict[str, dict[str, dict[str, Decimal]]] = {}
+        self.available: dict[str, dict[str, dict[str, Decimal]]] = {}
+        self.pools: list[Pool] = []
+
+    # -------------------------------------------------------------- setup
+    def run(self) -> list[dict[str, Any]] | None:
+        return self.build() if self.search() else None
+
+    def build(self) -> list[dict[str, Any]]:
+        """One AllocationResult per claim from the solution `search` found."""
+        return [self._result(ci, claim) for ci, claim in enumerate(self.claims)]
+
+    def search(self) -> bool:
+        """Find a solution (kept in this object); False when the claims do not fit on the node."""
+        self.pools = self.a.pools_for(self.node)
+        plan_key = tuple(id(c) for c in self.claims)
+        plan = self.a.plans.get(plan_key)
+        if plan is not None and all(a is b for a, b in zip(plan[0], self.claims, strict=True)):
+            # the node-independent checks passed for these claims on an earlier node: reuse them
+            for key, (req, cls, n, is_sub) in plan[1].items():
+                self.request_data[key] = _RequestData(req, cls, n, is_sub=is_sub)
+            for ci, kind, requests, attr in plan[2]:
+                self.constraints[ci].append(kind(list(requests), attr))
+        else:
+            self._prepare()
+            if all(rd.request.mode != "All" for rd in self.request_data.values()):
+                reqs = {k: (rd.request, rd.device_class, rd.num_devices, rd.is_sub)
+                        for k, rd in self.request_data.items()}
+                cons = [(ci, type(c), sorted(c.requests), c.attribute)
+                        for ci, cs in enumerate(self.constraints) for c in cs]
+                self.a.plans[plan_key] = (list(self.claims), reqs, cons)
+        return self._solve()
+
+    def _prepare(self) -> None:
+        """Check every request (classes, selectors present, limits) and build the constraints."""
+        for ci, claim in enumerate(self.claims):
+            min_devices = 0
+            devices = (_spec(claim).get("devices") or {})
+            for ri, raw in enumerate(devices.get("requests") or []):
+                subs = raw.get("firstAvailable") or []
+                if subs:
+                    if not self.features.prioritized_list:
+                        raise AllocationError(f"claim {claim_key(claim)}, request {raw.get('name')}: has subrequests, "
+                                              f"but the DRAPrioritizedList feature is disabled")
+                    least = None
+                    for si, sub in enumerate(subs):
+                        rd = self._validate((ci, ri, si), _Request(sub, str(raw.get("name") or "")))
+                        rd.is_sub = True
+                        self.request_data[(ci, ri, si)] = rd
+                        least = rd.num_devices if least is None else min(least, rd.num_devices)
+                    min_devices += least or 0
+                else:
+                    hit = self.a.validated.get((id(claim), ri, 0))
+                    if hit is not None and hit[0] is claim:
+                        rd = _RequestData(hit[1], hit[2], hit[1].count)
+                    else:
+                        rd = self._validate((ci, ri, 0), _Request(raw, None))
+                    self.request_data[(ci, ri, 0)] = rd
+                    min_devices += rd.num_devices
+            if min_devices > ALLOCATION_RESULTS_MAX_SIZE:
+                raise AllocationError(f"claim {claim_key(claim)}: number of requested devices {min_devices} "
+                                      f"exceeds the claim limit of {ALLOCATION_RESULTS_MAX_SIZE}")
+            for i, c in enumerate(devices.get("constraints") or []):
+                if c.get("matchAttribute"):
+                    self.constraints[ci].append(_MatchAttribute(list(c.get("requests") or []),
+                                                                str(c["matchAttribute"])))
+                elif c.get("distinctAttribute") and self.features.consumable_capacity:
+                    self.constraints[ci].append(_DistinctAttribute(list(c.get("requests") or []),
+                                                                   str(c["distinctAttribute"])))
+                else:
+                    raise AllocationError(f"claim {claim_key(claim)}, constraint #{i}: empty constraint (unsupported "
+                                          f"constraint type?)")
+
+    def _solve(self) -> bool:
+        try:
+            fast = self._single_request()
+            done = self._greedy(fast) if fast is not None else self._one(0, 0, 0, 0, False, (0, 0, 0))
+        except _Stop:
+            return False
+        except _MaxSizeExceeded:
+            done = False
+        if not done:
+            for p in self.pools:
+                if p.invalid:
+                    raise NodeAllocationFailure("invalid resource pools were encountered")
+            return False
+        return True
+
+    def _single_request(self) -> _RequestData | None:
+        """The common case (one claim, one ExactCount request, no constraints, admin access or shared counters):
+        the depth-first search then takes the first eligible devices in order, so a flat loop gives the same
+        answer without the recursion."""
+        if len(self.claims) != 1 or len(self.request_data) != 1 or self.constraints[0]:
+            return None
+        rd = self.request_data.get((0, 0, 0))
+        if rd is None or rd.is_sub or rd.request.mode != "ExactCount" or rd.request.admin:
+            return None
+        if any(p.counter_sets for p in self.pools):
+            return None
+        return rd
+
+    def _greedy(self, rd: _RequestData) -> bool:
+        want, got = rd.num_devices, 0
+        if want > ALLOCATION_RESULTS_MAX_SIZE:
+            raise _MaxSizeExceeded
+        key = (0, 0, 0)
+        for p in self.pools:
+            if p.incomplete or p.invalid:
+                continue
+            for s in p.slices:
+                for d in _devices(s):
+                    did = (p.driver, p.name, str(d.get("name") or ""))
+                    if self._in_use(did) or not self._selectable(key, rd, s, d, did):
+                        continue
+                    if self._allocate_device(0, rd, did, d, s, p, must=False) is None:
+                        continue
+                    got += 1
+                    if got == want:
+                        return True
+        return False
+
+    def _validate(self, key: tuple[int, int, int], req: _Request) -> _RequestData:
+        claim = self.claims[key[0]]
+        if req.mode == "ExactCount":  # node-independent: checked once per allocator
+            ckey = (id(claim), key[1], key[2])
+            hit = self.a.validated.get(ckey)
+            if hit is not None and hit[0] is claim:
+                return _RequestData(hit[1], hit[2], hit[1].count)
+            rd = self._validate_uncached(key, req)
+            self.a.validated[ckey] = (claim, req, rd.device_class)
+            return rd
+        return self._validate_uncached(key, req)
+
+    def _validate_uncached(self, key: tuple[int, int, int], req: _Request) -> _RequestData:
+        claim = self.claims[key[0]]
+        ck = claim_key(claim)
+        for i, sel in enumerate(req.selectors):
+            if not (sel or {}).get("cel"):
+                raise AllocationError(f"claim {ck}, request {req.name}, selector #{i}: CEL expression empty "
+                                      f"(unsupported selector type?)")
+        if req.capacity is not None:
+            raise AllocationError(f"claim {ck}, request {req.name}: capacity requests (DRAConsumableCapacity) are not "
+                                  f"supported by ksched")
+        if not self.features.admin_access and req.has_admin:
+            raise AllocationError(f"claim {ck}, request {req.name}: admin access is requested, but the feature is "
+                                  f"disabled")
+        if not req.class_name:
+            raise AllocationError(f"claim {ck}, request {req.name}: missing device class name (unsupported request "
+                                  f"type?)")
+        cls = self.a.class_lister(req.class_name)
+        if cls is None:
+            raise AllocationError(f"claim {ck}, request {req.name}: could not retrieve device class {req.class_name}: "
+                                  f'deviceclass.resource.k8s.io "{req.class_name}" not found')
+        rd = _RequestData(req, cls)
+        if req.mode == "ExactCount":
+            rd.num_devices = req.count
+        elif req.mode == "All":
+            for p in self.pools:
+                if p.incomplete:
+                    raise AllocationError(f"claim {ck}, request {req.name}: asks for all devices, but resource pool "
+                                          f"{p.id} is currently being updated")
+                if p.invalid:
+                    raise AllocationError(f"claim {ck}, request {req.name}: asks for all devices, but resource pool "
+                                          f"{p.id} is currently invalid")
+                for s in p.slices:
+                    for d in _devices(s):
+                        did = (p.driver, p.name, str(d.get("name") or ""))
+                        if self._selectable(key, rd, s, d, did):
+                            rd.all_devices.append((did, d, s, p))
+            rd.num_devices = len(rd.all_devices)
+        else:
+            raise AllocationError(f"claim {ck}, request {req.name}: unsupported count mode {req.mode}")
+        return rd
+
+    # -------------------------------------------------------------- search
+    def _check_deadline(self) -> None:
+        self.steps += 1
+        if self.deadline is not None and self.steps % 64 == 0 and time.monotonic() > self.deadline:
+            raise AllocationError("filter operation aborted: context deadline exceeded")
+
+    def _one(self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: tuple[int, int, int]) -> bool:
+        self._check_deadline()
+        if ci >= len(self.claims):
+            return True
+        claim = self.claims[ci]
+        requests = (_spec(claim).get("devices") or {}).get("requests") or []
+        if ri >= len(requests):
+            try:
+                return self._one(ci + 1, 0, 0, 0, False, (0, 0, 0))
+            except _MaxSizeExceeded:
+                return False
+        rd = self.request_data[(ci, ri, si)]
+        if not in_sub and rd.is_sub:
+            all_exceeded = True
+            sub = 0
+            while (ci, ri, sub) in self.request_data:
+                try:
+                    ok = self._one(ci, ri, sub, di, True, (0, 0, 0))
+                except _MaxSizeExceeded:
+                    sub += 1
+                    continue
+                all_exceeded = False
+                if ok:
+                    self.request_data[(ci, ri, 0)].selected_sub = sub
+                    return True
+                sub += 1
+            if all_exceeded:
+                raise _MaxSizeExceeded
+            return False
+        req = rd.request
+        if req.mode == "All" and not rd.all_devices:
+            return False
+        if di >= rd.num_devices:
+            return self._one(ci, ri + 1, 0, 0, False, (0, 0, 0))
+        if len(self.results[ci]) + rd.num_devices - di > ALLOCATION_RESULTS_MAX_SIZE:
+            raise _MaxSizeExceeded
+        if req.mode == "All":
+            did, d, s, p = rd.all_devices[di]
+            undo = self._allocate_device(ci, rd, did, d, s, p, must=True)
+            if undo is None:
+                return False
+            try:
+                done = self._one(ci, ri, si, di + 1, in_sub, (0, 0, 0))
+            except Exception:
+                undo()
+                raise
+            if not done:
+                undo()
+            return done
+        key = (ci, ri, si)
+        for pi in range(start[0], len(self.pools)):
+            p = self.pools[pi]
+            if p.incomplete or p.invalid:
+                continue
+            s_start = start[1] if pi == start[0] else 0
+            for sj in range(s_start, len(p.slices)):
+                s = p.slices[sj]
+                devs = _devices(s)
+                d_start = start[2] if (pi == start[0] and sj == start[1]) else 0
+                for dk in range(d_start, len(devs)):
+                    d = devs[dk]
+                    did = (p.driver, p.name, str(d.get("name") or ""))
+                    if req.admin:
+                        if ci in self.allocating.get(did, ()):
+                            continue
+                    elif self._in_use(did):
+                        continue
+                    if not self._selectable(key, rd, s, d, did):
+                        continue
+                    undo = self._allocate_device(ci, rd, did, d, s, p, must=False)
+                    if undo is None:
+                        continue
+                    try:
+                        done = self._one(ci, ri, si, di + 1, in_sub, (pi, sj, dk + 1))
+                    except Exception:
+                        undo()
+                        raise
+                    if done:
+                        return True
+                    undo()
+        return False
+
+    def _in_use(self, did: DeviceID) -> bool:
+        return did in self.a.allocated or bool(self.allocating.get(did))
+
+    def _selectable(self, key: tuple[int, int, int], rd: _RequestData, s: dict[str, Any], d: dict[str, Any],
+                    did: DeviceID) -> bool:
+        if not self.features.device_binding_and_status and d.get("bindingConditions"):
+            return False
+        mk = (did, *key)
+        hit = self.matches.get(mk)
+        if hit is not None:
+            return hit
+        ok = True
+        if rd.device_class is not None:
+            sels = _spec(rd.device_class).get("selectors")
+            if sels:
+                ok = self._selectors_match(key[0], d, did, rd.device_class, sels)
+        if ok and rd.request.selectors:
+            ok = self._selectors_match(key[0], d, did, None, rd.request.selectors)
+        if ok and _spec(s).get("perDeviceNodeSelection"):
+            ok = node_matches(self.node, d.get("nodeName"), bool(d.get("allNodes")), d.get("nodeSelector"))
+        self.matches[mk] = ok
+        return ok
+
+    def _selectors_match(self, ci: int, d: dict[str, Any], did: DeviceID, cls: dict[str, Any] | None,
+                         selectors: list[dict[str, Any]]) -> bool:
+        for i, sel in enumerate(selectors):
+            expr = str(((sel or {}).get("cel") or {}).get("expression") or "")
+            compiled = self.a.cel_cache.get_or_compile(expr)
+            if compiled.error is not None:
+                who = f"class {name_of(cls)}" if cls is not None else f"claim {claim_key(self.claims[ci])}"
+                raise AllocationError(f"{who}: selector #{i}: CEL compile error: {compiled.error}")
+            try:
+                ok = self.a.selector_matches(expr, did[0], d)
+            except CelError as exc:
+                who = f"class {name_of(cls)}" if cls is not None else f"claim {claim_key(self.claims[ci])}"
+                raise AllocationError(f"{who}: selector #{i}: CEL runtime error: {exc}") from None
+            if not ok:
+                return False
+        return True
+
+    def _allocate_device(self, ci: int, rd: _RequestData, did: DeviceID, d: dict[str, Any], s: dict[str, Any],
+                         p: Pool, must: bool) -> Callable[[], None] | None:
+        req = rd.request
+        if d.get("allowMultipleAllocations"):
+            raise AllocationError(f"claim {claim_key(self.claims[ci])}, request {req.full_name}: device "
+                                  f"{did[0]}/{did[1]}/{did[2]} allows multiple allocations (DRAConsumableCapacity), "
+                                  f"which ksched does not support")
+        if req.admin and ci in self.allocating.get(did, ()):
+            return None
+        if not req.admin and self._in_use(did):
+            return None
+        uses = d.get("consumesCounters") or []
+        if uses and not self.features.partitionable_devices:
+            return None
+        if uses and not self._take_counters(p, uses):
+            return None
+        if self.features.device_taints and taint_prevents(d, req):
+            if uses:
+                self._give_counters(p, uses)
+            return None
+        added: list[_MatchAttribute] = []
+        for c in self.constraints[ci]:
+            if not c.add(req, d, did):
+                if must:
+                    raise AllocationError(f"claim {claim_key(self.claims[ci])}, request {req.name}: cannot add device "
+                                          f"{did[0]}/{did[1]}/{did[2]} because a claim constraint would not be "
+                                          f"satisfied")
+                for a in added:
+                    a.remove(req)
+                if uses:
+                    self._give_counters(p, uses)
+                return None
+            added.append(c)
+        self.allocating.setdefault(did, set()).add(ci)
+        self.results[ci].append(_Result(req, did, d, s))
+        n = len(self.results[ci]) - 1
+
+        def undo() -> None:
+            for c in self.constraints[ci]:
+                c.remove(req)
+            self.allocating[did].discard(ci)
+            if uses:
+                self._give_counters(p, uses)
+            del self.results[ci][n:]
+
+        return undo
+
+    # -------------------------------------------------------------- counters
+    def _available(self, p: Pool) -> dict[str, dict[str, Decimal]]:
+        av = self.available.get(p.id)
+        if av is None:
+            av = {name: dict(cs) for name, cs in p.counter_sets.items()}
+            for s in p.slices + p.other_slices:
+                for d in _devices(s):
+                    if (p.driver, p.name, str(d.get("name") or "")) not in self.a.allocated:
+                        continue
+                    for use in d.get("consumesCounters") or []:
+                        cs = av.get(str(use.get("counterSet") or ""), {})
+                        for cname, c in _counters(use.get("counters")).items():
+                            if cname in cs:
+                                cs[cname] -= c
+            self.available[p.id] = av
+        return av
+
+    def _take_counters(self, p: Pool, uses: list[dict[str, Any]]) -> bool:
+        av = self._available(p)
+        consumed = self.consumed.setdefault(p.id, {})
+        for use in uses:
+            cs = consumed.setdefault(str(use.get("counterSet") or ""), {})
+            for cname, c in _counters(use.get("counters")).items():
+                cs[cname] = cs.get(cname, Decimal(0)) + c
+        for set_name, counters in av.items():
+            used = consumed.get(set_name, {})
+            for cname, have in counters.items():
+                if have < used.get(cname, Decimal(0)):
+                    self._give_counters(p, uses)
+                    return False
+        return True
+
+    def _give_counters(self, p: Pool, uses: list[dict[str, Any]]) -> None:
+        consumed = self.consumed.setdefault(p.id, {})
+        for use in uses:
+            cs = consumed.setdefault(str(use.get("counterSet") or ""), {})
+            for cname, c in _counters(use.get("counters")).items():
+                cs[cname] = cs.get(cname, Decimal(0)) - c
+
+    # -------------------------------------------------------------- result
+    def _result(self, ci: int, claim: dict[str, Any]) -> dict[str, Any]:
+        results = []
+        for r in self.results[ci]:
+            out: dict[str, Any] = {"request": r.request.full_name, "driver": r.id[0], "pool": r.id[1],
+                                   "device": r.id[2]}
+            if r.request.admin:
+                out["adminAccess"] = True
+            if r.request.tolerations:
+                out["tolerations"] = r.request.tolerations
+            if self.features.device_binding_and_status:
+                if r.device.get("bindingConditions"):
+                    out["bindingConditions"] = list(r.device["bindingConditions"])
+                if r.device.get("bindingFailureConditions"):
+                    out["bindingFailureConditions"] = list(r.device["bindingFailureConditions"])
+            results.append(out)
+        config: list[dict[str, Any]] = []
+        devices = _spec(claim).get("devices") or {}
+        requests = devices.get("requests") or []
+        class_ranges: dict[str, tuple[int, int]] = {}
+        for ri in range(len(requests)):
+            rd = self.request_data[(ci, ri, 0)]
+            if rd.is_sub:
+                rd = self.request_data[(ci, ri, rd.selected_sub)]
+            cls = rd.device_class
+            if cls is None:
+                continue
+            cname = name_of(cls)
+            if cname in class_ranges:
+                lo, hi = class_ranges[cname]
+                for i in range(lo, hi):
+                    config[i]["requests"].append(rd.request.full_name)
+                continue
+            lo = len(config)
+            for c in _spec(cls).get("config") or []:
+                config.append({"source": "FromClass", "requests": [rd.request.full_name],
+                               **{k: v for k, v in c.items() if k != "requests"}})
+            class_ranges[cname] = (lo, len(config))
+        for c in devices.get("config") or []:
+            wanted = list(c.get("requests") or [])
+            body = {k: v for k, v in c.items() if k != "requests"}
+            if not wanted:
+                config.append({"source": "FromClaim", **body})
+                continue
+            for ri, req in enumerate(requests):
+                if req.get("name") in wanted:
+                    config.append({"source": "FromClaim", "requests": wanted, **body})
+                    continue
+                rd = self.request_data[(ci, ri, 0)]
+                if not rd.is_sub:
+                    continue
+                sub = (req.get("firstAvailable") or [])[rd.selected_sub]
+                if f"{req.get('name')}/{sub.get('name')}" in wanted:
+                    config.append({"source": "FromClaim", "requests": wanted, **body})
+        alloc: dict[str, Any] = {"devices": {"results": results}}
+        if config:
+            alloc["devices"]["config"] = config
+        sel = self._node_selector(self.results[ci])
+        if sel is not None:
+            alloc["nodeSelector"] = sel
+        return alloc
+
+    def _node_selector(self, results: list[_Result]) -> dict[str, Any] | None:
+        fields: list[dict[str, Any]] = []
+        exprs: list[dict[str, Any]] = []
+        for r in results:
+            sp = _spec(r.slice)
+            if sp.get("perDeviceNodeSelection"):
+                node_name, sel = r.device.get("nodeName"), r.device.get("nodeSelector")
+            else:
+                node_name, sel = sp.get("nodeName"), sp.get("nodeSelector")
+            if node_name or r.device.get("bindsToNode"):
+                return {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": [self.node.name]}]}]}
+            if sel is not None:
+                terms = sel.get("nodeSelectorTerms") or []
+                if len(terms) > 1:
+                    raise AllocationError(f"create NodeSelector for claim: unsupported ResourceSlice.NodeSelector with "
+                                          f"{len(terms)} terms")
+                if terms:
+                    _add_reqs(terms[0].get("matchFields") or [], fields)
+                    _add_reqs(terms[0].get("matchExpressions") or [], exprs)
+        if not fields and not exprs:
+            return None
+        term: dict[str, Any] = {}
+        if exprs:
+            term["matchExpressions"] = exprs
+        if fields:
+            term["matchFields"] = fields
+        return {"nodeSelectorTerms": [term]}
+
+
+def _add_reqs(src: list[dict[str, Any]], dst: list[dict[str, Any]]) -> None:
+    for r in src:
+        vals = set(r.get("values") or [])
+        if not any(e.get("key") == r.get("key") and e.get("operator") == r.get("operator")
+                   and set(e.get("values") or []) == vals for e in dst):
+            dst.append(r)

@@ -1,0 +1,237 @@
+"""The DRA objects the scheduler watches, and what every profile must see the same way: claims overlaid with
+the versions PreBind just wrote (the assume cache), allocations in flight between Reserve and PreBind, and the
+devices those and every allocated claim hold (kube's SharedDRAManager, one per scheduler)."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import Counter
+from typing import Any
+
+from ...objects import Pod
+
+CLAIMS = "resourceclaims.resource.k8s.io"
+CLASSES = "deviceclasses.resource.k8s.io"
+SLICES = "resourceslices.resource.k8s.io"
+TEMPLATES = "resourceclaimtemplates.resource.k8s.io"
+
+#: ClusterEvent resources as the scheduler names these kinds (group/Kind)
+EV_CLAIM = "resource.k8s.io/ResourceClaim"
+EV_CLASS = "resource.k8s.io/DeviceClass"
+EV_SLICE = "resource.k8s.io/ResourceSlice"
+
+FINALIZER = "resource.kubernetes.io/delete-protection"
+#: annotation kube-controller-manager puts on claims generated from a template
+ANN_POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"
+
+DeviceID = tuple[str, str, str]
+
+
+class ClaimNotUsable(Exception):
+    """A pod's claim cannot be used now; the message is kube-scheduler's."""
+
+
+def meta(obj: dict[str, Any] | None) -> dict[str, Any]:
+    return (obj or {}).get("metadata") or {}
+
+
+def status(obj: dict[str, Any] | None) -> dict[str, Any]:
+    return (obj or {}).get("status") or {}
+
+
+def allocation_of(claim: dict[str, Any]) -> dict[str, Any] | None:
+    return status(claim).get("allocation") or None
+
+
+def claim_devices(claim: dict[str, Any] | None) -> tuple[DeviceID, ...]:
+    """Devices an allocated claim holds exclusively (admin access does not hold a device)."""
+    alloc = allocation_of(claim or {})
+    if not alloc:
+        return ()
+    out = []
+    for r in ((alloc.get("devices") or {}).get("results") or []):
+        if r.get("adminAccess"):
+            continue
+        out.append((str(r.get("driver") or ""), str(r.get("pool") or ""), str(r.get("device") or "")))
+    return tuple(out)
+
+
+def pod_claim_refs(pod: Pod) -> list[dict[str, Any]]:
+    return [r for r in ((pod.raw.get("spec") or {}).get("resourceClaims") or []) if isinstance(r, dict)]
+
+
+def claim_name(pod: Pod, ref: dict[str, Any]) -> tuple[str | None, bool]:
+    """resourceclaim.Name: (claim name or None when intentionally not created, must check the owner)."""
+    if ref.get("resourceClaimName") is not None:
+        return str(ref["resourceClaimName"]), False
+    if ref.get("resourceClaimTemplateName") is not None:
+        for st in ((pod.raw.get("status") or {}).get("resourceClaimStatuses") or []):
+            if st.get("name") == ref.get("name"):
+                name = st.get("resourceClaimName")
+                return (str(name) if name is not None else None), True
+        raise ClaimNotUsable(f'pod "{pod.namespace}/{pod.name}": ResourceClaim not created yet')
+    raise ClaimNotUsable(f'pod "{pod.namespace}/{pod.name}", spec.resourceClaim "{ref.get("name") or ""}": none of '
+                         f"the supported fields are set")
+
+
+def controlled_by(obj: dict[str, Any], pod: Pod) -> bool:
+    return any(r.get("controller") and r.get("uid") == pod.uid for r in meta(obj).get("ownerReferences") or [])
+
+
+def reserved_for_pod(claim: dict[str, Any], pod: Pod) -> bool:
+    return any(r.get("uid") == pod.uid for r in status(claim).get("reservedFor") or [])
+
+
+class DraManager:
+    """Claim, class and slice stores of one cluster, shared by every profile (see `for_handle`)."""
+
+    def __init__(self, handle: Any) -> None:
+        self.claims = handle.informer(CLAIMS)
+        self.classes = handle.informer(CLASSES)
+        self.slices = handle.informer(SLICES)
+        self._lock = threading.Lock()
+        #: claim key -> (the version PreBind wrote, its resourceVersion), until the store has caught up with it
+        self._assumed: dict[str, tuple[dict[str, Any], str]] = {}
+        #: claim uid -> the claim with the allocation Reserve picked, until PreBind wrote it (or Unreserve)
+        self._in_flight: dict[str, dict[str, Any]] = {}
+        self._held: dict[str, tuple[DeviceID, ...]] = {}
+        self._count: Counter[DeviceID] = Counter()
+        #: bumped on every ResourceSlice change: what was derived from the slices must be rebuilt
+        self.slices_version = 0
+        self.slices.add_handler(self._on_slice)
+        self.claims.add_handler(self._on_claim)
+        for c in self.claims.list():
+            self._track(c, None)
+
+    def _on_slice(self, action: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        self.slices_version += 1
+
+    # -------------------------------------------------------------- sharing
+    _by_cluster: weakref.WeakKeyDictionary[Any, DraManager] = weakref.WeakKeyDictionary()
+    _by_cluster_lock = threading.Lock()
+
+    @classmethod
+    def for_handle(cls, handle: Any) -> DraManager:
+        cluster = getattr(handle, "cluster", None)
+        if cluster is None:
+            raise RuntimeError("the DynamicResources plugin needs a framework handle with a cluster")
+        with cls._by_cluster_lock:
+            mgr = cls._by_cluster.get(cluster)
+            if mgr is None:
+                mgr = cls._by_cluster[cluster] = cls(handle)
+            return mgr
+
+    # -------------------------------------------------------------- allocated devices
+    @staticmethod
+    def _key(claim: dict[str, Any]) -> str:
+        m = meta(claim)
+        return f"{m.get('namespace') or 'default'}/{m.get('name') or ''}"
+
+    def _track(self, new: dict[str, Any] | None, old: dict[str, Any] | None) -> None:
+        key = self._key(new or old or {})
+        devices = claim_devices(new) if new is not None else ()
+        with self._lock:
+            before = self._held.pop(key, ())
+            for d in before:
+                self._count[d] -= 1
+                if self._count[d] <= 0:
+                    del self._count[d]
+            if devices:
+                self._held[key] = devices
+                self._count.update(devices)
+
+    def _on_claim(self, action: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        self._track(None if action == "DELETED" else new, old)
+
+    def allocated(self) -> AllocatedView:
+        """Devices in use: allocated in the store, assumed after PreBind, or in flight."""
+        extra: set[DeviceID] = set()
+        with self._lock:
+            assumed = list(self._assumed.items())
+        for key, (obj, written_rv) in assumed:
+            ns, name = key.split("/", 1)
+            real = self.claims.get(name, ns)
+            if real is None or _caught_up(real, written_rv):
+                with self._lock:
+                    if self._assumed.get(key, (None, ""))[0] is obj:
+                        del self._assumed[key]
+                continue
+            extra.update(claim_devices(obj))
+        with self._lock:
+            for c in self._in_flight.values():
+                extra.update(claim_devices(c))
+            counts = dict(self._count)
+        return AllocatedView(counts, extra)
+
+    # -------------------------------------------------------------- claims
+    def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        real = self.claims.get(name, namespace)
+        key = f"{namespace}/{name}"
+        with self._lock:
+            hit = self._assumed.get(key)
+            if hit is None:
+                return real
+            if real is None or _caught_up(real, hit[1]):
+                del self._assumed[key]
+                return real
+            return hit[0]
+
+    def assume(self, written: dict[str, Any]) -> None:
+        """Remember what PreBind wrote (the API server's answer) until the store has that version or a newer
+        one: an older event (the finalizer update before it) must not make its devices look free."""
+        with self._lock:
+            self._assumed[self._key(written)] = (written, str(meta(written).get("resourceVersion") or ""))
+
+    def signal_pending(self, uid: str, claim: dict[str, Any]) -> None:
+        with self._lock:
+            self._in_flight[uid] = claim
+
+    def remove_pending(self, uid: str) -> bool:
+        with self._lock:
+            return self._in_flight.pop(uid, None) is not None
+
+    def has_pending(self, uid: str) -> bool:
+        with self._lock:
+            return uid in self._in_flight
+
+    def pod_claims(self, pod: Pod) -> list[dict[str, Any]]:
+        """The pod's claims in spec order (foreachPodResourceClaim); raises ClaimNotUsable."""
+        out = []
+        for ref in pod_claim_refs(pod):
+            name, check_owner = claim_name(pod, ref)
+            if name is None:
+                continue
+            claim = self.get_claim(pod.namespace, name)
+            if claim is None:
+                raise ClaimNotUsable(f'resourceclaim.resource.k8s.io "{name}" not found')
+            if meta(claim).get("deletionTimestamp"):
+                raise ClaimNotUsable(f'resourceclaim "{name}" is being deleted')
+            if check_owner and not controlled_by(claim, pod):
+                raise ClaimNotUsable(f"ResourceClaim {pod.namespace}/{name} was not created for Pod "
+                                     f"{pod.namespace}/{pod.name} (Pod is not owner)")
+            out.append(claim)
+        return out
+
+
+def _caught_up(real: dict[str, Any], written_rv: str) -> bool:
+    have = str(meta(real).get("resourceVersion") or "")
+    if have.isdigit() and written_rv.isdigit():
+        return int(have) >= int(written_rv)
+    return have == written_rv
+
+
+class AllocatedView:
+    """`device in view`: the allocated set, without copying the whole count table."""
+
+    __slots__ = ("_counts", "_extra")
+
+    def __init__(self, counts: dict[DeviceID, int], extra: set[DeviceID]) -> None:
+        self._counts = counts
+        self._extra = extra
+
+    def __contains__(self, did: object) -> bool:
+        return did in self._counts or did in self._extra
+
+    def __len__(self) -> int:
+        return len(set(self._counts) | self._extra)

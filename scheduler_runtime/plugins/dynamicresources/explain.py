@@ -1,0 +1,194 @@
+"""Plain-language reasons why a pod waits on its ResourceClaims, for `ksched describe-pod` and `simulate`.
+
+Each line names the object and the field to fix: a claim or template that does not exist, a DeviceClass that
+does not exist, a selector that does not compile or fails on a device, a pool that is invalid or incomplete, or
+no node with enough free matching devices ("no node has 2 free devices of class gpu.example.com matching
+model == "a100"").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from ...objects import Node
+from .allocator import Features, gather_pools, node_matches
+from .cel import CelCache, CelError, DeviceInput
+from .claims import allocation_of, claim_devices, meta, status
+
+ListObjects = Callable[[str], list[dict[str, Any]]]
+_ATTR = re.compile(r'device\.(?:attributes|capacity)\["[^"]*"\]\.')
+
+
+def _spec(o: dict[str, Any] | None) -> dict[str, Any]:
+    return (o or {}).get("spec") or {}
+
+
+def _short(expr: str) -> str:
+    return _ATTR.sub("", " ".join(expr.split()))
+
+
+def explain_claims(pod_raw: dict[str, Any], list_objects: ListObjects, nodes: dict[str, Node]) -> list[str]:
+    refs = [r for r in (_spec(pod_raw).get("resourceClaims") or []) if isinstance(r, dict)]
+    if not refs:
+        return []
+    pm = meta(pod_raw)
+    ns = pm.get("namespace") or "default"
+    claims = {f"{meta(c).get('namespace') or 'default'}/{meta(c).get('name')}": c
+              for c in list_objects("resourceclaims")}
+    templates = {f"{meta(t).get('namespace') or 'default'}/{meta(t).get('name')}": t
+                 for t in list_objects("resourceclaimtemplates")}
+    classes = {str(meta(c).get("name")): c for c in list_objects("deviceclasses")}
+    statuses = {s.get("name"): s for s in (pod_raw.get("status") or {}).get("resourceClaimStatuses") or []}
+    lines: list[str] = []
+    mine: list[dict[str, Any]] = []
+    for i, ref in enumerate(refs):
+        rname = ref.get("name") or ""
+        if ref.get("resourceClaimName") is not None:
+            key = f"{ns}/{ref['resourceClaimName']}"
+            if key not in claims:
+                lines.append(f"Claim {rname!r}: ResourceClaim {key} does not exist (spec.resourceClaims[{i}]."
+                             f"resourceClaimName): create it; the pod is not attempted until then.")
+                continue
+        elif ref.get("resourceClaimTemplateName") is not None:
+            tkey = f"{ns}/{ref['resourceClaimTemplateName']}"
+            st = statuses.get(rname)
+            if st is None:
+                if tkey not in templates:
+                    lines.append(f"Claim {rname!r}: ResourceClaimTemplate {tkey} does not exist (spec.resourceClaims"
+                                 f"[{i}].resourceClaimTemplateName), so no ResourceClaim is created for the pod: "
+                                 f"create the template or fix the name.")
+                else:
+                    lines.append(f"Claim {rname!r}: waiting for kube-controller-manager's resourceclaim controller "
+                                 f"to create a ResourceClaim from template {tkey}.")
+                continue
+            if st.get("resourceClaimName") is None:
+                continue
+            key = f"{ns}/{st['resourceClaimName']}"
+            if key not in claims:
+                lines.append(f"Claim {rname!r}: ResourceClaim {key} (status.resourceClaimStatuses) does not exist.")
+                continue
+        else:
+            continue
+        claim = claims[key]
+        if meta(claim).get("deletionTimestamp"):
+            lines.append(f"Claim {rname!r}: ResourceClaim {key} is being deleted.")
+            continue
+        mine.append(claim)
+    if mine:
+        lines += _explain_allocation(mine, claims, classes, list_objects, nodes)
+    return lines
+
+
+def _explain_allocation(mine: list[dict[str, Any]], claims: dict[str, dict[str, Any]],
+                        classes: dict[str, dict[str, Any]], list_objects: ListObjects,
+                        nodes: dict[str, Node]) -> list[str]:
+    lines: list[str] = []
+    cache = CelCache(64)
+    own = {id(c) for c in mine}
+    allocated = {d for c in claims.values() if id(c) not in own for d in claim_devices(c)}
+    slices = list_objects("resourceslices")
+    features = Features()
+    pools_by_node = {name: gather_pools(slices, node, features, slices) for name, node in nodes.items()}
+    reported_pools: set[str] = set()
+    for pools in pools_by_node.values():
+        for p in pools:
+            if p.id in reported_pools:
+                continue
+            if p.invalid:
+                reported_pools.add(p.id)
+                lines.append(f"ResourceSlice pool {p.id} is invalid ({p.invalid_reason}): no device of it is "
+                             f"allocated until its slices are fixed (spec.devices[].name, spec.pool).")
+            elif p.incomplete:
+                reported_pools.add(p.id)
+                lines.append(f"ResourceSlice pool {p.id} is incomplete: fewer slices than spec.pool."
+                             f"resourceSliceCount at its newest spec.pool.generation, so it is skipped while it is "
+                             f"being updated.")
+    for claim in mine:
+        key = f"{meta(claim).get('namespace') or 'default'}/{meta(claim).get('name')}"
+        if allocation_of(claim) is not None:
+            sel = (allocation_of(claim) or {}).get("nodeSelector")
+            devs = ", ".join("/".join(d) for d in claim_devices(claim)) or "admin access"
+            where = ""
+            if sel is not None:
+                fits = [n for n, node in nodes.items() if node_matches(node, None, False, sel)]
+                where = f", usable only on {', '.join(fits) or 'no node'}"
+            reserved = [r.get("name") for r in status(claim).get("reservedFor") or []]
+            lines.append(f"ResourceClaim {key} is already allocated ({devs}{where})"
+                         f"{'; reserved for ' + ', '.join(map(str, reserved)) if reserved else ''}.")
+            continue
+        for ri, req in enumerate(((_spec(claim).get("devices") or {}).get("requests")) or []):
+            alternatives = []
+            if req.get("exactly") is not None:
+                alternatives.append((req["exactly"], f"spec.devices.requests[{ri}].exactly", str(req.get("name"))))
+            for si, sub in enumerate(req.get("firstAvailable") or []):
+                alternatives.append((sub, f"spec.devices.requests[{ri}].firstAvailable[{si}]",
+                                     f"{req.get('name')}/{sub.get('name')}"))
+            best: list[str] = []
+            for body, path, rname in alternatives:
+                line = _explain_request(key, rname, body, path, classes, cache, pools_by_node, nodes, allocated)
+                if line is None:
+                    best = []
+                    break
+                best.append(line)
+            lines += best
+    return lines
+
+
+def _explain_request(key: str, rname: str, body: dict[str, Any], path: str, classes: dict[str, dict[str, Any]],
+                     cache: CelCache, pools_by_node: dict[str, list[Any]], nodes: dict[str, Node],
+                     allocated: set[tuple[str, str, str]]) -> str | None:
+    """Why the request cannot be met, or None when some node has enough free matching devices."""
+    cname = str(body.get("deviceClassName") or "")
+    cls = classes.get(cname)
+    if cls is None:
+        return (f"ResourceClaim {key}, request {rname}: DeviceClass {cname!r} does not exist "
+                f"({path}.deviceClassName).")
+    selectors: list[tuple[str, str, str]] = []
+    for k, sel in enumerate(_spec(cls).get("selectors") or []):
+        selectors.append((str(((sel or {}).get("cel") or {}).get("expression") or ""),
+                          f"DeviceClass {cname} spec.selectors[{k}].cel.expression", "class"))
+    for k, sel in enumerate(body.get("selectors") or []):
+        selectors.append((str(((sel or {}).get("cel") or {}).get("expression") or ""),
+                          f"ResourceClaim {key} {path}.selectors[{k}].cel.expression", "claim"))
+    for expr, where, _who in selectors:
+        compiled = cache.get_or_compile(expr)
+        if compiled.error is not None:
+            return f"{where} does not compile: {compiled.error}."
+    mode = body.get("allocationMode") or "ExactCount"
+    want = int(body.get("count") or 1) if mode == "ExactCount" else 1
+    most, most_node = 0, ""
+    inputs: dict[int, DeviceInput] = {}
+    for node_name, pools in pools_by_node.items():
+        free = 0
+        for p in pools:
+            if p.incomplete or p.invalid:
+                continue
+            for s in p.slices:
+                for d in _spec(s).get("devices") or []:
+                    did = (p.driver, p.name, str(d.get("name") or ""))
+                    if did in allocated:
+                        continue
+                    di = inputs.get(id(d)) or inputs.setdefault(id(d), DeviceInput(p.driver, d))
+                    ok = True
+                    for expr, where, _who in selectors:
+                        try:
+                            if not cache.get_or_compile(expr).matches(di):
+                                ok = False
+                                break
+                        except CelError as exc:
+                            return f"{where} fails on device {'/'.join(did)}: {exc}."
+                    if ok and _spec(s).get("perDeviceNodeSelection"):
+                        ok = node_matches(nodes[node_name], d.get("nodeName"), bool(d.get("allNodes")),
+                                          d.get("nodeSelector"))
+                    free += ok
+        if free > most:
+            most, most_node = free, node_name
+    if most >= want:
+        return None
+    matching = " and ".join(f"{_short(e)}" for e, _w, who in selectors if who == "claim")
+    noun = "device" if want == 1 else "devices"
+    held = f"the most on one node is {most} ({most_node})" if most else "none is free anywhere"
+    return (f"ResourceClaim {key}, request {rname}: no node has {want} free {noun} of class {cname}"
+            f"{' matching ' + matching if matching else ''}: {held}.")

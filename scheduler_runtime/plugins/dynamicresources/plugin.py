@@ -1,0 +1,643 @@
+"""DynamicResources: pods get the devices their ResourceClaims ask for, as kube-scheduler v1.36 allocates them.
+
+PreEnqueue holds a pod back until each of its claims exists (a template's claim is created by
+kube-controller-manager; the embedded cluster does it itself). PreFilter reads the claims, checks the device
+classes and builds the structured allocator over every ResourceSlice and the devices already allocated (by any
+claim, written by a PreBind that the informer has not shown yet, or in flight between Reserve and PreBind).
+Filter allocates per node; Score prefers nodes where earlier `firstAvailable` alternatives fit; Reserve marks
+the chosen allocation in flight so the next pod of the same wave cannot take those devices; PreBind writes the
+finalizer, then `status.allocation` and `status.reservedFor` (the pod) on each claim. PostFilter, when no node
+fits, deallocates one allocated claim that blocked the pod and that nobody else uses; for a pod without claims it
+contributes kube's `no new claims to deallocate` to the FailedScheduling message.
+
+Every rejection is UnschedulableAndUnresolvable (preemption cannot help), as in kube. Not implemented (refused
+where they would matter, see docs/dra.md): extended resources backed by DRA (DRAExtendedResource), consumable
+capacity (DRAConsumableCapacity), DeviceTaintRule objects (DRADeviceTaintRules, off by default), alpha gates.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import model_validator
+
+from ...config.fielderrors import FieldErrorList, invalid
+from ...framework.cycle_state import CycleState
+from ...framework.nodelist import NodeList
+from ...framework.plugin import Plugin, PluginArgs
+from ...framework.snapshot import Snapshot
+from ...framework.status import Status
+from ...framework.types import (
+    QUEUE,
+    QUEUE_SKIP,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    NodeInfo,
+    NodeScore,
+    PostFilterResult,
+    PreFilterResult,
+)
+from ...objects import NodeSelector, Pod
+from ..tainttoleration import default_normalize
+from .allocator import AllocationError, Allocator, Features, NodeAllocationFailure, SliceCaches
+from .cel import CelCache
+from .claims import (
+    CLAIMS,
+    EV_CLAIM,
+    EV_CLASS,
+    EV_SLICE,
+    FINALIZER,
+    ClaimNotUsable,
+    DraManager,
+    allocation_of,
+    meta,
+    pod_claim_refs,
+    reserved_for_pod,
+    status,
+)
+
+NAME = "DynamicResources"
+#: resourceapi.FirstAvailableDeviceRequestMaxSize
+FIRST_AVAILABLE_MAX = 8
+#: seconds between checks while PreBind waits for binding conditions (kube polls every 5 s)
+BINDING_POLL = 5.0
+
+
+def _duration(v: Any) -> float:
+    from ...config.loader import parse_duration
+
+    return parse_duration(v)
+
+
+class DynamicResourcesArgs(PluginArgs):
+    """`filterTimeout` (default 10s; 0 disables) bounds Filter's search per node; `bindingTimeout` (default
+    10m0s) bounds PreBind's wait for devices' binding conditions."""
+
+    filter_timeout: str | None = "10s"
+    binding_timeout: str | None = "10m0s"
+
+    @model_validator(mode="after")
+    def _kube_rules(self) -> DynamicResourcesArgs:
+        """kube-scheduler's ValidateDynamicResourcesArgs with v1.36's default gates."""
+        errs = FieldErrorList()
+        for fld, value, least, msg in (("filterTimeout", self.filter_timeout, 0.0, "must be zero or positive"),
+                                       ("bindingTimeout", self.binding_timeout, 1.0, "must be at least 1 second")):
+            if value is None:
+                continue
+            try:
+                secs = _duration(value)
+            except ValueError as exc:
+                errs.add((fld,), invalid(value, str(exc)))
+                continue
+            if secs < least:
+                errs.add((fld,), invalid(value, msg))
+        errs.raise_if_any()
+        # metav1.Duration is written back in Go's form ("600s" -> "10m0s"), as --write-config-to shows it
+        from ...config.loader import format_duration
+
+        for attr in ("filter_timeout", "binding_timeout"):
+            v = getattr(self, attr)
+            if v is not None and _duration(v) >= 0:
+                formatted = format_duration(_duration(v))
+                if formatted != v:
+                    object.__setattr__(self, attr, formatted)
+        return self
+
+
+@dataclass
+class _State:
+    claims: list[dict[str, Any]] = field(default_factory=list)
+    available_on: list[NodeSelector | None] = field(default_factory=list)
+    to_allocate: list[int] = field(default_factory=list)
+    allocator: Allocator | None = None
+    unavailable: set[int] = field(default_factory=set)
+    #: node -> Filter's solution (its build() gives one AllocationResult per claim in to_allocate)
+    allocations: dict[str, Any] = field(default_factory=dict)
+    #: claim index -> the allocation Reserve picked
+    picked: dict[int, dict[str, Any]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    has_sub_requests: bool = False
+
+    def clone(self) -> _State:
+        return self  # shared by the clones of one cycle, as kube's stateData is
+
+
+class DynamicResources(Plugin):
+    name = NAME
+    args_model = DynamicResourcesArgs
+    #: nothing beyond system:kube-scheduler, which grants what this plugin reads and writes (see DRA_PERMISSIONS)
+    rbac: ClassVar[list[dict[str, Any]]] = []
+
+    def __init__(self, args: DynamicResourcesArgs | None = None, handle: Any = None) -> None:
+        super().__init__(args if args is not None else DynamicResourcesArgs(), handle)
+        self.features = Features()
+        ft = self.args.filter_timeout
+        self.filter_timeout = _duration(ft) if ft is not None else 0.0
+        bt = self.args.binding_timeout
+        self.binding_timeout = _duration(bt) if bt is not None else 600.0
+        self.cel_cache = CelCache(10)
+        self._mgr: DraManager | None = None
+        if handle is not None and getattr(handle, "cluster", None) is not None:
+            self._mgr = DraManager.for_handle(handle)
+        #: CEL inputs of slice devices, reused across cycles (keyed by the device dict's id, checked by identity)
+        self._device_inputs: dict[int, Any] = {}
+        #: pools per node and selector verdicts per device, rebuilt when a ResourceSlice changes
+        self._caches = SliceCaches()
+        self._caches_version = -1
+        self.binding_poll = BINDING_POLL
+
+    @property
+    def mgr(self) -> DraManager:
+        if self._mgr is None:
+            self._mgr = DraManager.for_handle(self.handle)
+        return self._mgr
+
+    # ------------------------------------------------------------------ PreEnqueue
+    def pre_enqueue(self, pod: Pod) -> Status | None:
+        if not pod_claim_refs(pod):
+            return None
+        try:
+            self.mgr.pod_claims(pod)
+        except ClaimNotUsable as exc:
+            return Status.unresolvable(str(exc))
+        return None
+
+    # ------------------------------------------------------------------ PreFilter
+    def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeList) -> tuple[PreFilterResult | None,
+                                                                                  Status | None]:
+        s = _State()
+        state.write(NAME, s)
+        extended = [r for r in pod.requests if "/" in r and not r.startswith(("hugepages-", "kubernetes.io/"))]
+        if extended and getattr(self.handle, "cluster", None) is not None:
+            st = self._extended_resources(extended)
+            if st is not None:
+                return None, st
+        if not pod_claim_refs(pod):
+            return None, Status.skip()
+        try:
+            claims = self.mgr.pod_claims(pod)
+        except ClaimNotUsable as exc:
+            return None, Status.unresolvable(str(exc))
+        if not claims:
+            return None, Status.skip()
+        s.available_on = [None] * len(claims)
+        for i, claim in enumerate(claims):
+            alloc = allocation_of(claim)
+            m = meta(claim)
+            ck = f"{m.get('namespace') or 'default'}/{m.get('name') or ''}"
+            if alloc is not None:
+                sel = alloc.get("nodeSelector")
+                if sel is not None:
+                    try:
+                        s.available_on[i] = NodeSelector(sel, "status.allocation.nodeSelector")
+                    except Exception as exc:  # noqa: BLE001 - kube: statusError
+                        return None, Status.as_error(str(getattr(exc, "detail", exc)))
+                continue
+            s.to_allocate.append(i)
+            if self.mgr.has_pending(str(m.get("uid") or "")):
+                return None, Status.unresolvable(f"resource claim {ck} is in the process of being allocated")
+            for req in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+                rname = str(req.get("name") or "")
+                if req.get("exactly") is not None:
+                    st = self._validate_class(str(req["exactly"].get("deviceClassName") or ""), rname)
+                    if st is not None:
+                        return None, st
+                elif req.get("firstAvailable"):
+                    s.has_sub_requests = True
+                    for sub in req["firstAvailable"]:
+                        st = self._validate_class(str(sub.get("deviceClassName") or ""),
+                                                  f"{rname}/{sub.get('name') or ''}")
+                        if st is not None:
+                            return None, st
+                else:
+                    return None, Status.unresolvable(f"resource claim {ck}, request {rname}: unknown request type")
+        if s.to_allocate:
+            mgr = self.mgr
+            if self._caches_version != mgr.slices_version or len(self._caches.matches) > 500_000:
+                self._caches, self._caches_version = SliceCaches(), mgr.slices_version
+                self._device_inputs.clear()
+            s.allocator = Allocator(features=self.features, allocated=mgr.allocated(),  # type: ignore[arg-type]
+                                    class_lister=lambda n: mgr.classes.get(n), slices=mgr.slices.list(),
+                                    cel_cache=self.cel_cache, device_inputs=self._device_inputs,
+                                    caches=self._caches)
+        s.claims = claims
+        return None, None
+
+    def _extended_resources(self, names: list[str]) -> Status | None:
+        """Extended resources backed by a DeviceClass (DRAExtendedResource) are not implemented: when no node
+        offers the resource through a device plugin, say so instead of letting NodeResourcesFit report it as
+        missing on every node."""
+        by_name = {}
+        for cls in self.mgr.classes.list():
+            cname = str(meta(cls).get("name") or "")
+            by_name[f"deviceclass.resource.kubernetes.io/{cname}"] = cname
+            ext = (cls.get("spec") or {}).get("extendedResourceName")
+            if ext:
+                by_name[str(ext)] = cname
+        infos = getattr(getattr(self.handle, "snapshot", None), "node_infos", [])
+        for r in names:
+            if r in by_name and not any(r in ni.allocatable for ni in infos):
+                return Status.as_error(f"extended resource {r} is backed by DeviceClass {by_name[r]} "
+                                       f"(DRAExtendedResource), which ksched does not implement")
+        return None
+
+    def _validate_class(self, class_name: str, request_name: str) -> Status | None:
+        if not class_name:
+            return Status.as_error(f"request {request_name}: unsupported request type")
+        if self.mgr.classes.get(class_name) is None:
+            return Status.unresolvable(f"request {request_name}: device class {class_name} does not exist")
+        return None
+
+    # ------------------------------------------------------------------ Filter
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        s: _State | None = state.get(NAME)
+        if s is None:
+            return Status.as_error("not found")
+        if not s.claims:
+            return None
+        node = node_info.node
+        if node is None:
+            return Status.as_error("node not found")
+        unavailable = []
+        now = time.time()
+        for i, claim in enumerate(s.claims):
+            sel = s.available_on[i]
+            if sel is not None and not sel.matches(node):
+                unavailable.append(i)
+                continue
+            if allocation_of(claim) is None:
+                continue
+            try:
+                ready = _ready_for_binding(claim)
+            except ValueError:
+                unavailable.append(i)
+                continue
+            if not ready and self._binding_timed_out(claim, now):
+                unavailable.append(i)
+        allocations = None
+        if s.allocator is not None:
+            todo = [s.claims[i] for i in s.to_allocate]
+            deadline = time.monotonic() + self.filter_timeout if self.filter_timeout > 0 else None
+            try:
+                allocations = s.allocator.search(node, todo, deadline)
+            except NodeAllocationFailure as exc:
+                return Status.unresolvable(str(exc))
+            except AllocationError as exc:
+                if str(exc).startswith("filter operation aborted"):
+                    return Status.unresolvable("timed out trying to allocate devices")
+                return Status.as_error(str(exc))
+            if allocations is None:
+                return Status.unresolvable("cannot allocate all claims")
+        if unavailable:
+            with s.lock:
+                s.unavailable.update(unavailable)
+            return Status.unresolvable("resourceclaim not available on the node")
+        if allocations is not None:
+            with s.lock:
+                s.allocations[node.name] = allocations
+        return None
+
+    @staticmethod
+    def _binding_timed_out_at(claim: dict[str, Any], timeout: float, now: float) -> bool:
+        alloc = allocation_of(claim) or {}
+        ts = alloc.get("allocationTimestamp")
+        if not ts:
+            return False
+        if not any(r.get("bindingConditions") for r in (alloc.get("devices") or {}).get("results") or []):
+            return False
+        return _parse_time(ts) + timeout < now
+
+    def _binding_timed_out(self, claim: dict[str, Any], now: float) -> bool:
+        return self._binding_timed_out_at(claim, self.binding_timeout, now)
+
+    # ------------------------------------------------------------------ PostFilter
+    def post_filter(self, state: CycleState, pod: Pod,
+                    statuses: dict[str, Status]) -> tuple[PostFilterResult | None, Status]:
+        s: _State | None = state.get(NAME)
+        if s is None:
+            return None, Status.as_error("not found")
+        if not s.claims:
+            return None, Status.unschedulable("no new claims to deallocate")
+        for i in list(s.unavailable):
+            claim = s.claims[i]
+            rf = status(claim).get("reservedFor") or []
+            if not rf or (len(rf) == 1 and rf[0].get("uid") == pod.uid):
+                m = meta(claim)
+                try:
+                    self.handle.cluster.patch_object(
+                        CLAIMS, m.get("name", ""), m.get("namespace") or "default",
+                        {"metadata": {"resourceVersion": m.get("resourceVersion")},
+                         "status": {"reservedFor": None, "allocation": None, "devices": None}},
+                        subresource="status")
+                except Exception as exc:  # noqa: BLE001 - kube: statusError
+                    return None, Status.as_error(str(exc))
+                return None, Status.unschedulable("deallocation of ResourceClaim completed")
+        return None, Status.unschedulable("still not schedulable")
+
+    # ------------------------------------------------------------------ Score
+    def _score_for(self, s: _State, node_name: str) -> int:
+        solution = s.allocations.get(node_name)
+        if solution is None:
+            return 0
+        allocations = solution.build()
+        score = 0
+        for pos, ci in enumerate(s.to_allocate):
+            if pos >= len(allocations):
+                break
+            picked = {r.get("request") for r in ((allocations[pos].get("devices") or {}).get("results") or [])
+                      if "/" in str(r.get("request") or "")}
+            for req in ((s.claims[ci].get("spec") or {}).get("devices") or {}).get("requests") or []:
+                for k, sub in enumerate(req.get("firstAvailable") or []):
+                    if f"{req.get('name')}/{sub.get('name')}" in picked:
+                        score += FIRST_AVAILABLE_MAX - k
+        return score
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
+        s: _State | None = state.get(NAME)
+        if s is None or not s.claims or not s.has_sub_requests:
+            return 0
+        return self._score_for(s, node_info.name)
+
+    def score_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
+        s: _State | None = state.get(NAME)
+        if s is None or not s.claims or not s.has_sub_requests:
+            return np.zeros(len(rows), dtype=np.int64)
+        infos = snapshot.node_infos
+        return np.fromiter((self._score_for(s, infos[r].name) for r in rows.tolist()), dtype=np.int64,
+                           count=len(rows))
+
+    def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> None:
+        arr = np.array([x.score for x in scores], dtype=np.int64)
+        for x, v in zip(scores, default_normalize(arr, reverse=False).tolist(), strict=True):
+            x.score = v
+
+    def normalize_score_batch(self, state: CycleState, pod: Pod, rows: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        return default_normalize(scores, reverse=False)
+
+    # ------------------------------------------------------------------ Reserve / Unreserve
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        s: _State | None = state.get(NAME)
+        if s is None:
+            return Status.as_error("not found")
+        if not s.claims or not s.to_allocate:
+            return None
+        if s.allocator is None:
+            return None
+        solution = s.allocations.get(node_name)
+        allocations = solution.build() if solution is not None else []
+        if not allocations:
+            return Status.as_error("claim allocation not found for node")
+        if len(allocations) != len(s.to_allocate):
+            return Status.as_error(f"internal error, have {len(allocations)} allocations, {len(s.to_allocate)} "
+                                   f"claims to allocate, want {len(s.to_allocate)} claims")
+        for pos, ci in enumerate(s.to_allocate):
+            alloc = allocations[pos]
+            s.picked[ci] = alloc
+            claim = s.claims[ci]
+            m = dict(meta(claim))
+            fins = list(m.get("finalizers") or [])
+            if FINALIZER not in fins:
+                fins.append(FINALIZER)
+            m["finalizers"] = fins
+            pending = {**claim, "metadata": m, "status": {**status(claim), "allocation": alloc}}
+            self.mgr.signal_pending(str(m.get("uid") or ""), pending)
+        return None
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        s: _State | None = state.get(NAME)
+        if s is None or not s.claims:
+            return
+        for claim in s.claims:
+            m = meta(claim)
+            self.mgr.remove_pending(str(m.get("uid") or ""))
+            if allocation_of(claim) is not None and reserved_for_pod(claim, pod):
+                self._remove_reservation(claim, pod)
+
+    def _remove_reservation(self, claim: dict[str, Any], pod: Pod) -> None:
+        """Take the pod out of `status.reservedFor` (kube: a strategic-merge `$patch: delete` by uid); a merge
+        patch replaces the list, so it is built from the latest claim and retried on conflict."""
+        from ...cluster.base import PatchError
+
+        m = meta(claim)
+        ns, name = m.get("namespace") or "default", str(m.get("name") or "")
+        for _ in range(3):
+            rf = [r for r in status(claim).get("reservedFor") or [] if r.get("uid") != pod.uid]
+            try:
+                self.handle.cluster.patch_object(
+                    CLAIMS, name, ns, {"metadata": {"resourceVersion": meta(claim).get("resourceVersion")},
+                                       "status": {"reservedFor": rf or None}}, subresource="status")
+                return
+            except PatchError as exc:
+                fresh = self.mgr.claims.get(name, ns) if exc.status == 409 else None
+                if fresh is None or meta(fresh).get("uid") != m.get("uid") or not reserved_for_pod(fresh, pod):
+                    if exc.status != 409:
+                        self.handle.logger.error("unreserve %s/%s: %s", ns, name, exc)
+                    return
+                claim = fresh
+            except Exception as exc:  # noqa: BLE001 - kube only logs it; the next attempt retries
+                self.handle.logger.error("unreserve %s/%s: %s", ns, name, exc)
+                return
+
+    # ------------------------------------------------------------------ PreBind
+    def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        s: _State | None = state.get(NAME)
+        if s is None:
+            return Status.as_error("not found")
+        if not s.claims:
+            return None
+        for i, claim in enumerate(s.claims):
+            if reserved_for_pod(claim, pod):
+                continue
+            try:
+                s.claims[i] = self._bind_claim(s, i, pod)
+            except _BindError as exc:
+                return Status.as_error(str(exc))
+        if not any(r.get("bindingConditions") for c in s.claims
+                   for r in ((allocation_of(c) or {}).get("devices") or {}).get("results") or []):
+            return None
+        self.handle.record_event(pod, "Normal", "BindingConditionsPending", "Scheduling",
+                                 f"waiting for binding conditions for device on node {node_name}")
+        deadline = time.monotonic() + self.binding_timeout
+        while True:
+            try:
+                if self._pod_ready_for_binding(s):
+                    return None
+            except ValueError as exc:
+                return Status.as_error(str(exc))
+            if time.monotonic() >= deadline:
+                return Status.as_error("device binding timeout")
+            time.sleep(min(self.binding_poll, max(0.0, deadline - time.monotonic())))
+
+    def _pod_ready_for_binding(self, s: _State) -> bool:
+        now = time.time()
+        for i, claim in enumerate(s.claims):
+            m = meta(claim)
+            cur = self.mgr.get_claim(m.get("namespace") or "default", m.get("name", ""))
+            if cur is None:
+                raise ValueError(f'resourceclaim.resource.k8s.io "{m.get("name")}" not found')
+            s.claims[i] = cur
+            if not _ready_for_binding(cur):
+                if self._binding_timed_out(cur, now):
+                    raise ValueError(f"claim {m.get('name')} binding timeout")
+                return False
+        return True
+
+    def _bind_claim(self, s: _State, index: int, pod: Pod) -> dict[str, Any]:
+        claim = s.claims[index]
+        alloc = s.picked.get(index)
+        m = meta(claim)
+        ns, name = m.get("namespace") or "default", str(m.get("name") or "")
+        ck = f"{ns}/{name}"
+        uid = str(m.get("uid") or "")
+        cluster = self.handle.cluster
+        from ...cluster.base import PatchError
+
+        try:
+            for attempt in range(5):
+                if attempt:
+                    fresh = self.mgr.claims.get(name, ns)
+                    if fresh is None:
+                        raise _BindError(f'get updated claim {ck} after conflict: resourceclaims.resource.k8s.io '
+                                         f'"{name}" not found')
+                    claim = fresh
+                    m = meta(claim)
+                if m.get("deletionTimestamp"):
+                    raise _BindError(f"claim {ck} got deleted in the meantime")
+                try:
+                    if alloc is not None:
+                        if allocation_of(claim) is not None:
+                            raise _BindError(f"claim {ck} got allocated elsewhere in the meantime")
+                        fins = list(m.get("finalizers") or [])
+                        if FINALIZER not in fins:
+                            try:
+                                claim = cluster.patch_object(CLAIMS, name, ns, {"metadata": {
+                                    "resourceVersion": m.get("resourceVersion"), "finalizers": [*fins, FINALIZER]}})
+                            except PatchError as exc:
+                                if exc.status == 409:
+                                    raise
+                                raise _BindError(f"add finalizer to claim {ck}: {exc}") from None
+                            m = meta(claim)
+                    st = dict(status(claim))
+                    if alloc is not None:
+                        st["allocation"] = dict(alloc)
+                    rf = list(st.get("reservedFor") or [])
+                    rf.append({"resource": "pods", "name": pod.name, "uid": pod.uid})
+                    st["reservedFor"] = rf
+                    if self.features.device_binding_and_status and not (st.get("allocation") or {}).get(
+                            "allocationTimestamp"):
+                        st["allocation"] = {**(st.get("allocation") or {}), "allocationTimestamp": _now()}
+                    patch: dict[str, Any] = {"metadata": {"resourceVersion": m.get("resourceVersion")},
+                                             "status": {"reservedFor": rf}}
+                    if alloc is not None or "allocationTimestamp" in (st.get("allocation") or {}):
+                        patch["status"]["allocation"] = st["allocation"]
+                    try:
+                        updated = cluster.patch_object(CLAIMS, name, ns, patch, subresource="status")
+                    except PatchError as exc:
+                        if exc.status == 409:
+                            raise
+                        what = "add allocation and reservation to" if alloc is not None else "add reservation to"
+                        raise _BindError(f"{what} claim {ck}: {exc}") from None
+                    self.mgr.assume(updated)
+                    return updated
+                except PatchError:
+                    continue  # conflict: read the claim again and retry, as retry.RetryOnConflict does
+            raise _BindError(f"add allocation and reservation to claim {ck}: Operation cannot be fulfilled on "
+                             f'resourceclaims.resource.k8s.io "{name}": the object has been modified; please apply '
+                             f"your changes to the latest version and try again")
+        finally:
+            if alloc is not None:
+                self.mgr.remove_pending(uid)
+
+    # ------------------------------------------------------------------ events
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeLabel
+                                              | ActionType.UpdateNodeAllocatable)),
+            ClusterEventWithHint(ClusterEvent(EV_CLAIM, ActionType.Add | ActionType.Update), self._after_claim_change),
+            ClusterEventWithHint(ClusterEvent("Pod", ActionType.UpdatePodGeneratedResourceClaim),
+                                 self._after_pod_change),
+            ClusterEventWithHint(ClusterEvent(EV_CLASS, ActionType.Add | ActionType.Update)),
+            ClusterEventWithHint(ClusterEvent(EV_SLICE, ActionType.Add | ActionType.Update)),
+        ]
+
+    def _after_claim_change(self, pod: Pod, old: Any, new: Any) -> int:
+        """isSchedulableAfterClaimChange."""
+        if not isinstance(new, dict):
+            return QUEUE
+        try:
+            claims = self.mgr.pod_claims(pod)
+        except ClaimNotUsable:
+            return QUEUE_SKIP
+        if isinstance(old, dict) and allocation_of(old) is not None and allocation_of(new) is None:
+            return QUEUE
+        uid = meta(new).get("uid")
+        if not any(meta(c).get("uid") == uid for c in claims):
+            return QUEUE_SKIP
+        if old is None:
+            return QUEUE
+        if status(old) == status(new):
+            return QUEUE_SKIP
+        return QUEUE
+
+    def _after_pod_change(self, pod: Pod, old: Any, new: Any) -> int:
+        """isSchedulableAfterPodChange."""
+        other = new if isinstance(new, Pod) else (Pod.from_dict(new) if isinstance(new, dict) else None)
+        if other is None or other.uid != pod.uid:
+            return QUEUE_SKIP
+        try:
+            self.mgr.pod_claims(other)
+        except ClaimNotUsable:
+            return QUEUE_SKIP
+        return QUEUE
+
+
+class _BindError(Exception):
+    pass
+
+
+def _ready_for_binding(claim: dict[str, Any]) -> bool:
+    """isClaimReadyForBinding: every binding condition of every allocated device is True; a True failure
+    condition raises ValueError (kube's error text)."""
+    alloc = allocation_of(claim)
+    if alloc is None:
+        return False
+    devices = status(claim).get("devices") or []
+    for r in (alloc.get("devices") or {}).get("results") or []:
+        conds = r.get("bindingConditions") or []
+        if not conds:
+            continue
+        dev = next((d for d in devices if d.get("device") == r.get("device") and d.get("driver") == r.get("driver")
+                    and d.get("pool") == r.get("pool")), None)
+        if dev is None:
+            return False
+        have = {c.get("type"): c for c in dev.get("conditions") or []}
+        for f in r.get("bindingFailureConditions") or []:
+            c = have.get(f)
+            if c is not None and c.get("status") == "True":
+                raise ValueError(f'claim {meta(claim).get("name")} binding failed: reason={c.get("reason") or ""}, '
+                                 f'message="{c.get("message") or ""}"')
+        for want in conds:
+            c = have.get(want)
+            if c is None or c.get("status") != "True":
+                return False
+    return True
+
+
+def _now() -> str:
+    import datetime as _dt
+
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_time(ts: str) -> float:
+    import datetime as _dt
+
+    try:
+        return _dt.datetime.fromisoformat(str(ts).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0

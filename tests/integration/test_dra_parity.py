@@ -1,0 +1,241 @@
+"""DynamicResources against the real kube-scheduler v1.36 on the same API server.
+
+As kube-scheduler's own integration tests do, the test publishes ResourceSlices and creates ResourceClaims
+directly (the control plane has no kube-controller-manager and no device driver). Each scheduler gets its own
+nodes, DeviceClass and driver with identical slices, then the same pods in the same order: placements, the
+devices written to each claim's status.allocation, reservedFor, and FailedScheduling messages must match.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler_runtime.app import Runner, RunOptions
+from scheduler_runtime.cluster.kube import DRA_PERMISSIONS, KubeClient, load_connection
+from scheduler_runtime.config import load_config
+from scheduler_runtime.framework.registry import build_registry
+from scheduler_runtime.testing.kube import create_node, wait_for
+
+pytestmark = pytest.mark.integration
+KUBE, OURS = "dra-kube-scheduler", "dra-ksched"
+RES = "/apis/resource.k8s.io/v1"
+
+
+def _decision(c: KubeClient, ns: str, name: str) -> tuple[str, str] | None:
+    got = c.call("GET", f"/api/v1/namespaces/{ns}/pods/{name}")
+    if got["spec"].get("nodeName"):
+        return ("bound", got["spec"]["nodeName"])
+    for cond in (got.get("status") or {}).get("conditions") or []:
+        if cond["type"] == "PodScheduled" and cond["status"] == "False" and cond.get("message"):
+            return ("pending", cond["message"])
+    return None
+
+
+def _setup(c: KubeClient, who: str, group: str, ns: str) -> dict[str, Any]:
+    """Two nodes (two A100 on n0, one T4 on n1) behind a class and driver of this scheduler's own."""
+    driver = f"{who}-{group}.example.com"
+    cls = f"gpu-{who}-{group}"
+    nodes = [f"dra-{who}-{group}-{i}" for i in range(2)]
+    for n in nodes:
+        create_node(c, n, labels={"dra-group": f"{who}-{group}"})
+    c.call("POST", f"{RES}/deviceclasses", body={
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": cls},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}})
+
+    def dev(name: str, model: str, mem: str) -> dict[str, Any]:
+        return {"name": name, "attributes": {"model": {"string": model}}, "capacity": {"memory": {"value": mem}}}
+
+    for node, devices in ((nodes[0], [dev("gpu-0", "a100", "80Gi"), dev("gpu-1", "a100", "80Gi")]),
+                          (nodes[1], [dev("gpu-0", "t4", "16Gi")])):
+        c.call("POST", f"{RES}/resourceslices", body={
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-slice"},
+            "spec": {"driver": driver, "nodeName": node, "pool": {"name": node, "generation": 1,
+                                                                  "resourceSliceCount": 1},
+                     "devices": devices}})
+
+    def claim(name: str, requests: list[dict[str, Any]]) -> None:
+        c.call("POST", f"{RES}/namespaces/{ns}/resourceclaims", body={
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": f"{who}-{name}"},
+            "spec": {"devices": {"requests": requests}}})
+
+    model = lambda m: [{"cel": {"expression": f'device.attributes["{driver}"].model == "{m}"'}}]  # noqa: E731
+    claim("a100", [{"name": "gpu", "exactly": {"deviceClassName": cls, "selectors": model("a100")}}])
+    claim("two", [{"name": "gpu", "exactly": {"deviceClassName": cls, "count": 2}}])
+    claim("flex", [{"name": "gpu", "firstAvailable": [
+        {"name": "big", "deviceClassName": cls, "selectors": model("a100")},
+        {"name": "small", "deviceClassName": cls, "selectors": model("t4")}]}])
+    claim("flex2", [{"name": "gpu", "firstAvailable": [
+        {"name": "big", "deviceClassName": cls, "selectors": model("a100")},
+        {"name": "small", "deviceClassName": cls, "selectors": model("t4")}]}])
+    claim("nocls", [{"name": "gpu", "exactly": {"deviceClassName": f"missing-{group}"}}])
+    claim("celerr", [{"name": "gpu", "exactly": {"deviceClassName": cls, "selectors": [
+        {"cel": {"expression": f'device.attributes["{driver}"].vendor == "x"'}}]}}])
+    return {"driver": driver, "nodes": nodes, "group": f"{who}-{group}"}
+
+
+def _pod(ns: str, name: str, sched: str, group: str, claim: str | None, cpu: str = "100m") -> dict[str, Any]:
+    spec: dict[str, Any] = {"schedulerName": sched, "nodeSelector": {"dra-group": group},
+                            "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu}}}]}
+    if claim:
+        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns}, "spec": spec}
+
+
+def _claim_view(c: KubeClient, ns: str, name: str, ctx: dict[str, Any]) -> Any:
+    """A claim's allocation with the scheduler-specific names (driver, pools, nodes) made neutral."""
+    got = c.call("GET", f"{RES}/namespaces/{ns}/resourceclaims/{name}")
+    st = got.get("status") or {}
+    alloc = st.get("allocation")
+    if not alloc:
+        return None
+    node_index = {n: f"node-{i}" for i, n in enumerate(ctx["nodes"])}
+    results = sorted((r["request"], node_index.get(r["pool"], r["pool"]), r["device"])
+                     for r in alloc["devices"]["results"])
+    for r in alloc["devices"]["results"]:
+        assert r["driver"] == ctx["driver"]
+    sel = alloc.get("nodeSelector") or {}
+    sel_nodes = sorted(node_index.get(v, v) for t in sel.get("nodeSelectorTerms") or []
+                       for f in t.get("matchFields") or [] for v in f.get("values") or [])
+    return {"results": results, "nodeSelector": sel_nodes, "reservedFor": len(st.get("reservedFor") or []),
+            "finalizers": got["metadata"].get("finalizers"), "timestamp": bool(alloc.get("allocationTimestamp"))}
+
+
+def test_system_kube_scheduler_has_the_dra_permissions(control_plane):
+    """The RBAC ksched's preflight checks when DynamicResources runs is what system:kube-scheduler grants."""
+    c = KubeClient(load_connection(str(control_plane.kubeconfig_path)))
+    for verb, group, resource, sub in DRA_PERMISSIONS:
+        review = c.call("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body={
+            "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+            "spec": {"user": "system:kube-scheduler", "resourceAttributes": {
+                "verb": verb, "group": group, "resource": resource, "subresource": sub, "namespace": "default"}}})
+        assert review["status"].get("allowed"), (verb, group, resource, sub, review["status"])
+
+
+def test_claims_are_allocated_like_kube_scheduler(control_plane, namespace, tmp_path: Path):
+    c = KubeClient(load_connection(str(control_plane.kubeconfig_path)))
+    ns, group = namespace, uuid.uuid4().hex[:6]
+    ctx = {who: _setup(c, who, group, ns) for who in ("kube", "ours")}
+
+    cfg = tmp_path / "kube.yaml"
+    cfg.write_text(f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                   f"clientConnection: {{kubeconfig: {control_plane.kubeconfig_path}}}\n"
+                   f"leaderElection: {{leaderElect: false}}\nprofiles:\n- schedulerName: {KUBE}\n")
+    ours_cfg = tmp_path / "ours.yaml"
+    ours_cfg.write_text(f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                        f"leaderElection: {{leaderElect: false}}\nprofiles:\n- schedulerName: {OURS}\n")
+    log = open(tmp_path / "kube-scheduler.log", "wb")  # noqa: SIM115 - child process output
+    proc = subprocess.Popen([str(control_plane.bin_dir / "kube-scheduler"), f"--config={cfg}", "--secure-port=0",
+                             "-v=1"], stdout=log, stderr=subprocess.STDOUT)
+    reg = build_registry([])
+    runner = Runner(load_config(ours_cfg, reg), reg, RunOptions(
+        kubeconfig=str(control_plane.kubeconfig_path), secure_port=0, leader_overrides={"leader_elect": False},
+        seed=1))
+    t = threading.Thread(target=runner.run, daemon=True)
+    t.start()
+    # (pod, claim or None, cpu): in order, each decided before the next is created
+    steps = [("celerr", "celerr", "100m"), ("a100", "a100", "100m"), ("flex", "flex", "100m"), ("two", "two", "100m"),
+             ("flex2", "flex2", "100m"), ("nocls", "nocls", "100m"), ("plain-too-big", None, "500"),
+             ("missing", "no-such-claim", "100m")]
+    try:
+        got: dict[str, dict[str, Any]] = {"kube": {}, "ours": {}}
+        for pod, claim, cpu in steps:
+            for who, sched in (("kube", KUBE), ("ours", OURS)):
+                name = f"{who}-{pod}"
+                claim_name = f"{who}-{claim}" if claim else None
+                c.call("POST", f"/api/v1/namespaces/{ns}/pods",
+                       body=_pod(ns, name, sched, ctx[who]["group"], claim_name, cpu))
+                if pod == "missing":
+                    continue  # held back by PreEnqueue: no attempt, no condition
+                d = wait_for(lambda name=name: _decision(c, ns, name), 60, f"a decision for {name}")
+                if d[0] == "bound":
+                    d = ("bound", f"node-{ctx[who]['nodes'].index(d[1])}")
+                else:
+                    d = ("pending", d[1].replace(ctx[who]["group"], "G").replace(
+                        f"{who}-{claim}", "CLAIM").replace(ctx[who]["driver"], "DRIVER"))
+                view = _claim_view(c, ns, claim_name, ctx[who]) if claim_name else None
+                got[who][pod] = (d, view)
+        assert got["ours"] == got["kube"]
+        # the scenario means something: placements, devices and messages as designed
+        k = got["kube"]
+        assert k["a100"][0] == ("bound", "node-0") and k["a100"][1]["results"] == [("gpu", "node-0", "gpu-0")]
+        assert k["a100"][1]["reservedFor"] == 1 and k["a100"][1]["nodeSelector"] == ["node-0"]
+        assert k["flex"][1]["results"] == [("gpu/big", "node-0", "gpu-1")]
+        assert k["two"][0][0] == "pending" and "cannot allocate all claims" in k["two"][0][1]
+        assert k["flex2"][1]["results"] == [("gpu/small", "node-1", "gpu-0")]
+        assert "device class missing-" in k["nocls"][0][1]
+        assert "no new claims to deallocate" in k["plain-too-big"][0][1]
+        assert "selector #0: CEL runtime error: no such key: vendor" in k["celerr"][0][1]
+        for who in ("kube", "ours"):
+            p = c.call("GET", f"/api/v1/namespaces/{ns}/pods/{who}-missing")
+            assert not p["spec"].get("nodeName")
+    finally:
+        runner.stop()
+        t.join(30)
+        proc.terminate()
+        proc.wait(30)
+        log.close()
+
+
+def test_claims_from_templates_via_kube_controller_manager(controller_manager, namespace, tmp_path: Path):
+    """kube-controller-manager's resourceclaim controller turns each pod's template into its own claim; both
+    schedulers then wait for it (PreEnqueue), place the pods alike and allocate the same devices."""
+    cp = controller_manager
+    c = KubeClient(load_connection(str(cp.kubeconfig_path)))
+    ns, group = namespace, uuid.uuid4().hex[:6]
+    ctx = {who: _setup(c, who, group, ns) for who in ("kube", "ours")}
+    for who in ("kube", "ours"):
+        c.call("POST", f"{RES}/namespaces/{ns}/resourceclaimtemplates", body={
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": f"{who}-t4"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": f"gpu-{who}-{group}",
+                "selectors": [{"cel": {"expression":
+                                       f'device.attributes["{ctx[who]["driver"]}"].model == "t4"'}}]}}]}}}})
+    cfg = tmp_path / "kube.yaml"
+    cfg.write_text(f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                   f"clientConnection: {{kubeconfig: {cp.kubeconfig_path}}}\n"
+                   f"leaderElection: {{leaderElect: false}}\nprofiles:\n- schedulerName: {KUBE}\n")
+    ours_cfg = tmp_path / "ours.yaml"
+    ours_cfg.write_text(f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                        f"leaderElection: {{leaderElect: false}}\nprofiles:\n- schedulerName: {OURS}\n")
+    log = open(tmp_path / "kube-scheduler.log", "wb")  # noqa: SIM115 - child process output
+    proc = subprocess.Popen([str(cp.bin_dir / "kube-scheduler"), f"--config={cfg}", "--secure-port=0", "-v=1"],
+                            stdout=log, stderr=subprocess.STDOUT)
+    reg = build_registry([])
+    runner = Runner(load_config(ours_cfg, reg), reg, RunOptions(
+        kubeconfig=str(cp.kubeconfig_path), secure_port=0, leader_overrides={"leader_elect": False}, seed=1))
+    t = threading.Thread(target=runner.run, daemon=True)
+    t.start()
+    try:
+        got: dict[str, dict[str, Any]] = {"kube": {}, "ours": {}}
+        for pod in ("t4-a", "t4-b"):
+            for who, sched in (("kube", KUBE), ("ours", OURS)):
+                name = f"{who}-{pod}"
+                body = _pod(ns, name, sched, ctx[who]["group"], None)
+                body["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": f"{who}-t4"}]
+                c.call("POST", f"/api/v1/namespaces/{ns}/pods", body=body)
+                d = wait_for(lambda name=name: _decision(c, ns, name), 60, f"a decision for {name}")
+                if d[0] == "bound":
+                    d = ("bound", f"node-{ctx[who]['nodes'].index(d[1])}")
+                else:
+                    d = ("pending", d[1])
+                st = c.call("GET", f"/api/v1/namespaces/{ns}/pods/{name}")["status"]["resourceClaimStatuses"]
+                claim = c.call("GET", f"{RES}/namespaces/{ns}/resourceclaims/{st[0]['resourceClaimName']}")
+                owner = claim["metadata"]["ownerReferences"][0]
+                assert owner["kind"] == "Pod" and owner["name"] == name
+                got[who][pod] = (d, _claim_view(c, ns, st[0]["resourceClaimName"], ctx[who]))
+        assert got["ours"] == got["kube"]
+        k = got["kube"]
+        assert k["t4-a"][0] == ("bound", "node-1") and k["t4-a"][1]["results"] == [("gpu", "node-1", "gpu-0")]
+        assert k["t4-b"][0][0] == "pending" and "cannot allocate all claims" in k["t4-b"][0][1]
+    finally:
+        runner.stop()
+        t.join(30)
+        proc.terminate()
+        proc.wait(30)
+        log.close()

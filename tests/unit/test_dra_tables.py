@@ -1,0 +1,375 @@
+"""kube's structured-allocator test table (tests/data/dra_tables/allocator.yaml) run against ksched's allocator."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from scheduler_runtime.objects import Node
+from scheduler_runtime.plugins.dynamicresources.allocator import AllocationError, Allocator, Features
+from scheduler_runtime.plugins.dynamicresources.cel import CelCache
+
+TABLE = Path(__file__).resolve().parents[1] / "data" / "dra_tables" / "allocator.yaml"
+CASES = yaml.safe_load(TABLE.read_text())
+#: kube's table default: every optional feature off
+NO_FEATURES = Features(admin_access=False, prioritized_list=False, partitionable_devices=False, device_taints=False,
+                       device_binding_and_status=False, consumable_capacity=False)
+
+
+def _node(spec: dict[str, Any] | None) -> Node:
+    spec = spec or {}
+    return Node.from_dict({"metadata": {"name": spec.get("name", "node-1"),
+                                        "labels": {"region": spec.get("region", "region-1"), "planet": "earth"}}})
+
+
+def _class(c: Any) -> dict[str, Any]:
+    if isinstance(c, str):
+        name, driver = c.split(":")
+        c = {"name": name, "driver": driver}
+    sels = c.get("selectors") or [f'device.driver == "{c["driver"]}"']
+    spec: dict[str, Any] = {"selectors": [{"cel": {"expression": e}} for e in sels]}
+    if c.get("config"):
+        spec["config"] = [{"opaque": _opaque(c["driver"], c["config"])}]
+    return {"metadata": {"name": c["name"]}, "spec": spec}
+
+
+def _opaque(driver: str, attr: str) -> dict[str, Any]:
+    return {"driver": driver, "parameters": {attr: attr + "Value"}}
+
+
+def _qty_map(m: dict[str, Any]) -> dict[str, Any]:
+    return {k: {"value": str(v)} for k, v in m.items()}
+
+
+def _device(d: Any) -> dict[str, Any]:
+    if isinstance(d, str):
+        return {"name": d}
+    out: dict[str, Any] = {"name": d["name"]}
+    if "memory" in d:
+        out["capacity"] = _qty_map({"memory": d["memory"]})
+    if "attrs" in d:
+        out["attributes"] = d["attrs"]
+    if "consumes" in d:
+        out["consumesCounters"] = [{"counterSet": s, "counters": _qty_map(c)} for s, c in d["consumes"].items()]
+    for k in ("taints", "nodeName", "allNodes", "nodeSelector", "bindingConditions", "bindingFailureConditions",
+              "bindsToNode"):
+        if k in d:
+            out[k] = d[k]
+    return out
+
+
+def _slice(s: dict[str, Any]) -> dict[str, Any]:
+    pool = s["pool"] if isinstance(s["pool"], dict) else {"name": s["pool"]}
+    spec: dict[str, Any] = {"driver": s["driver"], "pool": {
+        "name": pool["name"], "generation": pool.get("generation", 1), "resourceSliceCount": pool.get("count", 1)}}
+    node = s["node"]
+    if "nodeSelectorRaw" in s:
+        spec["nodeSelector"] = s["nodeSelectorRaw"]
+    elif node == "all":
+        spec["allNodes"] = True
+    elif node == "perDevice":
+        spec["perDeviceNodeSelection"] = True
+    elif isinstance(node, dict):
+        spec["nodeSelector"] = {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": k, "operator": "In", "values": [v]} for k, v in node.items()]}]}
+    else:
+        spec["nodeName"] = node
+    if "manyDevices" in s:
+        spec["devices"] = [{"name": f"device-{i}"} for i in range(s["manyDevices"])]
+    elif "devices" in s:
+        spec["devices"] = [_device(d) for d in s["devices"]]
+    if "counterSets" in s:
+        spec["sharedCounters"] = [{"name": n, "counters": _qty_map(c)} for n, c in s["counterSets"].items()]
+    return {"metadata": {"name": s["name"]}, "spec": spec}
+
+
+def _request_body(r: dict[str, Any]) -> dict[str, Any]:
+    body: dict[str, Any] = {"deviceClassName": r.get("class", "")}
+    if r.get("all"):
+        body["allocationMode"] = "All"
+    elif r.get("mode"):
+        body["allocationMode"] = r["mode"]
+    else:
+        body["allocationMode"] = "ExactCount"
+        body["count"] = r.get("count", 1)
+    if "selectors" in r:
+        body["selectors"] = [{"cel": {"expression": e}} for e in r["selectors"]]
+    if "rawSelectors" in r:
+        body["selectors"] = r["rawSelectors"]
+    if r.get("admin"):
+        body["adminAccess"] = True
+    if "tolerations" in r:
+        body["tolerations"] = r["tolerations"]
+    return body
+
+
+def _claim(c: dict[str, Any]) -> dict[str, Any]:
+    reqs = []
+    for r in c.get("requests") or []:
+        if "firstAvailable" in r:
+            reqs.append({"name": r["name"], "firstAvailable": [{"name": s["name"], **_request_body(s)}
+                                                               for s in r["firstAvailable"]]})
+        else:
+            reqs.append({"name": r["name"], "exactly": _request_body(r)})
+    devices: dict[str, Any] = {"requests": reqs}
+    if "constraints" in c:
+        devices["constraints"] = c["constraints"]
+    if "config" in c:
+        devices["config"] = [{"requests": x["requests"], "opaque": _opaque(x["driver"], x["attr"])}
+                             for x in c["config"]]
+    return {"metadata": {"name": c["name"]}, "spec": {"devices": devices}}
+
+
+def _expected(e: dict[str, Any], node: Node) -> dict[str, Any]:
+    results = []
+    for r in e.get("results") or []:
+        req, driver, pool, device, *flags = r.split()
+        out: dict[str, Any] = {"request": req, "driver": driver, "pool": pool, "device": device}
+        if "admin" in flags:
+            out["adminAccess"] = True
+        if e.get("tolerations"):
+            out["tolerations"] = e["tolerations"]
+        if e.get("bindingConditions"):
+            out["bindingConditions"] = e["bindingConditions"]
+        if e.get("bindingFailureConditions"):
+            out["bindingFailureConditions"] = e["bindingFailureConditions"]
+        results.append(out)
+    sel = e.get("selector")
+    selector: dict[str, Any] | None
+    if "selectorRaw" in e:
+        selector = e["selectorRaw"]
+    elif sel == "local":
+        selector = {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In",
+                                                             "values": [node.name]}]}]}
+    elif isinstance(sel, dict):
+        selector = {"nodeSelectorTerms": [{"matchExpressions": [{"key": k, "operator": "In", "values": [v]}
+                                                                for k, v in sel.items()]}]}
+    else:
+        selector = None
+    config = [{"source": x["source"], "requests": x["requests"], "opaque": _opaque(x["driver"], x["attr"])}
+              for x in e.get("config") or []]
+    return {"results": results, "selector": selector, "config": config}
+
+
+def _canon(v: Any) -> Any:
+    """Order-insensitive form (kube's matchers use ConsistOf for results, terms, requirements and values)."""
+    if isinstance(v, dict):
+        return tuple(sorted((k, _canon(x)) for k, x in v.items()))
+    if isinstance(v, list):
+        return tuple(sorted((_canon(x) for x in v), key=repr))
+    return v
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_allocator_table(case: dict[str, Any]) -> None:
+    features = dataclasses.replace(NO_FEATURES, **case.get("features", {}))
+    classes = {c["metadata"]["name"]: c for c in (_class(x) for x in case.get("classes") or [])}
+    node = _node(case.get("node"))
+    allocated = {tuple(d.split("/")) for d in case.get("allocated") or []}
+    alloc = Allocator(features=features, allocated=allocated, class_lister=classes.get,  # type: ignore[arg-type]
+                      slices=[_slice(s) for s in case.get("slices") or []], cel_cache=CelCache())
+    claims = [_claim(c) for c in case.get("claims") or []]
+    if "error" in case:
+        with pytest.raises(AllocationError) as exc:
+            alloc.allocate(node, claims)
+        assert case["error"] in str(exc.value)
+        return
+    got = alloc.allocate(node, claims)
+    # a second node of the same cycle reuses the checked requests (Allocator.plans): same answer
+    assert alloc.allocate(node, claims) == got
+    expect = case.get("expect")
+    if expect == "none":
+        assert got is None
+        return
+    assert got is not None, "no allocation found"
+    assert len(got) == len(expect)
+    for g, e in zip(got, expect, strict=True):
+        want = _expected(e, node)
+        assert Counter(map(_canon, g["devices"]["results"])) == Counter(map(_canon, want["results"]))
+        assert _canon(g.get("nodeSelector")) == _canon(want["selector"])
+        assert g["devices"].get("config", []) == want["config"]
+
+
+# ------------------------------------------------------------------------------------------ plugin table
+PLUGIN_TABLE = TABLE.parent / "plugin.yaml"
+PLUGIN_CASES = yaml.safe_load(PLUGIN_TABLE.read_text())
+POD_UID = "1234"
+CLAIM = "my-pod-my-resource"
+CLASS = "my-resource-class"
+DRIVER = "some-driver"
+BROKEN_CEL = f'device.attributes["{DRIVER}"].healthy'
+
+
+def _local(node_name: str) -> dict[str, Any]:
+    return {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}
+
+
+def _plugin_claim(spec: Any) -> dict[str, Any]:
+    spec = {"base": spec} if isinstance(spec, str) else dict(spec)
+    base = spec["base"]
+    name = "not-my-claim" if base.startswith("other") else CLAIM
+    body: dict[str, Any] = {"deviceClassName": spec.get("class", CLASS)}
+    if spec.get("brokenCEL"):
+        body["selectors"] = [{"cel": {"expression": BROKEN_CEL}}]
+    if spec.get("admin"):
+        body["adminAccess"] = True
+    if spec.get("prioritized"):
+        request = {"name": "req-1", "firstAvailable": [{"name": "subreq-1", "count": 1, **body}]}
+    else:
+        request = {"name": "req-1", "exactly": {"count": 1, **body}}
+    meta: dict[str, Any] = {"name": name, "namespace": "default"}
+    if name == CLAIM:
+        uid = POD_UID + ("123" if spec.get("wrongOwner") else "")
+        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": "my-pod", "uid": uid,
+                                    "controller": True}]
+    if spec.get("deleting"):
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        meta["finalizers"] = ["resource.kubernetes.io/delete-protection"]
+    if spec.get("finalizer"):
+        meta["finalizers"] = ["resource.kubernetes.io/delete-protection"]
+    claim: dict[str, Any] = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": meta,
+                             "spec": {"devices": {"requests": [request]}}}
+    result = {"request": "req-1", "driver": DRIVER, "pool": "worker", "device": "instance-1"}
+    if spec.get("admin"):
+        result["adminAccess"] = True
+    if base in ("allocated", "other-allocated", "in-use"):
+        claim["status"] = {"allocation": {"devices": {"results": [result]}, "nodeSelector": _local("worker")}}
+    if base == "in-use":
+        claim["status"]["reservedFor"] = [{"resource": "pods", "name": "my-pod", "uid": POD_UID}]
+    if base == "allocated-wrong-topology":
+        claim["status"] = {"allocation": {"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "no-such-label", "operator": "In", "values": ["no-such-value"]}]}]}}}
+    if base == "allocated-good-topology":
+        claim["status"] = {"allocation": {"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": ["worker"]}]}]}}}
+    return claim
+
+
+def _plugin_pod(kind: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "x"}]}
+    status: dict[str, Any] = {}
+    if kind == "claim":
+        spec["resourceClaims"] = [{"name": "my-resource", "resourceClaimName": CLAIM}]
+    elif kind in ("template", "template-in-status"):
+        spec["resourceClaims"] = [{"name": "my-resource", "resourceClaimTemplateName": CLAIM}]
+        if kind == "template-in-status":
+            status["resourceClaimStatuses"] = [{"name": "my-resource", "resourceClaimName": CLAIM}]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "my-pod", "namespace": "default", "uid": POD_UID}, "spec": spec, "status": status}
+
+
+def _plugin_node(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "110"}}}
+
+
+def _plugin_slice(name: str) -> dict[str, Any]:
+    node = name.removesuffix("-tainted")
+    device: dict[str, Any] = {"name": "instance-1"}
+    if node == "worker-2":
+        device["attributes"] = {"healthy": {"bool": True}}
+    if name.endswith("-tainted"):
+        device["taints"] = [{"key": "example.com/taint", "effect": "NoExecute"}]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-slice"},
+            "spec": {"driver": DRIVER, "nodeName": node, "pool": {"name": node, "generation": 1,
+                                                                  "resourceSliceCount": 1}, "devices": [device]}}
+
+
+def _status_text(st: Any) -> str:
+    from scheduler_runtime.framework.status import Code
+
+    if st is None or st.code == Code.Success:
+        return "Success"
+    return f"{st.code.name}: {st.message}" if st.message else st.code.name
+
+
+def _check_claim(m: Any, want: dict[str, Any]) -> None:
+    claim = m.informer("resourceclaims").get(CLAIM, "default")
+    st = claim.get("status") or {}
+    if "reservedFor" in want:
+        assert [r["name"] for r in st.get("reservedFor") or []] == want["reservedFor"]
+    if "allocated" in want:
+        assert bool(st.get("allocation")) is want["allocated"]
+    if "results" in want:
+        got = []
+        for r in ((st.get("allocation") or {}).get("devices") or {}).get("results") or []:
+            got.append(" ".join([r["request"], r["device"]] + (["admin"] if r.get("adminAccess") else [])))
+        assert got == want["results"]
+    if want.get("finalizer"):
+        assert "resource.kubernetes.io/delete-protection" in (claim["metadata"].get("finalizers") or [])
+
+
+@pytest.mark.parametrize("case", PLUGIN_CASES, ids=[c["name"] for c in PLUGIN_CASES])
+def test_plugin_table(case: dict[str, Any]) -> None:
+    from scheduler_runtime.cluster.memory import MemoryCluster
+    from scheduler_runtime.framework.cycle_state import CycleState
+    from scheduler_runtime.framework.handle import Handle
+    from scheduler_runtime.framework.snapshot import Snapshot
+    from scheduler_runtime.framework.status import Code
+    from scheduler_runtime.framework.types import NodeInfo
+    from scheduler_runtime.objects import Pod
+    from scheduler_runtime.plugins.dynamicresources import DynamicResources
+
+    m = MemoryCluster()
+    nodes = [Node.from_dict(_plugin_node(n)) for n in case.get("nodes", ["worker"])]
+    for n in case.get("nodes", ["worker"]):
+        m.create(_plugin_node(n), emit=False)
+    for c in case.get("claims") or []:
+        m.create(_plugin_claim(c), emit=False)
+    for c in case.get("classes") or []:
+        expr = BROKEN_CEL if isinstance(c, dict) and c.get("brokenCEL") else f'device.driver == "{DRIVER}"'
+        m.create({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": CLASS},
+                  "spec": {"selectors": [{"cel": {"expression": expr}}]}}, emit=False)
+    for s in case.get("slices") or []:
+        m.create(_plugin_slice(s), emit=False)
+    pod = Pod.from_dict(_plugin_pod(case["pod"]))
+    pl = DynamicResources(None, Handle(Snapshot(), cluster=m))
+    want = case.get("want") or {}
+    assert _status_text(pl.pre_enqueue(pod)) == want.get("preenqueue", "Success")
+    if "preenqueue" in want:
+        return
+    state = CycleState()
+    _res, st = pl.pre_filter(state, pod, None)  # type: ignore[arg-type]
+    assert _status_text(st) == want.get("prefilter", "Success")
+    unschedulable = st is not None and st.code not in (Code.Success, Code.Skip)
+    feasible = []
+    if st is None or st.code == Code.Success:
+        for n in nodes:
+            fst = pl.filter(state, pod, NodeInfo(n))
+            assert _status_text(fst) == (want.get("filter") or {}).get(n.name, "Success"), n.name
+            if fst is not None and fst.code == Code.Error:
+                return  # an error aborts the scheduling cycle: no PostFilter
+            if fst is not None and fst.code != Code.Success:
+                unschedulable = True
+            else:
+                feasible.append(n.name)
+    elif st.code == Code.Skip:
+        unschedulable = True  # nothing to filter for the plugin; the pod failed elsewhere
+    if unschedulable or not feasible:
+        _r, pst = pl.post_filter(state, pod, {})
+        assert _status_text(pst) == want.get("postfilter", "Success")
+        if "claimAfterPostFilter" in want:
+            _check_claim(m, want["claimAfterPostFilter"])
+        return
+    assert _status_text(pl.reserve(state, pod, feasible[0])) == want.get("reserve", "Success")
+    if "inFlightAfterReserve" in want:
+        for name in want["inFlightAfterReserve"]:
+            uid = m.informer("resourceclaims").get(name, "default")["metadata"]["uid"]
+            assert pl.mgr.has_pending(uid)
+    if want.get("unreserveBeforePreBind"):
+        pl.unreserve(state, pod, feasible[0])
+        assert not pl.mgr.has_pending(m.informer("resourceclaims").get(CLAIM, "default")["metadata"]["uid"])
+        _check_claim(m, want["claim"])
+        return
+    assert _status_text(pl.pre_bind(state, pod, feasible[0])) == want.get("prebind", "Success")
+    if "claim" in want:
+        _check_claim(m, want["claim"])
+    if "unreserveAfterPreBind" in want:
+        pl.unreserve(state, pod, feasible[0])
+        _check_claim(m, want["unreserveAfterPreBind"])
