@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler_runtime.errors import UsageError
+from ..errors import UsageError
 
 BOOL_FLAGS = {"leader-elect", "profiling", "contention-profiling", "authentication-skip-lookup",
               "authentication-tolerate-lookup-failure", "write-config-only", "debug", "watch"}
@@ -69,7 +69,7 @@ class KubeFlags:
 
 
 def parse_go_duration(text: str, flag: str) -> float:
-    from scheduler_runtime.config.loader import parse_duration
+    from ..config.loader import parse_duration
 
     try:
         return parse_duration(text)
