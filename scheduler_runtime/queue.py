@@ -10,6 +10,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .backoff import BackoffPolicy
 from .framework.status import Status
 from .framework.types import QUEUE, ClusterEvent, ClusterEventWithHint, QueuedPodInfo
 from .objects import Pod
@@ -120,8 +121,7 @@ class SchedulingQueue:
         count = qpi.consecutive_errors_count or qpi.unschedulable_count
         if count == 0 or self.max_backoff == 0:
             return 0.0
-        d = self.initial_backoff * (2 ** min(count - 1, 62))  # bounded: counts grow without limit
-        return min(d, self.max_backoff)
+        return BackoffPolicy(self.initial_backoff, cap=self.max_backoff).duration(count)
 
     def backoff_expiry(self, qpi: QueuedPodInfo) -> float:
         return qpi.timestamp + self.backoff_duration(qpi)
