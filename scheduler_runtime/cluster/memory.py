@@ -18,7 +18,7 @@ import yaml
 
 from ..errors import InputError
 from ..objects import Node, Pod, PodDisruptionBudget
-from ..plugins.volumeutil import (
+from ..plugins.volume.volumeutil import (
     ANN_BIND_COMPLETED,
     ANN_BOUND_BY_CONTROLLER,
     ANN_SELECTED_NODE,

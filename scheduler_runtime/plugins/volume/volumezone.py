@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..framework.cycle_state import CycleState
-from ..framework.nodelist import NodeList
-from ..framework.plugin import Plugin
-from ..framework.status import Status
-from ..framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
-from ..objects import Pod
+from ...framework.cycle_state import CycleState
+from ...framework.nodelist import NodeList
+from ...framework.plugin import Plugin
+from ...framework.status import Status
+from ...framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
+from ...objects import Pod
 from .volumeutil import (
     CLASSES,
     EV_CLASS,

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..framework.cycle_state import CycleState
-from ..framework.nodelist import NodeList
-from ..framework.plugin import Plugin
-from ..framework.status import Status
-from ..framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
-from ..objects import Pod
+from ...framework.cycle_state import CycleState
+from ...framework.nodelist import NodeList
+from ...framework.plugin import Plugin
+from ...framework.status import Status
+from ...framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
+from ...objects import Pod
 from .volumeutil import EV_PVC, PVCS, VolumeStores, not_found, pod_volumes, queue_if_pod_claims, spec
 
 REASON_DISK_CONFLICT = "node(s) had no available disk"

@@ -23,20 +23,20 @@ from typing import Any
 
 from pydantic import model_validator
 
-from ..cluster.base import PatchError
-from ..config.fielderrors import FieldErrorList, invalid
-from ..framework.cycle_state import CycleState
-from ..framework.nodelist import NodeList
-from ..framework.plugin import Plugin, PluginArgs
-from ..framework.status import Status
-from ..framework.types import (
+from ...cluster.base import PatchError
+from ...config.fielderrors import FieldErrorList, invalid
+from ...framework.cycle_state import CycleState
+from ...framework.nodelist import NodeList
+from ...framework.plugin import Plugin, PluginArgs
+from ...framework.status import Status
+from ...framework.types import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
     NodeInfo,
     PreFilterResult,
 )
-from ..objects import LabelSelector, Node, Pod
+from ...objects import LabelSelector, Node, Pod
 from .volumeutil import (
     ANN_BIND_COMPLETED,
     ANN_BOUND_BY_CONTROLLER,

@@ -7,8 +7,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from ..objects import Node, NodeSelector, Pod
-from ..quantity import resource_amount
+from ...objects import Node, NodeSelector, Pod
+from ...quantity import resource_amount
 
 PVCS = "persistentvolumeclaims"
 PVS = "persistentvolumes"

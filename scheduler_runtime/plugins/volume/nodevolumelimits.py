@@ -14,12 +14,12 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from ..framework.cycle_state import CycleState
-from ..framework.nodelist import NodeList
-from ..framework.plugin import Plugin
-from ..framework.status import Status
-from ..framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
-from ..objects import Pod
+from ...framework.cycle_state import CycleState
+from ...framework.nodelist import NodeList
+from ...framework.plugin import Plugin
+from ...framework.status import Status
+from ...framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
+from ...objects import Pod
 from .volumeutil import (
     CLASSES,
     CSINODES,
