@@ -1,6 +1,8 @@
 """VolumeBinding: the pod's PersistentVolumeClaims must be bound, or bindable on the node, and are bound
 before the pod.
 
+Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/volumebinding/ (volume_binding.go, binder.go).
+
 PreFilter: pods without claims skip the plugin; a missing, lost or deleted claim, or an unbound claim of an
 Immediate class, makes the pod unschedulable (UnschedulableAndUnresolvable); claims bound to local PVs pinned
 by hostname narrow the nodes. Filter: bound PVs' node affinity; unbound WaitForFirstConsumer claims take the

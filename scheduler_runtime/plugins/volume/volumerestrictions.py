@@ -1,5 +1,8 @@
 """VolumeRestrictions: in-tree disk conflicts (GCE PD, AWS EBS, RBD, iSCSI) on a node, and claims with the
-ReadWriteOncePod access mode already used by a scheduled pod."""
+ReadWriteOncePod access mode already used by a scheduled pod.
+
+Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/volumerestrictions/volume_restrictions.go.
+"""
 
 from __future__ import annotations
 

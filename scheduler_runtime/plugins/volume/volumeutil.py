@@ -1,5 +1,9 @@
 """Shared helpers of the volume plugins: the pod's claims, watched PVC/PV/StorageClass/CSINode stores,
-kube's not-found wording and PersistentVolume node affinity."""
+kube's not-found wording and PersistentVolume node affinity.
+
+Upstream: kube-scheduler v1.36, the lookups of pkg/scheduler/framework/plugins/volumebinding/binder.go and
+nodevolumelimits/csi.go; PV node affinity as k8s.io/component-helpers/storage/volume/helpers.go.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""VolumeZone: the zone/region labels of the PVs bound to the pod's claims must match the node's."""
+"""VolumeZone: the zone/region labels of the PVs bound to the pod's claims must match the node's.
+
+Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/volumezone/volume_zone.go.
+"""
 
 from __future__ import annotations
 
