@@ -54,6 +54,7 @@ class SchedulingQueue:
         self._events_for = events_for or (lambda profile, plugin: None)
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
+        self._backoff_policy = BackoffPolicy(initial_backoff, cap=max_backoff)
         self.max_in_unschedulable = max_in_unschedulable
         self.clock = clock
         self.pop_from_backoff = pop_from_backoff
@@ -121,7 +122,10 @@ class SchedulingQueue:
         count = qpi.consecutive_errors_count or qpi.unschedulable_count
         if count == 0 or self.max_backoff == 0:
             return 0.0
-        return BackoffPolicy(self.initial_backoff, cap=self.max_backoff).duration(count)
+        policy = self._backoff_policy
+        if policy.initial != self.initial_backoff or policy.cap != self.max_backoff:  # the fields were set
+            policy = self._backoff_policy = BackoffPolicy(self.initial_backoff, cap=self.max_backoff)
+        return policy.duration(count)
 
     def backoff_expiry(self, qpi: QueuedPodInfo) -> float:
         return qpi.timestamp + self.backoff_duration(qpi)
