@@ -11,6 +11,11 @@ from scheduler_runtime.errors import InputError
 
 from ..guard import DEBUG, fail
 
+#: no container engine answers on DOCKER_HOST (or the default socket)
+EXIT_ENGINE = 3
+#: the image was built but the registry refused the push or could not be reached
+EXIT_PUSH = 4
+
 BUILD_EPILOG = (
     "Examples:\n\n"
     "  ksched build\n\n"
@@ -57,7 +62,9 @@ def build(
     except (EngineUnavailable, PushFailed, InputError) as exc:
         if DEBUG["on"]:
             raise
-        raise fail(str(exc), exc.exit_code) from None  # the whole message: it says how to reach an engine
+        code = EXIT_ENGINE if isinstance(exc, EngineUnavailable) else EXIT_PUSH \
+            if isinstance(exc, PushFailed) else exc.exit_code
+        raise fail(str(exc), code) from None
     t = result.timings
     display.note(f"built in {t.get('build', 0):.1f} s (context {t.get('context', 0):.1f} s, engine checks "
                  f"{t.get('prepare', 0):.1f} s)" + (f", pushed in {t['push']:.1f} s" if "push" in t else ""))

@@ -20,6 +20,8 @@ from ..inputs import registry as _registry
 console = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
+#: the objects were applied but the scheduler did not become available in time (or its pods fail)
+EXIT_ROLLOUT = 3
 
 DEPLOY_EPILOG = (
     "Examples:\n\n"
@@ -267,7 +269,7 @@ def _wait(client: Any, s: Any, timeout: float) -> None:
             secondsched.wait_rollout(client, s.namespace, s.name, timeout, show)
         except secondsched.RolloutError as exc:
             prog.stop()
-            raise fail(str(exc), exc.exit_code) from None  # the whole message: what the pods report
+            raise fail(str(exc), EXIT_ROLLOUT) from None
 
 
 # ------------------------------------------------------------------------------------------ commands
@@ -341,4 +343,4 @@ def deploy(
                 plugin_dir)
 
 
-__all__ = ["DEPLOY_EPILOG", "console", "deploy", "kube_client", "say", "undo_command"]
+__all__ = ["DEPLOY_EPILOG", "EXIT_ROLLOUT", "console", "deploy", "kube_client", "say", "undo_command"]

@@ -47,16 +47,8 @@ UNDEPLOY_ORDER = ["Deployment", "ConfigMap", "RoleBinding", "Role", "ClusterRole
                   "ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy", "ServiceAccount"]
 
 
-#: the objects were applied but the scheduler did not become available in time (or its pods fail)
-EXIT_ROLLOUT = 3
-
-
 class RolloutError(KschedError):
     """Applied, but the Deployment did not become available; the message says what the pods report."""
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT_ROLLOUT
 
 
 def labels_for(name: str) -> dict[str, str]:

@@ -35,18 +35,8 @@ _AUTH_REGISTRY_CODES = frozenset({"unauthorized", "denied"})
 _NO_CREDENTIALS = "no basic auth credentials"
 
 
-#: no container engine answers on DOCKER_HOST (or the default socket)
-EXIT_ENGINE = 3
-#: the image was built but the registry refused the push or could not be reached
-EXIT_PUSH = 4
-
-
 class EngineUnavailable(KschedError):
     """No engine answers; the message says how to point DOCKER_HOST at one."""
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT_ENGINE
 
 
 class BuildFailed(KschedError):
@@ -59,10 +49,6 @@ class PushFailed(KschedError):
     def __init__(self, message: str, auth: bool) -> None:
         super().__init__(message, usage=False)
         self.auth = auth
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT_PUSH
 
 
 def engine_hint() -> str:

@@ -69,16 +69,6 @@ def test_os_errors_are_classified_by_errno(code: int | None, exit_code: int) -> 
     assert os_error_exit_code(exc) == exit_code
 
 
-def test_build_and_rollout_failures_carry_their_exit_codes() -> None:
-    """3/4 for `ksched build` and 3 for a failed rollout come from the classes, as the README's table says."""
-    from ksched_cli.deploy.secondsched import RolloutError
-    from ksched_cli.imagebuild.engine import EngineUnavailable, PushFailed
-
-    assert EngineUnavailable("no engine", usage=False).exit_code == 3
-    assert PushFailed("denied", auth=True).exit_code == 4
-    assert RolloutError("not available", usage=False).exit_code == 3
-
-
 @pytest.mark.parametrize(("exc", "code"), [(UsageError("bad flag"), EXIT_USAGE),
                                            (InputError("bad field", file="f.yaml", usage=False), EXIT_INVALID),
                                            (KeyboardInterrupt(), 130), (RuntimeError("boom"), EXIT_INVALID)])
