@@ -302,3 +302,47 @@ def test_in_tree_plugin_modules_name_the_upstream_file_they_follow() -> None:
         if "kube-scheduler v1." not in doc or ".go" not in doc:
             missing.append(str(path.relative_to(ROOT)))
     assert missing == [], "start the module docstring with the kube-scheduler file and version it follows"
+
+
+def unresolved_imports(root: Path, packages: tuple[str, ...]) -> list[str]:
+    """Imports of `packages` whose module is not in this tree. The shared venv's editable install of another
+    checkout would otherwise satisfy them silently (a moved module still "imports")."""
+    def exists(mod: str) -> bool:
+        p = root.joinpath(*mod.split("."))
+        return p.with_suffix(".py").is_file() or (p / "__init__.py").is_file()
+
+    out = []
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            name = module_name(path, root)
+            pkg = name if path.name == "__init__.py" else name.rpartition(".")[0]
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom):
+                    base = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)] if node.level else []
+                    mod = ".".join(base + ([node.module] if node.module else []))
+                    # `from pkg import name`: pkg must be a module; name a submodule or an attribute of it
+                    candidates = [mod]
+                elif isinstance(node, ast.Import):
+                    candidates = [a.name for a in node.names]
+                else:
+                    continue
+                for mod in candidates:
+                    if mod.split(".")[0] in packages and not exists(mod):
+                        out.append(f"{path.relative_to(root)}:{node.lineno} imports {mod}, not in this tree")
+    return out
+
+
+def test_checker_catches_an_import_of_a_moved_module(tmp_path: Path) -> None:
+    _write(tmp_path, {
+        "ksched_cli/__init__.py": "",
+        "ksched_cli/deploy/__init__.py": "",
+        "ksched_cli/deploy/staticpod.py": "from ..kube_flags import VALUE_FLAGS\nfrom . import files\n",
+        "ksched_cli/deploy/files.py": "from ksched_cli.deploy import staticpod\n",
+    })
+    assert unresolved_imports(tmp_path, ("ksched_cli",)) == [
+        "ksched_cli/deploy/staticpod.py:1 imports ksched_cli.kube_flags, not in this tree"]
+
+
+def test_every_project_import_resolves_in_this_tree() -> None:
+    assert unresolved_imports(ROOT, ("scheduler_runtime", "ksched_cli", "plugins")) == []
