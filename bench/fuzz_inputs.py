@@ -483,9 +483,9 @@ def _quantity(value: Any, work: Path) -> Outcome:
 
 def _duration(value: str, work: Path) -> Outcome:
     """The parser itself, then the same text as a kube-scheduler flag (a UsageError is the one-line refusal)."""
-    from ksched_cli.kube_flags import parse
     from scheduler_runtime.errors import UsageError
     from scheduler_runtime.goduration import parse_ns
+    from scheduler_runtime.options.flags import parse
 
     def go() -> None:
         try:

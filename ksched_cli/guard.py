@@ -5,20 +5,21 @@ from __future__ import annotations
 import errno
 import os
 import sys
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import typer
 from rich.console import Console
+from typer.exceptions import Abort as TyperAbort
+from typer.exceptions import TyperException
 
 from scheduler_runtime.errors import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_USAGE, KschedError
 
-T = TypeVar("T")
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 DEBUG = {"on": False}
 
-__all__ = ["DEBUG", "EXIT_INVALID", "EXIT_USAGE", "fail", "guarded", "os_error_exit_code", "os_error_message",
+__all__ = ["DEBUG", "EXIT_INVALID", "EXIT_USAGE", "error_boundary", "fail", "os_error_exit_code", "os_error_message",
            "warn"]
 
 #: errnos that say a path the user gave cannot be used as given (missing, wrong type, not allowed): exit 2.
@@ -67,11 +68,15 @@ def os_error_exit_code(exc: OSError) -> int:
     return EXIT_USAGE if exc.errno in _PATH_ERRNOS else EXIT_INVALID
 
 
-def guarded(fn: Callable[[], T]) -> T:
-    """Run `fn`; KschedError becomes `error: <one line>` and a non-zero exit unless --debug."""
+@contextmanager
+def error_boundary() -> Iterator[None]:
+    """The one place where a command's failure becomes an exit code (applied to every command by
+    ksched_cli.main's root group): KschedError gives `error: <first line>` and the class's exit code,
+    an OSError about a file one line naming it, anything else `internal error: ...`; --debug re-raises
+    for a traceback. Click/typer's own exits and usage errors pass through untouched."""
     try:
-        return fn()
-    except typer.Exit:
+        yield
+    except (typer.Exit, TyperAbort, TyperException):
         raise
     except KschedError as exc:
         if DEBUG["on"]:

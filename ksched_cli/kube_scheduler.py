@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from .guard import DEBUG, err_console
-from .kube_flags import parse
+from scheduler_runtime.options.flags import parse
+
+from .guard import DEBUG, err_console, warn
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,14 +41,12 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return 0
     from scheduler_runtime.errors import KschedError
-
-    from .main import _registry
-    from .realrun import run_on_cluster
+    from scheduler_runtime.options.resolve import run_on_cluster
 
     try:
         flags = parse(args)
         DEBUG["on"] = flags.bool("debug", False)
-        return run_on_cluster(flags, _registry)
+        return run_on_cluster(flags, warn)
     except KschedError as exc:
         if DEBUG["on"]:
             raise

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import processes
+from .atomicfile import atomic_write
 from .errors import KschedError
 
 VERSION_FILE = Path(__file__).resolve().parents[1] / "hack" / "controlplane" / "VERSION"
@@ -299,15 +300,7 @@ current-context: ksched-dev
             procs.append({"name": name, **ident.to_json()})
         data = json.dumps({"version": self.STATE_VERSION, "processes": procs, "etcd_port": self.etcd_port,
                            "api_port": self.api_port, "bin_dir": str(self.bin_dir)}, indent=1).encode()
-        fd, tmp = tempfile.mkstemp(prefix=".state.json.", dir=self.dir)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, self.dir / "state.json")
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(self.dir / "state.json", data, 0o600)
 
     @staticmethod
     def load_state(state_dir: Path) -> dict[str, Any] | None:

@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import logging
-import random
 import socket
 import threading
 import time
@@ -26,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import goduration
+from .backoff import BackoffPolicy
 from .cluster.kube import ApiError, KubeClient, micro_time
 
 log = logging.getLogger("ksched.leaderelection")
@@ -149,7 +149,7 @@ class LeaderElector:
         while not self._stop.is_set():
             if self._try_acquire_or_renew(self.request_timeout):
                 return True
-            self._stop.wait(self.retry_period * (1.0 + random.random() * 1.2))
+            self._stop.wait(BackoffPolicy(self.retry_period, factor=1.0, jitter=(1.0, 2.2)).delay(1))
         return False
 
     def _become_leader(self) -> None:

@@ -10,6 +10,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .backoff import BackoffPolicy
 from .framework.status import Status
 from .framework.types import QUEUE, ClusterEvent, ClusterEventWithHint, QueuedPodInfo
 from .objects import Pod
@@ -53,6 +54,7 @@ class SchedulingQueue:
         self._events_for = events_for or (lambda profile, plugin: None)
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
+        self._backoff_policy = BackoffPolicy(initial_backoff, cap=max_backoff)
         self.max_in_unschedulable = max_in_unschedulable
         self.clock = clock
         self.pop_from_backoff = pop_from_backoff
@@ -122,8 +124,10 @@ class SchedulingQueue:
         count = qpi.consecutive_errors_count or qpi.unschedulable_count
         if count == 0 or self.max_backoff == 0:
             return 0.0
-        d = self.initial_backoff * (2 ** min(count - 1, 62))  # bounded: counts grow without limit
-        return min(d, self.max_backoff)
+        policy = self._backoff_policy
+        if policy.initial != self.initial_backoff or policy.cap != self.max_backoff:  # the fields were set
+            policy = self._backoff_policy = BackoffPolicy(self.initial_backoff, cap=self.max_backoff)
+        return policy.duration(count)
 
     def backoff_expiry(self, qpi: QueuedPodInfo) -> float:
         return qpi.timestamp + self.backoff_duration(qpi)

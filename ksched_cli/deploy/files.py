@@ -13,9 +13,9 @@ import difflib
 import errno
 import os
 import stat
-import tempfile
 from pathlib import Path
 
+from scheduler_runtime.atomicfile import atomic_write, refuse_symlink  # noqa: F401  (files.atomic_write in deploy/)
 from scheduler_runtime.errors import InputError
 
 BACKUP_SUFFIX = ".bak"
@@ -82,21 +82,6 @@ def read_limited(path: Path, what: str, limit: int, flag: str | None = None) -> 
         os.close(fd)
 
 
-def refuse_symlink(path: Path, what: str, flag: str | None = None) -> None:
-    """Raise if `path` is a symlink: replacing it would turn the link into a plain file."""
-    if not path.is_symlink():
-        return
-    try:
-        target = os.readlink(path)
-    except OSError:
-        target = "?"
-    real = Path(os.path.join(path.parent, target)).resolve()
-    hint = f"pass the real file with {flag} {real}" if flag else f"replace the link with the file {real} itself"
-    raise InputError(f"is a symlink (to {target}): ksched replaces the {what} by renaming a new file over it, which "
-                     f"would turn the link into a plain file and leave {real} unchanged; {hint}", file=str(path),
-                     usage=True)
-
-
 def _mode_problem(st: os.stat_result, itself: bool) -> str | None:
     """Why users other than root (or us) could change what is in a folder, or None."""
     mode = stat.S_IMODE(st.st_mode)
@@ -133,47 +118,6 @@ def check_folder(folder: Path, holds: str, flag: str) -> None:
             fix = f"`chmod go-w {d}`" if "mode" in why else f"`chown root {d}`"
             raise InputError(f"folder{where} {why}, so they could plant or replace {holds}: run {fix} or choose "
                              f"another {flag}", file=str(d), usage=True)
-
-
-def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Replace `path` with `data` in one rename: readers see the old or the new file, never half of one.
-
-    Keeps the old file's mode and owner unless `mode` is given. Never writes through a symlink."""
-    old: os.stat_result | None
-    try:
-        old = path.lstat()
-    except FileNotFoundError:
-        old = None
-    if old is not None and stat.S_ISLNK(old.st_mode):
-        refuse_symlink(path, "file")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".ksched-tmp", dir=path.parent)
-    except PermissionError:
-        raise InputError("Permission denied writing here: run as root (sudo)", file=str(path), usage=True) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode if mode is not None else (old.st_mode & 0o7777 if old else 0o644))
-        if old is not None and os.geteuid() == 0:
-            os.chown(tmp, old.st_uid, old.st_gid)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass  # directory fsync is best effort (not every filesystem supports it)
 
 
 def timestamp() -> str:

@@ -19,8 +19,8 @@ from ruamel.yaml.error import YAMLError
 
 from scheduler_runtime import yamlio
 from scheduler_runtime.errors import InputError
+from scheduler_runtime.options.flags import VALUE_FLAGS
 
-from ..kube_flags import VALUE_FLAGS
 from . import files, journal
 from .rbac import DEFAULT_LEASE, RUNTIME_RULES, lease_rules, plugin_rules
 

@@ -46,6 +46,7 @@ from typing import Any
 import orjson
 import urllib3
 
+from ..backoff import Backoff, BackoffPolicy
 from ..errors import KschedError
 from ..objects import Pod
 from ..ratelimit import TokenBucket
@@ -690,20 +691,6 @@ class KubeClient:
 # ------------------------------------------------------------------------------------------ reflector
 
 
-class _Backoff:
-    def __init__(self, initial: float = 0.8, cap: float = 30.0) -> None:
-        self.initial, self.cap = initial, cap
-        self.current = initial
-
-    def next(self) -> float:
-        d = self.current
-        self.current = min(self.cap, self.current * 2)
-        return d * random.uniform(0.9, 1.1)
-
-    def reset(self) -> None:
-        self.current = self.initial
-
-
 def _strip(obj: dict[str, Any]) -> dict[str, Any]:
     meta = obj.get("metadata")
     if meta is not None:
@@ -871,7 +858,7 @@ class Reflector:
         self._stop.wait(seconds)
 
     def _run(self) -> None:
-        backoff = _Backoff(self.cluster.backoff_initial, self.cluster.backoff_cap)
+        backoff = Backoff(BackoffPolicy(self.cluster.backoff_initial, cap=self.cluster.backoff_cap, jitter=(0.9, 1.1)))
         need_list = True
         while not self._stop.is_set():
             try:
@@ -1164,6 +1151,7 @@ class _EventWriter:
         self.clock = clock
         self.cache_size = cache_size
         self.retry_sleep = retry_sleep
+        self._retry = BackoffPolicy(retry_sleep, factor=1.0, jitter=(1.0, 1.25))
         self._cache: collections.OrderedDict[tuple[Any, ...], _Isomorphic] = collections.OrderedDict()
         self._shards: list[collections.deque[tuple[str, dict[str, Any], dict[str, Any] | None]]] = [
             collections.deque() for _ in range(max(1, workers))]
@@ -1274,7 +1262,7 @@ class _EventWriter:
         for attempt in range(tries):
             if not self._write(namespace, body, series):
                 return True
-            if attempt + 1 < tries and self._stop_evt.wait(self.retry_sleep * random.uniform(1.0, 1.25)):
+            if attempt + 1 < tries and self._stop_evt.wait(self._retry.delay(attempt + 1)):
                 break
         self.failed += 1
         if not self._stop_evt.is_set():

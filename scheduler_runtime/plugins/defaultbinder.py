@@ -1,4 +1,7 @@
-"""DefaultBinder: bind through the cluster backend (pods/{name}/binding on a real API server)."""
+"""DefaultBinder: bind through the cluster backend (pods/{name}/binding on a real API server).
+
+Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/defaultbinder/default_binder.go.
+"""
 
 from __future__ import annotations
 

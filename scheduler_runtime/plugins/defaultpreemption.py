@@ -1,5 +1,8 @@
 """DefaultPreemption: when no node fits, find a node where evicting lower-priority pods makes room.
 
+Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/defaultpreemption/default_preemption.go and
+pkg/scheduler/framework/preemption/preemption.go.
+
 Follows kube-scheduler's evaluator: candidates among nodes rejected as Unschedulable (never
 UnschedulableAndUnresolvable), a dry run per node that removes every lower-priority pod and then
 reprieves as many as possible (PDB-protected ones first), candidate sampling from a random offset,

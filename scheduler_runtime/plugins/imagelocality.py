@@ -1,4 +1,7 @@
-"""ImageLocality: prefer nodes that already have the pod's images, weighted by how widely they are spread."""
+"""ImageLocality: prefer nodes that already have the pod's images, weighted by how widely they are spread.
+
+Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/imagelocality/image_locality.go.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""InterPodAffinity: required (anti-)affinity filtering and preferred-term scoring per topology domain."""
+"""InterPodAffinity: required (anti-)affinity filtering and preferred-term scoring per topology domain.
+
+Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/interpodaffinity/ (plugin.go, filtering.go,
+scoring.go).
+"""
 
 from __future__ import annotations
 

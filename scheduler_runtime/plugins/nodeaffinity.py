@@ -1,4 +1,7 @@
-"""NodeAffinity: nodeSelector + required node affinity filter; preferred terms score."""
+"""NodeAffinity: nodeSelector + required node affinity filter; preferred terms score.
+
+Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/nodeaffinity/node_affinity.go.
+"""
 
 from __future__ import annotations
 

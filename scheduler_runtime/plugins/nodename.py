@@ -1,4 +1,7 @@
-"""NodeName: a pod with spec.nodeName set only fits that node."""
+"""NodeName: a pod with spec.nodeName set only fits that node.
+
+Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/nodename/node_name.go.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""NodePorts: a pod's host ports must be free on the node."""
+"""NodePorts: a pod's host ports must be free on the node.
+
+Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/nodeports/node_ports.go.
+"""
 
 from __future__ import annotations
 

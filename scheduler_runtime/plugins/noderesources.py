@@ -1,5 +1,8 @@
 """NodeResourcesFit and NodeResourcesBalancedAllocation, as numpy expressions over the node table.
 
+Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/noderesources/ (fit.go, balanced_allocation.go,
+resource_allocation.go, least_allocated.go, most_allocated.go, requested_to_capacity_ratio.go).
+
 Formulas follow kube-scheduler: integer arithmetic that truncates like Go, non-zero requests (100m CPU,
 200 MiB) for cpu/memory in Fit scoring, real requests in BalancedAllocation, math.Round half away from
 zero in RequestedToCapacityRatio.

@@ -1,4 +1,7 @@
-"""NodeUnschedulable: cordoned nodes (spec.unschedulable) only take pods that tolerate the taint."""
+"""NodeUnschedulable: cordoned nodes (spec.unschedulable) only take pods that tolerate the taint.
+
+Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/nodeunschedulable/node_unschedulable.go.
+"""
 
 from __future__ import annotations
 

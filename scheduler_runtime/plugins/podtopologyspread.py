@@ -1,5 +1,8 @@
 """PodTopologySpread: hard (DoNotSchedule) skew filtering and soft (ScheduleAnyway) scoring.
 
+Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/podtopologyspread/ (plugin.go, filtering.go,
+scoring.go, common.go).
+
 Counting follows kube-scheduler: only nodes that carry every constraint's topology key and pass the
 node-inclusion policies count; pods count when they are in the pod's namespace, not terminating, and
 match the constraint's selector. Pods without constraints get the system defaults (hostname skew 3,

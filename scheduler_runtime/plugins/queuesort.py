@@ -1,4 +1,7 @@
-"""PrioritySort: higher priority first, then the earlier queue timestamp."""
+"""PrioritySort: higher priority first, then the earlier queue timestamp.
+
+Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/queuesort/priority_sort.go.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""SchedulingGates: keep pods with spec.schedulingGates out of the active queue."""
+"""SchedulingGates: keep pods with spec.schedulingGates out of the active queue.
+
+Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/schedulinggates/scheduling_gates.go.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""TaintToleration: NoSchedule/NoExecute taints filter; untolerated PreferNoSchedule taints lower the score."""
+"""TaintToleration: NoSchedule/NoExecute taints filter; untolerated PreferNoSchedule taints lower the score.
+
+Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/tainttoleration/taint_toleration.go.
+"""
 
 from __future__ import annotations
 

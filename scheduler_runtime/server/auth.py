@@ -24,7 +24,6 @@ import hashlib
 import json
 import logging
 import os
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..backoff import BackoffPolicy
 from ..errors import KschedError, UsageError
 from .serving import Request, Response
 
@@ -40,7 +40,7 @@ log = logging.getLogger("ksched.auth")
 CONFIGMAP = "/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication"
 ANONYMOUS = "system:anonymous"
 _SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-_BACKOFF = (0.5, 1.5, 0.2, 5)  # kube's webhook retry: 500ms x1.5, jitter 0.2, 5 steps
+_BACKOFF = BackoffPolicy(0.5, factor=1.5, jitter=(1.0, 1.2), steps=5)  # kube's webhook retry backoff
 _CA_RESYNC = 30.0  # how often the client-CA files and ConfigMap are re-read (kube watches them)
 
 
@@ -180,7 +180,7 @@ def _post_review(client: Any, path: str, body: dict[str, Any]) -> dict[str, Any]
     """POST a review with kube's webhook retry backoff; raises KschedError when no answer came."""
     from ..cluster.kube import ApiError
 
-    delay, factor, jitter, steps = _BACKOFF
+    steps = _BACKOFF.steps or 1
     for attempt in range(steps):
         try:
             resp = client.request("POST", path, body=body, timeout=10.0)
@@ -193,8 +193,7 @@ def _post_review(client: Any, path: str, body: dict[str, Any]) -> dict[str, Any]
             if resp.status < 500 and resp.status != 429:
                 raise err
         if attempt + 1 < steps:
-            time.sleep(delay * (1 + random.random() * jitter))  # noqa: S311 - jitter, not crypto
-            delay *= factor
+            time.sleep(_BACKOFF.delay(attempt + 1))
     raise err
 
 

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from ksched_cli.deploy import secondsched, staticpod
-from ksched_cli.main import _registry
+from ksched_cli.inputs import registry as _registry
 from scheduler_runtime.cluster.kube import REQUIRED_PERMISSIONS, KubeClient, load_connection
 
 pytestmark = pytest.mark.integration

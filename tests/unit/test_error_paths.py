@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from ksched_cli.guard import os_error_message
-from ksched_cli.outfile import write_output
+from scheduler_runtime.atomicfile import write_output
 from scheduler_runtime.cluster.kube import KubeConfigError, check_kubeconfig
 from scheduler_runtime.errors import InputError, KschedError, UsageError
 from scheduler_runtime.framework.registry import PluginSpec, load_plugin_dir

@@ -67,3 +67,30 @@ def test_os_errors_are_classified_by_errno(code: int | None, exit_code: int) -> 
     exc = OSError(code, "No such file or directory" if exit_code == 1 else "disk full", "/tmp/x") if code \
         else OSError("No such file or directory")
     assert os_error_exit_code(exc) == exit_code
+
+
+@pytest.mark.parametrize(("exc", "code"), [(UsageError("bad flag"), EXIT_USAGE),
+                                           (InputError("bad field", file="f.yaml", usage=False), EXIT_INVALID),
+                                           (KeyboardInterrupt(), 130), (RuntimeError("boom"), EXIT_INVALID)])
+def test_the_one_error_boundary(exc: BaseException, code: int, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every command runs inside guard.error_boundary (the root group applies it): one line, the class's code."""
+    import typer
+
+    from ksched_cli.guard import error_boundary
+
+    with pytest.raises(typer.Exit) as caught, error_boundary():
+        raise exc
+    assert caught.value.exit_code == code
+    err = capsys.readouterr().err
+    assert err.count("\n") <= 1 and "Traceback" not in err
+
+
+def test_every_command_runs_inside_the_boundary() -> None:
+    """An error raised by any registered command reaches the user as one line: the root group wraps them all."""
+    from typer.testing import CliRunner
+
+    from ksched_cli.main import app
+
+    result = CliRunner().invoke(app, ["config", "validate", "/nonexistent/cfg.yaml"])
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert "Traceback" not in result.output

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from ksched_cli.kube_flags import parse_go_duration
 from scheduler_runtime.config.loader import parse_duration
 from scheduler_runtime.errors import UsageError
 from scheduler_runtime.goduration import parse_ns
 from scheduler_runtime.leaderelection import seconds
+from scheduler_runtime.options.flags import parse_go_duration
 
 H = 3600 * 10**9
 

@@ -16,14 +16,13 @@ from typing import Any
 import pytest
 
 from ksched_cli import kube_scheduler
-from ksched_cli.kube_flags import flagz, parse
-from ksched_cli.main import _registry
-from ksched_cli.realrun import JsonLogFormatter, leader_overrides, run_on_cluster
 from scheduler_runtime.app import Runner, RunOptions
 from scheduler_runtime.config import load_config
 from scheduler_runtime.errors import UsageError
 from scheduler_runtime.featuregates import parse_feature_gates
 from scheduler_runtime.framework.registry import build_registry
+from scheduler_runtime.options.flags import flagz, parse
+from scheduler_runtime.options.resolve import JsonLogFormatter, leader_overrides, run_on_cluster
 from scheduler_runtime.server.endpoints import Endpoints
 from scheduler_runtime.server.serving import SecureServer, ServingOptions
 
@@ -62,7 +61,7 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
 
 def _run(flags: list[str], captured: dict[str, Any]) -> tuple[Any, RunOptions]:
-    assert run_on_cluster(parse(flags), _registry) == 0
+    assert run_on_cluster(parse(flags), lambda w: None) == 0
     return captured["cfg"], captured["opts"]
 
 
@@ -214,8 +213,9 @@ def test_http2_flags_hold_because_only_http11_is_served() -> None:
 def test_logging_flags() -> None:
     """-v sets the level, --logging-format=json writes kube's JSON lines, --log-flush-frequency is met by
     flushing every line (checked by reading the stream right after one record)."""
-    code = ("from ksched_cli.realrun import setup_logging; import logging, sys; setup_logging(int(sys.argv[1]), "
-            "sys.argv[2]); logging.getLogger('ksched.x').info('hello'); print(logging.getLogger().level)")
+    code = ("from scheduler_runtime.options.resolve import setup_logging; import logging, sys; "
+            "setup_logging(int(sys.argv[1]), sys.argv[2]); logging.getLogger('ksched.x').info('hello'); "
+            "print(logging.getLogger().level)")
     out = subprocess.run([sys.executable, "-c", code, "4", "text"], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == str(logging.DEBUG) and "hello" in out.stderr
     out = subprocess.run([sys.executable, "-c", code, "0", "json"], capture_output=True, text=True, timeout=60)
@@ -290,7 +290,7 @@ def test_authentication_lookup_flags() -> None:
 def test_always_allow_paths_flag(kubeconfig: str) -> None:
     """--authorization-always-allow-paths replaces the default list: a listed prefix answers anonymously,
     /healthz (no longer listed) does not."""
-    from ksched_cli.realrun import auth_options
+    from scheduler_runtime.options.resolve import auth_options
     from scheduler_runtime.server import DelegatedAuthOptions, HealthServer, ServingOptions
 
     opts = auth_options(parse(["--authorization-always-allow-paths=/livez*"]))

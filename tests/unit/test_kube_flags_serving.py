@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ksched_cli.kube_flags import parse
-from ksched_cli.realrun import auth_options
 from scheduler_runtime.errors import UsageError
+from scheduler_runtime.options.flags import parse
+from scheduler_runtime.options.resolve import auth_options
 
 
 def test_auth_flags_become_options_with_kube_defaults() -> None:

@@ -29,7 +29,7 @@ def ksched(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _known() -> set[str]:
-    from ksched_cli.main import _registry
+    from ksched_cli.inputs import registry as _registry
 
     reg = _registry(None)
     return set(reg.plugins) | set(reg.unsupported)

@@ -14,20 +14,20 @@ from scheduler_runtime.framework.snapshot import Snapshot
 from scheduler_runtime.framework.status import Code, Status
 from scheduler_runtime.framework.types import QUEUE, QUEUE_SKIP, NodeInfo
 from scheduler_runtime.objects import Node, Pod
-from scheduler_runtime.plugins.nodevolumelimits import REASON_MAX_VOLUME_COUNT as NVL_REASON
-from scheduler_runtime.plugins.nodevolumelimits import NodeVolumeLimits
-from scheduler_runtime.plugins.volumebinding import REASON_BIND_CONFLICT as VB_BIND_CONFLICT
-from scheduler_runtime.plugins.volumebinding import REASON_NODE_CONFLICT as VB_NODE_CONFLICT
-from scheduler_runtime.plugins.volumebinding import REASON_PV_NOT_EXIST as VB_PV_NOT_EXIST
-from scheduler_runtime.plugins.volumebinding import REASON_UNBOUND_IMMEDIATE as VB_UNBOUND_IMMEDIATE
-from scheduler_runtime.plugins.volumebinding import VolumeBinding, VolumeBindingArgs
-from scheduler_runtime.plugins.volumerestrictions import (
+from scheduler_runtime.plugins.volume.nodevolumelimits import REASON_MAX_VOLUME_COUNT as NVL_REASON
+from scheduler_runtime.plugins.volume.nodevolumelimits import NodeVolumeLimits
+from scheduler_runtime.plugins.volume.volumebinding import REASON_BIND_CONFLICT as VB_BIND_CONFLICT
+from scheduler_runtime.plugins.volume.volumebinding import REASON_NODE_CONFLICT as VB_NODE_CONFLICT
+from scheduler_runtime.plugins.volume.volumebinding import REASON_PV_NOT_EXIST as VB_PV_NOT_EXIST
+from scheduler_runtime.plugins.volume.volumebinding import REASON_UNBOUND_IMMEDIATE as VB_UNBOUND_IMMEDIATE
+from scheduler_runtime.plugins.volume.volumebinding import VolumeBinding, VolumeBindingArgs
+from scheduler_runtime.plugins.volume.volumerestrictions import (
     REASON_DISK_CONFLICT,
     REASON_RWOP_CONFLICT,
     VolumeRestrictions,
 )
-from scheduler_runtime.plugins.volumezone import REASON_CONFLICT as VZ_REASON
-from scheduler_runtime.plugins.volumezone import VolumeZone
+from scheduler_runtime.plugins.volume.volumezone import REASON_CONFLICT as VZ_REASON
+from scheduler_runtime.plugins.volume.volumezone import VolumeZone
 
 NS = "ns"
 

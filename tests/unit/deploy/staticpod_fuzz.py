@@ -47,7 +47,8 @@ def fuzz_staticpod_case(data: bytes, tmpdir: Path) -> tuple[int, str, bool]:
     `ksched deploy --static-pod --yes` in-process.
 
     Returns (exit code, stderr, whether nothing under `tmpdir` changed)."""
-    from ksched_cli.deploy_cmd import deploy
+    from ksched_cli.commands.deploy import deploy
+    from ksched_cli.guard import error_boundary
 
     node = _node(tmpdir)
     node["manifest"].write_bytes(data)
@@ -60,8 +61,9 @@ def fuzz_staticpod_case(data: bytes, tmpdir: Path) -> tuple[int, str, bool]:
     code = 0
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            deploy(static_pod=True, config=node["cfg"], image=IMAGE, manifest=node["manifest"],
-                   config_dest=node["dest"], backup_dir=node["backups"], yes=True)
+            with error_boundary():  # the root group applies it to every command
+                deploy(static_pod=True, config=node["cfg"], image=IMAGE, manifest=node["manifest"],
+                       config_dest=node["dest"], backup_dir=node["backups"], yes=True)
         except typer.Exit as exc:
             code = exc.exit_code
         except BaseException as exc:  # what the CLI would show as a traceback

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from ksched_cli.deploy import secondsched
-from ksched_cli.main import _registry
+from ksched_cli.inputs import registry as _registry
 from scheduler_runtime.errors import InputError
 
 REPO = Path(__file__).resolve().parents[3]

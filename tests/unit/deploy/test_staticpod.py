@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from ksched_cli.deploy import files, staticpod
-from ksched_cli.main import _registry
+from ksched_cli.inputs import registry as _registry
 
 REPO = Path(__file__).resolve().parents[3]
 MANIFESTS = REPO / "tests" / "data" / "manifests"

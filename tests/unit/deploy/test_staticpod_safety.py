@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 import typer
 
+from ksched_cli.commands.deploy import deploy
 from ksched_cli.deploy import files, journal, staticpod
-from ksched_cli.deploy_cmd import deploy
+from ksched_cli.guard import error_boundary
 
 REPO = Path(__file__).resolve().parents[3]
 MANIFESTS = REPO / "tests" / "data" / "manifests"
@@ -42,12 +43,13 @@ def node(tmp_path: Path) -> dict[str, Path]:
 
 
 def _run(**kw: Any) -> tuple[int, str, str]:
-    """`ksched deploy` in-process (the real command function); (exit code, stdout, stderr)."""
+    """`ksched deploy` in-process inside the CLI's error boundary; (exit code, stdout, stderr)."""
     out, err = io.StringIO(), io.StringIO()
     code = 0
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            deploy(**{"static_pod": True, "yes": True, **kw})
+            with error_boundary():  # the root group applies it to every command
+                deploy(**{"static_pod": True, "yes": True, **kw})
         except typer.Exit as exc:
             code = exc.exit_code
     return code, out.getvalue(), err.getvalue()
@@ -264,7 +266,7 @@ def test_undo_hint_names_every_flag_and_works(node: dict[str, Path]) -> None:
 
 
 def test_undo_hint_omits_default_locations() -> None:
-    from ksched_cli.deploy_cmd import undo_command
+    from ksched_cli.commands.deploy import undo_command
 
     assert undo_command(staticpod.DEFAULT_MANIFEST, staticpod.DEFAULT_CONFIG_DEST, staticpod.DEFAULT_BACKUP_DIR) == \
         "sudo ksched deploy --static-pod --rollback"
@@ -303,6 +305,6 @@ def test_a_failed_manifest_write_leaves_no_trace(node: dict[str, Path], registry
 
 @pytest.fixture(scope="module")
 def registry() -> Any:
-    from ksched_cli.main import _registry
+    from ksched_cli.inputs import registry as _registry
 
     return _registry(None)

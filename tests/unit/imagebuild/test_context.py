@@ -280,7 +280,8 @@ def test_wheel_repacked_from_an_installed_copy_installs_the_same_files(tmp_path:
     site2 = tmp_path / "site2"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target",
                     str(site2), str(repacked)], check=True)
-    assert (site2 / "ksched_cli" / "build_cmd.py").read_bytes() == (site / "ksched_cli" / "build_cmd.py").read_bytes()
+    assert (site2 / "ksched_cli" / "commands" / "build.py").read_bytes() == \
+        (site / "ksched_cli" / "commands" / "build.py").read_bytes()
 
 
 def test_a_source_tree_of_another_project_is_not_taken_for_ksched(tmp_path: Path) -> None:

@@ -1,6 +1,8 @@
 """VolumeBinding: the pod's PersistentVolumeClaims must be bound, or bindable on the node, and are bound
 before the pod.
 
+Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/volumebinding/ (volume_binding.go, binder.go).
+
 PreFilter: pods without claims skip the plugin; a missing, lost or deleted claim, or an unbound claim of an
 Immediate class, makes the pod unschedulable (UnschedulableAndUnresolvable); claims bound to local PVs pinned
 by hostname narrow the nodes. Filter: bound PVs' node affinity; unbound WaitForFirstConsumer claims take the
@@ -23,20 +25,20 @@ from typing import Any
 
 from pydantic import model_validator
 
-from ..cluster.base import PatchError
-from ..config.fielderrors import FieldErrorList, invalid
-from ..framework.cycle_state import CycleState
-from ..framework.nodelist import NodeList
-from ..framework.plugin import Plugin, PluginArgs
-from ..framework.status import Status
-from ..framework.types import (
+from ...cluster.base import PatchError
+from ...config.fielderrors import FieldErrorList, invalid
+from ...framework.cycle_state import CycleState
+from ...framework.nodelist import NodeList
+from ...framework.plugin import Plugin, PluginArgs
+from ...framework.status import Status
+from ...framework.types import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
     NodeInfo,
     PreFilterResult,
 )
-from ..objects import LabelSelector, Node, Pod
+from ...objects import LabelSelector, Node, Pod
 from .volumeutil import (
     ANN_BIND_COMPLETED,
     ANN_BOUND_BY_CONTROLLER,

@@ -1,6 +1,8 @@
 """NodeVolumeLimits (kube's CSILimits): a node's CSINode allocatable count per CSI driver bounds the number of
 unique volumes (driver/volumeHandle) the pods on it attach.
 
+Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/nodevolumelimits/csi.go.
+
 Volumes are counted through their claims (persistentVolumeClaim and generic ephemeral volumes): claim -> bound
 PV -> `spec.csi.driver` / `spec.csi.volumeHandle`; an unbound claim counts once for its StorageClass's
 provisioner. Not done (documented differences): in-tree volumes (inline or PVs of GCE PD, AWS EBS, Azure Disk,
@@ -14,12 +16,12 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from ..framework.cycle_state import CycleState
-from ..framework.nodelist import NodeList
-from ..framework.plugin import Plugin
-from ..framework.status import Status
-from ..framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
-from ..objects import Pod
+from ...framework.cycle_state import CycleState
+from ...framework.nodelist import NodeList
+from ...framework.plugin import Plugin
+from ...framework.status import Status
+from ...framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
+from ...objects import Pod
 from .volumeutil import (
     CLASSES,
     CSINODES,

@@ -1,4 +1,4 @@
-"""`ksched deploy` and `ksched undeploy`: the thin CLI over ksched_cli.deploy (see docs/deploy.md)."""
+"""`ksched deploy`: the thin CLI over ksched_cli.deploy (see docs/deploy.md); `undeploy` is its own module."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from rich.text import Text
 
 from scheduler_runtime.errors import InputError
 
-from .guard import EXIT_USAGE, fail, guarded
+from ..guard import EXIT_USAGE, fail
+from ..inputs import registry as _registry
 
 console = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -33,12 +34,6 @@ DEPLOY_EPILOG = (
     "Exit codes: 0 done (or nothing to change), 1 invalid input or API error, 2 usage or I/O error "
     "(missing, empty or malformed file, permission denied, bad flag value), "
     "3 applied but the rollout failed or timed out. See docs/deploy.md.")
-
-
-def _registry(plugin_dir: list[Path] | None) -> Any:
-    from .main import _registry as reg
-
-    return reg(plugin_dir)
 
 
 def say(text: str) -> None:
@@ -79,7 +74,7 @@ def _bullets(title: str, items: list[str], style: str = "") -> None:
 
 def _static_pod(manifest: Path, config: Path | None, image: str | None, config_dest: Path, backup_dir: Path,
                 dry_run: bool, rollback: bool, yes: bool, print_rbac: bool, plugin_dir: list[Path] | None) -> None:
-    from .deploy import staticpod
+    from ..deploy import staticpod
 
     if manifest.is_dir():
         raise InputError("Is a directory: --manifest names the static pod file, e.g. "
@@ -93,9 +88,9 @@ def _static_pod(manifest: Path, config: Path | None, image: str | None, config_d
     reg = _registry(plugin_dir)
     if print_rbac:
         _, cfg = staticpod.validate_config(config, reg)
-        from .deploy.rbac import DEFAULT_LEASE, RUNTIME_RULES, plugin_rules
-        from .deploy.render import to_yaml
-        from .deploy.secondsched import static_pod_rbac
+        from ..deploy.rbac import DEFAULT_LEASE, RUNTIME_RULES, plugin_rules
+        from ..deploy.render import to_yaml
+        from ..deploy.secondsched import static_pod_rbac
 
         le = cfg.leader_election
         lease = (le.resource_name, le.resource_namespace) if le.resource_name != DEFAULT_LEASE else None
@@ -143,7 +138,7 @@ def _static_pod(manifest: Path, config: Path | None, image: str | None, config_d
 
 def undo_command(manifest: Path, config_dest: Path, backup_dir: Path) -> str:
     """The rollback command for a deploy, with every location flag that differs from its default."""
-    from .deploy import staticpod
+    from ..deploy import staticpod
 
     cmd = ["sudo", "ksched", "deploy", "--static-pod", "--rollback"]
     for flag, value, default in (("--manifest", manifest, staticpod.DEFAULT_MANIFEST),
@@ -155,7 +150,7 @@ def undo_command(manifest: Path, config_dest: Path, backup_dir: Path) -> str:
 
 
 def _rollback(manifest: Path, config_dest: Path, backup_dir: Path, dry_run: bool, yes: bool) -> None:
-    from .deploy import staticpod
+    from ..deploy import staticpod
 
     r = staticpod.plan_rollback(manifest, backup_dir, config_dest)
     if r.entry is None:
@@ -205,7 +200,7 @@ def _rbac_reminder(config: Path, rules: list[tuple[str, dict[str, Any]]]) -> Non
 # ------------------------------------------------------------------------------------------ second scheduler
 
 
-def _client(kubeconfig: str | None) -> Any:
+def kube_client(kubeconfig: str | None) -> Any:
     from scheduler_runtime.cluster.kube import KubeClient, load_connection
 
     return KubeClient(load_connection(kubeconfig))
@@ -214,8 +209,8 @@ def _client(kubeconfig: str | None) -> Any:
 def _second(name: str, namespace: str, image: str | None, config: Path | None, replicas: int, apply: bool,
             output: str | None, kubeconfig: str | None, no_wait: bool, dry_run: bool, timeout: float,
             plugin_dir: list[Path] | None) -> None:
-    from .deploy import secondsched
-    from .deploy.render import to_yaml
+    from ..deploy import secondsched
+    from ..deploy.render import to_yaml
 
     if output is not None and output != "yaml":
         raise fail(f"-o: unsupported output {output!r} (use yaml)", EXIT_USAGE)
@@ -230,7 +225,7 @@ def _second(name: str, namespace: str, image: str | None, config: Path | None, r
         print(to_yaml(s.objects), end="")
         return
     _bullets("config adjusted for running beside the default scheduler", s.notes, "dim")
-    client = _client(kubeconfig)
+    client = kube_client(kubeconfig)
     secondsched.check_namespace(client, namespace)
 
     def report(obj: dict[str, Any], outcome: str) -> None:
@@ -258,7 +253,7 @@ def _second(name: str, namespace: str, image: str | None, config: Path | None, r
 def _wait(client: Any, s: Any, timeout: float) -> None:
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from .deploy import secondsched
+    from ..deploy import secondsched
 
     with Progress(SpinnerColumn(), TextColumn("[bold]rollout[/] {task.description}"), BarColumn(),
                   TextColumn("{task.completed}/{task.total} available"), TimeElapsedColumn(),
@@ -281,6 +276,10 @@ def _wait(client: Any, s: Any, timeout: float) -> None:
 
 PluginDirOpt = Annotated[list[Path] | None, typer.Option("--plugin-dir", help="Folder of plugin packages "
                                                          "(for validating the config).")]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("deploy", epilog=DEPLOY_EPILOG)(deploy)
 
 
 def deploy(
@@ -328,59 +327,20 @@ def deploy(
     """Deploy a ksched scheduler: replace kube-scheduler's static pod (--static-pod) or run beside it
     (--second-scheduler). Every change is shown first; see docs/deploy.md."""
 
-    def go() -> None:
-        if static_pod == second_scheduler:
-            raise fail("choose one of --static-pod (replace the default scheduler on this control-plane node) or "
-                       "--second-scheduler (run beside it)", EXIT_USAGE)
-        if static_pod:
-            if apply or output is not None or no_wait or kubeconfig is not None:
-                raise fail("--apply, -o, --no-wait and --kubeconfig are for --second-scheduler", EXIT_USAGE)
-            _static_pod(manifest, config, image, config_dest, backup_dir, dry_run, rollback, yes, print_rbac,
-                        plugin_dir)
-        else:
-            if rollback or print_rbac:
-                raise fail("--rollback and --print-rbac are for --static-pod (undo a second scheduler with "
-                           "`ksched undeploy --second-scheduler`)", EXIT_USAGE)
-            _second(name, namespace, image, config, replicas, apply, output, kubeconfig, no_wait, dry_run, timeout,
+    if static_pod == second_scheduler:
+        raise fail("choose one of --static-pod (replace the default scheduler on this control-plane node) or "
+                   "--second-scheduler (run beside it)", EXIT_USAGE)
+    if static_pod:
+        if apply or output is not None or no_wait or kubeconfig is not None:
+            raise fail("--apply, -o, --no-wait and --kubeconfig are for --second-scheduler", EXIT_USAGE)
+        _static_pod(manifest, config, image, config_dest, backup_dir, dry_run, rollback, yes, print_rbac,
                     plugin_dir)
-
-    guarded(go)
-
-
-def undeploy(
-    second_scheduler: Annotated[bool, typer.Option("--second-scheduler", help="Remove a second scheduler "
-                                                   "deployed by `ksched deploy --second-scheduler`.")] = False,
-    name: Annotated[str, typer.Option("--name", help="Its --name.")] = "ksched-scheduler",
-    namespace: Annotated[str, typer.Option("--namespace", "-n", help="Its --namespace.")] = "kube-system",
-    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help="Cluster (default: $KUBECONFIG, "
-                                                   "~/.kube/config).")] = None,
-) -> None:
-    """Remove a second scheduler: its Deployment, ConfigMap, RBAC and ServiceAccount (found by label).
-    A static-pod deployment is undone with `ksched deploy --static-pod --rollback`."""
-
-    def go() -> None:
-        from .deploy import secondsched
-
-        if not second_scheduler:
-            raise fail("pass --second-scheduler (a static pod is undone with `ksched deploy --static-pod --rollback`)",
-                       EXIT_USAGE)
-        secondsched.check_name(name)
-        secondsched.check_namespace_name(namespace)
-        client = _client(kubeconfig)
-        found = secondsched.find_deployed(client, name, namespace)
-        if not found:
-            say(f"nothing to remove: no objects labelled {secondsched.label_selector(name)} "
-                f"(namespace {namespace} and cluster-wide)")
-            return
-
-        def report(obj: dict[str, Any], outcome: str) -> None:
-            console.print(f"  {escape(secondsched.describe(obj))} {outcome}")
-
-        secondsched.delete_objects(client, found, report)
-        say(f"removed {len(found)} object(s) of {name}; pods whose spec.schedulerName named it now stay "
-            f"Pending until another scheduler serves that name")
-
-    guarded(go)
+    else:
+        if rollback or print_rbac:
+            raise fail("--rollback and --print-rbac are for --static-pod (undo a second scheduler with "
+                       "`ksched undeploy --second-scheduler`)", EXIT_USAGE)
+        _second(name, namespace, image, config, replicas, apply, output, kubeconfig, no_wait, dry_run, timeout,
+                plugin_dir)
 
 
-__all__ = ["DEPLOY_EPILOG", "EXIT_ROLLOUT", "deploy", "undeploy"]
+__all__ = ["DEPLOY_EPILOG", "EXIT_ROLLOUT", "console", "deploy", "kube_client", "say", "undo_command"]

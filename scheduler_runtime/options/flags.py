@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler_runtime.errors import UsageError
+from ..errors import UsageError
 
 #: every flag kube-scheduler v1.36.3 lists in --help (tests/data/kube-scheduler-1.36.3-help.txt) with the value its
 #: /flagz shows by default; docs/deploy.md says what ksched does with each
@@ -87,7 +87,7 @@ class KubeFlags:
 
 
 def parse_go_duration(text: str, flag: str) -> float:
-    from scheduler_runtime.goduration import parse_seconds
+    from ..goduration import parse_seconds
 
     try:
         return parse_seconds(text)

@@ -1,16 +1,19 @@
 """VolumeRestrictions: in-tree disk conflicts (GCE PD, AWS EBS, RBD, iSCSI) on a node, and claims with the
-ReadWriteOncePod access mode already used by a scheduled pod."""
+ReadWriteOncePod access mode already used by a scheduled pod.
+
+Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/volumerestrictions/volume_restrictions.go.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..framework.cycle_state import CycleState
-from ..framework.nodelist import NodeList
-from ..framework.plugin import Plugin
-from ..framework.status import Status
-from ..framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
-from ..objects import Pod
+from ...framework.cycle_state import CycleState
+from ...framework.nodelist import NodeList
+from ...framework.plugin import Plugin
+from ...framework.status import Status
+from ...framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
+from ...objects import Pod
 from .volumeutil import EV_PVC, PVCS, VolumeStores, not_found, pod_volumes, queue_if_pod_claims, spec
 
 REASON_DISK_CONFLICT = "node(s) had no available disk"

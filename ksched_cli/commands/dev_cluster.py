@@ -11,10 +11,15 @@ from typing import Annotated
 
 import typer
 
-from .guard import fail, guarded
+from ..guard import fail
 
 app = typer.Typer(no_args_is_help=True, help="A local control plane (etcd + kube-apiserver, no kubelet) to run "
                                              "ksched against: up, down, kubeconfig, status.")
+
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="dev-cluster")
 
 
 def _dir() -> Path:
@@ -29,24 +34,21 @@ StateOpt = Annotated[Path | None, typer.Option("--state-dir", help="Where certif
 def up(state_dir: StateOpt = None) -> None:
     """Start etcd and kube-apiserver on free loopback ports; prints the kubeconfig path."""
 
-    def go() -> None:
-        from scheduler_runtime.controlplane import ControlPlane
+    from scheduler_runtime.controlplane import ControlPlane
 
-        d = state_dir or _dir()
-        st = ControlPlane.load_state(d)
-        if st is not None and _ready(d):
-            print(d / "admin.kubeconfig")
-            return
-        if st is not None:  # a cluster that is not ready: stop what is left of it (only if still ours)
-            for r in ControlPlane.stop_detached(d) or []:
-                print(f"previous dev cluster: {r.line()}", file=sys.stderr)
-        d.mkdir(parents=True, exist_ok=True)
-        cp = ControlPlane(state_dir=d)
-        cp.start()
-        cp.save_state()
-        print(cp.kubeconfig_path)
-
-    guarded(go)
+    d = state_dir or _dir()
+    st = ControlPlane.load_state(d)
+    if st is not None and _ready(d):
+        print(d / "admin.kubeconfig")
+        return
+    if st is not None:  # a cluster that is not ready: stop what is left of it (only if still ours)
+        for r in ControlPlane.stop_detached(d) or []:
+            print(f"previous dev cluster: {r.line()}", file=sys.stderr)
+    d.mkdir(parents=True, exist_ok=True)
+    cp = ControlPlane(state_dir=d)
+    cp.start()
+    cp.save_state()
+    print(cp.kubeconfig_path)
 
 
 @app.command()
@@ -58,21 +60,18 @@ def down(state_dir: StateOpt = None,
     Signals only processes that still match what `up` recorded (pid, start time, command line), so a
     stale state file never kills an unrelated process; one line per process says how it ended."""
 
-    def go() -> None:
-        from scheduler_runtime.controlplane import ControlPlane
+    from scheduler_runtime.controlplane import ControlPlane
 
-        report = ControlPlane.stop_detached(state_dir or _dir(), grace=grace_period)
-        if report is None:
-            raise fail("no dev cluster is running", 1)
-        for r in report:
-            print(r.line())
-        left = [r for r in report if not r.gone]
-        if left:
-            raise fail(f"{', '.join(r.name for r in left)} may still be running; the state file "
-                       f"{(state_dir or _dir()) / 'state.json'} is kept", 1)
-        print("stopped")
-
-    guarded(go)
+    report = ControlPlane.stop_detached(state_dir or _dir(), grace=grace_period)
+    if report is None:
+        raise fail("no dev cluster is running", 1)
+    for r in report:
+        print(r.line())
+    left = [r for r in report if not r.gone]
+    if left:
+        raise fail(f"{', '.join(r.name for r in left)} may still be running; the state file "
+                   f"{(state_dir or _dir()) / 'state.json'} is kept", 1)
+    print("stopped")
 
 
 @app.command()

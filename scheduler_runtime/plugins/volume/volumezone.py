@@ -1,15 +1,18 @@
-"""VolumeZone: the zone/region labels of the PVs bound to the pod's claims must match the node's."""
+"""VolumeZone: the zone/region labels of the PVs bound to the pod's claims must match the node's.
+
+Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/volumezone/volume_zone.go.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..framework.cycle_state import CycleState
-from ..framework.nodelist import NodeList
-from ..framework.plugin import Plugin
-from ..framework.status import Status
-from ..framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
-from ..objects import Pod
+from ...framework.cycle_state import CycleState
+from ...framework.nodelist import NodeList
+from ...framework.plugin import Plugin
+from ...framework.status import Status
+from ...framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
+from ...objects import Pod
 from .volumeutil import (
     CLASSES,
     EV_CLASS,

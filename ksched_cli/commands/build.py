@@ -9,7 +9,7 @@ import typer
 
 from scheduler_runtime.errors import InputError
 
-from .guard import DEBUG, fail, guarded
+from ..guard import DEBUG, fail
 
 #: no container engine answers on DOCKER_HOST (or the default socket)
 EXIT_ENGINE = 3
@@ -25,6 +25,10 @@ BUILD_EPILOG = (
     "requirements.txt are fetched on this host first (cached in ~/.cache/ksched/build). "
     "Exit codes: 0 built (and pushed), 1 the build failed, 2 invalid input (tag, platform, plugin folder), "
     "3 no container engine reachable, 4 push failed. See docs/build.md.")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("build", epilog=BUILD_EPILOG)(build)
 
 
 def build(
@@ -44,41 +48,38 @@ def build(
     """Build a container image of ksched with your plugins; it runs as `ksched ...` or as a drop-in
     `kube-scheduler` with kube-scheduler's flags, as non-root user 65532."""
 
-    def go() -> None:
-        from .imagebuild import pipeline
-        from .imagebuild.engine import EngineUnavailable, PushFailed
-        from .imagebuild.ui import Display
+    from ..imagebuild import pipeline
+    from ..imagebuild.engine import EngineUnavailable, PushFailed
+    from ..imagebuild.ui import Display
 
-        req = pipeline.BuildRequest(tag=tag or pipeline.DEFAULT_TAG,
-                                    base_image=base_image or pipeline.DEFAULT_BASE_IMAGE,
-                                    plugin_dirs=list(plugin_dir) if plugin_dir else _default_plugin_dirs(),
-                                    push=push, platform=platform, no_cache=no_cache)
-        display = Display()
-        try:
-            result = pipeline.run(req, display)
-        except (EngineUnavailable, PushFailed, InputError) as exc:
-            if DEBUG["on"]:
-                raise
-            code = EXIT_ENGINE if isinstance(exc, EngineUnavailable) else EXIT_PUSH \
-                if isinstance(exc, PushFailed) else exc.exit_code
-            raise fail(str(exc), code) from None
-        t = result.timings
-        display.note(f"built in {t.get('build', 0):.1f} s (context {t.get('context', 0):.1f} s, engine checks "
-                     f"{t.get('prepare', 0):.1f} s)" + (f", pushed in {t['push']:.1f} s" if "push" in t else ""))
-        print(f"image: {result.tag}")
-        print(f"id: {result.image_id}")
-        print(f"size: {result.size / 1e6:.1f} MB")
-        print(f"plugins: {', '.join(result.plugins) or '(none)'}")
-        if result.digest:
-            print(f"digest: {result.digest}")
-
-    guarded(go)
+    req = pipeline.BuildRequest(tag=tag or pipeline.DEFAULT_TAG,
+                                base_image=base_image or pipeline.DEFAULT_BASE_IMAGE,
+                                plugin_dirs=list(plugin_dir) if plugin_dir else _default_plugin_dirs(),
+                                push=push, platform=platform, no_cache=no_cache)
+    display = Display()
+    try:
+        result = pipeline.run(req, display)
+    except (EngineUnavailable, PushFailed, InputError) as exc:
+        if DEBUG["on"]:
+            raise
+        code = EXIT_ENGINE if isinstance(exc, EngineUnavailable) else EXIT_PUSH \
+            if isinstance(exc, PushFailed) else exc.exit_code
+        raise fail(str(exc), code) from None
+    t = result.timings
+    display.note(f"built in {t.get('build', 0):.1f} s (context {t.get('context', 0):.1f} s, engine checks "
+                 f"{t.get('prepare', 0):.1f} s)" + (f", pushed in {t['push']:.1f} s" if "push" in t else ""))
+    print(f"image: {result.tag}")
+    print(f"id: {result.image_id}")
+    print(f"size: {result.size / 1e6:.1f} MB")
+    print(f"plugins: {', '.join(result.plugins) or '(none)'}")
+    if result.digest:
+        print(f"digest: {result.digest}")
 
 
 def _default_plugin_dirs() -> list[Path]:
     """./plugins like every other command; outside a plugin project, the plugins bundled with ksched."""
-    from .imagebuild.context import is_plugin_package
-    from .imagebuild.wheels import SOURCE_ROOT
+    from ..imagebuild.context import is_plugin_package
+    from ..imagebuild.wheels import SOURCE_ROOT
 
     local = Path("plugins")
     if local.is_dir() and any(is_plugin_package(p) for p in local.iterdir()):

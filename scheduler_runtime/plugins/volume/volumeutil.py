@@ -1,5 +1,9 @@
 """Shared helpers of the volume plugins: the pod's claims, watched PVC/PV/StorageClass/CSINode stores,
-kube's not-found wording and PersistentVolume node affinity."""
+kube's not-found wording and PersistentVolume node affinity.
+
+Upstream: kube-scheduler v1.36, the lookups of pkg/scheduler/framework/plugins/volumebinding/binder.go and
+nodevolumelimits/csi.go; PV node affinity as k8s.io/component-helpers/storage/volume/helpers.go.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from ..objects import Node, NodeSelector, Pod
-from ..quantity import resource_amount
+from ...objects import Node, NodeSelector, Pod
+from ...quantity import resource_amount
 
 PVCS = "persistentvolumeclaims"
 PVS = "persistentvolumes"

@@ -1,14 +1,17 @@
-"""Shared by `ksched run --kubeconfig ...` and the image's `kube-scheduler` command: flags -> Runner."""
+"""kube-scheduler's flags -> config + RunOptions -> Runner, as cmd/kube-scheduler/app/options does upstream.
+
+Shared by `ksched run --kubeconfig ...` and the image's `kube-scheduler` command; it lives in the runtime so
+both reach it without the runtime ever importing the CLI."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from scheduler_runtime.errors import InputError, UsageError
-
-from .kube_flags import KubeFlags, flagz, parse_go_duration
+from ..errors import InputError, UsageError
+from .flags import KubeFlags, flagz, parse_go_duration
 
 _LEADER_FLAGS = {
     "leader-elect": ("leader_elect", "bool"),
@@ -40,8 +43,8 @@ def leader_overrides(flags: KubeFlags) -> dict[str, Any]:
 
 def auth_options(flags: KubeFlags) -> Any:
     """--authentication-*, --authorization-*, --client-ca-file and --requestheader-* -> DelegatedAuthOptions."""
-    from scheduler_runtime.server import DelegatedAuthOptions
-    from scheduler_runtime.server.auth import PathAuthorizer
+    from ..server import DelegatedAuthOptions
+    from ..server.auth import PathAuthorizer
 
     d = DelegatedAuthOptions()
     ttl = {}
@@ -133,23 +136,27 @@ class JsonLogFormatter(logging.Formatter):
         return json.dumps(out)
 
 
-def run_on_cluster(flags: KubeFlags, registry_factory: Any) -> int:
+def run_on_cluster(flags: KubeFlags, warn: Callable[[str], None]) -> int:
     """kube-scheduler's precedence: with --config, --kubeconfig/--kube-api-* are ignored and only explicitly
-    set leader-election flags override the file; $KUBECONFIG is never read (scheduler_runtime.kubeconfig_source)."""
-    from scheduler_runtime.app import Runner, RunOptions
-    from scheduler_runtime.cluster.kube import in_cluster
-    from scheduler_runtime.config import load_config
-    from scheduler_runtime.kubeconfig_source import choose, require_usable
+    set leader-election flags override the file; $KUBECONFIG is never read (scheduler_runtime.kubeconfig_source).
+    `warn` receives the plugin loader's warnings (the caller decides where they go)."""
+    from ..app import Runner, RunOptions
+    from ..cluster.kube import in_cluster
+    from ..config import load_config
+    from ..kubeconfig_source import choose, require_usable
+    from .registry import load_registry
 
     setup_logging(flags.int("v", 0), flags.get("logging-format", "text"))
-    from scheduler_runtime.featuregates import parse_feature_gates
+    from ..featuregates import parse_feature_gates
 
     gates = parse_feature_gates([flags.get("feature-gates")] if flags.get("feature-gates") else [])
     config_path = flags.get("config")
     if config_path is not None and not Path(config_path).exists():
         raise InputError("no such file or directory", file=str(config_path), usage=True)
     plugin_dirs = [Path(p) for p in (flags.get("plugin-dir") or "").split(",") if p]
-    registry = registry_factory(plugin_dirs or None)
+    registry = load_registry(plugin_dirs or None)
+    for w in registry.warnings:
+        warn(w)
     cfg = load_config(Path(config_path) if config_path else None, registry)
     source = choose(config_file=config_path, config_kubeconfig=cfg.client_connection.kubeconfig,
                     flag_kubeconfig=flags.get("kubeconfig"), master=flags.get("master"))
@@ -184,7 +191,7 @@ def run_on_cluster(flags: KubeFlags, registry_factory: Any) -> int:
     if not 0 <= opts.secure_port <= 65535:
         raise UsageError(f"--secure-port: {opts.secure_port} must be between 0 and 65535, inclusive "
                          "(0 disables the secure port)")
-    from scheduler_runtime.server.serving import tls_settings
+    from ..server.serving import tls_settings
 
     tls_settings(opts.tls_min_version, opts.tls_cipher_suites)  # unknown names: a usage error up front
     if opts.results not in ("ksched", "simulator", "off"):
@@ -192,7 +199,7 @@ def run_on_cluster(flags: KubeFlags, registry_factory: Any) -> int:
     if flags.get("write-config-to"):
         import yaml
 
-        from .outfile import write_output
+        from ..atomicfile import write_output
 
         write_output(flags.get("write-config-to"), yaml.safe_dump(cfg.raw, sort_keys=False))
         return 0
