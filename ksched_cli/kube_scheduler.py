@@ -12,7 +12,7 @@ from .guard import DEBUG, err_console, warn
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help", "-help") for a in args):
-        from .kube_flags import KSCHED_FLAG_DEFAULTS, KUBE_FLAG_DEFAULTS, REFUSED
+        from scheduler_runtime.options.flags import KSCHED_FLAG_DEFAULTS, KUBE_FLAG_DEFAULTS, REFUSED
 
         EMPTY = '""'  # noqa: N806
 

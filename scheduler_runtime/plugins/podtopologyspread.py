@@ -374,6 +374,9 @@ class PodTopologySpread(Plugin):
             ids = top.ids[kept]
             domains = np.bincount(ids[ids >= 0], minlength=len(top.values)) > 0
             weights.append(math.log(int(np.count_nonzero(domains)) + 2))
+            if not len(domains):  # no node carries the key: nothing to count
+                counts.append({})
+                continue
             # every node of a domain seen among the feasible ones counts, feasible or not
             mask = (top.ids >= 0) & domains[np.where(top.ids >= 0, top.ids, 0)]
             if require_all:

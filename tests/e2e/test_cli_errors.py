@@ -372,7 +372,7 @@ POD = textwrap.dedent("""\
 @pytest.mark.parametrize("what,text,code,needle", [
     ("malformed YAML", "apiVersion: [v1\n", 2, "invalid YAML"),
     ("duplicate key", POD + "metadata: {name: p2}\n", 2, "duplicate key"),
-    ("not UTF-8", None, 2, "not a UTF-8 text file"),
+    ("not UTF-8", None, 2, "not UTF-8 text"),
     ("a list, not an object", "- 1\n- 2\n", 1, "expected a Kubernetes object"),
     ("maxSkew 0", POD + "  topologySpreadConstraints: [{maxSkew: 0, topologyKey: zone, "
                         "whenUnsatisfiable: DoNotSchedule}]\n", 1, "maxSkew"),

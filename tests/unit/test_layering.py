@@ -56,6 +56,8 @@ KNOWN_LAZY_CYCLES = {
                "scheduler_runtime.framework.runtime"}),
     frozenset({"scheduler_runtime.config.loader", "scheduler_runtime.extenders.client",
                "scheduler_runtime.extenders.config"}),
+    # type-only: the embedded resourceclaim controller annotates the cluster it works on
+    frozenset({"scheduler_runtime.cluster.draclaims", "scheduler_runtime.cluster.memory"}),
 }
 #: import-time cycles between the runtime's packages (one node per scheduler_runtime.<name>): plugin args
 #: models live in framework and are read by config; the embedded cluster reuses the volume plugins' lookups

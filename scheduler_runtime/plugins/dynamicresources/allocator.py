@@ -1,5 +1,8 @@
 """The structured allocator: which devices of which ResourceSlices satisfy a pod's ResourceClaims on a node.
 
+Upstream: kube-scheduler v1.36,
+staging/src/k8s.io/dynamic-resource-allocation/structured/internal/stable/allocator_stable.go.
+
 Same search and result as k8s.io/dynamic-resource-allocation/structured (the implementation kube-scheduler
 v1.36 selects with its default gates): claims, then their requests (a `firstAvailable` request tries its
 sub-requests in order), then one device after the other, depth first over the eligible pools sorted by

@@ -1,5 +1,7 @@
 """CEL device selectors, evaluated with cel-expr-python (Google's cel-cpp) in a Kubernetes-like environment.
 
+Upstream: kube-scheduler v1.36, staging/src/k8s.io/dynamic-resource-allocation/cel/compile.go.
+
 Why cel-expr-python: compared with cel-python (pure Python, ~530 µs per evaluation, no `.?` optional syntax, no
 `cel.bind`) and common-expression-language (cel-rust, fast but no optional syntax, no `cel.bind`, no type
 checking), it is the official Google implementation, type-checks at compile time, has the optional and bindings

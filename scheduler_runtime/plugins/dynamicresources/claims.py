@@ -1,6 +1,9 @@
 """The DRA objects the scheduler watches, and what every profile must see the same way: claims overlaid with
 the versions PreBind just wrote (the assume cache), allocations in flight between Reserve and PreBind, and the
-devices those and every allocated claim hold (kube's SharedDRAManager, one per scheduler)."""
+devices those and every allocated claim hold (kube's SharedDRAManager, one per scheduler).
+
+Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/dynamicresources/dra_manager.go.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Plain-language reasons why a pod waits on its ResourceClaims, for `ksched describe-pod` and `simulate`.
 
+Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go
+(its status messages).
+
 Each line names the object and the field to fix: a claim or template that does not exist, a DeviceClass that
 does not exist, a selector that does not compile or fails on a device, a pool that is invalid or incomplete, or
 no node with enough free matching devices ("no node has 2 free devices of class gpu.example.com matching

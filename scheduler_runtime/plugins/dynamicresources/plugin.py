@@ -1,5 +1,7 @@
 """DynamicResources: pods get the devices their ResourceClaims ask for, as kube-scheduler v1.36 allocates them.
 
+Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go.
+
 PreEnqueue holds a pod back until each of its claims exists (a template's claim is created by
 kube-controller-manager; the embedded cluster does it itself). PreFilter reads the claims, checks the device
 classes and builds the structured allocator over every ResourceSlice and the devices already allocated (by any

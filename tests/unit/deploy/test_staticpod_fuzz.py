@@ -65,10 +65,10 @@ BAD = {
     "huge": (b"x: " + b"a" * (1 << 20) + b"\n", 2, ["larger than 32 KiB"]),
     "binary": (b"\x89PNG\r\n\x1a\n\x00\x00\xff", 2, ["not UTF-8"]),
     "NUL in text": (b"apiVersion: v1\x00\n", 2, ["invalid YAML"]),
-    "duplicate key": (b"apiVersion: v1\nkind: Pod\nkind: Pod\n", 2, ["invalid YAML", "duplicate"]),
-    "tag that does not fit": (b"apiVersion: v1\nkind: !!set Pod\n", 2, ["invalid YAML", "AttributeError"]),
+    "duplicate key": (b"apiVersion: v1\nkind: Pod\nkind: Pod\n", 2, ["line 3", "duplicate key 'kind'"]),
+    "tag that does not fit": (b"apiVersion: v1\nkind: !!set Pod\n", 2, ["line 2", "unsupported YAML tag"]),
     "lone surrogate": (b'{"apiVersion": "v1", "kind": "Pod", "spec": {"containers": [{"name": "kube-scheduler", '
-                       b'"image": "x\\ud800"}]}}', 1, ["spec.containers[0].image", "lone surrogate"]),
+                       b'"image": "x\\ud800"}]}}', 2, ["invalid YAML", "invalid Unicode character escape"]),
 }
 
 
