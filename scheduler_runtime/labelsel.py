@@ -38,7 +38,8 @@ def _regex_error(msg: str, fmt: str, *examples: str) -> str:
 
 
 def label_key_errors(key: str) -> list[str]:
-    """content.IsLabelKey."""
+    """apimachinery's content.IsLabelKey (labels.Parse, selectors and config validation all use it): the
+    problems, worded as kube words them."""
     errs: list[str] = []
     parts = key.split("/")
     if len(parts) == 1:
@@ -49,7 +50,7 @@ def label_key_errors(key: str) -> list[str]:
             errs.append("prefix part must be non-empty")
         else:
             if len(prefix) > 253:
-                errs.append("prefix part must be no more than 253 characters")
+                errs.append("prefix part must be no more than 253 bytes")
             if not _SUBDOMAIN_RE.match(prefix):
                 errs.append("prefix part " + _regex_error(_SUBDOMAIN_MSG, _SUBDOMAIN_FMT, "example.com"))
     else:
@@ -58,7 +59,7 @@ def label_key_errors(key: str) -> list[str]:
     if not name:
         errs.append("name part must be non-empty")
     elif len(name) > 63:
-        errs.append("name part must be no more than 63 characters")
+        errs.append("name part must be no more than 63 bytes")
     if not _NAME_RE.match(name):
         errs.append("name part " + _regex_error(_NAME_MSG, _NAME_FMT, "MyName", "my.name", "123-abc"))
     return errs

@@ -13,7 +13,8 @@ import binascii
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config.fielderrors import go_value, label_key_errors
+from ..config.fielderrors import go_value
+from ..labelsel import label_key_errors
 
 DEFAULT_TIMEOUT = 5.0  # DefaultExtenderTimeout in pkg/scheduler/extender.go
 MAX_EXTENDER_PRIORITY = 10  # extenderv1.MaxExtenderPriority

@@ -20,7 +20,6 @@ from ..config.fielderrors import (
     duplicate,
     forbidden,
     invalid,
-    label_key_errors,
     not_supported,
     required,
 )
@@ -31,6 +30,7 @@ from ..framework.plugin import FilterBatch, Plugin, PluginArgs
 from ..framework.snapshot import Snapshot
 from ..framework.status import Code, Status
 from ..framework.types import ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
+from ..labelsel import label_key_errors
 from ..objects import Pod
 
 MAX_CUSTOM_PRIORITY_SCORE = 10

@@ -23,7 +23,6 @@ from ..config.fielderrors import (
     duplicate,
     forbidden,
     invalid,
-    label_key_errors,
     not_supported,
     required,
 )
@@ -34,6 +33,7 @@ from ..framework.podindex import Topology, selector_key
 from ..framework.snapshot import Snapshot
 from ..framework.status import MAX_SCORE, Status
 from ..framework.types import ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo, NodeScore
+from ..labelsel import label_key_errors
 from ..objects import LabelSelector, Node, Pod, SpreadConstraint, tolerates_all
 from .nodeaffinity import _mentions_hostname
 
