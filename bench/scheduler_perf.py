@@ -145,6 +145,30 @@ def pod_extended_resource(i: int) -> dict[str, Any]:
     return pod_tpl(container=_container(None, None, port=False, extra={f"foo.com/bar-{i}": "1"}))(i)
 
 
+DRA_DRIVER = "test-driver.cdi.k8s.io"
+DRA_NAMESPACE = "sched-perf"
+DEVICE_CLASS = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "test-class"},
+                "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRA_DRIVER}"'}}]}}
+CLAIM_TEMPLATE = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                  "metadata": {"name": "test-claim-template", "namespace": DRA_NAMESPACE},
+                  "spec": {"spec": {"devices": {"requests": [
+                      {"name": "req-0", "exactly": {"deviceClassName": "test-class"}}]}}}}
+POD_WITH_CLAIM = pod_tpl(container={"name": "pause", "image": PAUSE, "resources": {"claims": [{"name": "resource"}]}},
+                         resourceClaims=[{"name": "resource", "resourceClaimTemplateName": "test-claim-template"}])
+
+
+def slice_tpl(devices: int) -> Template:
+    """createResourceDriver's slice: one pool per node, `maxClaimsPerNode` devices named item-<k>."""
+    def make(i: int) -> dict[str, Any]:
+        name = f"node-{i}"
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                "metadata": {"name": f"{name}-{DRA_DRIVER}"},
+                "spec": {"driver": DRA_DRIVER, "nodeName": name,
+                         "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                         "devices": [{"name": f"item-{k}"} for k in range(devices)]}}
+    return make
+
+
 NODE_DEFAULT = node_tpl()
 NODE_NAMED = node_tpl(pods="90000", name="scheduler-perf-node")
 NODE_TAINTED = node_tpl(taints=[{"key": "foo", "effect": "NoSchedule"}])
@@ -159,8 +183,8 @@ SERVICE = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "service-
 
 @dataclass(frozen=True)
 class Op:
-    """One step. kind: nodes | pods | measure | churn (a pod every interval while measuring) |
-    delete (the namespace's pods, `rate` per second while measuring)."""
+    """One step. kind: nodes | slices (a ResourceSlice per node) | pods | measure | churn (a pod every interval
+    while measuring) | delete (the namespace's pods, `rate` per second while measuring)."""
 
     kind: str
     count: str | int = 0  # a parameter name or a fixed count
@@ -245,6 +269,13 @@ WORKLOADS = [
     W("SchedulingWithExtendedResource", {"nodesWithExtendedResource": 5000, "measurePods": 5000},
       [Op("nodes", "nodesWithExtendedResource", NODE_EXTENDED),
        Op("measure", "measurePods", pod_extended_resource, "test")], 180),
+    # test/integration/scheduler_perf/dra: 5000pods_500nodes, maxClaimsPerNode 10, threshold 56 (queueing hints
+    # on); every pod gets its own claim from the template (the embedded cluster / kube-controller-manager's
+    # resourceclaim controller create them)
+    W("SchedulingWithResourceClaimTemplate", {"initNodes": 500, "initPods": 2500, "measurePods": 2500},
+      [Op("nodes", "initNodes", NODE_DEFAULT), Op("slices", "initNodes", slice_tpl(10)),
+       Op("pods", "initPods", POD_WITH_CLAIM, DRA_NAMESPACE),
+       Op("measure", "measurePods", POD_WITH_CLAIM, DRA_NAMESPACE)], 56, [DEVICE_CLASS, CLAIM_TEMPLATE]),
 ]
 BY_NAME = {w.name: w for w in WORKLOADS}
 
@@ -267,17 +298,18 @@ def _named(tpl: Template, i: int, ns: str, prefix: str) -> dict[str, Any]:
 
 
 def _namespaces(w: Workload) -> set[str]:
-    return {op.namespace for op in w.ops if op.kind != "nodes"} | \
+    return {op.namespace for op in w.ops if op.kind not in ("nodes", "slices")} | \
         {o["metadata"]["namespace"] for o in w.objects if "namespace" in o["metadata"]}
 
 
 # ------------------------------------------------------------------------------------------- memory mode
 
 
-def _node_objects(w: Workload, params: dict[str, int]) -> list[dict[str, Any]]:
+def _node_objects(w: Workload, params: dict[str, int], kind: str = "nodes") -> list[dict[str, Any]]:
+    """The nodes (or with kind="slices", the ResourceSlices, numbered like the nodes they belong to)."""
     out: list[dict[str, Any]] = []
     for op in w.ops:
-        if op.kind == "nodes":
+        if op.kind == kind:
             base = len(out)
             out += [op.template(base + i) for i in range(count_of(op, params))]  # type: ignore[misc]
     return out
@@ -325,7 +357,7 @@ def run_memory(w: Workload, params: dict[str, int], seed: int = 1,
         cluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}, emit=False)
     for obj in w.objects:
         cluster.create(obj, emit=False)
-    for n in _node_objects(w, params):
+    for n in _node_objects(w, params) + _node_objects(w, params, "slices"):
         cluster.create(n, emit=False)
     sched = Scheduler(cluster, cfg, reg, seed=seed, record_breakdown=False)
     sched.start()
@@ -348,6 +380,11 @@ def run_memory(w: Workload, params: dict[str, int], seed: int = 1,
     stop = threading.Event()
     threads = _background(lambda o: cluster.create(o, emit=True),
                           lambda ns, name: cluster.delete("pods", name, ns), w, params, stop)
+    prof = None
+    if os.environ.get("SCHED_PERF_PROFILE"):  # cProfile the measured phase into this file
+        import cProfile
+        prof = cProfile.Profile()
+        prof.enable()
     cpu0, t0 = time.process_time(), time.perf_counter()
     bound = 0
     deadline = t0 + float(os.environ.get("SCHED_PERF_TIMEOUT", "600"))
@@ -360,6 +397,9 @@ def run_memory(w: Workload, params: dict[str, int], seed: int = 1,
         time.sleep(0.01)  # churn keeps arriving: measured pods waiting on a preemption's victims
     elapsed = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
+    if prof is not None:
+        prof.disable()
+        prof.dump_stats(os.environ["SCHED_PERF_PROFILE"])
     stop.set()
     for t in threads:
         t.join()

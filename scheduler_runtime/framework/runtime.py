@@ -411,10 +411,11 @@ class Framework:
     # ------------------------------------------------------------------ Filter
     def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         """All Filter plugins on one node, per-node methods; first non-success stops (Error aborts)."""
+        skip = state.skip_filter_plugins
+        what = "running {} filter plugin"
         for cp in self.filter:
-            if cp.name in state.skip_filter_plugins:
+            if cp.name in skip:
                 continue
-            what = "running {} filter plugin"
             fn = getattr(cp.plugin, "filter", None)
             self._evaluated("Filter", cp.name)
             if fn is not None:
@@ -559,6 +560,14 @@ class Framework:
             if uniform is not None:
                 uniform.plugin = cp.name
                 statuses.update(dict.fromkeys(snapshot.row_names()[here].tolist(), uniform))
+                continue
+            if fb.keys is not None:  # rows with equal keys share one Status: one call per distinct key
+                _, first, inverse = np.unique(fb.keys[here], return_index=True, return_inverse=True)
+                shared = [fb.status_at(int(here[i])) for i in first.tolist()]
+                for st in shared:
+                    st.plugin = cp.name
+                statuses.update(zip(snapshot.row_names()[here].tolist(), [shared[j] for j in inverse.tolist()],
+                                    strict=True))
                 continue
             for r in here.tolist():
                 st = fb.status_at(r)

@@ -127,12 +127,15 @@ class NodeInfo:
         return True
 
     def _account(self, pod: Pod, sign: int) -> None:
+        req = self.requested
         for k, v in pod.requests.items():
-            self.requested[k] = self.requested.get(k, 0) + sign * v
-        for k in ("cpu", "memory"):
-            self.non_zero_requested[k] = self.non_zero_requested.get(k, 0) + sign * pod.non_zero_requests[k]
-        for hp in pod.host_ports:
-            self._port(hp, sign)
+            req[k] = req.get(k, 0) + sign * v
+        nz, pnz = self.non_zero_requested, pod.non_zero_requests
+        nz["cpu"] = nz.get("cpu", 0) + sign * pnz["cpu"]
+        nz["memory"] = nz.get("memory", 0) + sign * pnz["memory"]
+        if pod.host_ports:
+            for hp in pod.host_ports:
+                self._port(hp, sign)
         self.generation += 1
         if self.table is not None and self.row >= 0:
             self.table.account_pod(self.row, pod, sign)
@@ -272,13 +275,17 @@ class FilterBatch:
 
     `status` is the Status of every failing row, or a function of the row giving it (only called for
     rows the framework reports on, so building messages stays off the hot path).
+    `keys`, when given, is an integer per row such that rows with equal keys get the same (shared) Status:
+    the framework then asks once per distinct key instead of once per failing row.
     """
 
-    __slots__ = ("ok", "status")
+    __slots__ = ("ok", "status", "keys")
 
-    def __init__(self, ok: np.ndarray, status: Status | Callable[[int], Status]) -> None:
+    def __init__(self, ok: np.ndarray, status: Status | Callable[[int], Status],
+                 keys: np.ndarray | None = None) -> None:
         self.ok = ok
         self.status = status
+        self.keys = keys
 
     def status_at(self, row: int) -> Status:
         s = self.status

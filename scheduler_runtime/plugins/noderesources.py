@@ -181,10 +181,14 @@ def is_extended(name: str) -> bool:
 
 
 class _FitState:
-    __slots__ = ("cols", "amounts", "names", "empty")
+    """PreFilter's computed request: resource columns and amounts (batch filter), and the same as
+    (name, amount) pairs in message order for the per-node filter the preemption dry run calls per victim."""
+
+    __slots__ = ("cols", "amounts", "names", "empty", "pairs")
 
     def __init__(self, cols: np.ndarray, amounts: np.ndarray, names: list[str], empty: bool) -> None:
         self.cols, self.amounts, self.names, self.empty = cols, amounts, names, empty
+        self.pairs = list(zip(names, amounts.tolist(), strict=True))
 
     def clone(self) -> _FitState:
         return self
@@ -239,13 +243,18 @@ class NodeResourcesFit(Plugin):
         allowed = alloc.get("pods", 0)
         if len(node_info.pods) + 1 > allowed:
             reasons.append("Too many pods")
-        if any(v > 0 for v in pod.requests.values()):
+        fs: _FitState | None = state.get(_FIT_KEY)
+        if fs is None:
             names = [n for n, v in pod.requests.items() if v > 0 and n != "pods" and not self._skip_resource(n)]
             order = {"cpu": 0, "memory": 1, "ephemeral-storage": 2}
-            for n in sorted(names, key=lambda n: (order.get(n, 3), n)):
-                want = pod.requests[n]
+            pairs = [(n, pod.requests[n]) for n in sorted(names, key=lambda n: (order.get(n, 3), n))]
+        else:
+            pairs = fs.pairs
+        if pairs:
+            requested = node_info.requested
+            for n, want in pairs:
                 have = alloc.get(n, 0)
-                if want > have - node_info.requested.get(n, 0):
+                if want > have - requested.get(n, 0):
                     reasons.append(f"Insufficient {n}")
                     if want > have:
                         unresolvable = True
@@ -286,7 +295,16 @@ class NodeResourcesFit(Plugin):
                                            *reasons)
             return got
 
-        return FilterBatch(ok, status)
+        # a row's Status depends only on which checks fail and whether a request exceeds allocatable outright
+        keys: np.ndarray | None = (~pods_ok).astype(np.int64)
+        if res_ok is not None:
+            if len(st.names) < 62:  # bit 0 pods, bits 1.. the failing resources, bit 62 unresolvable
+                over = (st.amounts > alloc[:, st.cols]).any(axis=1)
+                keys = keys | ((~res_ok).astype(np.int64) << np.arange(1, len(st.names) + 1, dtype=np.int64)
+                               ).sum(axis=1) | (over.astype(np.int64) << 62)
+            else:
+                keys = None
+        return FilterBatch(ok, status, keys)
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [ClusterEventWithHint(ClusterEvent("Pod", ActionType.Delete | ActionType.UpdatePodScaleDown)),

@@ -398,3 +398,18 @@ def test_filter_and_binding_timeouts_come_from_the_args_and_are_validated_like_k
         DynamicResourcesArgs.model_validate({"bindingTimeout": "500ms"})
     with pytest.raises(Exception, match="filterTimeout"):
         DynamicResourcesArgs.model_validate({"filterTimeout": "-1s"})
+
+
+def test_device_eligibility_is_remembered_per_selector_set_not_per_device_alone():
+    """The allocator remembers a device's eligibility across nodes and cycles; claims with different
+    selectors over the same devices in one run must still get only the devices their selectors accept."""
+    objs = [node("n1"), device_class(), rslice("n1", ["a100", "h100", "a100", "h100"]),
+            claim("any"), claim("h", model="h100"), claim("a", model="a100"), claim("h2", model="h100"),
+            claim("none", model="v100")]
+    pods = [pod(f"p-{c}", claim_name=c) for c in ("h", "a", "any", "h2", "none")]
+    m = run(objs, pods)
+    assert devices_of(get_claim(m, "h")) == [("n1", "gpu-1")]  # gpu-0 seen and refused for h100
+    assert devices_of(get_claim(m, "a")) == [("n1", "gpu-0")]  # ... yet taken for a100
+    assert devices_of(get_claim(m, "any")) == [("n1", "gpu-2")]
+    assert devices_of(get_claim(m, "h2")) == [("n1", "gpu-3")]
+    assert where(m, "p-none") == ""

@@ -225,3 +225,29 @@ def test_batch_equals_per_node_on_random_clusters(strategy: str):
         bal = NodeResourcesBalancedAllocation(None, Handle(snap))
         assert bal.score_batch(state, p, snap, np.arange(len(snap))).tolist() == \
             [bal.score(state, p, ni) for ni in snap.node_infos]
+
+
+def test_fit_batch_keys_group_rows_exactly_by_their_status():
+    """Rows with equal `keys` must get equal statuses (the framework asks once per key), rows with different
+    statuses different keys; and the per-node filter reading PreFilter's state agrees with it without state."""
+    big = pod("big", cpu="3", mem="6Gi", **{"example.com/gpu": "1"})
+    nodes = [node("full-cpu", cpu="4"), node("full-mem", mem="8Gi"), node("tiny", cpu="2", mem="1Gi"),
+             node("gpu", **{"example.com/gpu": "2"}), node("pods", pods="1"), node("gpu2", **{"example.com/gpu": "1"})]
+    placed = {"full-cpu": [pod("a", cpu="2")], "full-mem": [pod("b", mem="4Gi")], "pods": [pod("c")],
+              "gpu2": [pod("d", **{"example.com/gpu": "1"})]}
+    snap = snapshot(*nodes, placed=placed)
+    plugin = fit(snap)
+    batch, per_node = run_filter(plugin, snap, big)
+    assert batch.keys is not None
+    by_key: dict[int, tuple] = {}
+    seen: dict[tuple, int] = {}
+    for row, ni in enumerate(snap.node_infos):
+        if batch.ok[row]:
+            continue
+        st = batch.status_at(row)
+        sig = (st.code, tuple(st.reasons))
+        assert sig == (per_node[row].code, tuple(per_node[row].reasons))
+        assert by_key.setdefault(int(batch.keys[row]), sig) == sig
+        assert seen.setdefault(sig, int(batch.keys[row])) == int(batch.keys[row])
+        assert plugin.filter(CycleState(), big, ni).reasons == st.reasons  # no PreFilter state: same verdict
+    assert len(seen) >= 4

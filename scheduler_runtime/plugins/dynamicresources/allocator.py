@@ -22,7 +22,7 @@ Raw Kubernetes objects (dicts) are read directly; nothing here talks to a cluste
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -135,6 +135,17 @@ def _pool_of(s: dict[str, Any]) -> tuple[str, str, int, int]:
     p = sp.get("pool") or {}
     return (str(sp.get("driver") or ""), str(p.get("name") or ""), int(p.get("generation") or 0),
             int(p.get("resourceSliceCount") or 0))
+
+
+def _exprs(selectors: list[dict[str, Any]] | None) -> tuple[str, ...] | None:
+    """Selectors as the tuple of their CEL expressions (None when one is not a CEL selector)."""
+    out = []
+    for sel in selectors or []:
+        expr = ((sel or {}).get("cel") or {}).get("expression")
+        if not isinstance(expr, str):
+            return None
+        out.append(expr)
+    return tuple(out)
 
 
 def _devices(s: dict[str, Any]) -> list[dict[str, Any]]:
@@ -431,6 +442,19 @@ class SliceCaches:
         self.features = features
         self.pools: dict[str, tuple[Node, list[Pool]]] = {}
         self.matches: dict[tuple[str, int], tuple[dict[str, Any], bool]] = {}
+        #: id(slice) -> (slice, [(device id, device)]): the IDs built once per slice, not per node per cycle
+        self.devices: dict[int, tuple[dict[str, Any], list[tuple[DeviceID, dict[str, Any]]]]] = {}
+        #: (id(device), selector signature) -> (device, verdict of every class and request selector): a
+        #: device's eligibility for requests with the same selectors, for slices without per-device node selection
+        self.eligible: dict[tuple[int, Hashable], tuple[dict[str, Any], bool]] = {}
+
+    def slice_devices(self, pool: Pool, s: dict[str, Any]) -> list[tuple[DeviceID, dict[str, Any]]]:
+        hit = self.devices.get(id(s))
+        if hit is not None and hit[0] is s:
+            return hit[1]
+        out = [((pool.driver, pool.name, str(d.get("name") or "")), d) for d in _devices(s)]
+        self.devices[id(s)] = (s, out)
+        return out
 
 
 class Allocator:
@@ -616,20 +640,46 @@ class _Run:
         return rd
 
     def _greedy(self, rd: _RequestData) -> bool:
+        """First eligible free devices in order. A device's eligibility (class and request selectors) is
+        remembered across nodes and cycles per selector signature; a device with nothing that
+        `_allocate_device` checks (multiple allocations, counters, taints) is taken without it."""
         want, got = rd.num_devices, 0
         if want > ALLOCATION_RESULTS_MAX_SIZE:
             raise _MaxSizeExceeded
         key = (0, 0, 0)
+        caches = self.a.caches
+        eligible = caches.eligible
+        allocated, allocating = self.a.allocated, self.allocating
+        req = rd.request
+        sig = (_exprs(_spec(rd.device_class).get("selectors") if rd.device_class is not None else None),
+               _exprs(req.selectors), self.features.device_binding_and_status)
+        taints = self.features.device_taints
+        results = self.results[0]
         for p in self.pools:
             if p.incomplete or p.invalid:
                 continue
             for s in p.slices:
-                for d in _devices(s):
-                    did = (p.driver, p.name, str(d.get("name") or ""))
-                    if self._in_use(did) or not self._selectable(key, rd, s, d, did):
+                per_device_nodes = bool(_spec(s).get("perDeviceNodeSelection"))
+                for did, d in caches.slice_devices(p, s):
+                    if did in allocated or allocating.get(did):
                         continue
-                    if self._allocate_device(0, rd, did, d, s, p, must=False) is None:
+                    if per_device_nodes or sig[0] is None or sig[1] is None:
+                        ok = self._selectable(key, rd, s, d, did)
+                    else:
+                        hit = eligible.get((id(d), sig))
+                        if hit is not None and hit[0] is d:
+                            ok = hit[1]
+                        else:
+                            ok = self._selectable(key, rd, s, d, did)
+                            eligible[(id(d), sig)] = (d, ok)
+                    if not ok:
                         continue
+                    if d.get("allowMultipleAllocations") or d.get("consumesCounters") or (taints and d.get("taints")):
+                        if self._allocate_device(0, rd, did, d, s, p, must=False) is None:
+                            continue
+                    else:  # what _allocate_device does for such a device, without the undo closure
+                        allocating.setdefault(did, set()).add(0)
+                        results.append(_Result(req, did, d, s))
                     got += 1
                     if got == want:
                         return True

@@ -220,7 +220,8 @@ class DynamicResources(Plugin):
                     return None, Status.unresolvable(f"resource claim {ck}, request {rname}: unknown request type")
         if s.to_allocate:
             mgr = self.mgr
-            if self._caches_version != mgr.slices_version or len(self._caches.matches) > 500_000:
+            if (self._caches_version != mgr.slices_version or len(self._caches.matches) > 500_000
+                    or len(self._caches.eligible) > 500_000):
                 self._caches, self._caches_version = SliceCaches(), mgr.slices_version
                 self._device_inputs.clear()
             s.allocator = Allocator(features=self.features, allocated=mgr.allocated(),  # type: ignore[arg-type]
