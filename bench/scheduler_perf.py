@@ -24,7 +24,6 @@ import argparse
 import copy
 import os
 import resource
-import signal
 import statistics
 import subprocess
 import sys
@@ -39,6 +38,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+
+from e2e_common import CONFIG, ksched_command, measure_scheduler, parallel  # noqa: E402
 
 from scheduler_runtime.cluster.memory import MemoryCluster  # noqa: E402
 from scheduler_runtime.config import load_config  # noqa: E402
@@ -432,9 +433,11 @@ def _for_apiserver(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-def run_e2e(w: Workload, params: dict[str, int], qps: int) -> list[dict[str, Any]]:
-    from e2e_throughput import CONFIG, parallel, proc_stats
+def _uses_claims(w: Workload) -> bool:
+    return any(op.template is not None and op.template(0)["spec"].get("resourceClaims") for op in w.ops)
 
+
+def run_e2e(w: Workload, params: dict[str, int], qps: int) -> list[dict[str, Any]]:
     from scheduler_runtime.cluster.kube import KubeClient, load_connection
     from scheduler_runtime.controlplane import ControlPlane
 
@@ -444,14 +447,29 @@ def run_e2e(w: Workload, params: dict[str, int], qps: int) -> list[dict[str, Any
     rows = []
     for label in ("kube-scheduler", "ksched"):
         with ControlPlane() as cp:
+            if _uses_claims(w):  # the resourceclaim controller turns the templates into claims
+                cp.start_controller_manager()
             client = KubeClient(load_connection(str(cp.kubeconfig_path)), qps=5000, burst=5000, pool_size=32)
-            _populate(client, w, params, placements, parallel)
-            rows.append(_measure_e2e(cp, client, w, params, label, qps, CONFIG, parallel, proc_stats))
+            _populate(client, w, params, placements)
+            rows.append(_measure_e2e(cp, client, w, params, label, qps))
     return rows
 
 
-def _populate(client: Any, w: Workload, params: dict[str, int], placements: dict[str, str], parallel: Any) -> None:
-    """Namespaces, priority classes, services, nodes and the init pods (bound where ksched placed them)."""
+_RESOURCE = "/apis/resource.k8s.io/v1"
+
+
+def _object_path(obj: dict[str, Any]) -> str:
+    ns = obj["metadata"].get("namespace")
+    return {"Service": f"/api/v1/namespaces/{ns}/services",
+            "DeviceClass": f"{_RESOURCE}/deviceclasses",
+            "ResourceSlice": f"{_RESOURCE}/resourceslices",
+            "ResourceClaimTemplate": f"{_RESOURCE}/namespaces/{ns}/resourceclaimtemplates"}[obj["kind"]]
+
+
+def _populate(client: Any, w: Workload, params: dict[str, int], placements: dict[str, str]) -> None:
+    """Namespaces, priority classes, objects, nodes, slices and the init pods (bound where ksched placed them).
+    Init pods' claims are created (by kube-controller-manager) but not allocated: both schedulers see the same
+    free devices."""
     for ns in sorted(_namespaces(w) - {"default"}):
         client.call("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
                                                         "metadata": {"name": ns}})
@@ -460,12 +478,13 @@ def _populate(client: Any, w: Workload, params: dict[str, int], placements: dict
             "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
             "metadata": {"name": f"bench-priority-{prio}"}, "value": prio})
     for obj in w.objects:
-        client.call("POST", f"/api/v1/namespaces/{obj['metadata']['namespace']}/services", body=obj)
+        client.call("POST", _object_path(obj), body=obj)
     nodes = _node_objects(w, params)
     parallel(lambda n: client.call("POST", "/api/v1/nodes", body=n), nodes)
     parallel(lambda n: client.call(  # the API server adds not-ready taints: back to the template's
         "PATCH", f"/api/v1/nodes/{n['metadata']['name']}", body={"spec": {"taints": n["spec"].get("taints")}},
         content_type="application/merge-patch+json"), nodes)
+    parallel(lambda o: client.call("POST", _object_path(o), body=o), _node_objects(w, params, "slices"))
     for k, op in _pod_ops(w):
         def create(i: int, op: Op = op, k: int = k) -> None:
             obj = _for_apiserver(_named(op.template, i, op.namespace, f"p{k}"))  # type: ignore[arg-type]
@@ -476,64 +495,34 @@ def _populate(client: Any, w: Workload, params: dict[str, int], placements: dict
         parallel(create, range(count_of(op, params)))
 
 
-def _measure_e2e(cp: Any, client: Any, w: Workload, params: dict[str, int], label: str, qps: int, config: str,
-                 parallel: Any, proc_stats: Any) -> dict[str, Any]:
-    import orjson
+def _wait_for_claims(client: Any, ns: str, want: int, timeout: float = 300.0) -> None:
+    """Until kube-controller-manager has created a claim for every pod (the measured ones included), so
+    neither scheduler's figures include the controller's pace."""
+    deadline = time.monotonic() + timeout
+    while True:
+        have = len(client.call("GET", f"{_RESOURCE}/namespaces/{ns}/resourceclaims").get("items") or [])
+        if have >= want:
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"only {have}/{want} ResourceClaims in {ns} after {timeout:.0f}s")
+        time.sleep(1)
+
+
+def _measure_e2e(cp: Any, client: Any, w: Workload, params: dict[str, int], label: str, qps: int
+                 ) -> dict[str, Any]:
     measure = next(op for op in w.ops if op.kind == "measure")
     ns, n_pods = measure.namespace, count_of(measure, params)
     parallel(lambda i: client.call("POST", f"/api/v1/namespaces/{ns}/pods", body=_for_apiserver(
         _named(measure.template, i, ns, "m"))), range(n_pods))  # type: ignore[arg-type]
-    rv = client.call("GET", f"/api/v1/namespaces/{ns}/pods", query={"limit": 1})["metadata"]["resourceVersion"]
-    bound: dict[str, float] = {}
-    done = threading.Event()
-    errors: list[BaseException] = []
-
-    def watch() -> None:
-        last = rv
-        while not done.is_set():
-            resp = client.open_stream(f"/api/v1/namespaces/{ns}/pods",
-                                      {"watch": "1", "resourceVersion": last, "allowWatchBookmarks": "true"},
-                                      600, limit=False)
-            buf = b""
-            for chunk in resp.stream(65536):
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    ev = orjson.loads(line)
-                    obj = ev.get("object") or {}
-                    if ev.get("type") == "ERROR":
-                        raise RuntimeError(f"watch error: {obj}")
-                    meta = obj.get("metadata") or {}
-                    last = meta.get("resourceVersion") or last
-                    name = meta.get("name") or ""
-                    if name.startswith("m-") and (obj.get("spec") or {}).get("nodeName") and name not in bound:
-                        bound[name] = time.monotonic()
-                        if len(bound) >= n_pods:
-                            done.set()
-                            resp.close()
-                            return
-            resp.close()
-
-    def guarded() -> None:
-        try:
-            watch()
-        except Exception as exc:  # surfaced below: a silent watch would hang the run
-            errors.append(exc)
-            done.set()
-
-    threading.Thread(target=guarded, daemon=True).start()
-    time.sleep(0.5)
+    if _uses_claims(w):
+        _wait_for_claims(client, ns, n_pods + sum(count_of(op, params) for _, op in _pod_ops(w)
+                                                  if op.namespace == ns))
     cfg = Path(tempfile.mkdtemp()) / "config.yaml"
-    cfg.write_text(config.format(kubeconfig=cp.kubeconfig_path, qps=qps, burst=qps))
+    cfg.write_text(CONFIG.format(kubeconfig=cp.kubeconfig_path, qps=qps, burst=qps))
     if label == "kube-scheduler":
         cmd = [str(cp.bin_dir / "kube-scheduler"), f"--config={cfg}", "--secure-port=0"]
     else:
-        cmd = [str(Path(sys.executable).parent / "kube-scheduler"), f"--config={cfg}", "--secure-port=0",
-               "--results=ksched"]
-    stop = threading.Event()
-    log = open(cp.dir / f"{label}.log", "wb")  # noqa: SIM115
-    start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        cmd = ksched_command(cfg, "--results=ksched")
 
     def create(o: dict[str, Any]) -> None:
         client.call("POST", f"/api/v1/namespaces/{o['metadata']['namespace']}/pods", body=_for_apiserver(o))
@@ -544,36 +533,18 @@ def _measure_e2e(cp: Any, client: Any, w: Workload, params: dict[str, int], labe
         except Exception:  # noqa: BLE001 - already gone
             pass
 
-    threads = _background(create, delete, w, params, stop)
-    peak_cpu, peak_rss = 0.0, 0.0
-    timeout = float(os.environ.get("SCHED_PERF_TIMEOUT", "900"))
-    try:
-        while not done.wait(0.5):
-            if proc.poll() is not None:
-                raise SystemExit(f"{label} exited early; see {cp.dir / (label + '.log')}")
-            cpu, rss = proc_stats(proc.pid)
-            peak_cpu, peak_rss = max(peak_cpu, cpu), max(peak_rss, rss)
-            if time.monotonic() - start > timeout:
-                return {"label": label, "error": f"only {len(bound)}/{n_pods} bound after {timeout:.0f}s"}
-        if errors:
-            return {"label": label, "error": f"the bench's watch failed after {len(bound)} binds: {errors[0]!r}"}
-        cpu, rss = proc_stats(proc.pid)
-    finally:
-        stop.set()
-        for t in threads:
-            t.join()
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    times = sorted(bound.values())
-    lat = sorted(t - start for t in times)
-    span = times[-1] - times[0] if len(times) > 1 else 1e-9
-    return {"label": label, "pods_per_second": n_pods / span, "p50": statistics.median(lat),
-            "p99": lat[max(0, int(len(lat) * 0.99) - 1)], "cpu": max(cpu, peak_cpu), "rss": max(rss, peak_rss),
-            "cpu_ms_per_pod": 1000 * max(cpu, peak_cpu) / n_pods}
+    def during() -> Callable[[], None]:
+        stop = threading.Event()
+        threads = _background(create, delete, w, params, stop)
+
+        def end() -> None:
+            stop.set()
+            for t in threads:
+                t.join()
+        return end
+
+    return measure_scheduler(client, cp.dir / f"{label}.log", label, cmd, ns, n_pods, prefix="m-",
+                             timeout=float(os.environ.get("SCHED_PERF_TIMEOUT", "900")), during=during)
 
 
 # ------------------------------------------------------------------------------------------- main

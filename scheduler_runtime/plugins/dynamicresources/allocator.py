@@ -526,6 +526,9 @@ class Allocator:
 
 
 class _Run:
+    __slots__ = ("a", "features", "node", "claims", "deadline", "steps", "request_data", "constraints", "matches",
+                 "allocating", "results", "consumed", "available", "pools")
+
     def __init__(self, a: Allocator, node: Node, claims: list[dict[str, Any]], deadline: float | None) -> None:
         self.a = a
         self.features = a.features
@@ -557,10 +560,13 @@ class _Run:
         plan = self.a.plans.get(plan_key)
         if plan is not None and all(a is b for a, b in zip(plan[0], self.claims, strict=True)):
             # the node-independent checks passed for these claims on an earlier node: reuse them
-            for key, (req, cls, n, is_sub) in plan[1].items():
-                self.request_data[key] = _RequestData(req, cls, n, is_sub=is_sub)
-            for ci, kind, requests, attr in plan[2]:
-                self.constraints[ci].append(kind(list(requests), attr))
+            if plan[3] is not None:  # one plain ExactCount request: its data is never changed by a search
+                self.request_data[(0, 0, 0)] = plan[3]
+            else:
+                for key, (req, cls, n, is_sub) in plan[1].items():
+                    self.request_data[key] = _RequestData(req, cls, n, is_sub=is_sub)
+                for ci, kind, requests, attr in plan[2]:
+                    self.constraints[ci].append(kind(list(requests), attr))
         else:
             self._prepare()
             if all(rd.request.mode != "All" for rd in self.request_data.values()):
@@ -568,7 +574,10 @@ class _Run:
                         for k, rd in self.request_data.items()}
                 cons = [(ci, type(c), sorted(c.requests), c.attribute)
                         for ci, cs in enumerate(self.constraints) for c in cs]
-                self.a.plans[plan_key] = (list(self.claims), reqs, cons)
+                only = self.request_data.get((0, 0, 0))
+                shared = only if (len(self.claims) == 1 and len(reqs) == 1 and not cons and only is not None
+                                  and not only.is_sub and only.request.mode == "ExactCount") else None
+                self.a.plans[plan_key] = (list(self.claims), reqs, cons, shared)
         return self._solve()
 
     def _prepare(self) -> None:
@@ -650,6 +659,7 @@ class _Run:
         caches = self.a.caches
         eligible = caches.eligible
         allocated, allocating = self.a.allocated, self.allocating
+        in_store, in_extra = allocated.parts() if hasattr(allocated, "parts") else (allocated, ())
         req = rd.request
         sig = (_exprs(_spec(rd.device_class).get("selectors") if rd.device_class is not None else None),
                _exprs(req.selectors), self.features.device_binding_and_status)
@@ -661,7 +671,7 @@ class _Run:
             for s in p.slices:
                 per_device_nodes = bool(_spec(s).get("perDeviceNodeSelection"))
                 for did, d in caches.slice_devices(p, s):
-                    if did in allocated or allocating.get(did):
+                    if did in in_store or did in in_extra or allocating.get(did):
                         continue
                     if per_device_nodes or sig[0] is None or sig[1] is None:
                         ok = self._selectable(key, rd, s, d, did)

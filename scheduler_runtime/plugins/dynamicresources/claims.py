@@ -236,5 +236,9 @@ class AllocatedView:
     def __contains__(self, did: object) -> bool:
         return did in self._counts or did in self._extra
 
+    def parts(self) -> tuple[dict[DeviceID, int], set[DeviceID]]:
+        """The two containers `in` looks in, for a loop that tests many devices."""
+        return self._counts, self._extra
+
     def __len__(self) -> int:
         return len(set(self._counts) | self._extra)

@@ -1,0 +1,145 @@
+"""The end-to-end measurement both e2e benches share (scheduler_perf.py --mode e2e, e2e_throughput.py).
+
+With the measured pods already created and no scheduler running: a watch records when each pod whose name
+starts with `prefix` is first seen bound, the scheduler command starts, its CPU seconds and peak RSS are read
+from /proc while it runs, and once every pod is bound it is stopped. pods/s is first to last bind; latencies
+are from the scheduler's start to each bind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import statistics
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+#: both schedulers read the same file: same clientConnection QPS/burst, leader election off
+CONFIG = """apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: {kubeconfig}
+  qps: {qps}
+  burst: {burst}
+leaderElection:
+  leaderElect: false
+"""
+
+
+def parallel(fn: Callable[[Any], Any], items: Iterable[Any], workers: int = 16) -> None:
+    with ThreadPoolExecutor(workers) as ex:
+        for _ in ex.map(fn, items):
+            pass
+
+
+def proc_stats(pid: int) -> tuple[float, float]:
+    """(cpu seconds, peak RSS MB) of a live process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = float(os.sysconf("SC_CLK_TCK"))
+    cpu = (int(fields[11]) + int(fields[12])) / ticks
+    hwm = 0.0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            hwm = int(line.split()[1]) / 1024
+    return cpu, hwm
+
+
+def _watch_binds(client: Any, ns: str, rv: str, n_pods: int, prefix: str, bound: dict[str, float],
+                 done: threading.Event) -> None:
+    """Record first-seen bind times. The API server closes a watch that falls behind during a burst (its
+    per-watcher buffer fills while the cores are busy): resume from the last version seen."""
+    last = rv
+    while not done.is_set():
+        resp = client.open_stream(f"/api/v1/namespaces/{ns}/pods",
+                                  {"watch": "1", "resourceVersion": last, "allowWatchBookmarks": "true"},
+                                  600, limit=False)
+        buf = b""
+        for chunk in resp.stream(65536):
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                ev = orjson.loads(line)
+                obj = ev.get("object") or {}
+                if ev.get("type") == "ERROR":
+                    raise RuntimeError(f"watch error: {obj}")
+                meta = obj.get("metadata") or {}
+                last = meta.get("resourceVersion") or last
+                name = meta.get("name") or ""
+                if name.startswith(prefix) and (obj.get("spec") or {}).get("nodeName") and name not in bound:
+                    bound[name] = time.monotonic()
+                    if len(bound) >= n_pods:
+                        done.set()
+                        resp.close()  # mid-stream: never hand this connection back to the pool
+                        return
+        resp.close()
+
+
+def measure_scheduler(client: Any, log_path: Path, label: str, cmd: list[str], ns: str, n_pods: int,
+                      prefix: str = "", timeout: float = 900.0,
+                      during: Callable[[], Callable[[], None]] | None = None) -> dict[str, Any]:
+    """Run `cmd` until the `n_pods` pods named `prefix*` in `ns` are bound. `during` starts background work
+    (churn, deletions) when the scheduler starts and returns the function that stops it. Returns the
+    figures, or {"label", "error"}."""
+    rv = client.call("GET", f"/api/v1/namespaces/{ns}/pods", query={"limit": 1})["metadata"]["resourceVersion"]
+    bound: dict[str, float] = {}
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def guarded() -> None:
+        try:
+            _watch_binds(client, ns, rv, n_pods, prefix, bound, done)
+        except Exception as exc:  # surfaced below: a silent watch would hang the run
+            errors.append(exc)
+            done.set()
+
+    threading.Thread(target=guarded, daemon=True).start()
+    time.sleep(0.5)
+    log = open(log_path, "wb")  # noqa: SIM115 - closed below
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    stop_background = during() if during is not None else None
+    peak_cpu, peak_rss, cpu, rss = 0.0, 0.0, 0.0, 0.0
+    try:
+        while not done.wait(0.5):
+            if proc.poll() is not None:
+                return {"label": label, "error": f"exited early; see {log_path}"}
+            cpu, rss = proc_stats(proc.pid)
+            peak_cpu, peak_rss = max(peak_cpu, cpu), max(peak_rss, rss)
+            if time.monotonic() - start > timeout:
+                return {"label": label, "error": f"only {len(bound)}/{n_pods} bound after {timeout:.0f}s"}
+        if errors:
+            return {"label": label, "error": f"the bench's watch failed after {len(bound)} binds: {errors[0]!r}"}
+        cpu, rss = proc_stats(proc.pid)
+    finally:
+        if stop_background is not None:
+            stop_background()
+        proc.send_signal(signal.SIGINT if os.environ.get("KSCHED_PYSPY") else signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+    times = sorted(bound.values())
+    lat = sorted(t - start for t in times)
+    span = times[-1] - times[0] if len(times) > 1 else 1e-9
+    cpu = max(cpu, peak_cpu)
+    return {"label": label, "pods_per_second": n_pods / span, "p50": statistics.median(lat),
+            "p99": lat[max(0, int(len(lat) * 0.99) - 1)], "cpu": cpu, "rss": max(rss, peak_rss),
+            "cpu_ms_per_pod": 1000 * cpu / n_pods}
+
+
+def ksched_command(cfg: Path, *extra: str) -> list[str]:
+    """ksched's kube-scheduler drop-in from this venv; under py-spy when KSCHED_PYSPY names an output file."""
+    import sys
+    cmd = [str(Path(sys.executable).parent / "kube-scheduler"), f"--config={cfg}", "--secure-port=0", *extra]
+    if os.environ.get("KSCHED_PYSPY"):  # collapsed stacks into this file (py-spy on PATH)
+        cmd = ["py-spy", "record", "--format", "raw", "-r", "250", "-o", os.environ["KSCHED_PYSPY"], "--", *cmd]
+    return cmd
