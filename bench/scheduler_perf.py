@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from e2e_common import CONFIG, ksched_command, measure_scheduler, parallel  # noqa: E402
 
+from scheduler_runtime import gcpolicy  # noqa: E402
 from scheduler_runtime.cluster.memory import MemoryCluster  # noqa: E402
 from scheduler_runtime.config import load_config  # noqa: E402
 from scheduler_runtime.framework.registry import build_registry  # noqa: E402
@@ -361,7 +362,9 @@ def run_memory(w: Workload, params: dict[str, int], seed: int = 1,
     for n in _node_objects(w, params) + _node_objects(w, params, "slices"):
         cluster.create(n, emit=False)
     sched = Scheduler(cluster, cfg, reg, seed=seed, record_breakdown=False)
+    gcpolicy.tune()  # as the kube-scheduler drop-in does (scheduler_runtime.app)
     sched.start()
+    gcpolicy.freeze_synced_state()
     for k, op in _pod_ops(w):
         for i in range(count_of(op, params)):
             cluster.create(_named(op.template, i, op.namespace, f"p{k}"), emit=True)  # type: ignore[arg-type]

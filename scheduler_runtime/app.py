@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import gcpolicy
 from .errors import KschedError
 from .framework.registry import Registry
 from .metrics import SchedulerMetrics
@@ -83,6 +84,7 @@ class Runner:
                                    bind_workers=opts.bind_workers, metrics=self.metrics, results_mode=opts.results,
                                    watchdog=self.watchdog, bind_deadline=opts.hang_deadline)
         self.scheduler.queue.max_in_unschedulable = opts.pod_max_in_unschedulable
+        gcpolicy.tune()
         le = config.leader_election
         for k, v in opts.leader_overrides.items():
             setattr(le, k, v)
@@ -186,6 +188,7 @@ class Runner:
             if self._stop.is_set():
                 return  # stopped while listing
             raise
+        gcpolicy.freeze_synced_state()
         self._booted.set()
         log.info("caches synced")
         self._loop()

@@ -561,8 +561,9 @@ class Framework:
                 uniform.plugin = cp.name
                 statuses.update(dict.fromkeys(snapshot.row_names()[here].tolist(), uniform))
                 continue
-            if fb.keys is not None:  # rows with equal keys share one Status: one call per distinct key
-                _, first, inverse = np.unique(fb.keys[here], return_index=True, return_inverse=True)
+            keys = fb.row_keys()
+            if keys is not None:  # rows with equal keys share one Status: one call per distinct key
+                _, first, inverse = np.unique(keys[here], return_index=True, return_inverse=True)
                 shared = [fb.status_at(int(here[i])) for i in first.tolist()]
                 for st in shared:
                     st.plugin = cp.name

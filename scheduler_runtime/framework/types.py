@@ -275,17 +275,24 @@ class FilterBatch:
 
     `status` is the Status of every failing row, or a function of the row giving it (only called for
     rows the framework reports on, so building messages stays off the hot path).
-    `keys`, when given, is an integer per row such that rows with equal keys get the same (shared) Status:
-    the framework then asks once per distinct key instead of once per failing row.
+    `keys`, when given, is an integer per row (or a function returning them, called only when some row
+    failed) such that rows with equal keys get the same (shared) Status: the framework then asks once per
+    distinct key instead of once per failing row.
     """
 
     __slots__ = ("ok", "status", "keys")
 
     def __init__(self, ok: np.ndarray, status: Status | Callable[[int], Status],
-                 keys: np.ndarray | None = None) -> None:
+                 keys: np.ndarray | Callable[[], np.ndarray] | None = None) -> None:
         self.ok = ok
         self.status = status
         self.keys = keys
+
+    def row_keys(self) -> np.ndarray | None:
+        k = self.keys
+        if callable(k):
+            k = self.keys = k()
+        return k
 
     def status_at(self, row: int) -> Status:
         s = self.status

@@ -296,15 +296,15 @@ class NodeResourcesFit(Plugin):
             return got
 
         # a row's Status depends only on which checks fail and whether a request exceeds allocatable outright
-        keys: np.ndarray | None = (~pods_ok).astype(np.int64)
-        if res_ok is not None:
-            if len(st.names) < 62:  # bit 0 pods, bits 1.. the failing resources, bit 62 unresolvable
+        def keys() -> np.ndarray:  # bit 0 pods, bits 1.. the failing resources, bit 62 unresolvable
+            out = (~pods_ok).astype(np.int64)
+            if res_ok is not None:
                 over = (st.amounts > alloc[:, st.cols]).any(axis=1)
-                keys = keys | ((~res_ok).astype(np.int64) << np.arange(1, len(st.names) + 1, dtype=np.int64)
-                               ).sum(axis=1) | (over.astype(np.int64) << 62)
-            else:
-                keys = None
-        return FilterBatch(ok, status, keys)
+                out |= ((~res_ok).astype(np.int64) << np.arange(1, len(st.names) + 1, dtype=np.int64)).sum(axis=1)
+                out |= over.astype(np.int64) << 62
+            return out
+
+        return FilterBatch(ok, status, keys if len(st.names) < 62 else None)
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [ClusterEventWithHint(ClusterEvent("Pod", ActionType.Delete | ActionType.UpdatePodScaleDown)),

@@ -238,7 +238,8 @@ def test_fit_batch_keys_group_rows_exactly_by_their_status():
     snap = snapshot(*nodes, placed=placed)
     plugin = fit(snap)
     batch, per_node = run_filter(plugin, snap, big)
-    assert batch.keys is not None
+    keys = batch.row_keys()
+    assert keys is not None
     by_key: dict[int, tuple] = {}
     seen: dict[tuple, int] = {}
     for row, ni in enumerate(snap.node_infos):
@@ -247,7 +248,7 @@ def test_fit_batch_keys_group_rows_exactly_by_their_status():
         st = batch.status_at(row)
         sig = (st.code, tuple(st.reasons))
         assert sig == (per_node[row].code, tuple(per_node[row].reasons))
-        assert by_key.setdefault(int(batch.keys[row]), sig) == sig
-        assert seen.setdefault(sig, int(batch.keys[row])) == int(batch.keys[row])
+        assert by_key.setdefault(int(keys[row]), sig) == sig
+        assert seen.setdefault(sig, int(keys[row])) == int(keys[row])
         assert plugin.filter(CycleState(), big, ni).reasons == st.reasons  # no PreFilter state: same verdict
     assert len(seen) >= 4
