@@ -226,6 +226,7 @@ def _ignored(ret: Any) -> tuple[None, None]:
 
 
 _ALL_CODES = frozenset(Code)
+_NO_CODES: frozenset[Code] = frozenset()
 
 
 def _extension_point(point: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -381,29 +382,35 @@ class Framework:
         self._observe("PreFilter", start, rejected)
         return result, rejected, rejectors
 
+    def _extensions(self, method: str) -> list[tuple[str, Callable[..., Any]]]:
+        """(name, bound method) of the PreFilter plugins that have `method` (add_pod / remove_pod), in order:
+        looked up once, since the preemption dry run calls these per victim per node."""
+        cache = self.__dict__.setdefault("_extension_cache", {})
+        got = cache.get(method)
+        if got is None:
+            got = cache[method] = [(cp.name, fn) for cp in self.pre_filter
+                                   if (fn := getattr(cp.plugin, method, None)) is not None]
+        return got
+
     def run_pre_filter_add_pod(self, state: CycleState, pod: Pod, to_add: Pod, node_info: NodeInfo) -> Status | None:
-        for cp in self.pre_filter:
-            if cp.name in state.skip_filter_plugins:
+        skip = state.skip_filter_plugins
+        for name, fn in self._extensions("add_pod"):
+            if name in skip:
                 continue
-            fn = getattr(cp.plugin, "add_pod", None)
-            if fn is None:
-                continue
-            _, st = _invoke("running AddPod on PreFilter plugin {}", cp.name, fn,
-                            state, pod, to_add, node_info, passes=frozenset())
+            _, st = _invoke("running AddPod on PreFilter plugin {}", name, fn,
+                            state, pod, to_add, node_info, passes=_NO_CODES)
             if st is not None:
                 return st
         return None
 
     def run_pre_filter_remove_pod(self, state: CycleState, pod: Pod, to_remove: Pod,
                                   node_info: NodeInfo) -> Status | None:
-        for cp in self.pre_filter:
-            if cp.name in state.skip_filter_plugins:
+        skip = state.skip_filter_plugins
+        for name, fn in self._extensions("remove_pod"):
+            if name in skip:
                 continue
-            fn = getattr(cp.plugin, "remove_pod", None)
-            if fn is None:
-                continue
-            _, st = _invoke("running RemovePod on PreFilter plugin {}", cp.name, fn,
-                            state, pod, to_remove, node_info, passes=frozenset())
+            _, st = _invoke("running RemovePod on PreFilter plugin {}", name, fn,
+                            state, pod, to_remove, node_info, passes=_NO_CODES)
             if st is not None:
                 return st
         return None
