@@ -522,11 +522,15 @@ class Framework:
             batches.append((cp, fb))
             ok = fb.ok.copy() if ok is None else (ok & fb.ok)
         assert ok is not None
+        nominated_statuses: dict[int, Status] = {}
         if nominated_nodes:
             for nm in nominated_nodes:  # nodes with nominated pods get the exact per-node two-pass check
                 ni = snapshot.by_name.get(nm)
                 if ni is not None:
-                    ok[ni.row] = self.run_filter_with_nominated_pods(state, pod, ni) is None
+                    found = self.run_filter_with_nominated_pods(state, pod, ni)
+                    ok[ni.row] = found is None
+                    if found is not None:
+                        nominated_statuses[ni.row] = found
         ok_in_order = ok[order]
         feasible_pos = np.flatnonzero(ok_in_order)
         if len(feasible_pos) > num_to_find:
@@ -545,12 +549,16 @@ class Framework:
                 alive &= fb.ok[walked]
         failed_rows = order[:processed][~ok_in_order[:processed]]
         if len(failed_rows):
-            self._record_batch_failures(state, pod, snapshot, batches, failed_rows, diagnosis, nominated_nodes)
+            self._record_batch_failures(state, pod, snapshot, batches, failed_rows, diagnosis, nominated_nodes,
+                                        nominated_statuses)
         return order[feasible_pos], processed
 
     def _record_batch_failures(self, state: CycleState, pod: Pod, snapshot: Snapshot,
                                batches: list[tuple[ConfiguredPlugin, FilterBatch]], failed_rows: np.ndarray,
-                               diagnosis: Diagnosis, nominated_nodes: set[str]) -> None:
+                               diagnosis: Diagnosis, nominated_nodes: set[str],
+                               nominated_statuses: dict[int, Status] | None = None) -> None:
+        """Each failed row's Status. `nominated_statuses`: the verdicts the nominated-pods check already gave
+        (rows that fail only through nominated pods take theirs instead of being filtered again)."""
         remaining = failed_rows
         infos = snapshot.node_infos
         statuses = diagnosis.node_statuses
@@ -583,7 +591,9 @@ class Framework:
                 statuses[infos[r].name] = st
         for r in remaining.tolist():  # failed only through nominated pods
             ni = infos[r]
-            found = self.run_filter_with_nominated_pods(state, pod, ni)
+            found = (nominated_statuses or {}).get(r)
+            if found is None:
+                found = self.run_filter_with_nominated_pods(state, pod, ni)
             if found is not None:
                 statuses[ni.name] = found
                 if found.plugin:

@@ -252,3 +252,23 @@ def test_fit_batch_keys_group_rows_exactly_by_their_status():
         assert seen.setdefault(sig, int(keys[row])) == int(keys[row])
         assert plugin.filter(CycleState(), big, ni).reasons == st.reasons  # no PreFilter state: same verdict
     assert len(seen) >= 4
+
+
+def test_rows_failing_only_through_nominated_pods_are_not_filtered_twice() -> None:
+    """The batch filter's nominated-pods check gives those rows their Status; recording the failures reuses
+    it (the preemption-heavy workloads filtered every such node twice per cycle)."""
+    import numpy as np
+
+    from scheduler_runtime.framework.runtime import Diagnosis, Framework
+    from scheduler_runtime.framework.status import Status
+
+    snap = snapshot(node("n1"), node("n2"))
+    fw = Framework.__new__(Framework)
+
+    def no_second_pass(*a, **k):
+        raise AssertionError("filtered again")
+    fw.run_filter_with_nominated_pods = no_second_pass  # type: ignore[method-assign]
+    d = Diagnosis()
+    st = Status(Code.Unschedulable, "Insufficient cpu", plugin="NodeResourcesFit")
+    fw._record_batch_failures(CycleState(), pod(), snap, [], np.array([1]), d, {"n2"}, {1: st})
+    assert d.node_statuses == {"n2": st} and d.unschedulable_plugins == {"NodeResourcesFit"}
