@@ -582,8 +582,11 @@ class Framework:
                 shared = [fb.status_at(int(here[i])) for i in first.tolist()]
                 for st in shared:
                     st.plugin = cp.name
-                statuses.update(zip(snapshot.row_names()[here].tolist(), [shared[j] for j in inverse.tolist()],
-                                    strict=True))
+                row_names = snapshot.row_names()[here].tolist()
+                if len(shared) == 1:
+                    statuses.update(dict.fromkeys(row_names, shared[0]))
+                else:
+                    statuses.update(zip(row_names, [shared[j] for j in inverse.tolist()], strict=True))
                 continue
             for r in here.tolist():
                 st = fb.status_at(r)
