@@ -109,9 +109,25 @@ def base_units(value: object, field: str = "") -> int:
     return _bounded(_ceil(q), value, field, "units")
 
 
+#: (is cpu, quantity text) -> amount: every pod of a workload repeats the same few request strings
+_AMOUNTS: dict[tuple[bool, str], int] = {}
+_AMOUNTS_MAX = 4096
+
+
 def resource_amount(name: str, value: object, field: str = "") -> int:
-    """Amount of resource `name` in scheduler units: millicores for cpu, base units otherwise."""
-    return cpu_millis(value, field) if name == "cpu" else base_units(value, field)
+    """Amount of resource `name` in scheduler units: millicores for cpu, base units otherwise. Valid text is
+    parsed once (invalid text is parsed, and refused with its field, every time)."""
+    cpu = name == "cpu"
+    if type(value) is str:
+        got = _AMOUNTS.get((cpu, value))
+        if got is not None:
+            return got
+    amount = cpu_millis(value, field) if cpu else base_units(value, field)
+    if type(value) is str:
+        if len(_AMOUNTS) >= _AMOUNTS_MAX:
+            _AMOUNTS.clear()
+        _AMOUNTS[(cpu, value)] = amount
+    return amount
 
 
 def format_amount(name: str, amount: int) -> str:

@@ -88,3 +88,19 @@ def test_simulate_refuses_a_pod_file_with_an_oversized_quantity(tmp_path: Path, 
     msg = str(info.value)
     assert msg.startswith(f"{pods}: spec.containers[0].resources.requests.cpu: quantity '{value}' is too large")
     assert info.value.exit_code == 1
+
+
+def test_resource_amount_remembers_valid_text_but_refuses_bad_text_every_time() -> None:
+    import pytest as _pytest
+
+    from scheduler_runtime import quantity
+    from scheduler_runtime.errors import InputError
+
+    quantity._AMOUNTS.clear()
+    assert quantity.resource_amount("cpu", "250m") == 250
+    assert quantity.resource_amount("memory", "250m") == 1  # same text, other unit: not the cpu entry
+    assert quantity._AMOUNTS == {(True, "250m"): 250, (False, "250m"): 1}
+    for field in ("a.cpu", "b.cpu"):
+        with _pytest.raises(InputError) as err:
+            quantity.resource_amount("cpu", "12x", field)
+        assert field in str(err.value.field or err.value)
