@@ -15,7 +15,19 @@ from typer.core import TyperGroup
 
 from scheduler_runtime import __version__
 
-from .commands import build, config, deploy, describe_pod, dev_cluster, new_plugin, plugins, run, simulate, undeploy
+from .commands import (
+    build,
+    config,
+    deploy,
+    describe_pod,
+    dev_cluster,
+    new_plugin,
+    plugins,
+    run,
+    simulate,
+    snapshot,
+    undeploy,
+)
 from .guard import DEBUG, error_boundary
 
 
@@ -59,7 +71,8 @@ app = typer.Typer(
          "Start with [bold]ksched run[/] (schedules the bundled example cluster in memory) or "
          "[bold]ksched simulate --help[/].")
 #: registration order is the order `ksched --help` lists them (commands first, then groups)
-for command in (deploy, undeploy, build, run, simulate, describe_pod, new_plugin, plugins, dev_cluster, config):
+for command in (deploy, undeploy, build, run, snapshot, simulate, describe_pod, new_plugin, plugins, dev_cluster,
+                config):
     command.register(app)
 
 
