@@ -83,15 +83,21 @@ class SimulationResult:
     node_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     #: DRA devices per node (ResourceSlices), allocated before and after
     devices: dict[str, DeviceUsage] = field(default_factory=dict)
+    #: pods bound in the snapshot: key -> node (they stay, unless preempted)
+    snapshot_bound: dict[str, str] = field(default_factory=dict)
 
     @property
     def pending(self) -> list[str]:
-        return [p for p in self.pods if not self.placements.get(p)]
+        """Pods left without a node (preempted ones included), not counting those for other schedulers."""
+        return [p for p in self.pods if not self.placements.get(p) and p not in self.skipped]
 
     def outcome(self, key: str) -> Outcome:
         node = self.placements.get(key)
         if node:
             return Outcome("Scheduled", node)
+        if key in self.snapshot_bound and key not in self.preempted:
+            return Outcome("Scheduled", self.snapshot_bound[key], f"stays on {self.snapshot_bound[key]} (bound in "
+                                                                  "the snapshot)")
         if key in self.skipped:
             return Outcome("Skipped", None, self.skipped[key])
         if key in self.preempted:
@@ -216,6 +222,8 @@ def simulate(cluster_paths: Sequence[str | Path], pod_paths: Sequence[str | Path
                       bind_deadline=plugin_deadline)
     unbound, skipped = _unbound_in_snapshot(cluster, set(sched.frameworks))
     devices_before = device_usage(cluster)
+    bound = {f"{(p.get('metadata') or {}).get('namespace') or 'default'}/{p['metadata']['name']}": node
+             for p in cluster.list("pods") if (node := (p.get("spec") or {}).get("nodeName"))}
     sched.start()
     before = _usage(sched)
     keys = unbound + create_pods(cluster, pods)
@@ -236,4 +244,4 @@ def simulate(cluster_paths: Sequence[str | Path], pod_paths: Sequence[str | Path
     return SimulationResult(label, keys, placements, results.all(), _usage(sched), list(cluster.deleted),
                             cluster if keep_cluster else None, skipped=skipped, from_snapshot=unbound,
                             preemptions=_preemptions(cluster), usage_before=before, node_labels=labels,
-                            devices=devices)
+                            devices=devices, snapshot_bound=bound)

@@ -120,7 +120,7 @@ def _print_simulation(r: Any) -> None:
         t.add_row(escape(key) + mark, _cell(r, key))
     console.print(t)
     _snapshot_note(r)
-    for key in [*r.pending, *_victims([r])]:
+    for key in [*(k for k in r.pods if not r.placements.get(k)), *_victims([r])]:
         oc = r.outcome(key)
         if oc.status == "Preempted":
             console.print(f"[red]{escape(key)}[/]: {escape(oc.detail)}")
