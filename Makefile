@@ -19,7 +19,7 @@ demo: setup  ## schedule the bundled example cluster in memory, live
 controlplane:  ## build kube-apiserver, etcd and kube-scheduler from Go modules (cached)
 	bash hack/build-controlplane.sh
 
-testdeps:  ## system packages the tests use for real components (prometheus)
+testdeps:  ## system packages the tests use for real components (prometheus, chromium)
 	bash hack/install-test-deps.sh
 
 podman:  ## podman's Docker-compatible socket and a local Python base image, for the `ksched build` tests

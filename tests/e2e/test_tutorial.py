@@ -65,6 +65,15 @@ def test_tutorial_runs_end_to_end(tmp_path: Path) -> None:
     report = (tmp_path / "whatif.html").read_text()
     assert "shop/search-index" in report and "node is a spot node" in report
     assert not re.search(r"<(script|link|img)[^>]+(src|href)=[\"']https?:", report)  # nothing fetched on open
+    # and it opens in Chromium, offline, charts drawn, with the difference the tutorial describes
+    from tests.chromium import render
+    from tests.e2e.test_report_chromium import assert_drew
+
+    shown = render(tmp_path / "whatif.html", tmp_path)
+    assert shown.console == [], shown.console
+    assert_drew(shown.dom, {"util-cpu": "bars", "util-memory": "bars", "zones": "bars", "scores": "boxes"})
+    one_side = shown.dom[shown.dom.index("<h2>Pending in one variant"):shown.dom.index("<h2>Preemptions")]
+    assert "shop/search-index" in one_side and "node is a spot node" in one_side, one_side
     # the policy really is in force: the added test ran (pytest above) and the plugin now filters spot nodes
     # the reader's test ran on both backends (the real API server only where its binaries are installed)
     r = run(f"pytest -q -rs {test_py} -k spot_nodes_only", tmp_path)
