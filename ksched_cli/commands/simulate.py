@@ -65,6 +65,11 @@ def simulate(
     results = [run_sim(cluster, pods, cfg_a, reg, seed=seed, label=str(config or "default"),
                        plugin_deadline=deadline)]
     warn_if_empty(list(cluster), list(pods), len(results[0].usage), len(results[0].pods))
+    if not pods and not results[0].pods:
+        from ..guard import warn
+
+        warn(f"nothing to schedule: {', '.join(map(str, cluster))} has no pod without a node and no --pods "
+             "were given")
     if compare is not None:
         results.append(run_sim(cluster, pods, cfg_b, reg, seed=seed, label=str(compare),
                                plugin_deadline=deadline))
