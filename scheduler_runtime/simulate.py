@@ -18,6 +18,7 @@ from .cluster import apishape
 from .cluster.memory import MemoryCluster, load_objects
 from .errors import InputError
 from .framework.registry import Registry
+from .objects import Pod
 from .quantity import format_amount
 from .results import AttemptResult, ResultStore
 from .scheduler import Decision, Scheduler
@@ -209,6 +210,20 @@ def _preemptions(cluster: MemoryCluster) -> list[Preemption]:
     return out
 
 
+def _never_attempted(sched: Scheduler, raw: dict[str, Any]) -> str:
+    """Why a pod left pending never reached a scheduling cycle: its scheduling gates (kube-apiserver's
+    SchedulingGated message), or the PreEnqueue plugin that keeps it out of the active queue."""
+    spec = raw.get("spec") or {}
+    gates = [g.get("name", "") for g in spec.get("schedulingGates") or [] if isinstance(g, dict)]
+    if gates:
+        return f"Scheduling is blocked due to non-empty scheduling gates: {', '.join(gates)}"
+    fw = sched.frameworks.get(spec.get("schedulerName") or "default-scheduler")
+    st = fw.run_pre_enqueue(Pod.from_dict(raw)) if fw is not None else None
+    if st is not None:
+        return f"not attempted: PreEnqueue plugin {st.plugin or '?'} holds it back: {st.message}"
+    return ""
+
+
 def simulate(cluster_paths: Sequence[str | Path], pod_paths: Sequence[str | Path], config: Any, registry: Registry,
              seed: int = 0, label: str = "default",
              on_decision: Callable[[Decision], None] | None = None, keep_cluster: bool = False,
@@ -234,10 +249,11 @@ def simulate(cluster_paths: Sequence[str | Path], pod_paths: Sequence[str | Path
         raw = cluster.get_pod(ns, name)
         spec = (raw or {}).get("spec") or {}
         placements[key] = spec.get("nodeName") or None
-        gates = [g.get("name", "") for g in spec.get("schedulingGates") or [] if isinstance(g, dict)]
-        if gates and not placements[key] and results.get(key) is None and key not in skipped:
-            results.put(AttemptResult(key, spec.get("schedulerName") or "default-scheduler", 0, "gated", message=(
-                f"Scheduling is blocked due to non-empty scheduling gates: {', '.join(gates)}")))
+        if not placements[key] and raw is not None and results.get(key) is None and key not in skipped:
+            blocked = _never_attempted(sched, raw)
+            if blocked:
+                results.put(AttemptResult(key, spec.get("schedulerName") or "default-scheduler", 0, "gated",
+                                          message=blocked))
     labels = {n["metadata"]["name"]: dict((n.get("metadata") or {}).get("labels") or {})
               for n in cluster.list("nodes")}
     devices = device_usage(cluster, devices_before)

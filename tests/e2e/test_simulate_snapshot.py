@@ -108,3 +108,16 @@ def test_compare_shows_both_reasons(ksched: Any, tmp_path: Path) -> None:
     assert lines[i + 1].strip() == "A: preempted by prod/critical on n1"
     assert lines[i + 2].strip() == "B: stays on n1 (bound in the snapshot)"
     assert "3 of 5 placements differ; pending: A 1, B 2; preempted: A 1, B 0" in out
+
+
+def test_a_pod_held_at_preenqueue_says_which_plugin_holds_it() -> None:
+    """examples/dra's typo-0 names a ResourceClaimTemplate that does not exist: it never reaches a cycle."""
+    ex = Path(__file__).resolve().parents[2] / "examples" / "dra"
+    reg = load_registry(None)
+    r = simulate([ex / "cluster.yaml"], [ex / "pods.yaml"], load_config(None, reg), reg)
+    oc = r.outcome("ml/typo-0")
+    assert oc.status == "Pending"
+    assert oc.detail == ('not attempted: PreEnqueue plugin DynamicResources holds it back: pod "ml/typo-0": '
+                         "ResourceClaim not created yet")
+    assert r.devices["gpu-2"].total == 4 and r.devices["gpu-2"].allocated_before == 0
+    assert r.devices["gpu-2"].allocated >= 1
