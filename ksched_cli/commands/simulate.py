@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
 
 
 def simulate(
-    cluster: Annotated[list[Path], typer.Option("--cluster", "--snapshot", help=(
+    cluster: Annotated[list[Path], typer.Option("--snapshot", "--cluster", help=(
         "Snapshot: YAML files or folders of nodes, pods, PDBs, volumes, DRA objects (`ksched snapshot` or "
         "`kubectl get nodes,pods -o yaml` output). Bound pods stay; unbound ones are scheduled."))],
     pods: Annotated[list[Path] | None, typer.Option("--pods", help="More pods to schedule, in order.")] = None,
@@ -45,8 +45,9 @@ def simulate(
     plugin_dir: PluginDirOpt = None,
     plugin_deadline: PluginDeadlineOpt = "30s",
 ) -> None:
-    """Replay pods onto a cluster snapshot offline and print where each lands, why the rest are pending,
-    and per-node utilisation; with --compare, two scheduler variants side by side."""
+    """Replay pods onto a cluster snapshot offline and say what happened to each (the node it lands on, why
+    it stays pending, who preempted it, or that it is for another scheduler) and per-node utilisation; with
+    --compare, two scheduler variants side by side; with --report, the same as one offline HTML page."""
 
     from scheduler_runtime.simulate import simulate as run_sim
 
