@@ -136,7 +136,9 @@ class SimulationResult:
         return {"variant": self.label, "pods": out_pods, "pending": len(self.pending),
                 "preempted": self.preempted,
                 "preemptions": [{"pod": p.victim, "by": p.by, "node": p.node} for p in self.preemptions],
-                "nodes": [u.to_dict() for u in self.usage]}
+                "nodes": [u.to_dict() for u in self.usage],
+                "nodesBefore": [u.to_dict() for u in self.usage_before],
+                **({"devices": {n: d.to_dict() for n, d in self.devices.items()}} if self.devices else {})}
 
 
 def load_pods_in_order(paths: Sequence[str | Path]) -> list[tuple[dict[str, Any], str]]:

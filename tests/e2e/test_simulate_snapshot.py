@@ -89,6 +89,8 @@ def test_table_says_what_happened_and_json_too(ksched: Any, tmp_path: Path) -> N
     pods = {p["pod"]: p for p in doc["pods"]}
     assert pods["prod/theirs"]["status"] == "Skipped" and pods["prod/web"]["source"] == "snapshot"
     assert doc["preemptions"] == [{"pod": "prod/batch", "by": "prod/critical", "node": "n1"}]
+    before = {n["node"]: n for n in doc["nodesBefore"]}
+    assert before["n1"]["cpu"]["requested"] == "3" and before["n2"]["pods"] == 0
 
 
 def test_compare_shows_both_reasons(ksched: Any, tmp_path: Path) -> None:
