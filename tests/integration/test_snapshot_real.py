@@ -123,6 +123,15 @@ def test_snapshot_then_simulate(control_plane: Any, namespace: str, tmp_path: Pa
         assert out[f"{ns}/elsewhere"]["status"] == "Skipped"
         assert "schedulerName=other-scheduler" in out[f"{ns}/elsewhere"]["message"]
 
+        # all namespaces (no -n): the default namespace's `kubernetes` Service comes too, and it all loads
+        everything = tmp_path / "all.yaml"
+        r = run_ksched("snapshot", "--kubeconfig", kc, "--write-to", str(everything))
+        assert r.returncode == 0, r.stderr
+        names = {(o["kind"], o["metadata"]["name"]) for o in yaml.safe_load(everything.read_text())["items"]}
+        assert ("Service", "kubernetes") in names and ("Namespace", "kube-system") in names
+        r = run_ksched("simulate", "--snapshot", str(everything), "-o", "json")
+        assert r.returncode == 0, r.stderr
+
         # what `kubectl get nodes,pods -o yaml` prints: a v1 List of the server's objects, nothing stripped
         raw_list = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": []}
         for path, kind in (("/api/v1/nodes", "Node"), (f"/api/v1/namespaces/{ns}/pods", "Pod")):
