@@ -143,13 +143,56 @@ class Outcome:
         return f"{self.result} {self.ref}{where}" + (f": {self.reason}" if self.reason else "")
 
 
-def _path(obj: dict[str, Any], namespace: str | None) -> str:
+#: (group, kind) -> (plural, namespaced) for kinds that CRDs in the input define
+CrdKinds = dict[tuple[str, str], tuple[str, bool]]
+
+
+def _crd_kinds(objs: Sequence[tuple[dict[str, Any], str]]) -> CrdKinds:
+    out: CrdKinds = {}
+    for o, _ in objs:
+        if o.get("kind") != "CustomResourceDefinition":
+            continue
+        spec = o.get("spec") or {}
+        names = spec.get("names") or {}
+        if spec.get("group") and names.get("kind") and names.get("plural"):
+            out[(str(spec["group"]), str(names["kind"]))] = (str(names["plural"]), spec.get("scope") != "Cluster")
+    return out
+
+
+def _group(obj: dict[str, Any]) -> str:
+    api = str(obj.get("apiVersion") or "v1")
+    return api.split("/", 1)[0] if "/" in api else ""
+
+
+def _namespace_of(obj: dict[str, Any], crds: CrdKinds) -> str | None:
+    kind = str(obj.get("kind"))
+    crd = crds.get((_group(obj), kind))
+    if (not crd[1]) if crd else resource_of_kind(kind) in CLUSTER_SCOPED:
+        return None
+    return str((obj.get("metadata") or {}).get("namespace") or "default")
+
+
+def _path(obj: dict[str, Any], namespace: str | None, crds: CrdKinds) -> str:
     api = str(obj.get("apiVersion") or "v1")
     base = "/api/v1" if api == "v1" else f"/apis/{api}"
-    plural = resource_of_kind(str(obj.get("kind")))
-    if plural in CLUSTER_SCOPED or namespace is None:
+    crd = crds.get((_group(obj), str(obj.get("kind"))))
+    plural = crd[0] if crd else resource_of_kind(str(obj.get("kind")))
+    if namespace is None:
         return f"{base}/{plural}"
     return f"{base}/namespaces/{namespace}/{plural}"
+
+
+def _wait_established(client: Any, names: Sequence[str], timeout: float = 30.0) -> None:
+    """Until the API server serves the CRDs `names` (condition Established), so their objects can follow."""
+    deadline = time.monotonic() + timeout
+    left = list(names)
+    while left and time.monotonic() < deadline:
+        r = client.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{left[0]}")
+        conds = ((r.json() if r.ok else {}).get("status") or {}).get("conditions") or []
+        if any(c.get("type") == "Established" and c.get("status") == "True" for c in conds):
+            left.pop(0)
+        else:
+            time.sleep(0.2)
 
 
 def _clean(obj: dict[str, Any]) -> dict[str, Any]:
@@ -162,31 +205,31 @@ def _clean(obj: dict[str, Any]) -> dict[str, Any]:
     return o
 
 
-def _namespace_of(obj: dict[str, Any]) -> str | None:
-    if resource_of_kind(str(obj.get("kind"))) in CLUSTER_SCOPED:
-        return None
-    return str((obj.get("metadata") or {}).get("namespace") or "default")
-
-
 def create_all(client: Any, objs: Sequence[tuple[dict[str, Any], str]]) -> list[Outcome]:
     """Create `objs` in dependency order (namespaces, including ones only referred to, then cluster-wide
     objects, then namespaced ones, pods last); one Outcome each. A 409 AlreadyExists is `exists`, any other
     answer than 201 is `refused` with the API server's message."""
+    crds = _crd_kinds(objs)
     declared = {str((o.get("metadata") or {}).get("name")) for o, _ in objs if o.get("kind") == "Namespace"}
-    implied = sorted({ns for o, _ in objs if (ns := _namespace_of(o)) and ns not in declared
+    implied = sorted({ns for o, _ in objs if (ns := _namespace_of(o, crds)) and ns not in declared
                       and ns != "default"})
     todo = [({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}, "implied") for ns in implied]
     todo += sorted(objs, key=lambda ow: _POD_ORDER if ow[0].get("kind") == "Pod"
                    else _KIND_ORDER.get(str(ow[0].get("kind")), len(_KIND_ORDER)))
-    out = []
+    out: list[Outcome] = []
+    waited = False
     for obj, where in todo:
-        ns = _namespace_of(obj)
+        kind = str(obj.get("kind"))
+        if not waited and crds and _KIND_ORDER.get(kind, len(_KIND_ORDER)) > _KIND_ORDER["CustomResourceDefinition"]:
+            _wait_established(client, [o.name for o in out if o.kind == "CustomResourceDefinition"
+                                       and o.result != "refused"])
+            waited = True
+        ns = _namespace_of(obj, crds)
         body = _clean(obj)
         if ns is not None:
             body["metadata"]["namespace"] = ns
         name = str(body["metadata"].get("name"))
-        resp = client.request("POST", _path(body, ns), body=body)
-        kind = str(body.get("kind"))
+        resp = client.request("POST", _path(body, ns, crds), body=body)
         bound = str((body.get("spec") or {}).get("nodeName") or "") if kind == "Pod" else ""
         if resp.status in (200, 201):
             out.append(Outcome(kind, name, ns, "created", source=where, bound_to=bound))
