@@ -42,8 +42,8 @@ FilenameOpt = Annotated[list[str] | None, typer.Option(
     "-f", "--filename", metavar="FILE",
     help="Objects to create once the nodes are Ready (pods, namespaces, PriorityClasses, PDBs...); "
          "repeatable; - reads standard input.")]
-TimeoutOpt = Annotated[float, typer.Option("--timeout", min=1, help="Seconds to wait for the nodes to become "
-                                                                   "Ready.")]
+TimeoutOpt = Annotated[str, typer.Option("--timeout", help="How long to wait for the nodes to become Ready (a Go "
+                                                              "duration, as kubectl wait's --timeout).")]
 
 
 @app.command(epilog="Examples:\n\n  ksched dev-cluster up --nodes 3\n\n"
@@ -51,7 +51,7 @@ TimeoutOpt = Annotated[float, typer.Option("--timeout", min=1, help="Seconds to 
                     "  ksched run --kubeconfig $(ksched dev-cluster kubeconfig) --leader-elect=false "
                     "--secure-port=0")
 def up(state_dir: StateOpt = None, nodes: NodesOpt = None, filename: FilenameOpt = None,
-       timeout: TimeoutOpt = 120.0) -> None:
+       timeout: TimeoutOpt = "2m") -> None:
     """Start etcd and kube-apiserver on free loopback ports; prints the kubeconfig path.
 
     With --nodes, kube-controller-manager's node lifecycle controller and the kwok controller run too: the
@@ -61,7 +61,15 @@ def up(state_dir: StateOpt = None, nodes: NodesOpt = None, filename: FilenameOpt
 
     from scheduler_runtime import devcluster, kwok
     from scheduler_runtime.controlplane import ControlPlane
+    from scheduler_runtime.errors import UsageError
+    from scheduler_runtime.goduration import parse_seconds
 
+    try:
+        wait = parse_seconds(timeout)
+    except ValueError as exc:
+        raise UsageError(f"--timeout {timeout}: {exc}") from None
+    if wait <= 0:
+        raise UsageError(f"--timeout {timeout}: must be positive")
     source = devcluster.load_source(nodes, filename or []) if nodes is not None or filename else None
     if source is not None and source.nodes:
         kwok.find_kwok()  # before anything starts: no half-made cluster when kwok is not built
@@ -79,7 +87,7 @@ def up(state_dir: StateOpt = None, nodes: NodesOpt = None, filename: FilenameOpt
     if source is None:
         print(kubeconfig_path)
         return
-    _load(d, source, timeout)
+    _load(d, source, wait)
     print(kubeconfig_path)
 
 
@@ -110,7 +118,8 @@ def _load(d: Path, source: Source, timeout: float) -> None:
         print(line, file=sys.stderr)
     problems = []
     if not_ready:
-        problems.append(f"{len(not_ready)} node(s) not Ready after {timeout:g} s (see {d / 'kwok.log'})")
+        problems.append(f"{len(not_ready)} node(s) not Ready after {timeout:g} s (see {d / 'kwok.log'} and "
+                        f"{d / 'kube-controller-manager.log'})")
     if summary.refused:
         problems.append(f"{len(summary.refused)} object(s) refused by the API server (listed above)")
     if problems:

@@ -133,6 +133,8 @@ def test_up_refuses_bad_input_before_starting_anything(tmp_path: Path) -> None:
         f"error: --nodes 0: a node count must be between 1 and {devcluster.MAX_FAKE_NODES}"
     r = _up(tmp_path, "--nodes", "3", "-f", str(tmp_path / "missing.yaml"))
     assert r.returncode == 2 and r.stderr.strip() == f"error: {tmp_path / 'missing.yaml'}: no such file or directory"
+    r = _up(tmp_path, "--nodes", "3", "--timeout", "5x")
+    assert r.returncode == 2 and r.stderr.strip() == 'error: --timeout 5x: time: unknown unit "x" in duration "5x"'
     assert not (tmp_path / "state").exists()
 
 
