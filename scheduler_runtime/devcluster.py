@@ -16,6 +16,7 @@ import json
 import sys
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -179,7 +180,7 @@ def _path(obj: dict[str, Any], namespace: str | None, crds: CrdKinds) -> str:
     plural = crd[0] if crd else resource_of_kind(str(obj.get("kind")))
     if namespace is None:
         return f"{base}/{plural}"
-    return f"{base}/namespaces/{namespace}/{plural}"
+    return f"{base}/namespaces/{urllib.parse.quote(namespace, safe='')}/{plural}"
 
 
 def _wait_established(client: Any, names: Sequence[str], timeout: float = 30.0) -> None:
@@ -278,6 +279,16 @@ def wait_nodes_ready(client: Any, names: Sequence[str], timeout: float,
             raise KschedError(dead, usage=False)
         time.sleep(0.3)
     return sorted(ready), sorted(want - ready)
+
+
+def unknown_bindings(client: Any, objects: Sequence[Outcome]) -> list[str]:
+    """One line per pod created bound (spec.nodeName) to a node the cluster does not have: it stays Pending."""
+    bound = [o for o in objects if o.kind == "Pod" and o.bound_to and o.result != "refused"]
+    if not bound:
+        return []
+    nodes = {n["metadata"]["name"] for n in client.call("GET", "/api/v1/nodes").get("items") or []}
+    return [f"pod/{o.namespace}/{o.name} is bound to node {o.bound_to}, which this cluster does not have: it stays "
+            f"Pending" for o in bound if o.bound_to not in nodes]
 
 
 @dataclass

@@ -78,15 +78,16 @@ def find_kwok() -> KwokAssets:
 
 
 def start_controller(assets: KwokAssets, kubeconfig: Path, workdir: Path, log: Path,
-                     cidr: str = "10.244.0.0/16") -> subprocess.Popen[bytes]:
-    """Start `kwok` in its own session against `kubeconfig`, managing the annotated nodes only.
+                     cidr: str = "10.244.0.0/16", node_ip: str = "127.0.0.1") -> subprocess.Popen[bytes]:
+    """Start `kwok` in its own session against `kubeconfig`, managing the annotated nodes only. Pods get IPs
+    from `cidr`; nodes without an InternalIP get `node_ip` (as kwokctl's binary runtime gives them its own).
 
     KWOK_WORKDIR points kwok at `workdir`, so a ~/.kwok/kwok.yaml of the user's is not read in."""
     workdir.mkdir(parents=True, exist_ok=True)
     args = [str(assets.binary), f"--kubeconfig={kubeconfig}",
             *(f"--config={s}" for s in assets.stages),
             f"--manage-nodes-with-annotation-selector={NODE_ANNOTATION}={NODE_ANNOTATION_VALUE}",
-            f"--node-lease-duration-seconds={LEASE_SECONDS}", f"--cidr={cidr}"]
+            f"--node-lease-duration-seconds={LEASE_SECONDS}", f"--cidr={cidr}", f"--node-ip={node_ip}"]
     env = {**os.environ, "KWOK_WORKDIR": str(workdir)}
     with open(log, "ab") as out:
         return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,

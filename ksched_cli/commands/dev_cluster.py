@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..guard import fail
+from ..guard import fail, warn
 
 if TYPE_CHECKING:
     from scheduler_runtime.devcluster import Source
@@ -116,6 +116,8 @@ def _load(d: Path, source: Source, timeout: float) -> None:
     summary = devcluster.Summary(node_outcomes, ready, not_ready, objects)
     for line in summary.lines():
         print(line, file=sys.stderr)
+    for line in devcluster.unknown_bindings(client, objects):
+        warn(line)
     problems = []
     if not_ready:
         problems.append(f"{len(not_ready)} node(s) not Ready after {timeout:g} s (see {d / 'kwok.log'} and "

@@ -62,8 +62,17 @@ def _wait(what: str, check: Any) -> Any:
 
 
 def test_kwok_nodes_turn_ready_and_scheduled_example_pods_run(state_dir: Path) -> None:
-    up = _ksched("dev-cluster", "up", "--state-dir", str(state_dir), "--nodes", "3")
+    bound = state_dir.parent / "bound.yaml"
+    bound.write_text("".join(
+        f"---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: pinned}}\n"
+        f"spec: {{nodeName: {node}, containers: [{{name: c, image: pause}}]}}\n"
+        for name, node in (("on-kwok", "kwok-node-1"), ("on-nothing", "no-such-node"))))
+    up = _ksched("dev-cluster", "up", "--state-dir", str(state_dir), "--nodes", "3", "-f", str(bound))
     assert up.returncode == 0, up.stderr
+    assert "pods: 2 created, 0 already there, 0 refused (2 bound to a node, 0 pending for a scheduler)" in up.stderr
+    assert "warning: pod/pinned/on-nothing is bound to node no-such-node, which this cluster does not have: " \
+           "it stays Pending" in up.stderr
+    assert "on-kwok" not in up.stderr
     kubeconfig = up.stdout.strip()
     assert kubeconfig == str(state_dir / "admin.kubeconfig")
     assert "nodes: 3/3 Ready" in up.stderr
@@ -71,6 +80,9 @@ def test_kwok_nodes_turn_ready_and_scheduled_example_pods_run(state_dir: Path) -
     nodes = c.call("GET", "/api/v1/nodes")["items"]
     assert sorted(n["metadata"]["name"] for n in nodes) == ["kwok-node-0", "kwok-node-1", "kwok-node-2"]
     assert all(kwok.node_ready(n) and not n["spec"].get("taints") for n in nodes)  # not-ready taint removed
+    pinned = _wait("a pod bound to a KWOK node Running", lambda: (p := c.call(
+        "GET", "/api/v1/namespaces/pinned/pods/on-kwok"))["status"].get("phase") == "Running" and p)
+    assert pinned["status"]["podIP"].startswith("10.244.") and pinned["status"]["hostIP"] == "127.0.0.1"
     leases = c.call("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases")["items"]
     assert {le["metadata"]["name"] for le in leases} >= {"kwok-node-0", "kwok-node-1", "kwok-node-2"}
 
