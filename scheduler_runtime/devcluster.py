@@ -29,6 +29,8 @@ from .errors import InputError, KschedError, UsageError
 
 #: kube-controller-manager controllers the dev cluster runs with nodes: taints follow the Ready condition
 CONTROLLERS = ("node-lifecycle-controller",)
+#: its client's default 20 requests/s untaints about 5 nodes a second; a local API server takes far more
+CONTROLLER_MANAGER_ARGS = ("--kube-api-qps=200", "--kube-api-burst=400")
 #: most nodes `--nodes N` makes (a 2-core laptop runs a few thousand KWOK nodes; more is a typo)
 MAX_FAKE_NODES = 5000
 #: creation order: what other objects refer to first, pods last
@@ -375,7 +377,7 @@ def start_node_agents(state_dir: Path, state: dict[str, Any]) -> list[tuple[str,
     started: list[tuple[str, int]] = []
     if "kube-controller-manager" not in live:
         cp = ControlPlane(state_dir=state_dir, bin_dir=state.get("bin_dir") or None)
-        cp.start_controller_manager(CONTROLLERS)
+        cp.start_controller_manager(CONTROLLERS, CONTROLLER_MANAGER_ARGS)
         assert cp.controller_manager is not None
         started.append(("kube-controller-manager", cp.controller_manager.pid))
     if "kwok" not in live:
