@@ -14,6 +14,7 @@ What is stripped, because a snapshot gets mailed around and scheduling needs non
   * pod volumes: secret, configMap, projected and downwardAPI sources keep only the volume's name and the
     referenced object's name (no items), CSI `volumeAttributes` and `nodePublishSecretRef` and flexVolume
     `options` and `secretRef` are dropped;
+  * PersistentVolumes: CSI `volumeAttributes` (driver-specific, sometimes credentials) are dropped;
   * pod status: only phase, conditions, nominatedNodeName, qosClass, startTime, resourceClaimStatuses and
     the containers' allocated resources (in-place resize) stay; IPs and messages go.
 """
@@ -125,6 +126,10 @@ def sanitize(obj: dict[str, Any]) -> dict[str, Any]:
         spec = obj.get("spec") or {}
         obj["spec"] = {k: spec[k] for k in _WORKLOAD_SPEC_KEEP if k in spec}
         obj.pop("status", None)
+    elif kind == "PersistentVolume":
+        csi = (obj.get("spec") or {}).get("csi")
+        if isinstance(csi, dict):
+            csi.pop("volumeAttributes", None)
     elif kind == "Service":
         spec = obj.get("spec") or {}
         obj["spec"] = {k: spec[k] for k in ("selector", "type") if k in spec}

@@ -78,3 +78,14 @@ def test_workloads_keep_only_selectors() -> None:
            "spec": {"selector": {"app": "a"}, "clusterIP": "10.0.0.9", "ports": [{"port": 80}]}}
     assert sanitize(rs)["spec"] == {"replicas": 3, "selector": {"matchLabels": {"app": "a"}}} and "status" not in rs
     assert sanitize(svc)["spec"] == {"selector": {"app": "a"}}
+
+
+def test_persistent_volume_csi_attributes_are_dropped() -> None:
+    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv"},
+          "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                   "csi": {"driver": "d", "volumeHandle": "h", "volumeAttributes": {"key": SECRET}},
+                   "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                       {"key": "zone", "operator": "In", "values": ["a"]}]}]}}}}
+    out = sanitize(pv)
+    assert SECRET not in json.dumps(out) and out["spec"]["csi"] == {"driver": "d", "volumeHandle": "h"}
+    assert out["spec"]["nodeAffinity"]  # what VolumeBinding and VolumeZone read stays
