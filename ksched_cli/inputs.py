@@ -8,7 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from scheduler_runtime.errors import InputError
+from scheduler_runtime.errors import InputError, UsageError
+from scheduler_runtime.yamlio import STDIN
 
 from .guard import warn
 
@@ -41,7 +42,7 @@ def registry(plugin_dirs: list[Path] | None) -> Any:
 def config(path: Path | None, reg: Any) -> Any:
     from scheduler_runtime.config import load_config
 
-    if path is not None and not path.exists():
+    if path is not None and str(path) != STDIN and not path.exists():
         raise InputError("no such file or directory", file=str(path), usage=True)
     return load_config(path, reg)
 
@@ -53,8 +54,11 @@ def deadline(text: str) -> float:
 
 
 def check_paths(paths: list[Path]) -> None:
+    """Every input path exists; `-` (standard input) may appear once."""
+    if sum(str(p) == STDIN for p in paths) > 1:
+        raise UsageError("`-` (standard input) can be given only once per command")
     for p in paths:
-        if not p.exists():
+        if str(p) != STDIN and not p.exists():
             raise InputError("no such file or directory", file=str(p), usage=True)
 
 

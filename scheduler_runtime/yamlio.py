@@ -24,6 +24,7 @@ import gc
 import math
 import os
 import stat
+import sys
 from typing import Any
 
 import yaml
@@ -299,8 +300,11 @@ def read_bytes(path: str | os.PathLike[str], *, limit: int = CONFIG_LIMIT, what:
     """At most `limit` bytes of `path`; a larger input (or an endless device) is refused after `limit + 1`.
 
     Pipes and devices are read too (`--config <(...)` works, as with kube-scheduler), but never
-    without a bound; a FIFO is opened without blocking so a FIFO nobody writes to reads as empty."""
+    without a bound; a FIFO is opened without blocking so a FIFO nobody writes to reads as empty.
+    `-` is standard input (kubectl's `-f -`), read once."""
     where = os.fspath(path)
+    if where == STDIN:
+        return _read_stdin(limit)
     try:
         fd = os.open(where, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
@@ -337,6 +341,27 @@ def read_bytes(path: str | os.PathLike[str], *, limit: int = CONFIG_LIMIT, what:
         raise InputError(f"cannot read: {exc.strerror or exc}", file=where, usage=True) from None
     finally:
         os.close(fd)
+
+
+#: the path that means standard input, as in `kubectl apply -f -`
+STDIN = "-"
+_stdin_used: list[Any] = []
+
+
+def _read_stdin(limit: int) -> bytes:
+    """Standard input, at most `limit` bytes; a second `-` in one command is refused (the first read it all)."""
+    stream = sys.stdin
+    if stream is None:
+        raise InputError("standard input is closed", file=STDIN, usage=True)
+    if any(s is stream for s in _stdin_used):
+        raise InputError("standard input was already read by an earlier `-`: give `-` once per command",
+                         file=STDIN, usage=True)
+    _stdin_used.append(stream)
+    raw = getattr(stream, "buffer", None)
+    data = raw.read(limit + 1) if raw is not None else stream.read(limit + 1).encode()
+    if len(data) > limit:
+        raise InputError(f"larger than {_human(limit)}", file=STDIN, usage=True)
+    return bytes(data)
 
 
 def read_text(path: str | os.PathLike[str], *, limit: int = CONFIG_LIMIT, what: str = "file") -> str:

@@ -55,16 +55,20 @@ def run(
     plugin_dir: PluginDirOpt = None,
     kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help="Run against the API server of this "
                                                    "kubeconfig instead of the embedded cluster.")] = None,
+    context: Annotated[str | None, typer.Option("--context", help="Kubeconfig context to use (default: its "
+                                                "current-context).")] = None,
     plugin_deadline: PluginDeadlineOpt = "30s",
 ) -> None:
     """Run the scheduler. Without a kubeconfig it runs on the embedded in-memory cluster and shows
     each decision live; it exits when nothing is left to schedule (--watch keeps it running)."""
-    if kubeconfig is not None or ctx.args or _config_names_kubeconfig(config):
+    if kubeconfig is not None or context is not None or ctx.args or _config_names_kubeconfig(config):
         if cluster or pods:
             raise fail("--cluster/--pods are for the embedded cluster; drop them with --kubeconfig", EXIT_USAGE)
         argv = list(ctx.args)
         if kubeconfig is not None:
             argv.append(f"--kubeconfig={kubeconfig}")
+        if context is not None:
+            argv.append(f"--context={context}")
         if config is not None:
             argv.append(f"--config={config}")
         for d in plugin_dir or []:
