@@ -47,6 +47,15 @@ def config(path: Path | None, reg: Any) -> Any:
     return load_config(path, reg)
 
 
+def warn_no_default_profile(cfg: Any, where: str | None) -> None:
+    """One line when no profile serves `default-scheduler` (pods that name no scheduler would stay Pending)."""
+    from scheduler_runtime.config.profiles import no_default_profile_warning
+
+    msg = no_default_profile_warning(cfg)
+    if msg:
+        warn(f"{where}: {msg}" if where else msg)
+
+
 def deadline(text: str) -> float:
     from scheduler_runtime.options.flags import parse_go_duration
 

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .cluster import apishape
+from .cluster import apishape, fieldcheck
 from .cluster.memory import MemoryCluster, load_objects
+from .config.profiles import DEFAULT_SCHEDULER, not_served_message, profile_names
 from .errors import InputError
 from .framework.registry import Registry
 from .quantity import format_amount
@@ -74,6 +75,8 @@ def load_pods_in_order(paths: Sequence[str | Path]) -> list[tuple[dict[str, Any]
         for raw, where in load_objects(Path(p)):
             if raw.get("kind") not in (None, "Pod"):
                 raise InputError(f'expected kind "Pod", got {raw.get("kind")!r}', file=where, field="kind", usage=False)
+            if raw.get("kind") is None:  # checked by load_objects when it had a kind
+                fieldcheck.check_object({**raw, "kind": "Pod"}, where)
             raw.setdefault("kind", "Pod")
             raw.setdefault("apiVersion", "v1")
             try:
@@ -120,6 +123,10 @@ def simulate(cluster_paths: Sequence[str | Path], pod_paths: Sequence[str | Path
         if gates and not placements[key] and results.get(key) is None:
             results.put(AttemptResult(key, spec.get("schedulerName") or "default-scheduler", 0, "gated", message=(
                 f"Scheduling is blocked due to non-empty scheduling gates: {', '.join(gates)}")))
+        wanted = spec.get("schedulerName") or DEFAULT_SCHEDULER
+        if not placements[key] and results.get(key) is None and wanted not in profile_names(config):
+            # kube-scheduler never takes such a pod: it is left for a scheduler serving that name
+            results.put(AttemptResult(key, wanted, 0, "not-served", message=not_served_message(wanted, config)))
     usage = [NodeUsage(ni.name, dict(ni.allocatable), dict(ni.requested), len(ni.pods))
              for ni in sorted(sched.cache.snapshot.node_infos, key=lambda n: n.name)]
     return SimulationResult(label, keys, placements, results.all(), usage, list(cluster.deleted),

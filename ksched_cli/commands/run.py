@@ -16,7 +16,15 @@ from scheduler_runtime.options.flags import parse
 from scheduler_runtime.options.resolve import run_on_cluster
 
 from ..guard import EXIT_USAGE, fail, warn
-from ..inputs import EXAMPLES, PluginDeadlineOpt, PluginDirOpt, check_paths, registry, warn_if_empty
+from ..inputs import (
+    EXAMPLES,
+    PluginDeadlineOpt,
+    PluginDirOpt,
+    check_paths,
+    registry,
+    warn_if_empty,
+    warn_no_default_profile,
+)
 from ..inputs import config as load_config
 from ..inputs import deadline as parse_deadline
 
@@ -94,6 +102,7 @@ def _run_embedded(config: Path | None, cluster: list[Path] | None, pods: list[Pa
     check_paths([*cluster_paths, *pod_paths])
     reg = registry(plugin_dir)
     cfg = load_config(config, reg)
+    warn_no_default_profile(cfg, str(config) if config else None)
     mem = MemoryCluster.from_paths(cluster_paths)
     pending = load_pods_in_order(pod_paths)
     _validate_pods(mem, pending)

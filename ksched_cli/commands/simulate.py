@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..guard import EXIT_USAGE, fail
-from ..inputs import PluginDeadlineOpt, PluginDirOpt, check_paths, registry, warn_if_empty
+from ..inputs import PluginDeadlineOpt, PluginDirOpt, check_paths, registry, warn_if_empty, warn_no_default_profile
 from ..inputs import config as load_config
 from ..inputs import deadline as parse_deadline
 
@@ -51,6 +51,9 @@ def simulate(
     reg = registry(plugin_dir)
     cfg_a = load_config(config, reg)
     cfg_b = load_config(compare, reg) if compare is not None else None
+    warn_no_default_profile(cfg_a, str(config) if config else None)
+    if cfg_b is not None:
+        warn_no_default_profile(cfg_b, str(compare))
     deadline = parse_deadline(plugin_deadline)
     results = [run_sim(cluster, pods, cfg_a, reg, seed=seed, label=str(config or "default"),
                        plugin_deadline=deadline)]

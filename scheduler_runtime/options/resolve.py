@@ -158,6 +158,10 @@ def run_on_cluster(flags: KubeFlags, warn: Callable[[str], None]) -> int:
     for w in registry.warnings:
         warn(w)
     cfg = load_config(Path(config_path) if config_path else None, registry)
+    from ..config.profiles import no_default_profile_warning
+
+    if (no_default := no_default_profile_warning(cfg)) is not None:
+        warn(f"{config_path}: {no_default}")
     source = choose(config_file=config_path, config_kubeconfig=cfg.client_connection.kubeconfig,
                     flag_kubeconfig=flags.get("kubeconfig"), master=flags.get("master"),
                     context=flags.get("context") or None)
