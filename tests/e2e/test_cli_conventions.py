@@ -143,3 +143,55 @@ def test_dash_reads_standard_input(tmp_path: Path) -> None:
     assert any(p["pod"] == "shop/web-1" for p in json.loads(s.stdout)["pods"])
     twice = ksched("simulate", "--cluster", "-", "--pods", "-", stdin=pods)
     assert twice.returncode == 2 and "only once" in twice.stderr
+
+
+TYPO_PODS = """apiVersion: v1
+kind: Pod
+metadata: {name: typo, namespace: default}
+spec:
+  tolerattions: [{key: a, operator: Exists}]
+  containers: [{name: c, image: x, resources: {requests: {cpu: 100m}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: packed, namespace: default}
+spec:
+  schedulerName: bin-packer
+  containers: [{name: c, image: x}]
+"""
+NO_DEFAULT = """apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: bin-packer
+"""
+
+
+def test_unknown_fields_and_a_config_without_default_scheduler_are_said(tmp_path: Path) -> None:
+    pods = tmp_path / "pods.yaml"
+    pods.write_text(TYPO_PODS)
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(NO_DEFAULT)
+    r = ksched("simulate", "--cluster", "examples/cluster", "--pods", str(pods), "--config", str(cfg),
+               "--compare", "examples/configs/most-allocated.yaml")
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert lines.count(f'warning: {pods}: unknown field "spec.tolerattions" in Pod default/typo') == 1, lines
+    assert any(ln.startswith(f"warning: {cfg}: no profile is named default-scheduler (profiles: bin-packer)")
+               for ln in lines), lines
+    j = json.loads(ksched("simulate", "--cluster", "examples/cluster", "--pods", str(pods), "--config", str(cfg),
+                          "-o", "json").stdout)
+    by_pod = {p["pod"]: p for p in j["pods"]}
+    assert by_pod["default/packed"].get("node")
+    assert "no profile of this config serves" in by_pod["default/typo"]["message"]
+    v = ksched("config", "validate", str(cfg))
+    assert v.returncode == 0 and "no profile is named default-scheduler" in v.stderr
+    e = ksched("run", "--config", str(cfg), "--pods", str(pods), "--cluster", "examples/cluster")
+    assert e.returncode == 0 and "no profile is named default-scheduler" in e.stderr, e.stderr
+
+
+def test_config_unknown_fields_stay_errors(tmp_path: Path) -> None:
+    """kube-scheduler decodes its config strictly: an unknown field is an error naming it, not a warning."""
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(NO_DEFAULT + "  pluginz: {}\n")
+    r = ksched("config", "validate", str(cfg))
+    assert r.returncode == 1 and 'profiles[0].pluginz: unknown field' in r.stderr.replace('"', ""), r.stderr
