@@ -12,10 +12,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..guard import EXIT_USAGE, fail
 from ..inputs import PluginDeadlineOpt, PluginDirOpt, check_paths, registry, warn_if_empty, warn_no_default_profile
 from ..inputs import config as load_config
 from ..inputs import deadline as parse_deadline
+from ..output import output_option
 
 console = Console(highlight=False, soft_wrap=True)
 
@@ -36,7 +36,7 @@ def simulate(
     config: Annotated[Path | None, typer.Option("--config", help="Config of variant A (default profile).")] = None,
     compare: Annotated[Path | None, typer.Option("--compare", help="Config of variant B, shown side by side.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed for tie-breaking; same seed, same placements.")] = 0,
-    output: Annotated[str, typer.Option("-o", "--output", help="table, json or yaml.")] = "table",
+    output: Annotated[str, output_option(("table", "json", "yaml"))] = "table",
     plugin_dir: PluginDirOpt = None,
     plugin_deadline: PluginDeadlineOpt = "30s",
 ) -> None:
@@ -45,8 +45,6 @@ def simulate(
 
     from scheduler_runtime.simulate import simulate as run_sim
 
-    if output not in ("table", "json", "yaml"):
-        raise fail(f"-o: unsupported output {output!r} (use table, json or yaml)", EXIT_USAGE)
     check_paths([*cluster, *pods])
     reg = registry(plugin_dir)
     cfg_a = load_config(config, reg)
