@@ -252,25 +252,25 @@ def _second(name: str, namespace: str, image: str | None, config: Path | None, r
 
 
 def _wait(client: Any, s: Any, timeout: float) -> None:
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
+    """Wait for the rollout: a live bar on a terminal's stderr, then one line with how it ended."""
     from ..deploy import secondsched
+    from ..progress import progress
 
-    with Progress(SpinnerColumn(), TextColumn("[bold]rollout[/] {task.description}"), BarColumn(),
-                  TextColumn("{task.completed}/{task.total} available"), TimeElapsedColumn(),
-                  console=console, transient=False) as prog:
-        task = prog.add_task(f"deployment/{s.name}", total=s.replicas)
-
+    last: list[Any] = []
+    with progress(f"rollout deployment/{s.name}", s.replicas, "available") as bar:
         def show(st: Any) -> None:
-            prog.update(task, total=max(st.desired, 1), completed=min(st.available, st.desired),
-                        description=f"deployment/{s.name} (updated {st.updated}, old {st.old})"
-                        + (f" {st.problem}" if st.problem else ""))
+            last[:] = [st]
+            bar.update(total=max(st.desired, 1), completed=min(st.available, st.desired),
+                       description=f"rollout deployment/{s.name} (updated {st.updated}, old {st.old})"
+                       + (f" {st.problem}" if st.problem else ""))
 
         try:
             secondsched.wait_rollout(client, s.namespace, s.name, timeout, show)
         except secondsched.RolloutError as exc:
-            prog.stop()
             raise fail(str(exc), EXIT_ROLLOUT) from None
+    st = last[-1] if last else None
+    say(f"rollout: deployment/{s.name} " + (f"{min(st.available, st.desired)}/{st.desired} available"
+                                            if st is not None else "available"))
 
 
 # ------------------------------------------------------------------------------------------ commands
