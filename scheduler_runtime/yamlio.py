@@ -345,23 +345,25 @@ def read_bytes(path: str | os.PathLike[str], *, limit: int = CONFIG_LIMIT, what:
 
 #: the path that means standard input, as in `kubectl apply -f -`
 STDIN = "-"
-_stdin_used: list[Any] = []
+#: (the stdin object, its bytes): a command that reads its `-` input twice (check, then load) sees the same
+#: text; the CLI refuses `-` for two different inputs of one command
+_stdin_read: list[tuple[Any, bytes]] = []
 
 
 def _read_stdin(limit: int) -> bytes:
-    """Standard input, at most `limit` bytes; a second `-` in one command is refused (the first read it all)."""
+    """Standard input, at most `limit` bytes (read once per process; later reads get the same bytes)."""
     stream = sys.stdin
     if stream is None:
         raise InputError("standard input is closed", file=STDIN, usage=True)
-    if any(s is stream for s in _stdin_used):
-        raise InputError("standard input was already read by an earlier `-`: give `-` once per command",
-                         file=STDIN, usage=True)
-    _stdin_used.append(stream)
-    raw = getattr(stream, "buffer", None)
-    data = raw.read(limit + 1) if raw is not None else stream.read(limit + 1).encode()
+    if _stdin_read and _stdin_read[0][0] is stream:
+        data = _stdin_read[0][1]
+    else:
+        raw = getattr(stream, "buffer", None)
+        data = bytes(raw.read(limit + 1) if raw is not None else stream.read(limit + 1).encode())
+        _stdin_read[:] = [(stream, data)]
     if len(data) > limit:
         raise InputError(f"larger than {_human(limit)}", file=STDIN, usage=True)
-    return bytes(data)
+    return data
 
 
 def read_text(path: str | os.PathLike[str], *, limit: int = CONFIG_LIMIT, what: str = "file") -> str:

@@ -141,6 +141,10 @@ def test_dash_reads_standard_input(tmp_path: Path) -> None:
     s = ksched("simulate", "--cluster", "examples/cluster", "--pods", "-", "-o", "json", stdin=pods)
     assert s.returncode == 0, s.stderr
     assert any(p["pod"] == "shop/web-1" for p in json.loads(s.stdout)["pods"])
+    dep = ksched("deploy", "--second-scheduler", "--config", "-", "--image", "registry.example.com/k:v1", "-o",
+                 "json", stdin="apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n")
+    assert dep.returncode == 0, dep.stderr
+    assert json.loads(dep.stdout)["kind"] == "List"
     twice = ksched("simulate", "--cluster", "-", "--pods", "-", stdin=pods)
     assert twice.returncode == 2 and "only once" in twice.stderr
 
