@@ -17,14 +17,13 @@ from typing import Any
 
 from .errors import KschedError
 from .framework.registry import Registry
+from .kubeversion import KUBE_VERSION  # the kube-scheduler release ksched follows (/statusz, --version)
 from .metrics import SchedulerMetrics
 from .scheduler import Scheduler
 from .server import DelegatedAuthOptions, HealthServer, ServingOptions
 from .watchdog import CycleWatchdog
 
 log = logging.getLogger("ksched.app")
-#: the kube-scheduler release ksched follows (/statusz, --version)
-KUBE_VERSION = "1.36.3"
 
 
 @dataclass

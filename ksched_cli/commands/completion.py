@@ -25,12 +25,11 @@ def _shell(value: str) -> str:
 
 
 def completion(
-    ctx: typer.Context,
     shell: Annotated[str, typer.Argument(metavar="SHELL", callback=_shell, help="bash, zsh or fish.")],
 ) -> None:
     """Print the completion script for SHELL (completes commands, subcommands and options)."""
     from typer.completion import get_completion_script
 
-    prog = ctx.find_root().info_name or "ksched"
-    var = "_{}_COMPLETE".format(prog.replace("-", "_").replace(" ", "_").upper())
-    print(get_completion_script(prog_name=prog, complete_var=var, shell=shell).rstrip("\n"))
+    # always for `ksched` (also when run as `kubectl ksched`: a shell completes one word, and kubectl's own
+    # plugin completion goes through a kubectl_complete-ksched executable, not this script)
+    print(get_completion_script(prog_name="ksched", complete_var="_KSCHED_COMPLETE", shell=shell).rstrip("\n"))

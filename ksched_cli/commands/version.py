@@ -9,12 +9,12 @@ from typing import Annotated, Any
 import typer
 
 from scheduler_runtime import __version__
+from scheduler_runtime.kubeversion import KUBE_VERSION
 
 from ..cluster_opts import ContextOpt, KubeconfigOpt, kube_client
 from ..output import emit, output_option
 
-#: the kube-scheduler release ksched follows; scheduler_runtime.app holds the same value for /statusz
-KUBERNETES_VERSION = "v1.36.3"
+KUBERNETES_VERSION = f"v{KUBE_VERSION}"
 
 
 def register(app: typer.Typer) -> None:
