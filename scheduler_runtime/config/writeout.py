@@ -19,8 +19,9 @@ WRITTEN_POINTS = ("bind", "filter", "multiPoint", "permit", "placementGenerate",
 #: in kube 1.36's default multiPoint list but not run by ksched (UNSUPPORTED_IN_TREE): written where kube
 #: writes it so the text matches, and named on stderr by `ksched config default`
 KUBE_ONLY_DEFAULTS = ("NodeDeclaredFeatures",)
-UNSUPPORTED_NOTE = ("NodeDeclaredFeatures is in kube-scheduler 1.36's default profile and written here as kube "
-                    "writes it, but ksched does not run it yet (a config naming it is refused)")
+UNSUPPORTED_NOTE = ("NodeDeclaredFeatures is written where kube-scheduler 1.36 writes it, but ksched does not run it "
+                    "yet: to run this output with ksched, add {name: NodeDeclaredFeatures} to "
+                    "multiPoint.disabled (or delete its enabled entry)")
 
 
 def written_document(raw: dict[str, Any]) -> dict[str, Any]:
@@ -46,6 +47,13 @@ def written_document(raw: dict[str, Any]) -> dict[str, Any]:
                         e.setdefault("weight", 0)
         prof["plugins"] = {k: plugins[k] for k in sorted(plugins)}
     return d
+
+
+def kube_only_enabled(doc: dict[str, Any]) -> bool:
+    """Whether the written document enables a plugin ksched does not run (KUBE_ONLY_DEFAULTS)."""
+    return any(isinstance(e, dict) and e.get("name") in KUBE_ONLY_DEFAULTS
+               for prof in doc.get("profiles") or [] if isinstance(prof, dict)
+               for e in ((prof.get("plugins") or {}).get("multiPoint") or {}).get("enabled") or [])
 
 
 def _add_kube_only_defaults(multi: Any) -> None:
