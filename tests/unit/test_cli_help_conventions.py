@@ -85,6 +85,10 @@ def test_conventions(path: tuple[str, ...], cmd: Any) -> None:
         names = getattr(p, "opts", [])
         if any(n in ("--out", "--output", "-o", "--output-file") for n in names):
             assert not _is_path(p), f"{path}: {names} writes a file: use a named flag"
+    for short, long in (("-f", "--filename"), ("-n", "--namespace"), ("-o", "--output")):
+        for p in cmd.params:  # kubectl's short flags mean only what they mean in kubectl
+            names = getattr(p, "opts", [])
+            assert (short in names) == (long in names) or short not in names, f"{path}: {short} is not {long}"
     if _option(cmd, "--kubeconfig") is not None and path not in KUBECONFIG_AS_VALUE:
         assert _option(cmd, "--context") is not None, f"{path}: --kubeconfig without --context"
         if path not in NO_NAMESPACE:
