@@ -13,7 +13,7 @@ from rich.table import Table
 
 from scheduler_runtime.errors import InputError
 
-from ..cluster_opts import ContextOpt, KubeconfigOpt, kube_client
+from ..cluster_opts import ContextOpt, KubeconfigOpt, default_namespace, kube_client
 from ..guard import EXIT_USAGE, fail
 from ..inputs import PluginDirOpt, check_paths, registry
 from ..inputs import config as load_config
@@ -32,7 +32,8 @@ def register(app: typer.Typer) -> None:
 
 def describe_pod(
     name: Annotated[str, typer.Argument(help="Pod name.")],
-    namespace: Annotated[str, typer.Option("-n", "--namespace", help="Pod namespace.")] = "default",
+    namespace: Annotated[str | None, typer.Option("-n", "--namespace", help="Pod namespace (default: the "
+                                                  "kubeconfig context's namespace, else default).")] = None,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
     cluster: Annotated[list[Path] | None, typer.Option(
@@ -51,6 +52,8 @@ def describe_pod(
     if cluster and (kubeconfig is not None or context is not None):
         raise fail("--cluster replays offline; drop --kubeconfig/--context (or --cluster to read the cluster)",
                    EXIT_USAGE)
+    if namespace is None:
+        namespace = "default" if cluster else default_namespace(kubeconfig, context)
     if cluster:
         from scheduler_runtime.simulate import simulate as run_sim
 

@@ -97,3 +97,12 @@ def test_run_uses_the_chosen_context(control_plane: Any, two_contexts: Path) -> 
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait(timeout=30)
+
+
+def test_namespace_defaults_to_the_contexts(control_plane: Any, two_contexts: Path, namespace: str) -> None:
+    """kubectl's rule: without -n, the namespace of the chosen context."""
+    doc = yaml.safe_load(two_contexts.read_text())
+    next(c for c in doc["contexts"] if c["name"] == "real")["context"]["namespace"] = namespace
+    two_contexts.write_text(yaml.safe_dump(doc))
+    r = ksched("describe-pod", "no-such-pod", "--kubeconfig", str(two_contexts), "--context", "real")
+    assert r.returncode == 1 and f"not found in namespace '{namespace}'" in r.stderr, r.stderr
