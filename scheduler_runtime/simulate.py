@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .cluster import apishape
+from .cluster import apishape, fieldcheck
 from .cluster.memory import MemoryCluster, load_objects
+from .config.profiles import DEFAULT_SCHEDULER, not_served_message, profile_names
 from .errors import InputError
 from .framework.registry import Registry
 from .objects import Pod
@@ -147,6 +148,8 @@ def load_pods_in_order(paths: Sequence[str | Path]) -> list[tuple[dict[str, Any]
         for raw, where in load_objects(Path(p)):
             if raw.get("kind") not in (None, "Pod"):
                 raise InputError(f'expected kind "Pod", got {raw.get("kind")!r}', file=where, field="kind", usage=False)
+            if raw.get("kind") is None:  # checked by load_objects when it had a kind
+                fieldcheck.check_object({**raw, "kind": "Pod"}, where)
             raw.setdefault("kind", "Pod")
             raw.setdefault("apiVersion", "v1")
             try:
@@ -251,6 +254,11 @@ def simulate(cluster_paths: Sequence[str | Path], pod_paths: Sequence[str | Path
         raw = cluster.get_pod(ns, name)
         spec = (raw or {}).get("spec") or {}
         placements[key] = spec.get("nodeName") or None
+        wanted = spec.get("schedulerName") or DEFAULT_SCHEDULER
+        if not placements[key] and key not in skipped and results.get(key) is None \
+                and wanted not in profile_names(config):
+            # kube-scheduler never takes such a pod: it is left for a scheduler serving that name
+            skipped[key] = not_served_message(wanted, config)
         if not placements[key] and raw is not None and results.get(key) is None and key not in skipped:
             blocked = _never_attempted(sched, raw)
             if blocked:

@@ -12,10 +12,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..guard import EXIT_USAGE, fail
-from ..inputs import PluginDeadlineOpt, PluginDirOpt, check_paths, registry, warn_if_empty
+from ..inputs import PluginDeadlineOpt, PluginDirOpt, check_paths, registry, warn_if_empty, warn_no_default_profile
 from ..inputs import config as load_config
 from ..inputs import deadline as parse_deadline
+from ..output import output_option
 
 console = Console(highlight=False, soft_wrap=True)
 
@@ -39,7 +39,7 @@ def simulate(
     config: Annotated[Path | None, typer.Option("--config", help="Config of variant A (default profile).")] = None,
     compare: Annotated[Path | None, typer.Option("--compare", help="Config of variant B, shown side by side.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed for tie-breaking; same seed, same placements.")] = 0,
-    output: Annotated[str, typer.Option("-o", "--output", help="table, json or yaml.")] = "table",
+    output: Annotated[str, output_option(("table", "json", "yaml"))] = "table",
     report: Annotated[Path | None, typer.Option("--report", help=(
         "Write a self-contained HTML what-if report (charts embedded, opens offline) to this file."))] = None,
     plugin_dir: PluginDirOpt = None,
@@ -51,8 +51,6 @@ def simulate(
 
     from scheduler_runtime.simulate import simulate as run_sim
 
-    if output not in ("table", "json", "yaml"):
-        raise fail(f"-o: unsupported output {output!r} (use table, json or yaml)", EXIT_USAGE)
     pods = list(pods or [])
     check_paths([*cluster, *pods])
     if report is not None:
@@ -62,6 +60,9 @@ def simulate(
     reg = registry(plugin_dir)
     cfg_a = load_config(config, reg)
     cfg_b = load_config(compare, reg) if compare is not None else None
+    warn_no_default_profile(cfg_a, str(config) if config else None)
+    if cfg_b is not None:
+        warn_no_default_profile(cfg_b, str(compare))
     deadline = parse_deadline(plugin_deadline)
     results = [run_sim(cluster, pods, cfg_a, reg, seed=seed, label=str(config or "default"),
                        plugin_deadline=deadline)]
