@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup demo test unit lint controlplane testdeps podman bench clean
+.PHONY: setup demo test unit lint controlplane kwok testdeps podman bench clean
 
 setup: $(VENV)/.installed
 
@@ -19,7 +19,10 @@ demo: setup  ## schedule the bundled example cluster in memory, live
 controlplane:  ## build kube-apiserver, etcd and kube-scheduler from Go modules (cached)
 	bash hack/build-controlplane.sh
 
-testdeps:  ## system packages the tests use for real components (prometheus)
+kwok:  ## build the kwok controller (sigs.k8s.io/kwok) and copy its default stages, for `ksched dev-cluster up --nodes` (cached)
+	bash hack/build-kwok.sh
+
+testdeps:  ## system packages the tests use for real components (prometheus, chromium)
 	bash hack/install-test-deps.sh
 
 podman:  ## podman's Docker-compatible socket and a local Python base image, for the `ksched build` tests
@@ -29,7 +32,7 @@ lint: setup  ## ruff everywhere; mypy --strict on the plugin API and the seed pl
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-test: setup controlplane testdeps podman lint  ## the whole suite: unit, end-to-end and integration (real kube-apiserver)
+test: setup controlplane kwok testdeps podman lint  ## the whole suite: unit, end-to-end and integration (real kube-apiserver)
 	$(BIN)/pytest -q
 
 unit: setup

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 DEBUG = {"on": False}
 
 __all__ = ["DEBUG", "EXIT_INVALID", "EXIT_USAGE", "error_boundary", "fail", "os_error_exit_code", "os_error_message",
+           "route_runtime_warnings",
            "warn"]
 
 #: errnos that say a path the user gave cannot be used as given (missing, wrong type, not allowed): exit 2.
@@ -85,8 +87,8 @@ def error_boundary() -> Iterator[None]:
     except KeyboardInterrupt:
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except OSError as exc:  # a file the command reads or writes: one line naming it, a usage/I-O error
-        if DEBUG["on"]:
-            raise
+        if DEBUG["on"] or exc.errno == errno.EPIPE:
+            raise  # a closed stdout (`ksched ... | head`): ksched_cli.main ends quietly
         msg = os_error_message(exc)
         if msg is None:
             raise fail(f"internal error: {type(exc).__name__}: {exc} (run with --debug for a traceback)") from None
@@ -95,3 +97,34 @@ def error_boundary() -> Iterator[None]:
         if DEBUG["on"]:
             raise
         raise fail(f"internal error: {type(exc).__name__}: {exc} (run with --debug for a traceback)") from None
+
+
+class _WarnHandler(logging.Handler):
+    """Runtime warnings meant for the person at the terminal (unknown fields in their files), printed as
+    `warning:` lines; the same line is printed once per process (a file read twice warns once)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.seen: set[str] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.getMessage()
+        if msg not in self.seen:
+            self.seen.add(msg)
+            warn(msg)
+
+
+#: runtime loggers whose warnings are about the user's input, not the running scheduler
+USER_INPUT_LOGGERS = ("ksched.fields",)
+
+
+def route_runtime_warnings() -> None:
+    """Send warnings of USER_INPUT_LOGGERS to stderr as `warning:` lines; called once per command (each
+    call starts a fresh once-per-message memory)."""
+    for name in USER_INPUT_LOGGERS:
+        logger = logging.getLogger(name)
+        for h in [h for h in logger.handlers if isinstance(h, _WarnHandler)]:
+            logger.removeHandler(h)
+        logger.addHandler(_WarnHandler())
+        logger.propagate = False
+        logger.setLevel(logging.WARNING)

@@ -8,7 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from scheduler_runtime.errors import InputError
+from scheduler_runtime.errors import InputError, UsageError
+from scheduler_runtime.yamlio import STDIN
 
 from .guard import warn
 
@@ -41,9 +42,18 @@ def registry(plugin_dirs: list[Path] | None) -> Any:
 def config(path: Path | None, reg: Any) -> Any:
     from scheduler_runtime.config import load_config
 
-    if path is not None and not path.exists():
+    if path is not None and str(path) != STDIN and not path.exists():
         raise InputError("no such file or directory", file=str(path), usage=True)
     return load_config(path, reg)
+
+
+def warn_no_default_profile(cfg: Any, where: str | None) -> None:
+    """One line when no profile serves `default-scheduler` (pods that name no scheduler would stay Pending)."""
+    from scheduler_runtime.config.profiles import no_default_profile_warning
+
+    msg = no_default_profile_warning(cfg)
+    if msg:
+        warn(f"{where}: {msg}" if where else msg)
 
 
 def deadline(text: str) -> float:
@@ -53,8 +63,11 @@ def deadline(text: str) -> float:
 
 
 def check_paths(paths: list[Path]) -> None:
+    """Every input path exists; `-` (standard input) may appear once."""
+    if sum(str(p) == STDIN for p in paths) > 1:
+        raise UsageError("`-` (standard input) can be given only once per command")
     for p in paths:
-        if not p.exists():
+        if str(p) != STDIN and not p.exists():
             raise InputError("no such file or directory", file=str(p), usage=True)
 
 

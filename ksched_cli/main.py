@@ -7,6 +7,8 @@ boundary (ksched_cli.guard.error_boundary), so exit codes come from exception cl
 from __future__ import annotations
 
 import copy
+import errno
+import os
 import sys
 from typing import Annotated, Any
 
@@ -15,8 +17,22 @@ from typer.core import TyperGroup
 
 from scheduler_runtime import __version__
 
-from .commands import build, config, deploy, describe_pod, dev_cluster, new_plugin, plugins, run, simulate, undeploy
-from .guard import DEBUG, error_boundary
+from .commands import (
+    build,
+    completion,
+    config,
+    deploy,
+    describe_pod,
+    dev_cluster,
+    new_plugin,
+    plugins,
+    run,
+    simulate,
+    snapshot,
+    undeploy,
+    version,
+)
+from .guard import DEBUG, error_boundary, route_runtime_warnings
 
 
 def _debug_after_subcommand(ctx: Any, param: Any, value: bool) -> None:
@@ -48,18 +64,61 @@ class _KschedGroup(TyperGroup):
                 cls._add_debug(sub.values(), root)
 
     def invoke(self, ctx: Any) -> Any:
-        """Every subcommand (and nested group) runs inside this call: the one error boundary."""
-        with error_boundary():
-            return super().invoke(ctx)
+        """Every subcommand (and nested group) runs inside this call: the one error boundary. stdout is
+        flushed here so a closed pipe shows up while typer's handler can still end the process quietly."""
+        try:
+            with error_boundary():
+                return super().invoke(ctx)
+        finally:
+            sys.stdout.flush()
 
 
-app = typer.Typer(
+#: the variables typer's completion scripts set for `ksched` and for the kubectl plugin
+COMPLETE_VARS = ("_KSCHED_COMPLETE", "_KUBECTL_KSCHED_COMPLETE")
+
+
+class _KschedApp(typer.Typer):
+    """`ksched ... | head` ends quietly: a closed stdout is exit 1 with nothing on stderr, as with any
+    well-behaved filter (click's own handler covers the command; this covers help and version text)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if any(os.environ.get(v) for v in COMPLETE_VARS):  # a shell asks for completions (`ksched completion`)
+            from typer.completion import completion_init
+
+            completion_init()
+        try:
+            try:
+                return super().__call__(*args, **kwargs)
+            finally:
+                sys.stdout.flush()
+        except BrokenPipeError:
+            _silence_stdout()
+            sys.exit(1)
+        except OSError as exc:
+            if exc.errno != errno.EPIPE:
+                raise
+            _silence_stdout()
+            sys.exit(1)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not report the closed pipe again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+app = _KschedApp(
     name="ksched", cls=_KschedGroup, no_args_is_help=True, rich_markup_mode="rich", add_completion=False,
     help="Build, test and deploy Kubernetes scheduler variants whose plugins are written in Python.\n\n"
          "Start with [bold]ksched run[/] (schedules the bundled example cluster in memory) or "
          "[bold]ksched simulate --help[/].")
 #: registration order is the order `ksched --help` lists them (commands first, then groups)
-for command in (deploy, undeploy, build, run, simulate, describe_pod, new_plugin, plugins, dev_cluster, config):
+for command in (deploy, undeploy, build, run, snapshot, simulate, describe_pod, new_plugin, plugins, dev_cluster,
+                config, version, completion):
     command.register(app)
 
 
@@ -76,10 +135,16 @@ def main(
     debug: Annotated[bool, typer.Option("--debug", help="Show Python tracebacks on errors.")] = False,
 ) -> None:
     DEBUG["on"] = debug
+    route_runtime_warnings()
 
 
 def entry() -> None:  # pragma: no cover
     app(prog_name="ksched")
+
+
+def kubectl_plugin() -> None:
+    """The `kubectl-ksched` executable: `kubectl ksched describe-pod ...` runs it as a kubectl plugin."""
+    app(prog_name="kubectl ksched", complete_var="_KUBECTL_KSCHED_COMPLETE")
 
 
 if __name__ == "__main__":  # pragma: no cover

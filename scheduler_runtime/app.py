@@ -18,14 +18,13 @@ from typing import Any
 from . import gcpolicy
 from .errors import KschedError
 from .framework.registry import Registry
+from .kubeversion import KUBE_VERSION  # the kube-scheduler release ksched follows (/statusz, --version)
 from .metrics import SchedulerMetrics
 from .scheduler import Scheduler
 from .server import DelegatedAuthOptions, HealthServer, ServingOptions
 from .watchdog import CycleWatchdog
 
 log = logging.getLogger("ksched.app")
-#: the kube-scheduler release ksched follows (/statusz, --version)
-KUBE_VERSION = "1.36.3"
 
 
 @dataclass
@@ -34,6 +33,8 @@ class RunOptions:
     kubeconfig: str | None = None
     #: kube-scheduler's --master: overrides the kubeconfig's server
     master: str | None = None
+    #: ksched's --context: the kubeconfig context to use instead of its current-context
+    context: str | None = None
     bind_address: str = "0.0.0.0"
     secure_port: int = 10259
     cert_dir: str | None = None
@@ -75,7 +76,7 @@ class Runner:
         cc = config.client_connection
         qps = opts.qps if opts.qps is not None else cc.qps
         burst = opts.burst if opts.burst is not None else cc.burst
-        connection = load_connection(opts.kubeconfig, fallbacks=False, master=opts.master)
+        connection = load_connection(opts.kubeconfig, opts.context, fallbacks=False, master=opts.master)
         self.cluster = KubeCluster(connection=connection, qps=qps, burst=burst, bind_workers=opts.bind_workers,
                                    user_agent=f"ksched/{socket.gethostname()}")
         self.metrics = SchedulerMetrics()

@@ -180,9 +180,11 @@ class ControlPlane:
                                           start_new_session=True)
         self._wait(f"{self.server_url}/readyz", "kube-apiserver", self.apiserver)
 
-    def start_controller_manager(self, controllers: tuple[str, ...] = ("resourceclaim-controller",)) -> None:
+    def start_controller_manager(self, controllers: tuple[str, ...] = ("resourceclaim-controller",),
+                                 extra_args: tuple[str, ...] = ()) -> None:
         """kube-controller-manager with only `controllers` (by default the resourceclaim controller, which turns
-        pods' ResourceClaimTemplates into claims), no leader election and no serving port. Idempotent."""
+        pods' ResourceClaimTemplates into claims), no leader election and no serving port, plus `extra_args`.
+        Idempotent."""
         if self.controller_manager is not None and self.controller_manager.poll() is None:
             return
         exe = self.bin_dir / "kube-controller-manager"
@@ -190,7 +192,7 @@ class ControlPlane:
             raise ControlPlaneUnavailable(f"no kube-controller-manager in {self.bin_dir}: run `bash "
                                           f"hack/build-controlplane.sh` (builds it from Go modules)")
         args = [str(exe), f"--kubeconfig={self.kubeconfig_path}", f"--controllers={','.join(controllers)}",
-                "--leader-elect=false", "--secure-port=0", "--v=1"]
+                "--leader-elect=false", "--secure-port=0", "--v=1", *extra_args]
         self.controller_manager = subprocess.Popen(args, stdout=self._log("kube-controller-manager"),
                                                    stderr=subprocess.STDOUT, start_new_session=True)
 

@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .errors import KschedError
+from .errors import KschedError, UsageError
 
 NOT_READ_NOTE = "$KUBECONFIG is not read, as in kube-scheduler"
 IGNORED_NOTE = "--kubeconfig is ignored when --config is given, as in kube-scheduler"
@@ -21,12 +21,14 @@ IGNORED_NOTE = "--kubeconfig is ignored when --config is given, as in kube-sched
 
 @dataclass(frozen=True)
 class KubeconfigSource:
-    """`path` is the kubeconfig to read, or None for the in-cluster service account (or `master` alone)."""
+    """`path` is the kubeconfig to read, or None for the in-cluster service account (or `master` alone);
+    `context` the kubeconfig context to use instead of its current-context (ksched's --context)."""
 
     path: str | None
     why: str
     notes: tuple[str, ...] = ()
     master: str | None = None
+    context: str | None = None
 
     def describe(self) -> str:
         """The start-up log line: which kubeconfig and why."""
@@ -36,14 +38,19 @@ class KubeconfigSource:
             head = f"using no kubeconfig, only --master {self.master} {self.why}"
         else:
             head = f"using the in-cluster service account {self.why}"
+        if self.context and self.path is not None:
+            head += f", context {self.context}"
         if self.master and self.path is not None:
             head += f", with the server overridden by --master {self.master}"
         return head + (f" ({'; '.join(self.notes)})" if self.notes else "")
 
 
 def choose(*, config_file: str | None, config_kubeconfig: str | None, flag_kubeconfig: str | None,
-           master: str | None = None, environ: Mapping[str, str] | None = None) -> KubeconfigSource:
-    """kube-scheduler's choice for these flags and config (see the module docstring)."""
+           master: str | None = None, environ: Mapping[str, str] | None = None,
+           context: str | None = None) -> KubeconfigSource:
+    """kube-scheduler's choice for these flags and config (see the module docstring). `context` (ksched's
+    --context; kube-scheduler has none) picks a context of the chosen kubeconfig: without one it is a
+    usage error, since the in-cluster account has no contexts."""
     env = os.environ if environ is None else environ
     notes: list[str] = []
     if config_file is not None:
@@ -57,7 +64,10 @@ def choose(*, config_file: str | None, config_kubeconfig: str | None, flag_kubec
         why = "from --kubeconfig" if path else "because neither --kubeconfig nor --config was given"
     if env.get("KUBECONFIG") and env.get("KUBECONFIG") != path:
         notes.append(NOT_READ_NOTE)
-    return KubeconfigSource(path=path, why=why, notes=tuple(notes), master=master or None)
+    if context and path is None:
+        raise UsageError(f"--context {context}: no kubeconfig to take it from ({why}); give --kubeconfig"
+                         + (" or clientConnection.kubeconfig in --config" if config_file is not None else ""))
+    return KubeconfigSource(path=path, why=why, notes=tuple(notes), master=master or None, context=context or None)
 
 
 def require_usable(source: KubeconfigSource, in_cluster: bool, *, config_file: str | None,

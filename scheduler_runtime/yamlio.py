@@ -24,6 +24,7 @@ import gc
 import math
 import os
 import stat
+import sys
 from typing import Any
 
 import yaml
@@ -299,8 +300,11 @@ def read_bytes(path: str | os.PathLike[str], *, limit: int = CONFIG_LIMIT, what:
     """At most `limit` bytes of `path`; a larger input (or an endless device) is refused after `limit + 1`.
 
     Pipes and devices are read too (`--config <(...)` works, as with kube-scheduler), but never
-    without a bound; a FIFO is opened without blocking so a FIFO nobody writes to reads as empty."""
+    without a bound; a FIFO is opened without blocking so a FIFO nobody writes to reads as empty.
+    `-` is standard input (kubectl's `-f -`), read once."""
     where = os.fspath(path)
+    if where == STDIN:
+        return _read_stdin(limit)
     try:
         fd = os.open(where, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
@@ -337,6 +341,29 @@ def read_bytes(path: str | os.PathLike[str], *, limit: int = CONFIG_LIMIT, what:
         raise InputError(f"cannot read: {exc.strerror or exc}", file=where, usage=True) from None
     finally:
         os.close(fd)
+
+
+#: the path that means standard input, as in `kubectl apply -f -`
+STDIN = "-"
+#: (the stdin object, its bytes): a command that reads its `-` input twice (check, then load) sees the same
+#: text; the CLI refuses `-` for two different inputs of one command
+_stdin_read: list[tuple[Any, bytes]] = []
+
+
+def _read_stdin(limit: int) -> bytes:
+    """Standard input, at most `limit` bytes (read once per process; later reads get the same bytes)."""
+    stream = sys.stdin
+    if stream is None:
+        raise InputError("standard input is closed", file=STDIN, usage=True)
+    if _stdin_read and _stdin_read[0][0] is stream:
+        data = _stdin_read[0][1]
+    else:
+        raw = getattr(stream, "buffer", None)
+        data = bytes(raw.read(limit + 1) if raw is not None else stream.read(limit + 1).encode())
+        _stdin_read[:] = [(stream, data)]
+    if len(data) > limit:
+        raise InputError(f"larger than {_human(limit)}", file=STDIN, usage=True)
+    return data
 
 
 def read_text(path: str | os.PathLike[str], *, limit: int = CONFIG_LIMIT, what: str = "file") -> str:

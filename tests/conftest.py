@@ -1,7 +1,9 @@
-"""Fixtures shared by unit and integration tests: a real extender process (tests/extender_server.py)."""
+"""Fixtures shared by unit and integration tests: a real extender process (tests/extender_server.py) and a
+small certificate authority for the secure-port tests (test files cannot import each other)."""
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import os
 import signal
@@ -76,3 +78,58 @@ def extender_server(tmp_path: Path) -> Iterator[Callable[..., ExtenderProcess]]:
     finally:
         for e in started:
             e.stop()
+
+
+class TestPKI:
+    """Self-signed CAs and client certificates (ECDSA P-256, valid one day) written as PEM files."""
+
+    __test__ = False  # not a test class, despite the name pytest collects by
+
+    @staticmethod
+    def pem_key(key: Any) -> bytes:
+        from cryptography.hazmat.primitives import serialization
+
+        return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                 serialization.NoEncryption())
+
+    def make_ca(self, d: Path, name: str) -> tuple[Any, Any]:
+        """A CA certificate at d/NAME.crt; returns (certificate, key) for signing client certificates."""
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+
+        now = _dt.datetime.now(_dt.UTC)
+        key = ec.generate_private_key(ec.SECP256R1())
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+        cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+                .serial_number(x509.random_serial_number()).not_valid_before(now - _dt.timedelta(hours=1))
+                .not_valid_after(now + _dt.timedelta(days=1))
+                .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+                .sign(key, hashes.SHA256()))
+        (d / f"{name}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        return cert, key
+
+    def client_cert(self, d: Path, ca: tuple[Any, Any], cn: str) -> tuple[str, str]:
+        """A client-auth certificate for user CN signed by CA: returns (cert path, key path)."""
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+        now = _dt.datetime.now(_dt.UTC)
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
+                .issuer_name(ca[0].subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+                .not_valid_before(now - _dt.timedelta(hours=1)).not_valid_after(now + _dt.timedelta(days=1))
+                .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+                .sign(ca[1], hashes.SHA256()))
+        crt, pem = d / f"{cn}.crt", d / f"{cn}.key"
+        crt.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        pem.write_bytes(self.pem_key(key))
+        return str(crt), str(pem)
+
+
+@pytest.fixture(scope="session")
+def test_pki() -> TestPKI:
+    return TestPKI()

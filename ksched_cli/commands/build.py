@@ -32,8 +32,8 @@ def register(app: typer.Typer) -> None:
 
 
 def build(
-    tag: Annotated[str, typer.Option(
-        "--tag", "-t", help="Image reference to tag (and push). [default: ksched:VERSION]")] = "",
+    tag: Annotated[str | None, typer.Option(
+        "--tag", "-t", help="Image reference to tag (and push). [default: ksched:VERSION]")] = None,
     base_image: Annotated[str, typer.Option(
         "--base-image", envvar="KSCHED_BASE_IMAGE",
         help="Image with python3 (3.11+, with venv) to build on. [default: python:3.11-slim-bookworm]")] = "",
@@ -52,7 +52,7 @@ def build(
     from ..imagebuild.engine import EngineUnavailable, PushFailed
     from ..imagebuild.ui import Display
 
-    req = pipeline.BuildRequest(tag=tag or pipeline.DEFAULT_TAG,
+    req = pipeline.BuildRequest(tag=pipeline.DEFAULT_TAG if tag is None else tag,  # --tag "" is refused
                                 base_image=base_image or pipeline.DEFAULT_BASE_IMAGE,
                                 plugin_dirs=list(plugin_dir) if plugin_dir else _default_plugin_dirs(),
                                 push=push, platform=platform, no_cache=no_cache)

@@ -16,8 +16,9 @@ from rich.table import Table
 from scheduler_runtime.atomicfile import write_output
 from scheduler_runtime.errors import InputError
 
-from ..guard import EXIT_USAGE, fail
+from ..guard import EXIT_USAGE, fail, warn
 from ..inputs import registry as _registry
+from ..output import emit, output_option
 
 app = typer.Typer(no_args_is_help=True, help="Validate, default, explain, migrate and render "
                                              "KubeSchedulerConfiguration files with kube-scheduler's rules.")
@@ -70,10 +71,19 @@ def validate_file(path: Path, reg: Any, minor: int | None) -> tuple[list[str], l
             except ValueError as exc:
                 return [str(exc)], notes
     try:
-        build(doc, reg, None, notes=notes)
+        cfg = build(doc, reg, None, notes=notes)
     except ConfigError as exc:
         return exc.errors, notes
+    _warn_no_default_profile(cfg, str(path))
     return [], notes
+
+
+def _warn_no_default_profile(cfg: Any, where: str) -> None:
+    from scheduler_runtime.config.profiles import no_default_profile_warning
+
+    msg = no_default_profile_warning(cfg)
+    if msg:
+        warn(f"{where}: {msg}")
 
 
 @app.command(epilog="Examples:\n\n  ksched config validate scheduler-config.yaml\n\n"
@@ -81,7 +91,7 @@ def validate_file(path: Path, reg: Any, minor: int | None) -> tuple[list[str], l
                     "  ksched config validate old.yaml --kubernetes-version 1.28")
 def validate(
     files: Annotated[list[Path], typer.Argument(help="Config files.")],
-    output: Annotated[str, typer.Option("-o", "--output", help="text or json.")] = "text",
+    output: Annotated[str, output_option(("table", "json", "yaml"))] = "table",
     kubernetes_version: Annotated[str | None, typer.Option("--kubernetes-version",
                                                            help="Apply that release's rules (1.XX).")] = None,
     plugin_dir: Annotated[list[Path] | None, typer.Option("--plugin-dir", help="Folder of plugin packages.")] = None,
@@ -103,8 +113,8 @@ def validate(
         results.append({"file": str(f), "valid": not errs, "errors": errs, "notes": notes})
         if errs:
             worst = max(worst, 1)
-    if output == "json":
-        print(json.dumps(results, indent=2))
+    if output != "table":
+        emit(results, output)
     else:
         for r in results:
             if r["valid"]:
@@ -117,16 +127,27 @@ def validate(
 @app.command(epilog="Examples:\n\n  ksched config default scheduler-config.yaml\n\n"
                     "  ksched config default --expand        # the built-in default profile, expanded")
 def default(
-    file: Annotated[Path | None, typer.Argument(help="Config file (omit for the default profile).")] = None,
+    file: Annotated[Path | None, typer.Argument(help="Config file (omit for the default profile; - reads "
+                                                     "standard input).")] = None,
+    output: Annotated[str, output_option(("yaml", "json"))] = "yaml",
     expand: Annotated[bool, typer.Option("--expand", help="Add each profile's effective plugin plan.")] = False,
     plugin_dir: PluginDirOpt = None,
 ) -> None:
-    """Print the fully defaulted config, as `kube-scheduler --write-config-to` writes it."""
+    """Print the fully defaulted config, byte for byte as `kube-scheduler --write-config-to` writes it."""
 
     from scheduler_runtime.config import load_config
+    from scheduler_runtime.config.writeout import UNSUPPORTED_NOTE, kube_only_enabled, kube_yaml, written_document
 
     cfg = load_config(file, _registry(plugin_dir))
-    print(yaml.safe_dump(cfg.raw, sort_keys=False), end="")
+    doc = written_document(cfg.raw)
+    if output == "json":
+        if expand:
+            raise fail("--expand is for -o yaml", EXIT_USAGE)
+        emit(doc, "json")
+        return
+    print(kube_yaml(doc), end="")
+    if kube_only_enabled(doc):
+        print(f"note: {UNSUPPORTED_NOTE}", file=sys.stderr)
     if expand:
         plans = {p.scheduler_name: {point: [f"{n}" + (f" (weight {w})" if point == "score" else "")
                                             for n, w in lst] for point, lst in p.plan.items() if lst}
@@ -138,7 +159,7 @@ def default(
 @app.command(epilog="Examples:\n\n  ksched config explain NodeResourcesFit\n\n  ksched config explain Coscheduling")
 def explain(
     plugin: Annotated[str, typer.Argument(help="Plugin name, or `extenders` for the extenders list.")],
-    output: Annotated[str, typer.Option("-o", "--output", help="text or json.")] = "text",
+    output: Annotated[str, output_option(("table", "json", "yaml"))] = "table",
     plugin_dir: PluginDirOpt = None,
 ) -> None:
     """A plugin's extension points, args (types, defaults, ranges), a pluginConfig example and its RBAC."""
@@ -149,8 +170,8 @@ def explain(
         info = do_explain(plugin, _registry(plugin_dir))
     except KeyError as exc:
         raise fail(str(exc.args[0]), 1) from None
-    if output == "json":
-        print(json.dumps(info, indent=2, default=str))
+    if output != "table":
+        emit(json.loads(json.dumps(info, default=str)), output)
         return
     console.print(f"[bold]{info['name']}[/] ({info['source']})")
     if info["doc"]:
@@ -175,10 +196,13 @@ def explain(
 
 
 @app.command(epilog="Examples:\n\n  ksched config migrate old-v1beta2.yaml\n\n"
-                    "  ksched config migrate old.yaml -o new.yaml")
+                    "  ksched config migrate old.yaml --write-to new.yaml\n\n"
+                    "  kubectl get cm sched -o jsonpath='{.data.config}' | ksched config migrate -")
 def migrate(
-    file: Annotated[Path, typer.Argument(help="A v1beta1/v1beta2/v1beta3 config.")],
-    out: Annotated[Path | None, typer.Option("-o", "--output", help="Write here instead of stdout.")] = None,
+    file: Annotated[Path, typer.Argument(help="A v1beta1/v1beta2/v1beta3 config (- reads standard input).")],
+    output: Annotated[str, output_option(("yaml", "json"), file_flag="--write-to")] = "yaml",
+    out: Annotated[Path | None, typer.Option("--write-to", help="Write the result to this file instead of "
+                                             "stdout (atomically).")] = None,
     plugin_dir: PluginDirOpt = None,
 ) -> None:
     """Convert to kubescheduler.config.k8s.io/v1, reporting each change on stderr; the result is validated."""
@@ -203,7 +227,8 @@ def migrate(
         for e in exc.errors:
             print(f"{file}: after migration: {e}", file=sys.stderr)
         raise typer.Exit(1) from None
-    text = render_text(m.doc, filename=str(out or "FILE"), source=f"ksched config migrate {file}")
+    text = render_text(m.doc, filename=str(out or "FILE"), source=f"ksched config migrate {file}") \
+        if output == "yaml" else json.dumps(m.doc, indent=2) + "\n"
     if out is None:
         print(text, end="")
     else:
@@ -215,9 +240,9 @@ def migrate(
 
 @app.command(epilog="Examples:\n\n  ksched config render --scheduler-name my-scheduler --plugin NetworkTraffic:5 "
                     "--args NetworkTraffic.prometheusAddress=http://prometheus:9090\n\n"
-                    "  ksched config render --values values.yaml -o config.yaml\n\n"
+                    "  ksched config render --values values.yaml --write-to config.yaml\n\n"
                     "  ksched config render --queue-sort Coscheduling --plugin Coscheduling --disable PrioritySort "
-                    "-o cfg.yaml --check")
+                    "--write-to cfg.yaml --check")
 def render(
     scheduler_name: Annotated[str, typer.Option("--scheduler-name",
                                                 help="Profile's schedulerName.")] = "default-scheduler",
@@ -230,9 +255,12 @@ def render(
     profile: Annotated[list[str] | None, typer.Option(
         "--profile", help="Extra profile: 'name=N,plugin=A:2,disable=B,args=A.k=v' (repeatable).")] = None,
     values: Annotated[Path | None, typer.Option("--values", help="scheduler-plugins style values.yaml.")] = None,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write here instead of stdout.")] = None,
+    fmt: Annotated[str, output_option(("yaml", "json"), file_flag="--write-to")] = "yaml",
+    output: Annotated[Path | None, typer.Option("--write-to", help="Write the config to this file instead of "
+                                                "stdout (atomically).")] = None,
     check: Annotated[bool, typer.Option("--check",
-                                        help="Fail if --output differs from what would be written.")] = False,
+                                        help="Fail if the --write-to file differs from what would be written.")] =
+    False,
     plugin_dir: PluginDirOpt = None,
 ) -> None:
     """Render a valid v1 config from flags or a values file (templates/config), validating it before writing."""
@@ -248,7 +276,7 @@ def render(
     )
 
     if check and output is None:
-        raise fail("--check needs -o/--output: the file to compare with", EXIT_USAGE)
+        raise fail("--check needs --write-to: the file to compare with", EXIT_USAGE)
 
     try:
         elect = leader_elect
@@ -278,7 +306,8 @@ def render(
         for e in exc.errors:
             print(f"rendered config: {e}", file=sys.stderr)
         raise typer.Exit(1) from None
-    text = render_text(doc, filename=str(output or "FILE"), source=str(values) if values else "flags")
+    text = render_text(doc, filename=str(output or "FILE"), source=str(values) if values else "flags") \
+        if fmt == "yaml" else json.dumps(doc, indent=2) + "\n"
     if output is None:
         print(text, end="")
         return

@@ -14,8 +14,10 @@ from rich.text import Text
 
 from scheduler_runtime.errors import InputError
 
+from ..cluster_opts import ContextOpt, KubeconfigOpt
 from ..guard import EXIT_USAGE, fail
 from ..inputs import registry as _registry
+from ..output import output_option, render
 
 console = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -200,32 +202,31 @@ def _rbac_reminder(config: Path, rules: list[tuple[str, dict[str, Any]]]) -> Non
 # ------------------------------------------------------------------------------------------ second scheduler
 
 
-def kube_client(kubeconfig: str | None) -> Any:
-    from scheduler_runtime.cluster.kube import KubeClient, load_connection
+def kube_client(kubeconfig: str | None, context: str | None = None) -> Any:
+    from ..cluster_opts import kube_client as client
 
-    return KubeClient(load_connection(kubeconfig))
+    return client(kubeconfig, context)
 
 
 def _second(name: str, namespace: str, image: str | None, config: Path | None, replicas: int, apply: bool,
-            output: str | None, kubeconfig: str | None, no_wait: bool, dry_run: bool, timeout: float,
-            plugin_dir: list[Path] | None) -> None:
+            output: str | None, kubeconfig: str | None, context: str | None, no_wait: bool, dry_run: bool,
+            timeout: float, plugin_dir: list[Path] | None) -> None:
     from ..deploy import secondsched
     from ..deploy.render import to_yaml
 
-    if output is not None and output != "yaml":
-        raise fail(f"-o: unsupported output {output!r} (use yaml)", EXIT_USAGE)
     if apply == (output is not None):
-        raise fail("choose --apply (install into the cluster) or -o yaml (print the objects)", EXIT_USAGE)
+        raise fail("choose --apply (install into the cluster) or -o yaml|json (print the objects)", EXIT_USAGE)
     if config is None or image is None:
         raise fail(f"{'--config' if config is None else '--image'} is required; see --help", EXIT_USAGE)
     s = secondsched.prepare(name, namespace, image, config, replicas, _registry(plugin_dir))
-    if output == "yaml":
+    if output is not None:
         for n in s.notes:
             print(f"# {n}", file=sys.stderr)
-        print(to_yaml(s.objects), end="")
+        print(to_yaml(s.objects) if output == "yaml" else
+              render({"apiVersion": "v1", "kind": "List", "items": s.objects}, "json"), end="")
         return
     _bullets("config adjusted for running beside the default scheduler", s.notes, "dim")
-    client = kube_client(kubeconfig)
+    client = kube_client(kubeconfig, context)
     secondsched.check_namespace(client, namespace)
 
     def report(obj: dict[str, Any], outcome: str) -> None:
@@ -251,25 +252,25 @@ def _second(name: str, namespace: str, image: str | None, config: Path | None, r
 
 
 def _wait(client: Any, s: Any, timeout: float) -> None:
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
+    """Wait for the rollout: a live bar on a terminal's stderr, then one line with how it ended."""
     from ..deploy import secondsched
+    from ..progress import progress
 
-    with Progress(SpinnerColumn(), TextColumn("[bold]rollout[/] {task.description}"), BarColumn(),
-                  TextColumn("{task.completed}/{task.total} available"), TimeElapsedColumn(),
-                  console=console, transient=False) as prog:
-        task = prog.add_task(f"deployment/{s.name}", total=s.replicas)
-
+    last: list[Any] = []
+    with progress(f"rollout deployment/{s.name}", s.replicas, "available") as bar:
         def show(st: Any) -> None:
-            prog.update(task, total=max(st.desired, 1), completed=min(st.available, st.desired),
-                        description=f"deployment/{s.name} (updated {st.updated}, old {st.old})"
-                        + (f" {st.problem}" if st.problem else ""))
+            last[:] = [st]
+            bar.update(total=max(st.desired, 1), completed=min(st.available, st.desired),
+                       description=f"rollout deployment/{s.name} (updated {st.updated}, old {st.old})"
+                       + (f" {st.problem}" if st.problem else ""))
 
         try:
             secondsched.wait_rollout(client, s.namespace, s.name, timeout, show)
         except secondsched.RolloutError as exc:
-            prog.stop()
             raise fail(str(exc), EXIT_ROLLOUT) from None
+    st = last[-1] if last else None
+    say(f"rollout: deployment/{s.name} " + (f"{min(st.available, st.desired)}/{st.desired} available"
+                                            if st is not None else "available"))
 
 
 # ------------------------------------------------------------------------------------------ commands
@@ -314,10 +315,10 @@ def deploy(
                                           "leader election.")] = 1,
     apply: Annotated[bool, typer.Option("--apply", help="Second scheduler: Server-side apply to the cluster.")] =
     False,
-    output: Annotated[str | None, typer.Option("-o", "--output", help="Second scheduler: `yaml`: print the objects "
-                                               "instead of applying them.")] = None,
-    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help="Second scheduler: Cluster to apply to "
-                                                   "(default: $KUBECONFIG, ~/.kube/config).")] = None,
+    output: Annotated[str | None, output_option(("yaml", "json"), what="Second scheduler: print the objects "
+                                                "instead of applying them.")] = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="Second scheduler: Do not wait for the rollout.")] =
     False,
     timeout: Annotated[float, typer.Option("--timeout", help="Second scheduler: Seconds to wait for the "
@@ -331,16 +332,16 @@ def deploy(
         raise fail("choose one of --static-pod (replace the default scheduler on this control-plane node) or "
                    "--second-scheduler (run beside it)", EXIT_USAGE)
     if static_pod:
-        if apply or output is not None or no_wait or kubeconfig is not None:
-            raise fail("--apply, -o, --no-wait and --kubeconfig are for --second-scheduler", EXIT_USAGE)
+        if apply or output is not None or no_wait or kubeconfig is not None or context is not None:
+            raise fail("--apply, -o, --no-wait, --kubeconfig and --context are for --second-scheduler", EXIT_USAGE)
         _static_pod(manifest, config, image, config_dest, backup_dir, dry_run, rollback, yes, print_rbac,
                     plugin_dir)
     else:
         if rollback or print_rbac:
             raise fail("--rollback and --print-rbac are for --static-pod (undo a second scheduler with "
                        "`ksched undeploy --second-scheduler`)", EXIT_USAGE)
-        _second(name, namespace, image, config, replicas, apply, output, kubeconfig, no_wait, dry_run, timeout,
-                plugin_dir)
+        _second(name, namespace, image, config, replicas, apply, output, kubeconfig, context, no_wait, dry_run,
+                timeout, plugin_dir)
 
 
 __all__ = ["DEPLOY_EPILOG", "EXIT_ROLLOUT", "console", "deploy", "kube_client", "say", "undo_command"]

@@ -13,9 +13,11 @@ from rich.table import Table
 
 from scheduler_runtime.errors import InputError
 
+from ..cluster_opts import ContextOpt, KubeconfigOpt, default_namespace, kube_client
 from ..guard import EXIT_USAGE, fail
 from ..inputs import PluginDirOpt, check_paths, registry
 from ..inputs import config as load_config
+from ..output import emit, output_option
 
 console = Console(highlight=False, soft_wrap=True)
 
@@ -30,13 +32,15 @@ def register(app: typer.Typer) -> None:
 
 def describe_pod(
     name: Annotated[str, typer.Argument(help="Pod name.")],
-    namespace: Annotated[str, typer.Option("-n", "--namespace", help="Pod namespace.")] = "default",
-    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help="Read from this cluster.")] = None,
+    namespace: Annotated[str | None, typer.Option("-n", "--namespace", help="Pod namespace (default: the "
+                                                  "kubeconfig context's namespace, else default).")] = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
     cluster: Annotated[list[Path] | None, typer.Option(
         "--cluster", help="Embedded cluster to replay instead of a real one.")] = None,
     pods: Annotated[list[Path] | None, typer.Option("--pods", help="Pods to schedule in the replay.")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="Config for the replay.")] = None,
-    output: Annotated[str, typer.Option("-o", "--output", help="table or json.")] = "table",
+    output: Annotated[str, output_option(("table", "json", "yaml"))] = "table",
     plugin_dir: PluginDirOpt = None,
 ) -> None:
     """Why a pod landed where it did, or why it is pending: conditions, events, and per-plugin results
@@ -45,8 +49,11 @@ def describe_pod(
     from scheduler_runtime.describe import describe
     from scheduler_runtime.objects import Node
 
-    if output not in ("table", "json"):
-        raise fail(f"-o: unsupported output {output!r} (use table or json)", EXIT_USAGE)
+    if cluster and (kubeconfig is not None or context is not None):
+        raise fail("--cluster replays offline; drop --kubeconfig/--context (or --cluster to read the cluster)",
+                   EXIT_USAGE)
+    if namespace is None:
+        namespace = "default" if cluster else default_namespace(kubeconfig, context)
     if cluster:
         from scheduler_runtime.simulate import simulate as run_sim
 
@@ -62,9 +69,7 @@ def describe_pod(
         nodes = {n["metadata"]["name"]: Node.from_dict(n) for n in mem.list("nodes")}
         list_objects = mem.list
     else:
-        from scheduler_runtime.cluster.kube import KubeClient, load_connection
-
-        c = KubeClient(load_connection(kubeconfig))
+        c = kube_client(kubeconfig, context)
         resp = c.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
         if resp.status == 404:
             raise InputError(f'pods "{name}" not found in namespace {namespace!r}', usage=False)
@@ -84,8 +89,8 @@ def describe_pod(
             r = c.request("GET", f"/apis/resource.k8s.io/v1/{plural}")
             return (r.json().get("items") or []) if r.ok else []
     d = describe(raw, events, nodes, list_objects)
-    if output == "json":
-        print(json.dumps(d.to_dict(), indent=2, default=str))
+    if output != "table":
+        emit(json.loads(json.dumps(d.to_dict(), default=str)), output)
         return
     _print_description(d)
 

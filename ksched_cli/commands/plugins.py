@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..inputs import PluginDirOpt, registry
+from ..output import emit, output_option
 
 console = Console(highlight=False, soft_wrap=True)
 
@@ -22,7 +23,7 @@ def register(root: typer.Typer) -> None:
 
 @app.command("list", epilog="Examples:\n\n  ksched plugins list\n\n  ksched plugins list -o json")
 def plugins_list(
-    output: Annotated[str, typer.Option("-o", "--output", help="table or json.")] = "table",
+    output: Annotated[str, output_option(("table", "json", "yaml", "name"))] = "table",
     plugin_dir: PluginDirOpt = None,
 ) -> None:
     """List every plugin: name, extension points, where it comes from, and its args with defaults."""
@@ -41,8 +42,12 @@ def plugins_list(
                         else f.get_default(call_default_factory=True) for k, f in model.model_fields.items()}
         rows.append({"name": name, "extensionPoints": spec.extension_points, "source": spec.source,
                      "args": args})
-    if output == "json":
-        print(json.dumps(rows, indent=2, default=str))
+    if output == "name":
+        for r in rows:
+            print(r["name"])
+        return
+    if output != "table":
+        emit(json.loads(json.dumps(rows, default=str)), output)
         return
     t = Table(title="plugins", title_justify="left")
     for col in ("name", "extension points", "source", "args (defaults)"):

@@ -16,7 +16,15 @@ from scheduler_runtime.options.flags import parse
 from scheduler_runtime.options.resolve import run_on_cluster
 
 from ..guard import EXIT_USAGE, fail, warn
-from ..inputs import EXAMPLES, PluginDeadlineOpt, PluginDirOpt, check_paths, registry, warn_if_empty
+from ..inputs import (
+    EXAMPLES,
+    PluginDeadlineOpt,
+    PluginDirOpt,
+    check_paths,
+    registry,
+    warn_if_empty,
+    warn_no_default_profile,
+)
 from ..inputs import config as load_config
 from ..inputs import deadline as parse_deadline
 
@@ -55,16 +63,20 @@ def run(
     plugin_dir: PluginDirOpt = None,
     kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help="Run against the API server of this "
                                                    "kubeconfig instead of the embedded cluster.")] = None,
+    context: Annotated[str | None, typer.Option("--context", help="Kubeconfig context to use (default: its "
+                                                "current-context).")] = None,
     plugin_deadline: PluginDeadlineOpt = "30s",
 ) -> None:
     """Run the scheduler. Without a kubeconfig it runs on the embedded in-memory cluster and shows
     each decision live; it exits when nothing is left to schedule (--watch keeps it running)."""
-    if kubeconfig is not None or ctx.args or _config_names_kubeconfig(config):
+    if kubeconfig is not None or context is not None or ctx.args or _config_names_kubeconfig(config):
         if cluster or pods:
             raise fail("--cluster/--pods are for the embedded cluster; drop them with --kubeconfig", EXIT_USAGE)
         argv = list(ctx.args)
         if kubeconfig is not None:
             argv.append(f"--kubeconfig={kubeconfig}")
+        if context is not None:
+            argv.append(f"--context={context}")
         if config is not None:
             argv.append(f"--config={config}")
         for d in plugin_dir or []:
@@ -90,6 +102,7 @@ def _run_embedded(config: Path | None, cluster: list[Path] | None, pods: list[Pa
     check_paths([*cluster_paths, *pod_paths])
     reg = registry(plugin_dir)
     cfg = load_config(config, reg)
+    warn_no_default_profile(cfg, str(config) if config else None)
     mem = MemoryCluster.from_paths(cluster_paths)
     pending = load_pods_in_order(pod_paths)
     _validate_pods(mem, pending)

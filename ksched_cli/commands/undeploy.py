@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from ..cluster_opts import ContextOpt, KubeconfigOpt
 from ..guard import EXIT_USAGE, fail
 from .deploy import console, kube_client, say
 
@@ -20,8 +21,8 @@ def undeploy(
                                                    "deployed by `ksched deploy --second-scheduler`.")] = False,
     name: Annotated[str, typer.Option("--name", help="Its --name.")] = "ksched-scheduler",
     namespace: Annotated[str, typer.Option("--namespace", "-n", help="Its --namespace.")] = "kube-system",
-    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help="Cluster (default: $KUBECONFIG, "
-                                                   "~/.kube/config).")] = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
 ) -> None:
     """Remove a second scheduler: its Deployment, ConfigMap, RBAC and ServiceAccount (found by label).
     A static-pod deployment is undone with `ksched deploy --static-pod --rollback`."""
@@ -33,7 +34,7 @@ def undeploy(
                    EXIT_USAGE)
     secondsched.check_name(name)
     secondsched.check_namespace_name(namespace)
-    client = kube_client(kubeconfig)
+    client = kube_client(kubeconfig, context)
     found = secondsched.find_deployed(client, name, namespace)
     if not found:
         say(f"nothing to remove: no objects labelled {secondsched.label_selector(name)} "

@@ -24,7 +24,11 @@ MAX_BACKUP_BYTES = 64 << 20
 
 
 def read_bytes(path: Path, what: str) -> bytes:
-    """The file's bytes, or an InputError naming the file and what to do."""
+    """The file's bytes (`-`: standard input), or an InputError naming the file and what to do."""
+    if str(path) == "-":
+        from scheduler_runtime import yamlio
+
+        return yamlio.read_bytes("-")
     try:
         if path.is_dir():
             raise InputError(f"Is a directory, expected the {what}", file=str(path), usage=True)

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from scheduler_runtime.errors import InputError
 
-# The grammar of github.com/distribution/reference, written out: [domain[:port]/]path[:tag][@digest]
+# The grammar of github.com/distribution/reference, written out: [domain[:port]/]path[:tag][@digest].
+# re.ASCII: Go's \w is [0-9A-Za-z_], so `ksched:ünicode` is as malformed for ksched as for docker
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _DOMAIN_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
 _DOMAIN = rf"(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?"
@@ -15,7 +16,7 @@ _TAG = r"[\w][\w.-]{0,127}"
 _DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
 _REFERENCE = re.compile(
     rf"^(?:(?P<domain>{_DOMAIN})/)?(?P<path>{_COMPONENT}(?:/{_COMPONENT})*)"
-    rf"(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?$")
+    rf"(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?\Z", re.ASCII)
 _PLATFORM = re.compile(r"^(?P<os>[a-z0-9]+)/(?P<arch>[a-z0-9_]+)(?:/(?P<variant>[a-z0-9]+))?$")
 
 #: Docker/OCI architecture names -> the machine names Python's platform.machine() and wheel tags use
@@ -59,7 +60,7 @@ def parse_reference(value: str, *, flag: str, allow_digest: bool = True) -> Imag
             parts = parts[1:]  # a registry host may use capitals; the repository path may not
         if any(p != p.lower() for p in parts):
             why = "repository names must be lowercase"
-        elif has_tag and not re.fullmatch(_TAG, tag):
+        elif has_tag and not re.fullmatch(_TAG, tag, re.ASCII):
             why = "a tag is 1-128 letters, digits, '_', '.' or '-' and cannot start with '.' or '-'"
         elif "@" in value:
             why = "a digest looks like sha256:<64 hex digits>"

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import math
+import socket
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 log = logging.getLogger("ksched.plugins.NetworkTraffic")
@@ -40,12 +43,55 @@ def build_query(mode: str, node_label: str, device: str, minutes: int) -> str:
     return f"sum by ({node_label}) ({inner})"
 
 
-class PrometheusClient:
-    """Instant queries against `<address>/api/v1/query`."""
+#: socket.getaddrinfo's signature: what resolves the Prometheus host name
+Resolver = Callable[..., Any]
 
-    def __init__(self, address: str, timeout: float) -> None:
+
+class PrometheusClient:
+    """Instant queries against `<address>/api/v1/query`.
+
+    The timeout bounds the host name lookup too: urlopen's timeout covers only the socket, while the
+    system resolver may wait far longer for a DNS server that does not answer (offline, or a cluster
+    name like prometheus.monitoring.svc looked up outside the cluster). The lookup runs in one helper
+    thread; while a lookup is still stuck, queries fail at once instead of starting another."""
+
+    def __init__(self, address: str, timeout: float, resolve: Resolver = socket.getaddrinfo) -> None:
         self.address = address.rstrip("/")
         self.timeout = timeout
+        self._resolve = resolve
+        self._lookup: threading.Thread | None = None
+
+    def check_resolves(self) -> None:
+        """Resolve the address's host within the timeout; raises PrometheusError saying why not."""
+        parts = urllib.parse.urlsplit(self.address)
+        host = parts.hostname or ""
+        try:
+            ipaddress.ip_address(host)
+            return  # a literal address needs no lookup
+        except ValueError:
+            pass
+        if self._lookup is not None and self._lookup.is_alive():
+            raise PrometheusError(f"cannot resolve {host}: the previous DNS lookup is still unanswered (offline? "
+                                  f"check prometheusAddress)")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        box: dict[str, Any] = {}
+
+        def lookup() -> None:
+            try:
+                self._resolve(host, port, 0, socket.SOCK_STREAM)
+            except OSError as exc:
+                box["error"] = exc
+
+        t = threading.Thread(target=lookup, name=f"NetworkTraffic DNS {host}", daemon=True)
+        t.start()
+        t.join(self.timeout)
+        if t.is_alive():
+            self._lookup = t
+            raise PrometheusError(f"cannot resolve {host} within {self.timeout:g} s: no answer from DNS (offline, "
+                                  f"or a name only the cluster's DNS knows? check prometheusAddress)")
+        if "error" in box:
+            exc = box["error"]
+            raise PrometheusError(f"cannot resolve {host}: {getattr(exc, 'strerror', None) or exc}")
 
     def query_url(self, query: str) -> str:
         return f"{self.address}/api/v1/query?{urllib.parse.urlencode({'query': query})}"
@@ -53,6 +99,7 @@ class PrometheusClient:
     def instant_query(self, query: str) -> list[Mapping[str, Any]]:
         """The result vector of an instant query at the server's current time; raises PrometheusError."""
         req = urllib.request.Request(self.query_url(query), headers={"Accept": "application/json"})
+        self.check_resolves()
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310 - http(s) only
                 body = resp.read()

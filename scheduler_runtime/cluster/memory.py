@@ -24,7 +24,7 @@ from ..plugins.volume.volumeutil import (
     NO_PROVISIONER,
     class_of,
 )
-from . import apishape
+from . import apishape, fieldcheck
 from .base import (
     CLUSTER_SCOPED,
     KIND_TO_RESOURCE,
@@ -525,6 +525,8 @@ def load_objects(path: Path) -> list[tuple[dict[str, Any], str]]:
                 apishape.check_object(item)
             except InputError as exc:
                 raise InputError(exc.detail, file=where, field=exc.field, usage=False) from None
+            if item.get("kind"):
+                fieldcheck.check_object(item, where)  # unknown fields: a warning each, as kubectl gives
             out.append((item, where))
     return out
 

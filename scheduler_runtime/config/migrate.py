@@ -101,7 +101,8 @@ def migrate(doc: dict[str, Any]) -> Migration:
                 if lst:
                     ps[lst_name] = out
         pcs = prof.get("pluginConfig") or []
-        new_pcs = []
+        new_pcs: list[Any] = []
+        fit_args: dict[str, Any] | None = None  # the NodeResourcesFit args the strategy lands in
         for j, pc in enumerate(pcs):
             if not isinstance(pc, dict):
                 new_pcs.append(pc)
@@ -122,7 +123,8 @@ def migrate(doc: dict[str, Any]) -> Migration:
                 if name == "RequestedToCapacityRatio" and args.get("shape"):
                     strategy["requestedToCapacityRatio"] = {"shape": args["shape"]}
                 m.changes.append(f"{path}: {name}Args moved to NodeResourcesFit args.scoringStrategy")
-                new_pcs.append({"name": "NodeResourcesFit", "args": {"scoringStrategy": strategy}})
+                fit_args = _fit_args(new_pcs, fit_args)
+                fit_args["scoringStrategy"] = strategy
                 continue
             if name in RENAMED:
                 m.changes.append(f"{path}: {name} renamed to {RENAMED[name]}")
@@ -131,7 +133,41 @@ def migrate(doc: dict[str, Any]) -> Migration:
                 if plugin == name and key in args and advice:
                     del args[key]
                     m.warnings.append(f"{path}.args.{key}: {advice}")
+            if name == "NodeResourcesFit" and fit_args is not None:  # strategy moved here before: one entry
+                fit_args.update({k: v for k, v in args.items() if k != "scoringStrategy" or k not in fit_args})
+                continue
             new_pcs.append({**pc, "name": name, "args": args} if "args" in pc else {**pc, "name": name})
-        if pcs:
+            if name == "NodeResourcesFit":
+                fit_args = new_pcs[-1].setdefault("args", args)
+        _carry_strategy(fit_moves, new_pcs, fit_args, i, m)
+        if new_pcs or pcs:
             prof["pluginConfig"] = new_pcs
     return m
+
+
+def _fit_args(pcs: list[Any], current: dict[str, Any] | None) -> dict[str, Any]:
+    """The args mapping of the profile's NodeResourcesFit entry, created (once) when there is none yet."""
+    if current is not None:
+        return current
+    entry: dict[str, Any] = {"name": "NodeResourcesFit", "args": {}}
+    pcs.append(entry)
+    args: dict[str, Any] = entry["args"]
+    return args
+
+
+def _carry_strategy(fit_moves: dict[str, Any], pcs: list[Any], fit_args: dict[str, Any] | None, i: int,
+                    m: Migration) -> None:
+    """A v1beta1 score plugin folded into NodeResourcesFit without args of its own still sets the strategy
+    type (NodeResourcesMostAllocated enabled alone means MostAllocated, not v1's LeastAllocated default)."""
+    if not fit_moves:
+        return
+    types = [FIT_STRATEGIES[n] for n in fit_moves]
+    if len(set(types)) > 1:
+        m.warnings.append(f"profiles[{i}].plugins: {' and '.join(fit_moves)} were both enabled; v1 has one "
+                          f"NodeResourcesFit scoringStrategy: {types[-1]} is kept")
+    args = _fit_args(pcs, fit_args)
+    strategy = args.setdefault("scoringStrategy", {})
+    if not strategy.get("type"):
+        strategy["type"] = types[-1]
+        m.changes.append(f"profiles[{i}].pluginConfig: NodeResourcesFit args.scoringStrategy.type set to "
+                         f"{types[-1]} (from the enabled {list(fit_moves)[-1]})")

@@ -41,7 +41,7 @@ KUBE_FLAG_DEFAULTS: dict[str, str] = {
 }
 #: ksched's own flags beside kube-scheduler's
 KSCHED_FLAG_DEFAULTS: dict[str, str] = {"results": "ksched", "plugin-dir": "", "seed": "", "plugin-deadline": "30s",
-                                        "debug": "false", "watch": "false"}
+                                        "debug": "false", "watch": "false", "context": ""}
 BOOL_FLAGS = {"leader-elect", "profiling", "contention-profiling", "authentication-skip-lookup",
               "authentication-tolerate-lookup-failure", "debug", "watch", "disable-http2-serving",
               "permit-address-sharing", "permit-port-sharing", "log-json-split-stream", "log-text-split-stream",

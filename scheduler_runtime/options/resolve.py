@@ -158,13 +158,19 @@ def run_on_cluster(flags: KubeFlags, warn: Callable[[str], None]) -> int:
     for w in registry.warnings:
         warn(w)
     cfg = load_config(Path(config_path) if config_path else None, registry)
+    from ..config.profiles import no_default_profile_warning
+
+    if (no_default := no_default_profile_warning(cfg)) is not None:
+        warn(f"{config_path}: {no_default}")
     source = choose(config_file=config_path, config_kubeconfig=cfg.client_connection.kubeconfig,
-                    flag_kubeconfig=flags.get("kubeconfig"), master=flags.get("master"))
+                    flag_kubeconfig=flags.get("kubeconfig"), master=flags.get("master"),
+                    context=flags.get("context") or None)
     if not flags.get("write-config-to"):
         require_usable(source, in_cluster(), config_file=config_path, flag_kubeconfig=flags.get("kubeconfig"))
         logging.getLogger("ksched").info("%s", source.describe())
     opts = RunOptions(
         kubeconfig=source.path,
+        context=source.context,
         master=source.master,
         bind_address=flags.get("bind-address", "0.0.0.0"),
         secure_port=flags.int("secure-port", 10259),
@@ -197,11 +203,10 @@ def run_on_cluster(flags: KubeFlags, warn: Callable[[str], None]) -> int:
     if opts.results not in ("ksched", "simulator", "off"):
         raise UsageError(f"--results: unsupported value {opts.results!r} (ksched, simulator or off)")
     if flags.get("write-config-to"):
-        import yaml
-
         from ..atomicfile import write_output
+        from ..config.writeout import kube_yaml, written_document
 
-        write_output(flags.get("write-config-to"), yaml.safe_dump(cfg.raw, sort_keys=False))
+        write_output(flags.get("write-config-to"), kube_yaml(written_document(cfg.raw)))
         return 0
     runner = Runner(cfg, registry, opts)
     return runner.run()

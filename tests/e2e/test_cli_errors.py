@@ -65,15 +65,15 @@ def test_output_to_a_directory_or_missing_folder_is_a_usage_error(ksched, tmp_pa
     old.write_text(OLD_CONFIG)
     out_dir = tmp_path / "out"
     out_dir.mkdir()
-    line = one_line_error(ksched("config", "migrate", str(old), "-o", str(out_dir)), 2)
+    line = one_line_error(ksched("config", "migrate", str(old), "--write-to", str(out_dir)), 2)
     assert str(out_dir) in line and "is a directory" in line.lower()
     assert list(out_dir.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["old.yaml", "out"]
 
-    line = one_line_error(ksched("config", "migrate", str(old), "-o", str(tmp_path / "nope" / "x.yaml")), 2)
+    line = one_line_error(ksched("config", "migrate", str(old), "--write-to", str(tmp_path / "nope" / "x.yaml")), 2)
     assert str(tmp_path / "nope") in line and "no such directory" in line
     assert not (tmp_path / "nope").exists()
 
-    line = one_line_error(ksched("config", "render", "--plugin", "ImageLocality", "-o", str(out_dir)), 2)
+    line = one_line_error(ksched("config", "render", "--plugin", "ImageLocality", "--write-to", str(out_dir)), 2)
     assert str(out_dir) in line and "is a directory" in line.lower()
     assert list(out_dir.iterdir()) == []
 
@@ -321,7 +321,7 @@ def test_debug_after_the_subcommand(ksched, tmp_path: Path):
     old.write_text(OLD_CONFIG)
     r = ksched("config", "validate", "--debug", str(GOOD_CONFIG))
     assert r.returncode == 0, r.stderr
-    r = ksched("config", "migrate", str(old), "-o", str(folder), "--debug")
+    r = ksched("config", "migrate", str(old), "--write-to", str(folder), "--debug")
     assert r.returncode != 0 and "Traceback" in r.stderr and "No such option" not in r.stderr
     r = ksched("simulate", *SIM, "--debug", "-o", "json")
     assert r.returncode == 0, r.stderr

@@ -38,7 +38,7 @@ def test_validate_seed_points_to_migrate_and_version_rules(ksched):
 @pytest.mark.parametrize("seed", sorted(p.name for p in CORPUS.glob("seed-*.yaml")))
 def test_migrate_seed_then_validate(ksched, tmp_path: Path, seed: str):
     out = tmp_path / "migrated.yaml"
-    r = ksched("config", "migrate", str(CORPUS / seed), "-o", str(out))
+    r = ksched("config", "migrate", str(CORPUS / seed), "--write-to", str(out))
     assert r.returncode == 0, r.stderr
     assert "changed: apiVersion" in r.stderr
     if "coscheduling" in seed:
@@ -73,7 +73,8 @@ def test_explain(ksched):
 def test_render_flags_values_and_check(ksched, tmp_path: Path):
     out = tmp_path / "cfg.yaml"
     args = ["config", "render", "--scheduler-name", "bin-packer", "--plugin", "ImageLocality:5",
-            "--args", "NodeResourcesFit.scoringStrategy.type=MostAllocated", "--no-leader-elect", "-o", str(out)]
+            "--args", "NodeResourcesFit.scoringStrategy.type=MostAllocated", "--no-leader-elect",
+            "--write-to", str(out)]
     r = ksched(*args)
     assert r.returncode == 0, r.stderr
     doc = yaml.safe_load(out.read_text())
@@ -88,7 +89,7 @@ def test_render_flags_values_and_check(ksched, tmp_path: Path):
     r = ksched("config", "render", "--values", str(values))
     assert r.returncode == 0, r.stderr and "Coscheduling" in r.stdout
     bad = tmp_path / "bad.yaml"
-    r = ksched("config", "render", "--plugin", "NoSuch", "-o", str(bad))
+    r = ksched("config", "render", "--plugin", "NoSuch", "--write-to", str(bad))
     assert r.returncode == 1 and not bad.exists()
 
 

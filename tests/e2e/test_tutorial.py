@@ -33,6 +33,7 @@ def test_tutorial_runs_end_to_end(tmp_path: Path) -> None:
     test_py = tmp_path / "plugins/avoid_spot/test_avoid_spot.py"
     ran = 0
     code_blocks = 0
+    compare_out = ""
     for lang, body in blocks(DOC.read_text()):
         if lang == "console":
             for line in body.splitlines():
@@ -41,6 +42,8 @@ def test_tutorial_runs_end_to_end(tmp_path: Path) -> None:
                 r = run(line[2:], tmp_path)
                 assert r.returncode == 0, f"{line}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
                 ran += 1
+                if " --compare " in line and "--report" not in line:
+                    compare_out = r.stdout
         elif lang == "python" and body.lstrip().startswith("def filter"):
             src = plugin_py.read_text()
             new, n = re.subn(r"    def filter\(self.*?\n        return None\n", body.replace("\\", "\\\\"), src,
@@ -51,7 +54,26 @@ def test_tutorial_runs_end_to_end(tmp_path: Path) -> None:
         elif lang == "python" and body.startswith("def test_"):
             test_py.write_text(test_py.read_text() + "\n\n" + body)
             code_blocks += 1
-    assert ran == 8 and code_blocks == 2
+    assert ran == 9 and code_blocks == 2
+    # step 5 shows a real difference: AvoidSpot (B) keeps search-index off the only SSD node, a spot node,
+    # and both variants' reasons are printed for it
+    assert re.search(r"^[1-9]\d* of \d+ placements differ", compare_out, re.M), compare_out
+    assert re.search(r"shop/search-index\s.*node-b2.*Pending", compare_out), compare_out
+    reasons = compare_out[compare_out.index("shop/search-index:"):]
+    assert "A: scheduled to node-b2" in reasons and "node is a spot node" in reasons.split("\n")[2], reasons
+    assert re.search(r"shop/batch-1\s.*preempted by shop/critical-zone-c", compare_out), compare_out
+    report = (tmp_path / "whatif.html").read_text()
+    assert "shop/search-index" in report and "node is a spot node" in report
+    assert not re.search(r"<(script|link|img)[^>]+(src|href)=[\"']https?:", report)  # nothing fetched on open
+    # and it opens in Chromium, offline, charts drawn, with the difference the tutorial describes
+    from tests.chromium import render
+    from tests.e2e.test_report_chromium import assert_drew
+
+    shown = render(tmp_path / "whatif.html", tmp_path)
+    assert shown.console == [], shown.console
+    assert_drew(shown.dom, {"util-cpu": "bars", "util-memory": "bars", "zones": "bars", "scores": "boxes"})
+    one_side = shown.dom[shown.dom.index("<h2>Pending in one variant"):shown.dom.index("<h2>Preemptions")]
+    assert "shop/search-index" in one_side and "node is a spot node" in one_side, one_side
     # the policy really is in force: the added test ran (pytest above) and the plugin now filters spot nodes
     # the reader's test ran on both backends (the real API server only where its binaries are installed)
     r = run(f"pytest -q -rs {test_py} -k spot_nodes_only", tmp_path)

@@ -1,5 +1,6 @@
 """`ksched config default` against the real `kube-scheduler --write-config-to` of the built control plane:
-the same defaulted values for every in-tree config of the corpus.
+byte-identical text for every in-tree config of the corpus (test_config_default_text_is_byte_identical), and
+the same defaulted values once ksched-only differences are set aside (the older comparison below).
 
 Known, documented differences are normalised away before comparing: kube-scheduler also writes empty
 extension points (`filter: {}`) and `weight: 0`, which mean the same as leaving them out; and its default
@@ -93,3 +94,60 @@ def _diff(kube: Any, ours: Any, path: str = "") -> list[str]:
     if isinstance(kube, list) and isinstance(ours, list) and len(kube) == len(ours):
         return [d for i, (a, b) in enumerate(zip(kube, ours, strict=True)) for d in _diff(a, b, f"{path}[{i}]")]
     return [] if kube == ours else [f"{path}: kube-scheduler {kube!r} != ksched {ours!r}"]
+
+
+MULTI_PROFILE = """apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: packer
+  plugins:
+    multiPoint:
+      enabled: [{name: ImageLocality}]
+      disabled: [{name: NodeResourcesBalancedAllocation}]
+    score:
+      enabled: [{name: TaintToleration, weight: 5}]
+      disabled: [{name: "*"}]
+  pluginConfig:
+  - name: NodeResourcesFit
+    args: {scoringStrategy: {type: MostAllocated}}
+- schedulerName: minimal
+  plugins:
+    multiPoint:
+      disabled: [{name: "*"}]
+      enabled: [{name: PrioritySort}, {name: DefaultBinder}]
+"""
+
+
+def _write_config_to(control_plane: Any, tmp_path: Path, text: str, name: str) -> tuple[Path, str]:
+    """(the config given to both, what kube-scheduler wrote for it)."""
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(KUBECONFIG)
+    doc = yaml.safe_load(text)
+    doc.setdefault("clientConnection", {})["kubeconfig"] = str(kc)  # kube-scheduler stats the file
+    cfg = tmp_path / name
+    cfg.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "kube.yaml"
+    r = subprocess.run([str(control_plane.bin_dir / "kube-scheduler"), f"--config={cfg}",
+                        f"--write-config-to={out}", "--secure-port=0"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and out.exists(), r.stderr[-2000:]
+    return cfg, out.read_text()
+
+
+@pytest.mark.parametrize("config", [*CONFIGS, None, "multi-profile"],
+                         ids=lambda p: p.name if isinstance(p, Path) else str(p))
+def test_config_default_text_is_byte_identical(config: Path | str | None, control_plane: Any,
+                                               tmp_path: Path) -> None:
+    """What `ksched config default` prints is the file kube-scheduler v1.36.3 writes, byte for byte; the
+    `ksched run ... --write-config-to` drop-in path writes the same bytes."""
+    text = (config.read_text() if isinstance(config, Path) else MULTI_PROFILE if config == "multi-profile"
+            else "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n")
+    cfg, kube_text = _write_config_to(control_plane, tmp_path, text, "cfg.yaml")
+    ours = subprocess.run([str(KSCHED), "config", "default", str(cfg)], capture_output=True, text=True, timeout=60)
+    assert ours.returncode == 0, ours.stderr
+    assert ours.stdout == kube_text
+    dropin = tmp_path / "ours.yaml"
+    r = subprocess.run([str(KSCHED), "run", f"--config={cfg}", f"--write-config-to={dropin}"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert dropin.read_text() == kube_text

@@ -5,7 +5,6 @@ extension-apiserver-authentication ConfigMap authenticate."""
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
 import signal
@@ -37,50 +36,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _pem_key(k: Any) -> bytes:
-    from cryptography.hazmat.primitives import serialization
-
-    return k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                           serialization.NoEncryption())
-
-
-def _make_ca(d: Path, name: str) -> tuple[Any, Any]:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = _dt.datetime.now(_dt.UTC)
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - _dt.timedelta(hours=1))
-            .not_valid_after(now + _dt.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    (d / f"{name}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    return cert, key
-
-
-def _client_cert(d: Path, ca: tuple[Any, Any], cn: str) -> tuple[str, str]:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    now = _dt.datetime.now(_dt.UTC)
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
-            .issuer_name(ca[0].subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - _dt.timedelta(hours=1)).not_valid_after(now + _dt.timedelta(days=1))
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-            .sign(ca[1], hashes.SHA256()))
-    crt, pem = d / f"{cn}.crt", d / f"{cn}.key"
-    crt.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    pem.write_bytes(_pem_key(key))
-    return str(crt), str(pem)
-
-
 def _get(port: int, path: str, token: str | None = None, cert: tuple[str, str] | None = None,
          method: str = "GET", with_type: bool = False) -> Any:
     ctx = ssl.create_default_context()
@@ -99,7 +54,7 @@ def _get(port: int, path: str, token: str | None = None, cert: tuple[str, str] |
 
 
 class Setup:
-    def __init__(self, cp: Any, tmp: Path) -> None:
+    def __init__(self, cp: Any, tmp: Path, pki: Any) -> None:
         self.admin = KubeClient(load_connection(str(cp.kubeconfig_path)))
         self.ns = f"auth-{uuid.uuid4().hex[:6]}"
         self.role = f"ksched-test-metrics-{self.ns}"
@@ -119,12 +74,12 @@ class Setup:
             "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": self.ns},
                          {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "cert-reader"}]})
         self.tokens = {sa: self._token(sa) for sa in ("reader", "nobody")}
-        self.ca = _make_ca(tmp, "test-client-ca")
+        self.ca = pki.make_ca(tmp, "test-client-ca")
         self.ca_file = str(tmp / "test-client-ca.crt")
-        self.cert_reader = _client_cert(tmp, self.ca, "cert-reader")
-        self.cert_nobody = _client_cert(tmp, self.ca, "cert-nobody")
-        stranger = _make_ca(tmp, "stranger-ca")
-        self.cert_stranger = _client_cert(tmp, stranger, "cert-stranger")
+        self.cert_reader = pki.client_cert(tmp, self.ca, "cert-reader")
+        self.cert_nobody = pki.client_cert(tmp, self.ca, "cert-nobody")
+        stranger = pki.make_ca(tmp, "stranger-ca")
+        self.cert_stranger = pki.client_cert(tmp, stranger, "cert-stranger")
 
     def _token(self, sa: str) -> str:
         """TokenRequest API: a bound token for the ServiceAccount, as a kubelet or `kubectl create token` gets."""
@@ -140,8 +95,8 @@ class Setup:
 
 
 @pytest.fixture(scope="module")
-def setup(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
-    s = Setup(control_plane, tmp_path_factory.mktemp("pki"))
+def setup(control_plane: Any, tmp_path_factory: pytest.TempPathFactory, test_pki: Any) -> Iterator[Setup]:
+    s = Setup(control_plane, tmp_path_factory.mktemp("pki"), test_pki)
     try:
         yield s
     finally:

@@ -3,6 +3,7 @@ test_flag_and_field_coverage.py points at these by name)."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
@@ -151,7 +152,7 @@ def test_pod_max_in_unschedulable_pods_duration_reaches_the_queue(kubeconfig: st
 def test_kube_api_qps_and_burst_without_config(kubeconfig: str, captured: dict[str, Any]) -> None:
     _, opts = _run([f"--kubeconfig={kubeconfig}", "--kube-api-qps=7", "--kube-api-burst=9"], captured)
     assert (opts.qps, opts.burst) == (7.0, 9)
-    r = _runner(opts)
+    r = _runner(dataclasses.replace(opts, secure_port=0))  # never the default 10259 a real scheduler may hold
     try:
         assert (r.cluster.client.limiter.qps, r.cluster.client.limiter.burst) == (7.0, 9)
     finally:

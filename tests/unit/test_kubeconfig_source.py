@@ -88,3 +88,18 @@ def test_the_runtime_connection_never_falls_back_to_the_environment(monkeypatch:
     assert load_connection(str(kc), fallbacks=False, master="https://m:6443/").host == "https://m:6443"
     alone = load_connection(None, fallbacks=False, master="https://m:6443")
     assert alone.host == "https://m:6443" and alone.auth is None
+
+
+def test_context_picks_a_context_of_the_chosen_kubeconfig() -> None:
+    """ksched's --context (kube-scheduler has none): a context of the kubeconfig kube-scheduler's rule chose,
+    said in the start-up line; with no kubeconfig to take it from, a usage error."""
+    from scheduler_runtime.errors import UsageError
+
+    s = choose(config_file=None, config_kubeconfig=None, flag_kubeconfig="/k", environ={}, context="prod")
+    assert s.context == "prod" and s.describe() == "using kubeconfig /k from --kubeconfig, context prod"
+    via_config = choose(config_file="c.yaml", config_kubeconfig="/cc", flag_kubeconfig="/k", environ={},
+                        context="prod")
+    assert via_config.path == "/cc" and via_config.context == "prod"
+    with pytest.raises(UsageError, match="--context prod: no kubeconfig") as err:
+        choose(config_file=None, config_kubeconfig=None, flag_kubeconfig=None, environ={}, context="prod")
+    assert err.value.exit_code == 2

@@ -4,7 +4,6 @@ request-header CA and allowed names decide whether X-Remote-* headers are believ
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import ssl
 import urllib.error
@@ -16,51 +15,6 @@ from typing import Any
 import pytest
 
 from scheduler_runtime.server import DelegatedAuthOptions, HealthServer, ServingOptions
-
-
-# the same small PKI helpers as tests/integration/test_secure_port_auth.py (test files do not import each other)
-def _pem_key(k: Any) -> bytes:
-    from cryptography.hazmat.primitives import serialization
-
-    return k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                           serialization.NoEncryption())
-
-
-def _make_ca(d: Path, name: str) -> tuple[Any, Any]:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = _dt.datetime.now(_dt.UTC)
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - _dt.timedelta(hours=1))
-            .not_valid_after(now + _dt.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    (d / f"{name}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    return cert, key
-
-
-def _client_cert(d: Path, ca: tuple[Any, Any], cn: str) -> tuple[str, str]:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    now = _dt.datetime.now(_dt.UTC)
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
-            .issuer_name(ca[0].subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - _dt.timedelta(hours=1)).not_valid_after(now + _dt.timedelta(days=1))
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-            .sign(ca[1], hashes.SHA256()))
-    crt, pem = d / f"{cn}.crt", d / f"{cn}.key"
-    crt.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    pem.write_bytes(_pem_key(key))
-    return str(crt), str(pem)
 
 
 def _get(port: int, cert: tuple[str, str] | None, headers: dict[str, str]) -> tuple[int, dict | str]:
@@ -79,12 +33,12 @@ def _get(port: int, cert: tuple[str, str] | None, headers: dict[str, str]) -> tu
 
 
 @pytest.fixture
-def pki(tmp_path: Path) -> dict[str, object]:
-    proxy_ca, client_ca = _make_ca(tmp_path, "front-proxy-ca"), _make_ca(tmp_path, "client-ca")
+def pki(tmp_path: Path, test_pki: Any) -> dict[str, object]:
+    proxy_ca, client_ca = test_pki.make_ca(tmp_path, "front-proxy-ca"), test_pki.make_ca(tmp_path, "client-ca")
     return {"proxy_ca": str(tmp_path / "front-proxy-ca.crt"), "client_ca": str(tmp_path / "client-ca.crt"),
-            "proxy": _client_cert(tmp_path, proxy_ca, "front-proxy-client"),
-            "other_proxy": _client_cert(tmp_path, proxy_ca, "somebody-else"),
-            "user": _client_cert(tmp_path, client_ca, "carol")}
+            "proxy": test_pki.client_cert(tmp_path, proxy_ca, "front-proxy-client"),
+            "other_proxy": test_pki.client_cert(tmp_path, proxy_ca, "somebody-else"),
+            "user": test_pki.client_cert(tmp_path, client_ca, "carol")}
 
 
 @pytest.fixture

@@ -163,9 +163,9 @@ def test_cli_yaml_is_what_kubectl_applies(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("args", "words"), [
-    ([], ["--apply", "-o yaml"]),
-    (["--apply", "-o", "yaml"], ["--apply", "-o yaml"]),
-    (["-o", "json"], ["unsupported output"]),
+    ([], ["--apply", "-o yaml|json"]),
+    (["--apply", "-o", "yaml"], ["--apply", "-o yaml|json"]),
+    (["-o", "wide"], ["unsupported output format", "yaml, json"]),
     (["-o", "yaml", "--rollback"], ["--rollback"]),
 ])
 def test_cli_usage_errors(tmp_path: Path, args: list[str], words: list[str]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -157,3 +158,23 @@ def test_a_failed_step_raises_with_the_engine_message() -> None:
 def test_a_stream_without_an_image_id_is_a_failure() -> None:
     with pytest.raises(BuildFailed, match="without reporting an image ID"):
         list(parse_build_stream([{"stream": "STEP 1/1: FROM x\n"}]))
+
+
+@pytest.mark.parametrize("value", ["ksched:ünicode", "ksched:v1\n", "régistry.example.com/ksched"])
+def test_references_use_go_ascii_classes(value: str) -> None:
+    """distribution/reference's \\w is ASCII (Go RE2): a Unicode letter in a tag is malformed there too."""
+    with pytest.raises(InputError):
+        parse_reference(value, flag="--tag")
+
+
+@pytest.mark.parametrize("tag", ["ksched:ünicode", "", "team/KSched:v1", "ksched::v1"])
+def test_ksched_build_refuses_a_malformed_tag_in_one_line(tag: str, tmp_path: Path) -> None:
+    """Before any engine or network is touched: one line naming --tag, exit 2, even with no engine reachable."""
+    import os
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3]),
+           "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
+    r = subprocess.run([str(Path(sys.executable).parent / "ksched"), "build", "--tag", tag], capture_output=True,
+                       text=True, timeout=60, env=env, cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert r.stdout == "" and r.stderr.count("\n") == 1 and r.stderr.startswith("error: --tag: "), r.stderr

@@ -324,3 +324,36 @@ def test_example_config_with_the_default_profile(cls, stub, tmp_path):
     top = sched.results.get("default/web").scores[0]
     assert top["plugins"]["NetworkTraffic"] == {"raw": 1000, "normalized": 100, "weight": 2, "weighted": 200}
     assert len(srv.queries) == 1
+
+
+def test_dns_lookup_that_never_answers_is_bounded(cls, mod):
+    """Offline (or a cluster-only name outside the cluster) the system resolver can wait far past urlopen's
+    timeout: the lookup is bounded by queryTimeoutSeconds and the message says what happened."""
+    release = threading.Event()
+    calls = []
+
+    def unanswered(host, port, *rest):  # a DNS server that never replies: the call blocks
+        calls.append(host)
+        release.wait(60)
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    p = cls(args(cls, prometheusAddress="http://prometheus-server.monitoring.svc:9090", cacheSeconds=0,
+                 queryTimeoutSeconds=0.3), None)
+    p.client = mod.PrometheusClient(p.args.prometheus_address, 0.3, resolve=unanswered)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(mod.PrometheusError, match=r"cannot resolve prometheus-server\.monitoring\.svc within "
+                                                      r"0\.3 s: no answer from DNS"):
+            p.client.instant_query("up")
+        assert time.monotonic() - t0 < 10  # generous: the point is that it returns, not hangs
+        with pytest.raises(mod.PrometheusError, match="previous DNS lookup is still unanswered"):
+            p.client.instant_query("up")
+        assert calls == ["prometheus-server.monitoring.svc"], "a stuck lookup is not started again"
+    finally:
+        release.set()
+
+
+def test_a_name_that_does_not_resolve_says_so(cls, mod):
+    client = mod.PrometheusClient("http://no-such-prometheus.invalid:9090", 5.0)  # RFC 6761: never resolves
+    with pytest.raises(mod.PrometheusError, match=r"cannot resolve no-such-prometheus\.invalid: "):
+        client.instant_query("up")
