@@ -27,7 +27,6 @@ from .snapshot import Snapshot
 from .status import Code, Status
 from .types import NodeInfo, PreFilterResult
 
-
 _NO_CODES: frozenset[Code] = frozenset()
 
 
