@@ -140,6 +140,9 @@ def ksched_command(cfg: Path, *extra: str) -> list[str]:
     """ksched's kube-scheduler drop-in from this venv; under py-spy when KSCHED_PYSPY names an output file."""
     import sys
     cmd = [str(Path(sys.executable).parent / "kube-scheduler"), f"--config={cfg}", "--secure-port=0", *extra]
-    if os.environ.get("KSCHED_PYSPY"):  # collapsed stacks into this file (py-spy on PATH)
-        cmd = ["py-spy", "record", "--format", "raw", "-r", "250", "-o", os.environ["KSCHED_PYSPY"], "--", *cmd]
+    if os.environ.get("KSCHED_PYSPY"):  # collapsed stacks into this file (py-spy on PATH); with
+        # KSCHED_PYSPY_GIL=1 only the thread holding the GIL is sampled: where the Python CPU goes
+        gil = ["--gil"] if os.environ.get("KSCHED_PYSPY_GIL") == "1" else []
+        cmd = ["py-spy", "record", "--format", "raw", "-r", "250", *gil, "-o", os.environ["KSCHED_PYSPY"], "--",
+               *cmd]
     return cmd
