@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup demo test unit lint controlplane testdeps podman bench clean
+.PHONY: setup demo test unit lint controlplane node testdeps podman bench clean
 
 setup: $(VENV)/.installed
 
@@ -19,6 +19,9 @@ demo: setup  ## schedule the bundled example cluster in memory, live
 controlplane:  ## build kube-apiserver, etcd and kube-scheduler from Go modules (cached)
 	bash hack/build-controlplane.sh
 
+node: controlplane  ## kubelet (same version, from Go modules), containerd + runc (apt), crictl, pause and kube-scheduler images (cached)
+	bash hack/install-node.sh
+
 testdeps:  ## system packages the tests use for real components (prometheus)
 	bash hack/install-test-deps.sh
 
@@ -29,7 +32,7 @@ lint: setup  ## ruff everywhere; mypy --strict on the plugin API and the seed pl
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-test: setup controlplane testdeps podman lint  ## the whole suite: unit, end-to-end and integration (real kube-apiserver)
+test: setup controlplane node testdeps podman lint  ## the whole suite: unit, end-to-end and integration (real kube-apiserver)
 	$(BIN)/pytest -q
 
 unit: setup

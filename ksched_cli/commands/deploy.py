@@ -129,6 +129,10 @@ def _static_pod(manifest: Path, config: Path | None, image: str | None, config_d
         say(f"backup: {w.backup}" + (f" and {w.config_backup}" if w.config_backup else ""))
     if w.wrote_config:
         say(f"installed {config_dest} (mode 0644)")
+    if w.wrote_kubeconfig and p.kubeconfig_copy is not None:
+        uid, gid = p.kubeconfig_owner
+        say(f"installed {p.kubeconfig_copy} (mode 0600, owner {uid}:{gid}): the scheduler's kubeconfig, readable by "
+            f"the image's user and root only")
     if w.wrote_manifest:
         say(f"patched {manifest}; the kubelet restarts kube-scheduler with it within about 20 s. Check: "
             f"kubectl -n kube-system get pods -l component=kube-scheduler -o wide")
@@ -181,6 +185,8 @@ def _rollback(manifest: Path, config_dest: Path, backup_dir: Path, dry_run: bool
             + (f"; {r.config_dest} is left in place (ksched installed it; the restored manifest does not use it)"
                if kept and r.config_dest is not None and r.config_dest.exists()
                and str(r.config_dest).encode() not in r.restored else ""))
+        if r.kubeconfig_remove and r.kubeconfig_path is not None:
+            say(f"removed {r.kubeconfig_path} (the private kubeconfig copy ksched installed)")
         console.print("the kubelet restarts kube-scheduler from the restored manifest within about 20 s")
     if r.earlier:
         say(f"{r.earlier} earlier change(s) recorded in {r.journal.path}: run the same command again to undo the "
