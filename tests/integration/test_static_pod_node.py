@@ -150,6 +150,11 @@ class Setup:
         return ["--manifest", str(self.manifest), "--config-dest", str(self.etc / "ksched-config.yaml"),
                 "--backup-dir", str(self.etc / "ksched-backups")]
 
+    def wait_flags(self, seconds: float = CHANGE_TIMEOUT) -> list[str]:
+        assert self.node is not None
+        return ["--wait", f"{seconds:.0f}s", "--kubeconfig", str(self.cp.kubeconfig_path), "--node-name",
+                self.node.name]
+
     def client(self) -> Any:
         from scheduler_runtime.cluster.kube import KubeClient, load_connection
 
@@ -345,8 +350,13 @@ def test_deploy_replaces_kube_scheduler_and_rollback_restores_it(setup: Setup, n
 
     cfg = ksched_config(tmp_path / "cfg.yaml")
     r = run_ksched("deploy", "--static-pod", "--config", str(cfg), "--image", KSCHED_IMAGE, *s.locations(),
-                   "--yes", "--plugin-dir", str(REPO / "plugins"))
+                   "--yes", "--plugin-dir", str(REPO / "plugins"), *s.wait_flags())
     assert r.returncode == 0, r.stdout + r.stderr
+    # kubeadm's scheduler.conf is 0600 root: deploy gave the image's user a private copy, and left it alone
+    private = s.etc / "ksched-scheduler.conf"
+    assert f"installed {private} (mode 0600, owner 65532:65532)" in r.stdout, r.stdout
+    assert (s.etc / "scheduler.conf").stat().st_mode & 0o777 == 0o600
+    assert f"kube-system/kube-scheduler-{s.node.name} is ready" in r.stdout, r.stdout
     p = wait_for("the ksched static pod to be ready", lambda: running_image(s, KSCHED_IMAGE), CHANGE_TIMEOUT, detail)
     assert p["metadata"]["annotations"].get("kubernetes.io/config.mirror"), "not a mirror pod"
     assert livez(s.port) == "ok"
@@ -354,8 +364,35 @@ def test_deploy_replaces_kube_scheduler_and_rollback_restores_it(setup: Setup, n
     assert '"outcome":"scheduled"' in bound["metadata"].get("annotations", {}).get("ksched.io/scheduling-result",
                                                                                     "").replace(" ", "")
 
-    r = run_ksched("deploy", "--static-pod", "--rollback", *s.locations(), "--yes")
+    r = run_ksched("deploy", "--static-pod", "--rollback", *s.locations(), "--yes", *s.wait_flags())
     assert r.returncode == 0, r.stdout + r.stderr
     assert s.manifest.read_bytes() == s.original.read_bytes()
+    assert not private.exists(), "the rollback removes the private kubeconfig copy"
     wait_for("kube-scheduler to be back", lambda: running_image(s, SCHED_IMAGE), CHANGE_TIMEOUT, detail)
     assert "ksched.io/scheduling-result" not in (schedule_pod(s, namespace)["metadata"].get("annotations") or {})
+
+
+def test_deploy_notices_a_crash_loop_and_says_how_to_roll_back(setup: Setup, tmp_path: Path) -> None:
+    """A plugin that validates here but is missing from the image: ksched exits at start-up, the kubelet
+    restarts it; deploy --wait says so (exit 3) with the command that rolls back, and that command works."""
+    s = setup
+    if s.mode == "podman":
+        pytest.skip(f"needs the kubelet's restarts; the kubelet cannot run here: {s.why}")
+    assert s.node is not None
+    detail = node_detail(s)
+    wait_for("kube-scheduler's mirror pod to be ready", lambda: running_image(s, SCHED_IMAGE), CHANGE_TIMEOUT, detail)
+    plugins = tmp_path / "plugins"
+    r = run_ksched("new-plugin", "NotInImage", "--dir", str(plugins))
+    assert r.returncode == 0, r.stdout + r.stderr
+    cfg = ksched_config(tmp_path / "cfg.yaml", extra_plugin="NotInImage")
+    r = run_ksched("deploy", "--static-pod", "--config", str(cfg), "--image", KSCHED_IMAGE, *s.locations(), "--yes",
+                   "--plugin-dir", str(REPO / "plugins"), "--plugin-dir", str(plugins), *s.wait_flags())
+    out = r.stdout + r.stderr
+    assert r.returncode == 3, out
+    assert "the new scheduler container is crash-looping" in r.stderr, out
+    undo = r.stderr.split("Roll back: ", 1)[1].strip()
+    assert undo.startswith("sudo ksched deploy --static-pod --rollback --manifest " + str(s.manifest)), undo
+    # the command it printed (minus sudo: we are root) brings kube-scheduler back
+    r = run_ksched(*undo.split()[2:], "--yes", *s.wait_flags())
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert s.manifest.read_bytes() == s.original.read_bytes()
