@@ -226,9 +226,8 @@ def setup(control_plane: ControlPlane) -> Iterator[Setup]:
             s.manifest.chmod(0o600)
             try:
                 node.start_kubelet(control_plane.kubeconfig_path)
-            except kubenode.KubeletCannotRun as exc:
+            except kubenode.KubeletCannotRun as exc:  # containerd stays up until the teardown stops it
                 s.mode, s.why = "podman", str(exc)
-                node.stop()
         print(f"\nstatic pod tests run under: {s.mode}" + (f" (the kubelet cannot run here: {s.why})" if s.why
                                                            else f" (node {node.name})"), file=sys.stderr)
         yield s
@@ -337,11 +336,55 @@ def ksched_config(path: Path, extra_plugin: str | None = None) -> Path:
 # ---------------------------------------------------------------------------------------------- tests
 
 
+def podman_play(s: Setup, tmp_path: Path) -> None:
+    """The fallback: the patched manifest under `podman kube play` (as root, like the kubelet). podman's own pause
+    image needs catatonit, so the pod's infra container uses the test pause image instead."""
+    assert s.node is not None
+    r = subprocess.run(["podman", "load", "-i", str(s.node.tools["pause"])], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    conf = tmp_path / "containers.conf"
+    dropin = Path("/etc/containers/containers.conf.d/50-ksched.conf")  # runc + ulimits (hack/install-podman.sh)
+    conf.write_text((dropin.read_text() if dropin.exists() else "[engine]\n")
+                    + f'infra_image = "{kubenode.PAUSE_IMAGE}"\n')
+    env = {**os.environ, "CONTAINERS_CONF": str(conf)}
+    r = subprocess.run(["podman", "kube", "play", "--replace", str(s.manifest)], capture_output=True, text=True,
+                       timeout=300, env=env)
+    try:
+        assert r.returncode == 0, r.stdout + r.stderr
+        name = "kube-scheduler-kube-scheduler"  # podman names a container <pod>-<container>
+
+        def logs() -> str:
+            return subprocess.run(["podman", "logs", "--tail", "5", name], capture_output=True, text=True,
+                                  timeout=60).stdout
+
+        wait_for("/livez of ksched under podman", lambda: livez(s.port) == "ok", 120, logs)
+        info = json.loads(subprocess.run(["podman", "inspect", name], capture_output=True, text=True,
+                                         timeout=60).stdout)[0]
+        args = info["Config"]["Cmd"] or info["Args"]
+        assert f"--config={s.etc / 'ksched-config.yaml'}" in args, args
+        assert info["Config"]["User"].split(":")[0] == "65532", info["Config"]["User"]
+        mounts = {m["Destination"] for m in info["Mounts"]}
+        assert {str(s.etc / "ksched-config.yaml"), str(s.etc / "ksched-scheduler.conf")} <= mounts, mounts
+    finally:
+        subprocess.run(["podman", "kube", "down", str(s.manifest)], capture_output=True, timeout=300, env=env)
+
+
 def test_deploy_replaces_kube_scheduler_and_rollback_restores_it(setup: Setup, namespace: str,
                                                                  tmp_path: Path) -> None:
     s = setup
+    print(f"running under: {s.mode}" + (f" (the kubelet cannot run here: {s.why})" if s.why else ""))
     if s.mode == "podman":
-        pytest.fail("fallback not wired yet")
+        cfg = ksched_config(tmp_path / "cfg.yaml")
+        s.manifest.write_text(s.original.read_text())
+        r = run_ksched("deploy", "--static-pod", "--config", str(cfg), "--image", KSCHED_IMAGE, *s.locations(),
+                       "--yes", "--plugin-dir", str(REPO / "plugins"))
+        assert r.returncode == 0, r.stdout + r.stderr
+        podman_play(s, tmp_path)
+        r = run_ksched("deploy", "--static-pod", "--rollback", *s.locations(), "--yes")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert s.manifest.read_bytes() == s.original.read_bytes()
+        return
     assert s.node is not None
     detail = node_detail(s)
     # before: kubeadm's kube-scheduler runs under the kubelet and schedules
