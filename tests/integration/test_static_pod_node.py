@@ -232,9 +232,9 @@ def setup(control_plane: ControlPlane) -> Iterator[Setup]:
                                                            else f" (node {node.name})"), file=sys.stderr)
         yield s
     finally:
+        forced_steps = node.stop()  # first: a running kubelet would recreate its mirror pods
         if s.mode == "kubelet":
             _delete_node_objects(s)
-        forced_steps = node.stop()
         if forced_steps:
             print(f"node teardown had to force: {forced_steps}", file=sys.stderr)
 
@@ -400,6 +400,7 @@ def test_deploy_replaces_kube_scheduler_and_rollback_restores_it(setup: Setup, n
     assert f"installed {private} (mode 0600, owner 65532:65532)" in r.stdout, r.stdout
     assert (s.etc / "scheduler.conf").stat().st_mode & 0o777 == 0o600
     assert f"kube-system/kube-scheduler-{s.node.name} is ready" in r.stdout, r.stdout
+    print(r.stdout[-800:])  # shown with -s: the wait's steps and how long the kubelet took
     p = wait_for("the ksched static pod to be ready", lambda: running_image(s, KSCHED_IMAGE), CHANGE_TIMEOUT, detail)
     assert p["metadata"]["annotations"].get("kubernetes.io/config.mirror"), "not a mirror pod"
     assert livez(s.port) == "ok"
@@ -432,6 +433,7 @@ def test_deploy_notices_a_crash_loop_and_says_how_to_roll_back(setup: Setup, tmp
                    "--plugin-dir", str(REPO / "plugins"), "--plugin-dir", str(plugins), *s.wait_flags())
     out = r.stdout + r.stderr
     assert r.returncode == 3, out
+    print(out[-1500:])
     assert "the new scheduler container is crash-looping" in r.stderr, out
     undo = r.stderr.split("Roll back: ", 1)[1].strip()
     assert undo.startswith("sudo ksched deploy --static-pod --rollback --manifest " + str(s.manifest)), undo
