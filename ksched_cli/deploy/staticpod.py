@@ -21,7 +21,7 @@ from scheduler_runtime import yamlio
 from scheduler_runtime.errors import InputError
 from scheduler_runtime.options.flags import VALUE_FLAGS
 
-from . import files, journal
+from . import files, journal, kubeconfig
 from .rbac import DEFAULT_LEASE, RUNTIME_RULES, lease_rules, plugin_rules
 
 DEFAULT_MANIFEST = Path("/etc/kubernetes/manifests/kube-scheduler.yaml")
@@ -455,10 +455,21 @@ class StaticPodPlan:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     rbac: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    #: the private, self-contained copy of the kubeconfig for the image's user (None: none needed)
+    kubeconfig_copy: Path | None = None
+    old_kubeconfig_copy: bytes | None = None
+    new_kubeconfig_copy: bytes = b""
+    kubeconfig_owner: tuple[int, int] = (IMAGE_UID, IMAGE_UID)
 
     @property
     def manifest_changed(self) -> bool:
         return self.old_manifest != self.new_manifest
+
+    @property
+    def kubeconfig_copy_changed(self) -> bool:
+        return self.kubeconfig_copy is not None and (self.old_kubeconfig_copy != self.new_kubeconfig_copy or
+                                                     _owner_mode(self.kubeconfig_copy) !=
+                                                     (*self.kubeconfig_owner, 0o600))
 
     @property
     def config_changed(self) -> bool:
@@ -466,7 +477,7 @@ class StaticPodPlan:
 
     @property
     def changed(self) -> bool:
-        return self.manifest_changed or self.config_changed
+        return self.manifest_changed or self.config_changed or self.kubeconfig_copy_changed
 
     def diff(self) -> str:
         out = ""
@@ -584,6 +595,30 @@ def plan(manifest: Path, config: Path, image: str, config_dest: Path, registry: 
         installed = _set_config_kubeconfig(cfg_text, config, manifest_kc)
         p.notes.append(f"added clientConnection.kubeconfig: {manifest_kc} to the installed config (taken from "
                        f"{kc_source}): kube-scheduler ignores --kubeconfig once --config is given")
+    # -- a kubeconfig the image's user can read (a private copy when kubeadm's is root's alone) ----------------
+    uid, gid = _run_as(spec, c)
+    original_kc = p.kubeconfig
+    host_kc = Path(_host_path_of(spec, c, p.kubeconfig) or p.kubeconfig)
+    why = _private_copy_reason(host_kc, uid, gid, c, p)
+    if why is not None:
+        data, kdoc = kubeconfig.read(host_kc)
+        progs = kubeconfig.plugins(kdoc)
+        if progs:
+            raise InputError(f"authenticates through a program or auth provider, which a copy for the ksched "
+                             f"container cannot carry ({why}): use a kubeconfig with a client certificate or token, "
+                             f"like kubeadm's scheduler.conf; nothing was changed", file=str(host_kc), field=progs[0],
+                             usage=False)
+        private = config_dest.parent / kubeconfig.PRIVATE_NAME
+        files.refuse_symlink(private, "private kubeconfig", "--config-dest")
+        p.kubeconfig_copy, p.kubeconfig_owner = private, (uid, gid)
+        p.new_kubeconfig_copy = kubeconfig.self_contained(host_kc, data, kdoc)
+        p.old_kubeconfig_copy = private.read_bytes() if private.is_file() else None
+        p.kubeconfig = str(private)
+        installed = _set_config_kubeconfig(installed, config, str(private))
+        if p.kubeconfig_copy_changed:
+            p.changes.append(f"install {private}: a self-contained copy of {host_kc} (mode 0600, owner {uid}:{gid}, "
+                             f"readable by the image's user and root only), because {why}; {host_kc} is not "
+                             f"touched, and --rollback removes the copy")
     p.new_config = installed.encode()
     files.refuse_symlink(config_dest, "installed config", "--config-dest")
     try:
@@ -639,15 +674,22 @@ def plan(manifest: Path, config: Path, image: str, config_dest: Path, registry: 
     for f, _ in sorted(removals, key=lambda r: (id(r[0].seq), -r[0].index)):
         _remove_flag(f)  # from the end, so earlier indexes stay valid
     p.changes += [why for _, why in removals]
+    if p.kubeconfig_copy is not None:  # the delegated authn/authz kubeconfigs too: the same unreadable file
+        for f in find_flags(c):
+            if f.name in ("authentication-kubeconfig", "authorization-kubeconfig") and f.value == original_kc:
+                if f.separate:
+                    f.seq[f.index + 1] = p.kubeconfig
+                else:
+                    f.seq[f.index] = f"--{f.name}={p.kubeconfig}"
+                p.changes.append(f"--{f.name}={original_kc} → --{f.name}={p.kubeconfig} (the private copy)")
     p.changes.sort(key=lambda s: 0 if s.startswith(cpath) else 1)
 
     # -- volume + mount for the config -----------------------------------------------------------------------
     _ensure_volume(spec, c, cpath, dest, p)
+    if p.kubeconfig_copy is not None:
+        _ensure_volume(spec, c, cpath, p.kubeconfig, p, kubeconfig.VOLUME_NAME)
 
     # -- checks that do not block ---------------------------------------------------------------------------
-    uid, gid = _run_as(spec, c)
-    host_kc = _host_path_of(spec, c, p.kubeconfig) or p.kubeconfig
-    _check_kubeconfig_access(Path(host_kc), uid, gid, p)
 
     names = [prof.scheduler_name for prof in cfg.profiles]
     if "default-scheduler" not in names:
@@ -702,28 +744,41 @@ def _run_as(spec: CommentedMap, c: CommentedMap) -> tuple[int, int]:
     return uid, (gid if gid is not None else uid if uid == IMAGE_UID else 0)
 
 
-def _check_kubeconfig_access(kc: Path, uid: int, gid: int, p: StaticPodPlan) -> None:
-    """Warn when the scheduler's user cannot read its kubeconfig, or when every user can.
+def _owner_mode(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.lstat()
+    except OSError:
+        return None
+    return st.st_uid, st.st_gid, st.st_mode & 0o7777
 
-    The kubeconfig holds kube-scheduler's client key: the fix is ownership (the image's user), never a
-    world-readable mode."""
-    fix = f"`chown {uid}:{gid} {kc} && chmod 0600 {kc}` (root, and so kube-scheduler after a rollback, still reads it)"
+
+def _private_copy_reason(kc: Path, uid: int, gid: int, c: CommentedMap, p: StaticPodPlan) -> str | None:
+    """Why the scheduler's user needs a private copy of kubeconfig `kc` (None: it can use `kc` as it is).
+
+    A copy is needed when that user cannot read `kc`, or when `kc` names files (certificates, keys) that are
+    not mounted into the container. A world-readable `kc` is only warned about: that is the node's problem."""
     readable = files.readable_by(kc, uid, gid)
     if readable is None:
         p.notes.append(f"could not check that uid {uid} can read {kc} (not present on this machine); the "
                        f"scheduler crash-loops if it cannot")
-        return
+        return None
     st = kc.stat()
     mode = st.st_mode & 0o777
     if readable is False:
-        p.warnings.append(f"{kc} is mode {mode:04o} owned by {st.st_uid}:{st.st_gid}: the ksched image runs as "
-                          f"uid {uid} and cannot read it, so the scheduler would crash-loop. Fix: {fix}")
-    elif mode & 0o004:
+        return f"it is mode {mode:04o} owned by {st.st_uid}:{st.st_gid} and the ksched image runs as uid {uid}"
+    _, kdoc = kubeconfig.read(kc)
+    for ref in kubeconfig.references(kc, kdoc):
+        if _mount_covering(c, str(ref.path)) is None:
+            return f"it names {ref.path} ({ref.field}), which is not mounted into the container"
+    if mode & 0o004:
         p.warnings.append(f"{kc} is mode {mode:04o}: every user on this node can read kube-scheduler's credentials "
-                          f"in it. Fix: {fix}")
+                          f"in it. Fix: `chmod 0600 {kc}` (ksched deploy then installs a private copy readable by "
+                          f"uid {uid} only)")
+    return None
 
 
-def _ensure_volume(spec: CommentedMap, c: CommentedMap, cpath: str, dest: str, p: StaticPodPlan) -> None:
+def _ensure_volume(spec: CommentedMap, c: CommentedMap, cpath: str, dest: str, p: StaticPodPlan,
+                   volume_name: str = VOLUME_NAME) -> None:
     """A read-only mount of `dest` from a hostPath volume of type File, reusing one that is already there."""
     mounts = c.get("volumeMounts")
     if not isinstance(mounts, list):
@@ -734,10 +789,10 @@ def _ensure_volume(spec: CommentedMap, c: CommentedMap, cpath: str, dest: str, p
     mount = next((m for m in mounts if isinstance(m, dict) and m.get("mountPath") == dest), None)
     if mount is None:
         taken = {m.get("name") for m in mounts if isinstance(m, dict)}
-        name = VOLUME_NAME
+        name = volume_name
         n = 2
         while name in taken:
-            name, n = f"{VOLUME_NAME}-{n}", n + 1
+            name, n = f"{volume_name}-{n}", n + 1
         mount = CommentedMap([("mountPath", dest), ("name", name), ("readOnly", True)])
         mounts.append(mount)
         p.changes.append(f"added volumeMount {name!r}: {dest}, read-only")
@@ -778,7 +833,9 @@ def _ensure_volume(spec: CommentedMap, c: CommentedMap, cpath: str, dest: str, p
 class Written:
     backup: Path | None = None
     config_backup: Path | None = None
+    kubeconfig_backup: Path | None = None
     wrote_config: bool = False
+    wrote_kubeconfig: bool = False
     wrote_manifest: bool = False
     entry: journal.Entry | None = None
 
@@ -829,6 +886,18 @@ def apply(p: StaticPodPlan, backup_dir: Path) -> Written:
             w.config_backup = backup_dir / files.backup_name(p.config_dest, stamp)
             files.atomic_write(w.config_backup, p.old_config, cfg_mode)
             written.append(w.config_backup)
+        kc_entry = None
+        if p.kubeconfig_copy_changed:
+            assert p.kubeconfig_copy is not None
+            if p.old_kubeconfig_copy is not None:
+                w.kubeconfig_backup = backup_dir / files.backup_name(p.kubeconfig_copy, stamp)
+                files.atomic_write(w.kubeconfig_backup, p.old_kubeconfig_copy, 0o600)
+                written.append(w.kubeconfig_backup)
+            old_kc = p.old_kubeconfig_copy
+            kc_entry = journal.Replaced(str(p.kubeconfig_copy.absolute()),
+                                        w.kubeconfig_backup.name if w.kubeconfig_backup else None,
+                                        journal.sha256(old_kc) if old_kc is not None else None, 0o600,
+                                        journal.sha256(p.new_kubeconfig_copy))
         cfg = None
         if p.config_changed:
             old = p.old_config
@@ -837,7 +906,7 @@ def apply(p: StaticPodPlan, backup_dir: Path) -> Written:
                                    journal.sha256(p.new_config))
         w.entry = journal.Entry(stamp, journal.now(), journal.Replaced(
             str(p.manifest.absolute()), w.backup.name, journal.sha256(old_manifest), mode,
-            journal.sha256(p.new_manifest.encode())), cfg)
+            journal.sha256(p.new_manifest.encode())), cfg, kubeconfig=kc_entry)
         j.entries.append(w.entry)
         j.save()
     except BaseException:
@@ -848,6 +917,11 @@ def apply(p: StaticPodPlan, backup_dir: Path) -> Written:
         if p.config_changed:
             files.atomic_write(p.config_dest, p.new_config, 0o644)
             w.wrote_config = True
+        if p.kubeconfig_copy_changed:
+            assert p.kubeconfig_copy is not None
+            files.atomic_write(p.kubeconfig_copy, p.new_kubeconfig_copy, 0o600)  # root's alone until the chown
+            os.chown(p.kubeconfig_copy, *p.kubeconfig_owner)
+            w.wrote_kubeconfig = True
         if p.manifest_changed:
             files.atomic_write(p.manifest, p.new_manifest.encode(), mode)
             w.wrote_manifest = True
@@ -857,6 +931,11 @@ def apply(p: StaticPodPlan, backup_dir: Path) -> Written:
                 p.config_dest.unlink(missing_ok=True)
             else:
                 files.atomic_write(p.config_dest, p.old_config, cfg_mode)
+        if w.wrote_kubeconfig and p.kubeconfig_copy is not None:
+            if p.old_kubeconfig_copy is None:
+                p.kubeconfig_copy.unlink(missing_ok=True)
+            else:
+                files.atomic_write(p.kubeconfig_copy, p.old_kubeconfig_copy, 0o600)
         j.entries.remove(w.entry)
         j.save()
         for f in written:
@@ -880,6 +959,11 @@ class RollbackPlan:
     config_restored: bytes | None = None
     earlier: int = 0
     edited_since: bool = False
+    #: the private kubeconfig copy the change installed: removed (freshly installed) or restored from its backup
+    kubeconfig_path: Path | None = None
+    kubeconfig_current: bytes | None = None
+    kubeconfig_restored: bytes | None = None
+    kubeconfig_remove: bool = False
 
     @property
     def backup(self) -> Path:
@@ -892,9 +976,15 @@ class RollbackPlan:
         return self.backup_dir / c.backup if c is not None and c.backup else None
 
     @property
+    def kubeconfig_changed(self) -> bool:
+        return self.kubeconfig_remove or (self.kubeconfig_restored is not None and
+                                          self.kubeconfig_current != self.kubeconfig_restored)
+
+    @property
     def changed(self) -> bool:
         return self.current != self.restored or (self.config_restored is not None and
-                                                 self.config_current != self.config_restored)
+                                                 self.config_current != self.config_restored) or \
+            self.kubeconfig_changed
 
     def diff(self) -> str:
         out = ""
@@ -916,7 +1006,9 @@ def plan_rollback(manifest: Path, backup_dir: Path, config_dest: Path) -> Rollba
     check_backup_dir(backup_dir)
     j = journal.load(backup_dir)
     entries = j.for_manifest(manifest)
-    config_names = {config_dest.name} | {Path(e.config.path).name for e in entries if e.config}
+    config_names = {config_dest.name, kubeconfig.PRIVATE_NAME} | {Path(e.config.path).name for e in entries
+                                                                 if e.config} | \
+        {Path(e.kubeconfig.path).name for e in entries if e.kubeconfig}
     recorded = j.recorded_names()
     candidates = files.backups_of(manifest, backup_dir) + [b for n in sorted(config_names)
                                                            for b in files.backups_of(Path(n), backup_dir)]
@@ -953,6 +1045,16 @@ def plan_rollback(manifest: Path, backup_dir: Path, config_dest: Path) -> Rollba
         r.config_current = config_dest.read_bytes() if config_dest.is_file() else None
     elif e.config is not None:
         r.config_dest = config_dest  # ksched installed it fresh: left in place
+    if e.kubeconfig is not None:
+        kp = Path(e.kubeconfig.path)
+        files.refuse_symlink(kp, "private kubeconfig", "--config-dest")
+        r.kubeconfig_path = kp
+        r.kubeconfig_current = kp.read_bytes() if kp.is_file() else None
+        if e.kubeconfig.backup:
+            r.kubeconfig_restored = journal.verified_backup(backup_dir, e.kubeconfig, j)
+        elif r.kubeconfig_current is not None and journal.sha256(r.kubeconfig_current) == \
+                e.kubeconfig.written_sha256:
+            r.kubeconfig_remove = True  # a credential ksched created: it goes with the change
     return r
 
 
@@ -965,6 +1067,14 @@ def apply_rollback(r: RollbackPlan) -> None:
         files.atomic_write(r.config_dest, r.config_restored, e.config.mode)
     if r.current != r.restored:
         files.atomic_write(r.manifest, r.restored, e.manifest.mode)
+    if r.kubeconfig_path is not None and r.kubeconfig_changed:
+        if r.kubeconfig_remove:
+            r.kubeconfig_path.unlink(missing_ok=True)
+        elif r.kubeconfig_restored is not None:
+            owner = _owner_mode(r.kubeconfig_path)
+            files.atomic_write(r.kubeconfig_path, r.kubeconfig_restored, 0o600)
+            if owner is not None:
+                os.chown(r.kubeconfig_path, owner[0], owner[1])
     e.state = journal.ROLLED_BACK
     e.rolled_back_at = journal.now()
     r.journal.save()
