@@ -21,6 +21,7 @@ from scheduler_runtime import yamlio
 from scheduler_runtime.errors import InputError
 from scheduler_runtime.options.flags import VALUE_FLAGS
 
+from ..imagebuild.context import IMAGE_UID  # the user the ksched image runs as (templates/Dockerfile.j2)
 from . import files, journal, kubeconfig
 from .rbac import DEFAULT_LEASE, RUNTIME_RULES, lease_rules, plugin_rules
 
@@ -28,8 +29,6 @@ DEFAULT_MANIFEST = Path("/etc/kubernetes/manifests/kube-scheduler.yaml")
 DEFAULT_CONFIG_DEST = Path("/etc/kubernetes/ksched-config.yaml")
 DEFAULT_BACKUP_DIR = Path("/etc/kubernetes/ksched-backups")
 VOLUME_NAME = "ksched-config"
-#: the user the ksched image runs as (USER 65532:65532 in templates/Dockerfile.j2, like distroless' nonroot)
-IMAGE_UID = 65532
 #: kubeadm's manifests are 2-4 KiB; the round-trip reader and writer take about a second for 32 KiB
 MAX_MANIFEST_BYTES = 32 << 10
 

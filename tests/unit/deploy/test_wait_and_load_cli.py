@@ -74,7 +74,7 @@ def test_wait_needs_a_duration(tmp_path: Path) -> None:
 def test_kubeconfig_without_wait_is_refused(tmp_path: Path) -> None:
     _, args = _node(tmp_path)
     r = ksched(*args, "--kubeconfig", str(tmp_path / "kc"))
-    assert r.returncode == 2 and "--kubeconfig and --node-name are for --wait" in _one_line(r)
+    assert r.returncode == 2 and "--kubeconfig, --context and --node-name are for --wait" in _one_line(r)
 
 
 def test_wait_with_an_unreachable_api_writes_nothing(tmp_path: Path) -> None:
