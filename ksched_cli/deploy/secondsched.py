@@ -87,7 +87,7 @@ def check_name(name: str, flag: str = "--name") -> None:
 
 def check_namespace_name(namespace: str, flag: str = "--namespace") -> None:
     """A namespace name is a DNS-1123 label (at most 63 characters), as the API server requires."""
-    from scheduler_runtime.config.fielderrors import invalid
+    from scheduler_runtime.fielderrors import invalid
 
     if len(namespace) > 63:
         raise InputError(invalid(namespace, "must be no more than 63 characters"), field=flag, usage=True)

@@ -1,4 +1,4 @@
-"""Every plugin call goes through one conversion (`runtime._invoke`): an exception or a wrong return at any
+"""Every plugin call goes through one conversion (`Framework._invoke`): an exception or a wrong return at any
 extension point becomes an Error status with kube-scheduler's message, naming the plugin and keeping the
 plugin's exception as the cause."""
 
@@ -135,3 +135,42 @@ def test_unreserve_and_postbind_failures_are_logged(caplog: pytest.LogCaptureFix
         g.run_post_bind(CycleState(), POD, "n0")
     assert "Unreserve plugin Bad failed for pod ns/p: boom" in caplog.text
     assert "PostBind plugin Bad failed for pod ns/p: boom" in caplog.text
+
+
+def test_one_invoke_times_each_call_with_its_status_and_counts_evaluations() -> None:
+    """The metrics of a plugin call come from the same `_invoke` as its status: one duration observation per
+    call in a sampled cycle, labelled with the code it ended with (Error when it raised), and PreFilter counted
+    as evaluated unless it returned Skip."""
+    from scheduler_runtime.metrics import SchedulerMetrics
+
+    def run(**methods: Callable[..., Any]) -> SchedulerMetrics:
+        m = SchedulerMetrics()
+        cls = type("P", (Plugin,), {"name": "P", **{k: (lambda f: lambda self, *a: f(*a))(v)
+                                                  for k, v in methods.items()}})
+        plan = {point: [(cls(), 1)] for point in ("preFilter", "reserve", "preBind", "bind")}
+        fw = Framework("default-scheduler", Handle(_snapshot()), plan, rng=random.Random(0), metrics=m)
+        state = CycleState()
+        state.record_plugin_metrics = True
+        fw.run_pre_filter(state, POD, NodeList(fw.handle.snapshot))
+        fw.run_reserve(state, POD, "n0")
+        fw.run_pre_bind(state, POD, "n0")
+        fw.run_bind(state, POD, "n0")
+        return m
+
+    def observed(m: SchedulerMetrics, point: str, code: str) -> float | None:
+        return m.registry.get_sample_value("scheduler_plugin_execution_duration_seconds_count",
+                                           {"plugin": "P", "extension_point": point, "status": code})
+
+    def evaluated(m: SchedulerMetrics) -> float | None:
+        return m.registry.get_sample_value("scheduler_plugin_evaluation_total",
+                                           {"plugin": "P", "extension_point": "PreFilter",
+                                            "profile": "default-scheduler"})
+
+    m = run(pre_filter=lambda *_: None, reserve=_raise, pre_bind=lambda *_: Status(Code.Skip),
+            bind=lambda *_: None)
+    assert [observed(m, p, c) for p, c in (("PreFilter", "Success"), ("Reserve", "Error"), ("PreBind", "Skip"),
+                                           ("Bind", "Success"))] == [1.0, 1.0, 1.0, 1.0]
+    assert evaluated(m) == 1.0
+    skipped = run(pre_filter=lambda *_: Status(Code.Skip), reserve=lambda *_: None, pre_bind=lambda *_: None,
+                  bind=lambda *_: None)
+    assert observed(skipped, "PreFilter", "Skip") == 1.0 and evaluated(skipped) == 0.0

@@ -1,0 +1,305 @@
+"""Filter: finding the feasible nodes of a pod, with the per-node and the batch (FilterBatch) plugin paths.
+
+Follows kube-scheduler v1.36.3 pkg/scheduler/schedule_one.go (findNodesThatPassFilters: numFeasibleNodesToFind,
+the rotating start index, nodes outside a PreFilterResult) and framework/runtime/framework.go (RunFilterPlugins,
+RunFilterPluginsWithNominatedPods: the two passes with and without higher-priority nominated pods, AddPod /
+RemovePod of the PreFilter extensions). A batch plugin answers for the whole node table at once (`FilterBatch`);
+the verdicts, the first rejecting plugin per node and the evaluation counts are those of kube's per-node walk.
+`FilterRunner` is the base of `runtime.Framework`; the attributes it declares are set there.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any, cast
+
+import numpy as np
+
+from ..objects import Pod
+from .cycle_state import CycleState
+from .handle import Handle
+from .interface import FilterBatchPlugin, FilterPlugin
+from .invoke import ConfiguredPlugin, CycleError, PluginCaller, failure, filter_batch_return, verdict
+from .outcomes import Diagnosis, num_feasible_nodes_to_find
+from .plugin import FilterBatch
+from .snapshot import Snapshot
+from .status import Code, Status
+from .types import NodeInfo, PreFilterResult
+
+
+class FilterRunner(PluginCaller):
+    """Filter and the PreFilter extensions of one profile."""
+
+    handle: Handle
+    pre_filter: list[ConfiguredPlugin]
+    filter: list[ConfiguredPlugin]
+    score: list[ConfiguredPlugin]
+    extenders: Any
+    percentage_of_nodes_to_score: int | None
+    next_start_node_index: int
+    _filter_all_batch: bool
+
+    def run_pre_filter_add_pod(self, state: CycleState, pod: Pod, to_add: Pod, node_info: NodeInfo) -> Status | None:
+        for cp in self.pre_filter:
+            if cp.name in state.skip_filter_plugins:
+                continue
+            fn = getattr(cp.plugin, "add_pod", None)
+            if fn is None:
+                continue
+            _, st = self._invoke("AddPod", cp.name, fn, state, pod, to_add, node_info, passes=frozenset())
+            if st is not None:
+                return st
+        return None
+
+    def run_pre_filter_remove_pod(self, state: CycleState, pod: Pod, to_remove: Pod,
+                                  node_info: NodeInfo) -> Status | None:
+        for cp in self.pre_filter:
+            if cp.name in state.skip_filter_plugins:
+                continue
+            fn = getattr(cp.plugin, "remove_pod", None)
+            if fn is None:
+                continue
+            _, st = self._invoke("RemovePod", cp.name, fn, state, pod, to_remove, node_info, passes=frozenset())
+            if st is not None:
+                return st
+        return None
+
+    def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        """All Filter plugins on one node, per-node methods; first non-success stops (Error aborts)."""
+        for cp in self.filter:
+            if cp.name in state.skip_filter_plugins:
+                continue
+            fn = getattr(cp.plugin, "filter", None)
+            if fn is not None:
+                _, st = self._invoke("Filter", cp.name, fn, state, pod, node_info, evaluations=1)
+            else:  # batch-only plugin: evaluate on the node's table row
+                fb, st = self._invoke("Filter", cp.name, cast(FilterBatchPlugin, cp.plugin).filter_batch, state, pod,
+                                      self.handle.snapshot, evaluations=1, unpack=filter_batch_return)
+                if st is None and node_info.row >= 0 and not fb.ok[node_info.row]:
+                    _, st = self._invoke("Filter", cp.name, fb.status_at, node_info.row)
+            if st is not None:
+                return st
+        return None
+
+    def run_filter_with_nominated_pods(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        """Filter with higher-or-equal priority nominated pods added (pass 1) and without (pass 2)."""
+        nominated = [p for p in self.handle.nominated_pods_for_node(node_info.name)
+                     if p.priority >= pod.priority and p.uid != pod.uid]
+        if not nominated:
+            return self.run_filter(state, pod, node_info)
+        cloned_state = state.clone()
+        cloned = node_info.clone()
+        for p in nominated:
+            cloned.add_pod(p)
+            st = self.run_pre_filter_add_pod(cloned_state, pod, p, cloned)
+            if st is not None:
+                return st
+        st = self.run_filter(cloned_state, pod, cloned)
+        if st is not None:
+            return st
+        return self.run_filter(state, pod, node_info)
+
+    def find_nodes_that_pass_filters(self, state: CycleState, pod: Pod, snapshot: Snapshot,
+                                     pre_result: PreFilterResult | None, diagnosis: Diagnosis) -> np.ndarray:
+        """Rows of feasible nodes, at most numFeasibleNodesToFind, searched from the rotating start index."""
+        n = len(snapshot)
+        if pre_result is not None and pre_result.node_names is not None:
+            rows = np.fromiter((ni.row for nm in pre_result.node_names
+                                if (ni := snapshot.by_name.get(nm)) is not None), dtype=np.int64)
+            rows.sort()
+            diagnosis.num_absent = n - len(rows)
+            if diagnosis.num_absent:
+                narrowing = state.get("__prefilter_narrowing__") or []
+                diagnosis.absent_status = Status(
+                    Code.UnschedulableAndUnresolvable,
+                    f"node(s) didn't satisfy plugin(s) [{' '.join(narrowing)}]")
+        else:
+            rows = None
+        m = n if rows is None else len(rows)
+        if m == 0:
+            return np.zeros(0, dtype=np.int64)
+        num_to_find = num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, n)
+        ext = self.extenders
+        if not self.score and (ext is None or not (ext.has_filters or ext.has_prioritizers)):
+            num_to_find = 1
+        start = self.next_start_node_index % m
+        order = (np.arange(m, dtype=np.int64) + start) % m
+        if rows is not None:
+            order = rows[order]
+        active = [cp for cp in self.filter if cp.name not in state.skip_filter_plugins]
+        nominated_nodes = self._nominated_node_names()
+
+        if not active:
+            feasible = order[:num_to_find]
+            processed = len(feasible)
+        elif rows is not None and len(rows) * 8 < n:
+            # a PreFilterResult named a few nodes (a DaemonSet pod's metadata.name pin): evaluate just those,
+            # per node, rather than every plugin's batch over the whole table
+            feasible, processed = self._filter_per_node(state, pod, snapshot, active, order, num_to_find, diagnosis,
+                                                        nominated_nodes, few_rows=True)
+        elif self._filter_all_batch or all(cp.batch for cp in active):
+            feasible, processed = self._filter_batch(state, pod, snapshot, active, order, num_to_find, diagnosis,
+                                                     nominated_nodes)
+        else:
+            feasible, processed = self._filter_per_node(state, pod, snapshot, active, order, num_to_find, diagnosis,
+                                                        nominated_nodes)
+        self.next_start_node_index = (self.next_start_node_index + processed) % n
+        return feasible
+
+    def _nominated_node_names(self) -> set[str]:
+        fn = getattr(self.handle, "nominated_node_names", None)
+        return fn() if callable(fn) else set()
+
+    def _filter_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot, active: list[ConfiguredPlugin],
+                      order: np.ndarray, num_to_find: int, diagnosis: Diagnosis,
+                      nominated_nodes: set[str]) -> tuple[np.ndarray, int]:
+        batches: list[tuple[ConfiguredPlugin, FilterBatch]] = []
+        ok = None
+        for cp in active:
+            start = time.perf_counter()
+            fb, err = self._invoke("Filter", cp.name, cast(FilterBatchPlugin, cp.plugin).filter_batch, state, pod,
+                                   snapshot, state=state, timed=True,  # one observation for the whole batch
+                                   unpack=filter_batch_return)
+            if err is not None:
+                raise CycleError(err) from err.error
+            self._observe("Filter", start, None)
+            batches.append((cp, fb))
+            ok = fb.ok.copy() if ok is None else (ok & fb.ok)
+        assert ok is not None
+        if nominated_nodes:
+            for nm in nominated_nodes:  # nodes with nominated pods get the exact per-node two-pass check
+                ni = snapshot.by_name.get(nm)
+                if ni is not None:
+                    ok[ni.row] = self.run_filter_with_nominated_pods(state, pod, ni) is None
+        ok_in_order = ok[order]
+        feasible_pos = np.flatnonzero(ok_in_order)
+        if len(feasible_pos) > num_to_find:
+            feasible_pos = feasible_pos[:num_to_find]
+            processed = int(feasible_pos[-1]) + 1
+        else:
+            processed = len(order)
+        if self.metrics is not None:
+            walked = order[:processed]
+            if nominated_nodes:  # those rows were walked (and counted) by run_filter_with_nominated_pods
+                skip = {ni.row for nm in nominated_nodes if (ni := snapshot.by_name.get(nm)) is not None}
+                walked = walked[~np.isin(walked, list(skip))]
+            alive = np.ones(len(walked), dtype=bool)
+            for cp, fb in batches:  # a node reaches a plugin only when every earlier one passed it
+                self._evaluated("Filter", cp.name, int(alive.sum()))
+                alive &= fb.ok[walked]
+        failed_rows = order[:processed][~ok_in_order[:processed]]
+        if len(failed_rows):
+            self._record_batch_failures(state, pod, snapshot, batches, failed_rows, diagnosis, nominated_nodes)
+        return order[feasible_pos], processed
+
+    def _record_batch_failures(self, state: CycleState, pod: Pod, snapshot: Snapshot,
+                               batches: list[tuple[ConfiguredPlugin, FilterBatch]], failed_rows: np.ndarray,
+                               diagnosis: Diagnosis, nominated_nodes: set[str]) -> None:
+        remaining = failed_rows
+        infos = snapshot.node_infos
+        statuses = diagnosis.node_statuses
+        for cp, fb in batches:
+            if not len(remaining):
+                break
+            fails = ~fb.ok[remaining]
+            here = remaining[fails]
+            remaining = remaining[~fails]
+            if not len(here):
+                continue
+            diagnosis.unschedulable_plugins.add(cp.name)
+            uniform = fb.status if isinstance(fb.status, Status) else None
+            if uniform is not None:
+                uniform.plugin = cp.name
+                statuses.update(dict.fromkeys(snapshot.row_names()[here].tolist(), uniform))
+                continue
+            for r in here.tolist():
+                st = fb.status_at(r)
+                st.plugin = cp.name
+                statuses[infos[r].name] = st
+        for r in remaining.tolist():  # failed only through nominated pods
+            ni = infos[r]
+            found = self.run_filter_with_nominated_pods(state, pod, ni)
+            if found is not None:
+                statuses[ni.name] = found
+                if found.plugin:
+                    diagnosis.unschedulable_plugins.add(found.plugin)
+
+    def _filter_per_node(self, state: CycleState, pod: Pod, snapshot: Snapshot, active: list[ConfiguredPlugin],
+                         order: np.ndarray, num_to_find: int, diagnosis: Diagnosis,
+                         nominated_nodes: set[str], few_rows: bool = False) -> tuple[np.ndarray, int]:
+        batch_results: dict[str, FilterBatch] = {}
+        for cp in active:
+            if few_rows and callable(getattr(cp.plugin, "filter", None)):
+                continue  # a handful of nodes: the per-node method is cheaper than a verdict for every row
+            if cp.batch:  # batch verdicts equal per-node ones: compute them once for all nodes
+                fb, err = self._invoke("Filter", cp.name, cast(FilterBatchPlugin, cp.plugin).filter_batch, state,
+                                       pod, snapshot, unpack=filter_batch_return)
+                if err is not None:
+                    raise CycleError(err) from err.error
+                batch_results[cp.name] = fb
+        batch_ok: np.ndarray | None = None
+        for fb in batch_results.values():
+            batch_ok = fb.ok.copy() if batch_ok is None else (batch_ok & fb.ok)
+        per_node = [cp for cp in active if cp.name not in batch_results]
+        feasible: list[int] = []
+        infos = snapshot.node_infos
+        evals: Counter[str] = Counter()
+        try:
+            processed = self._walk_nodes(state, pod, active, per_node, batch_results, batch_ok, order, num_to_find,
+                                         diagnosis, nominated_nodes, infos, feasible, evals)
+        finally:
+            for name, n in evals.items():
+                self._evaluated("Filter", name, n)
+        return np.asarray(feasible, dtype=np.int64), processed
+
+    def _walk_nodes(self, state: CycleState, pod: Pod, active: list[ConfiguredPlugin],
+                    per_node: list[ConfiguredPlugin], batch_results: dict[str, FilterBatch],
+                    batch_ok: np.ndarray | None, order: np.ndarray, num_to_find: int, diagnosis: Diagnosis,
+                    nominated_nodes: set[str], infos: list[NodeInfo], feasible: list[int],
+                    evals: Counter[str]) -> int:
+        """The per-node walk in `order` until `num_to_find` nodes pass; returns how many were processed."""
+        processed = 0
+        what = "running {} filter plugin"
+        for row in order.tolist():
+            processed += 1
+            ni = infos[row]
+            if ni.name in nominated_nodes:
+                st = self.run_filter_with_nominated_pods(state, pod, ni)
+            else:
+                st = None
+                # every batch plugin passed the node: only the per-node plugins can still reject it; otherwise
+                # walk all plugins in order so the first rejecting one is the one reported, as kube-scheduler
+                walk = per_node if batch_ok is None or batch_ok[row] else active
+                if walk is per_node:
+                    evals.update(batch_results.keys())  # every batch plugin passed this node: each was evaluated
+                cp = active[0]
+                try:  # _invoke's conversion, around the loop: this runs once per node and plugin
+                    for cp in walk:
+                        fb = batch_results.get(cp.name)
+                        evals[cp.name] += 1
+                        ret: Status | None
+                        if fb is not None:
+                            if fb.ok[row]:
+                                continue
+                            ret = fb.status_at(row)
+                        else:
+                            ret = cast(FilterPlugin, cp.plugin).filter(state, pod, ni)
+                        if ret is None:
+                            continue
+                        st = verdict(what, cp.name, ret)
+                        if st is not None:
+                            break
+                except Exception as exc:
+                    raise CycleError(failure(what, cp.name, exc)) from exc
+            if st is None:
+                feasible.append(row)
+                if len(feasible) >= num_to_find:
+                    break
+            else:
+                if st.code == Code.Error:
+                    raise CycleError(st)
+                diagnosis.node_statuses[ni.name] = st
+                if st.plugin:
+                    diagnosis.unschedulable_plugins.add(st.plugin)
+        return processed
