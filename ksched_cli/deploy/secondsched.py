@@ -20,8 +20,9 @@ from ruamel.yaml.comments import CommentedMap
 from scheduler_runtime.errors import InputError, KschedError
 
 from . import files, render
+from .manifest import load_roundtrip
 from .rbac import ANNOTATION_PREFIXES, DEFAULT_LEASE, RUNTIME_RULES, lease_rules, plugin_rules, service_account_user
-from .staticpod import load_roundtrip, validate_config
+from .staticplan import validate_config
 
 FIELD_MANAGER = "ksched"
 DEFAULT_NAME = "ksched-scheduler"
