@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup demo test unit lint controlplane kwok testdeps podman bench clean
+.PHONY: setup demo test unit lint controlplane kwok node testdeps podman bench clean
 
 setup: $(VENV)/.installed
 
@@ -22,6 +22,9 @@ controlplane:  ## build kube-apiserver, etcd and kube-scheduler from Go modules 
 kwok:  ## build the kwok controller (sigs.k8s.io/kwok) and copy its default stages, for `ksched dev-cluster up --nodes` (cached)
 	bash hack/build-kwok.sh
 
+node: controlplane  ## kubelet (same version, from Go modules), containerd + runc (apt), crictl, pause and kube-scheduler images (cached)
+	bash hack/install-node.sh
+
 testdeps:  ## system packages the tests use for real components (prometheus, chromium)
 	bash hack/install-test-deps.sh
 
@@ -32,7 +35,7 @@ lint: setup  ## ruff everywhere; mypy --strict on the plugin API and the seed pl
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-test: setup controlplane kwok testdeps podman lint  ## the whole suite: unit, end-to-end and integration (real kube-apiserver)
+test: setup controlplane kwok node testdeps podman lint  ## the whole suite: unit, end-to-end and integration (real kube-apiserver)
 	$(BIN)/pytest -q
 
 unit: setup

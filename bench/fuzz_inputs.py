@@ -78,7 +78,7 @@ def _command() -> Any:
         import typer
 
         from ksched_cli.main import app
-        from scheduler_runtime.framework import registry
+        from scheduler_runtime.plugins import registry
 
         # The plugin registry (entry points, plugin folders: ~60 ms) is not an input under test: build it
         # once per set of folders instead of once per generated input.
@@ -318,7 +318,7 @@ def migrate_seeds() -> list[Any]:
 def plugin_args_seeds() -> list[Any]:
     """The default configuration with every in-tree plugin's args written out (what `config default` prints)."""
     from scheduler_runtime.config.loader import default_document
-    from scheduler_runtime.framework.registry import build_registry
+    from scheduler_runtime.plugins.registry import build_registry
 
     doc = default_document({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"},
                            build_registry([]))

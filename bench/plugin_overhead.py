@@ -26,7 +26,7 @@ from ksched_cli.newplugin import parse_points, scaffold  # noqa: E402
 from scheduler_runtime.cluster.memory import MemoryCluster  # noqa: E402
 from scheduler_runtime.config.loader import build  # noqa: E402
 from scheduler_runtime.framework.plugin import Plugin  # noqa: E402
-from scheduler_runtime.framework.registry import build_registry  # noqa: E402
+from scheduler_runtime.plugins.registry import build_registry  # noqa: E402
 from scheduler_runtime.scheduler import Scheduler  # noqa: E402
 from scheduler_runtime.testing import config_for, plugin_from_folder  # noqa: E402
 

@@ -44,7 +44,7 @@ from e2e_common import CONFIG, ksched_command, measure_scheduler, parallel  # no
 from scheduler_runtime import gcpolicy  # noqa: E402
 from scheduler_runtime.cluster.memory import MemoryCluster  # noqa: E402
 from scheduler_runtime.config import load_config  # noqa: E402
-from scheduler_runtime.framework.registry import build_registry  # noqa: E402
+from scheduler_runtime.plugins.registry import build_registry  # noqa: E402
 from scheduler_runtime.scheduler import Scheduler  # noqa: E402
 
 Template = Callable[[int], dict[str, Any]]

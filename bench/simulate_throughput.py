@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scheduler_runtime.cluster.memory import MemoryCluster  # noqa: E402
 from scheduler_runtime.config import load_config  # noqa: E402
-from scheduler_runtime.framework.registry import build_registry  # noqa: E402
+from scheduler_runtime.plugins.registry import build_registry  # noqa: E402
 from scheduler_runtime.scheduler import Scheduler  # noqa: E402
 
 

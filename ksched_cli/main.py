@@ -63,6 +63,35 @@ class _KschedGroup(TyperGroup):
             if sub:
                 cls._add_debug(sub.values(), root)
 
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        """A bad flag or argument is one line on stderr naming the command, exit 2, as kubectl does
+        (`error: unknown flag: --foo`), instead of click's usage box."""
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        from typer._click import exceptions as click_exc
+
+        try:
+            rv = super().main(*args, standalone_mode=False, **kwargs)
+        except click_exc.NoArgsIsHelpError as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click_exc.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else "ksched"
+            print(f"error: {where}: {exc.format_message()} (see '{where} --help')", file=sys.stderr)
+            sys.exit(exc.exit_code)
+        except click_exc.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            print("Aborted!", file=sys.stderr)
+            sys.exit(1)
+        except OSError as exc:  # `ksched ... | head`: the reader left; end quietly like a filter
+            if exc.errno != errno.EPIPE:
+                raise
+            _silence_stdout()
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
     def invoke(self, ctx: Any) -> Any:
         """Every subcommand (and nested group) runs inside this call: the one error boundary. stdout is
         flushed here so a closed pipe shows up while typer's handler can still end the process quietly."""

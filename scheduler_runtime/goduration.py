@@ -1,4 +1,5 @@
-"""Go's time.ParseDuration, the one duration parser of ksched (flags, config files, leader election).
+"""Go's time.ParseDuration, the one duration parser of ksched (flags, config files, leader election), and
+metav1.Duration's printed form (`format_seconds`).
 
 Kube's rules: a duration is a string of signed decimal numbers, each with a unit (`300ms`, `-1.5h`,
 `2h45m`); `0` is the only number allowed without a unit; the value must fit an int64 of nanoseconds
@@ -104,4 +105,15 @@ def decode_field(value: object) -> float:
                      f"(json: cannot unmarshal {kind} into Go value of type string)")
 
 
-__all__ = ["NS_PER_SECOND", "decode_field", "parse_ns", "parse_seconds"]
+def format_seconds(seconds: float) -> str:
+    """A whole number of seconds as metav1.Duration prints it ("10m0s", "1h0m0s"); a fraction as "<seconds>s"."""
+    s = int(seconds)
+    if s != seconds:
+        return f"{seconds}s"
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    out = (f"{h}h" if h else "") + (f"{m}m" if h or m else "") + f"{sec}s"
+    return out
+
+
+__all__ = ["NS_PER_SECOND", "decode_field", "format_seconds", "parse_ns", "parse_seconds"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -21,10 +22,12 @@ BUILD_EPILOG = (
     "  ksched build\n\n"
     "  ksched build --tag registry.example.com/team/ksched:v1 --plugin-dir plugins/ --push\n\n"
     "  DOCKER_HOST=unix:///run/ksched-podman/podman.sock ksched build --base-image localhost/ksched-base:bookworm\n\n"
+    "  sudo ksched build --tag localhost/ksched:v1 --load-into containerd   (air-gapped control-plane node)\n\n"
     "The build itself runs without network: the wheels of ksched, its dependencies and the plugins' "
     "requirements.txt are fetched on this host first (cached in ~/.cache/ksched/build). "
     "Exit codes: 0 built (and pushed), 1 the build failed, 2 invalid input (tag, platform, plugin folder), "
-    "3 no container engine reachable, 4 push failed. See docs/build.md.")
+    "3 no container engine reachable (or, with --load-into, no ctr or containerd socket), 4 push failed. "
+    "See docs/build.md and docs/deploy.md.")
 
 
 def register(app: typer.Typer) -> None:
@@ -44,13 +47,24 @@ def build(
     platform: Annotated[str | None, typer.Option(
         "--platform", help="Target platform, e.g. linux/arm64 (the engine must be able to run it).")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Rebuild every layer.")] = False,
+    load_into: Annotated[str | None, typer.Option(
+        "--load-into", help="After the build, import the image into this node's runtime: `containerd` (namespace "
+                            "k8s.io, where the kubelet looks; socket $CONTAINERD_ADDRESS or "
+                            "/run/containerd/containerd.sock). For nodes without a registry.")] = None,
 ) -> None:
     """Build a container image of ksched with your plugins; it runs as `ksched ...` or as a drop-in
     `kube-scheduler` with kube-scheduler's flags, as non-root user 65532."""
 
-    from ..imagebuild import pipeline
+    from ..imagebuild import load, pipeline
     from ..imagebuild.engine import EngineUnavailable, PushFailed
     from ..imagebuild.ui import Display
+
+    try:  # before any work, so a missing ctr or socket fails in milliseconds
+        target = load.preflight(load_into) if load_into is not None else None
+    except load.LoadUnavailable as exc:
+        if DEBUG["on"]:
+            raise
+        raise fail(str(exc), EXIT_ENGINE) from None
 
     req = pipeline.BuildRequest(tag=pipeline.DEFAULT_TAG if tag is None else tag,  # --tag "" is refused
                                 base_image=base_image or pipeline.DEFAULT_BASE_IMAGE,
@@ -65,6 +79,13 @@ def build(
         code = EXIT_ENGINE if isinstance(exc, EngineUnavailable) else EXIT_PUSH \
             if isinstance(exc, PushFailed) else exc.exit_code
         raise fail(str(exc), code) from None
+    loaded: list[str] = []
+    if target is not None:
+        from ..imagebuild.engine import connect
+
+        t0 = time.monotonic()
+        loaded = load.load(connect(), result.tag, target)
+        result.timings["load"] = time.monotonic() - t0
     t = result.timings
     display.note(f"built in {t.get('build', 0):.1f} s (context {t.get('context', 0):.1f} s, engine checks "
                  f"{t.get('prepare', 0):.1f} s)" + (f", pushed in {t['push']:.1f} s" if "push" in t else ""))
@@ -74,6 +95,9 @@ def build(
     print(f"plugins: {', '.join(result.plugins) or '(none)'}")
     if result.digest:
         print(f"digest: {result.digest}")
+    if target is not None:
+        print(f"containerd: {', '.join(loaded)} (namespace {load.NAMESPACE} at {target.address}, "
+              f"{t['load']:.1f} s): deploy it with --image {loaded[0]}")
 
 
 def _default_plugin_dirs() -> list[Path]:

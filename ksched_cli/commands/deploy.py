@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import shlex
+import socket
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -29,6 +32,8 @@ DEPLOY_EPILOG = (
     "Examples:\n\n"
     "  sudo ksched deploy --static-pod --config cfg.yaml --image registry.example.com/ksched:v1 --dry-run\n\n"
     "  sudo ksched deploy --static-pod --config cfg.yaml --image registry.example.com/ksched:v1 --yes\n\n"
+    "  sudo ksched deploy --static-pod --config cfg.yaml --image localhost/ksched:v1 --yes --wait 2m "
+    "--kubeconfig /etc/kubernetes/admin.conf\n\n"
     "  sudo ksched deploy --static-pod --rollback --yes\n\n"
     "  ksched deploy --static-pod --config cfg.yaml --print-rbac | kubectl apply -f -\n\n"
     "  ksched deploy --second-scheduler --name my-scheduler --config cfg.yaml --image IMG -o yaml\n\n"
@@ -74,8 +79,85 @@ def _bullets(title: str, items: list[str], style: str = "") -> None:
 # ------------------------------------------------------------------------------------------ static pod
 
 
+@dataclass
+class Waiter:
+    """--wait: how long to follow the kubelet replacing the pod, and the API that shows its mirror pod."""
+
+    seconds: float
+    client: Any
+    node: str
+
+
+def _waiter(wait: str | None, kubeconfig: str | None, context: str | None,
+            node_name: str | None) -> Waiter | None:
+    """Checked before anything is written: a bad duration or an unreachable API server stops the deploy."""
+    if wait is None:
+        if kubeconfig is not None or context is not None or node_name is not None:
+            raise fail("--kubeconfig, --context and --node-name are for --wait (with --static-pod)", EXIT_USAGE)
+        return None
+    from scheduler_runtime.goduration import parse_seconds
+
+    try:
+        seconds = float(wait) if wait.replace(".", "", 1).isdigit() else parse_seconds(wait)
+    except ValueError:
+        raise fail(f"--wait: {wait!r} is not a duration (e.g. 120s, 2m, or seconds)", EXIT_USAGE) from None
+    if seconds <= 0:
+        raise fail(f"--wait: {wait!r} must be positive", EXIT_USAGE)
+    client = kube_client(kubeconfig, context)
+    try:
+        client.call("GET", "/version")
+    except Exception as exc:  # noqa: BLE001 - any failure here means we cannot watch; say so before writing
+        raise fail(f"--wait: cannot reach the API server to follow the mirror pod ({exc}); pass --kubeconfig "
+                   f"(kubeadm: /etc/kubernetes/admin.conf); nothing was written", EXIT_USAGE) from None
+    node = (node_name or socket.gethostname()).lower()  # the kubelet's default node name
+    return Waiter(seconds, client, node)
+
+
+def _wait_static(w: Waiter, manifest_text: str, image_hint: str, undo: str | None) -> None:
+    """Follow the mirror pod of `manifest_text` until its scheduler container is ready."""
+    import yaml
+
+    from scheduler_runtime.cluster.kube import ApiError
+
+    from ..deploy import staticpod, staticwait
+
+    doc = yaml.safe_load(manifest_text)
+    _, c = staticpod.find_scheduler_container(doc, Path("manifest"))
+    md = doc.get("metadata") or {}
+    ns, name = md.get("namespace") or "default", f"{md.get('name')}-{w.node}"
+    path = f"/api/v1/namespaces/{ns}/pods/{name}"
+
+    def get() -> dict[str, Any] | None:
+        try:
+            return dict(w.client.call("GET", path))
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def logs() -> str:
+        try:  # through the API server to the kubelet; best effort (it may lack kubelet client credentials)
+            resp = w.client.request("GET", f"{path}/log", query={"container": c.get("name"), "previous": "true",
+                                                                "tailLines": "3"}, timeout=5)
+        except Exception:  # noqa: BLE001
+            return ""
+        lines = [ln.strip() for ln in resp.data.decode("utf-8", "replace").splitlines() if ln.strip()]
+        return " | ".join(lines)[-400:] if resp.ok else ""
+
+    console.print(f"waiting up to {w.seconds:.0f} s for the kubelet to run it: mirror pod {ns}/{name}")
+    t0 = time.monotonic()
+    try:
+        st = staticwait.wait(get, str(c.get("name")), image_hint, w.seconds,
+                             lambda s: say(f"  {time.monotonic() - t0:5.1f} s  {s.detail}"), logs=logs)
+    except staticwait.StaticPodFailed as exc:
+        raise fail(f"{exc}. " + (f"Roll back: {undo}" if undo else "See docs/deploy.md#crash-loop"),
+                   EXIT_ROLLOUT) from None
+    say(f"{ns}/{name} is ready ({st.detail}) after {time.monotonic() - t0:.0f} s")
+
+
 def _static_pod(manifest: Path, config: Path | None, image: str | None, config_dest: Path, backup_dir: Path,
-                dry_run: bool, rollback: bool, yes: bool, print_rbac: bool, plugin_dir: list[Path] | None) -> None:
+                dry_run: bool, rollback: bool, yes: bool, print_rbac: bool, plugin_dir: list[Path] | None,
+                waiter: Waiter | None = None) -> None:
     from ..deploy import staticpod
 
     if manifest.is_dir():
@@ -83,7 +165,7 @@ def _static_pod(manifest: Path, config: Path | None, image: str | None, config_d
                          "/etc/kubernetes/manifests/kube-scheduler.yaml", file=str(manifest), usage=True)
     staticpod.check_locations(manifest, config_dest, backup_dir)
     if rollback:
-        _rollback(manifest, config_dest, backup_dir, dry_run, yes)
+        _rollback(manifest, config_dest, backup_dir, dry_run, yes, waiter)
         return
     if config is None:
         raise fail("--config is required (the KubeSchedulerConfiguration to install); see --help", EXIT_USAGE)
@@ -113,6 +195,8 @@ def _static_pod(manifest: Path, config: Path | None, image: str | None, config_d
         say(f"nothing to change: {manifest} already runs {image} with --config={config_dest}, and "
             f"{config_dest} already holds this config")
         _bullets("warnings", p.warnings, "yellow")
+        if waiter is not None and not dry_run:
+            _wait_static(waiter, p.new_manifest, image, undo_command(manifest, config_dest, backup_dir))
         return
     _bullets("changes to the manifest", p.changes)
     if p.config_changed:
@@ -131,11 +215,17 @@ def _static_pod(manifest: Path, config: Path | None, image: str | None, config_d
         say(f"backup: {w.backup}" + (f" and {w.config_backup}" if w.config_backup else ""))
     if w.wrote_config:
         say(f"installed {config_dest} (mode 0644)")
+    if w.wrote_kubeconfig and p.kubeconfig_copy is not None:
+        uid, gid = p.kubeconfig_owner
+        say(f"installed {p.kubeconfig_copy} (mode 0600, owner {uid}:{gid}): the scheduler's kubeconfig, readable by "
+            f"the image's user and root only")
     if w.wrote_manifest:
         say(f"patched {manifest}; the kubelet restarts kube-scheduler with it within about 20 s. Check: "
             f"kubectl -n kube-system get pods -l component=kube-scheduler -o wide")
     say(f"undo: {undo_command(manifest, config_dest, backup_dir)}")
     _rbac_reminder(config, p.rbac)
+    if waiter is not None:
+        _wait_static(waiter, p.new_manifest, image, undo_command(manifest, config_dest, backup_dir))
 
 
 def undo_command(manifest: Path, config_dest: Path, backup_dir: Path) -> str:
@@ -151,7 +241,8 @@ def undo_command(manifest: Path, config_dest: Path, backup_dir: Path) -> str:
     return shlex.join(cmd)
 
 
-def _rollback(manifest: Path, config_dest: Path, backup_dir: Path, dry_run: bool, yes: bool) -> None:
+def _rollback(manifest: Path, config_dest: Path, backup_dir: Path, dry_run: bool, yes: bool,
+              waiter: Waiter | None = None) -> None:
     from ..deploy import staticpod
 
     r = staticpod.plan_rollback(manifest, backup_dir, config_dest)
@@ -183,12 +274,22 @@ def _rollback(manifest: Path, config_dest: Path, backup_dir: Path, dry_run: bool
             + (f"; {r.config_dest} is left in place (ksched installed it; the restored manifest does not use it)"
                if kept and r.config_dest is not None and r.config_dest.exists()
                and str(r.config_dest).encode() not in r.restored else ""))
+        if r.kubeconfig_remove and r.kubeconfig_path is not None:
+            say(f"removed {r.kubeconfig_path} (the private kubeconfig copy ksched installed)")
         console.print("the kubelet restarts kube-scheduler from the restored manifest within about 20 s")
     if r.earlier:
         say(f"{r.earlier} earlier change(s) recorded in {r.journal.path}: run the same command again to undo the "
             f"previous one; the last brings back {manifest} as it was before ksched first changed it")
     else:
         say(f"that was the first change ksched recorded: {manifest} is as it was before ksched first changed it")
+    if waiter is not None and not dry_run:
+        import yaml
+
+        from ..deploy import staticpod
+
+        text = r.restored.decode("utf-8", "replace")
+        _, c = staticpod.find_scheduler_container(yaml.safe_load(text), manifest)
+        _wait_static(waiter, text, str(c.get("image")), None)
 
 
 def _rbac_reminder(config: Path, rules: list[tuple[str, dict[str, Any]]]) -> None:
@@ -319,6 +420,12 @@ def deploy(
                                                 "instead of applying them.")] = None,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
+    wait: Annotated[str | None, typer.Option("--wait", help="Static pod: after writing, follow the kubelet "
+                                             "replacing the pod (its mirror pod in the API) for up to this long "
+                                             "(e.g. 2m); exit 3 with the rollback command if the new container "
+                                             "crash-loops or is not ready in time.")] = None,
+    node_name: Annotated[str | None, typer.Option("--node-name", help="Static pod --wait: the kubelet's node name "
+                                                  "(default: this host's name, lower-cased).")] = None,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="Second scheduler: Do not wait for the rollout.")] =
     False,
     timeout: Annotated[float, typer.Option("--timeout", help="Second scheduler: Seconds to wait for the "
@@ -332,14 +439,15 @@ def deploy(
         raise fail("choose one of --static-pod (replace the default scheduler on this control-plane node) or "
                    "--second-scheduler (run beside it)", EXIT_USAGE)
     if static_pod:
-        if apply or output is not None or no_wait or kubeconfig is not None or context is not None:
-            raise fail("--apply, -o, --no-wait, --kubeconfig and --context are for --second-scheduler", EXIT_USAGE)
+        if apply or output is not None or no_wait:
+            raise fail("--apply, -o and --no-wait are for --second-scheduler", EXIT_USAGE)
+        waiter = None if print_rbac or dry_run else _waiter(wait, kubeconfig, context, node_name)
         _static_pod(manifest, config, image, config_dest, backup_dir, dry_run, rollback, yes, print_rbac,
-                    plugin_dir)
+                    plugin_dir, waiter)
     else:
-        if rollback or print_rbac:
-            raise fail("--rollback and --print-rbac are for --static-pod (undo a second scheduler with "
-                       "`ksched undeploy --second-scheduler`)", EXIT_USAGE)
+        if rollback or print_rbac or wait is not None or node_name is not None:
+            raise fail("--rollback, --print-rbac, --wait and --node-name are for --static-pod (undo a second "
+                       "scheduler with `ksched undeploy --second-scheduler`)", EXIT_USAGE)
         _second(name, namespace, image, config, replicas, apply, output, kubeconfig, context, no_wait, dry_run,
                 timeout, plugin_dir)
 

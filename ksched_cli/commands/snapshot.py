@@ -10,9 +10,9 @@ from typing import Annotated
 import typer
 import yaml
 
-from scheduler_runtime.errors import UsageError
-
+from ..cluster_opts import ContextOpt, KubeconfigOpt
 from ..guard import warn
+from ..output import output_option
 
 EPILOG = ("Examples:\n\n  ksched snapshot --kubeconfig ~/.kube/config --context prod --write-to snap.yaml\n\n"
           "  ksched simulate --snapshot snap.yaml --config current.yaml --compare candidate.yaml "
@@ -26,15 +26,14 @@ def register(app: typer.Typer) -> None:
 
 
 def snapshot(
-    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help=(
-        "Cluster to read (default: $KUBECONFIG, then ~/.kube/config, or the pod's service account)."))] = None,
-    context: Annotated[str | None, typer.Option("--context", help="kubeconfig context to use.")] = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
     namespace: Annotated[str | None, typer.Option("-n", "--namespace", help=(
         "Only this namespace's pods, claims, PVCs, PDBs... (cluster-scoped objects are always captured). "
         "Default: all namespaces."))] = None,
     write_to: Annotated[Path | None, typer.Option("--write-to", help=(
         "Write the snapshot to this file (replaced atomically) instead of standard output."))] = None,
-    output: Annotated[str, typer.Option("-o", "--output", help="yaml or json.")] = "yaml",
+    output: Annotated[str, output_option(FORMATS)] = "yaml",
 ) -> None:
     """Capture what scheduling depends on from a live cluster: nodes, pods, volumes (PVs, PVCs,
     StorageClasses, CSINodes, CSIDrivers), PDBs, PriorityClasses, namespaces and DRA objects, as one
@@ -42,8 +41,6 @@ def snapshot(
     from scheduler_runtime.atomicfile import check_output_path, write_output
     from scheduler_runtime.snapshot import take_from_kubeconfig
 
-    if output not in FORMATS:
-        raise UsageError(f"-o/--output: unsupported format {output!r} (allowed: {', '.join(FORMATS)})")
     if write_to is not None:
         check_output_path(write_to)
     snap = take_from_kubeconfig(kubeconfig, context, namespace)

@@ -60,13 +60,18 @@ class Entry:
     config: Replaced | None
     state: str = APPLIED
     rolled_back_at: str | None = None
+    #: the private kubeconfig copy for the image's user (see kubeconfig.py); absent in older journals
+    kubeconfig: Replaced | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "time": self.time, "state": self.state, "rolled_back_at": self.rolled_back_at,
-                "manifest": self.manifest.to_json(), "config": self.config.to_json() if self.config else None}
+        out = {"id": self.id, "time": self.time, "state": self.state, "rolled_back_at": self.rolled_back_at,
+               "manifest": self.manifest.to_json(), "config": self.config.to_json() if self.config else None}
+        if self.kubeconfig is not None:
+            out["kubeconfig"] = self.kubeconfig.to_json()
+        return out
 
     def backups(self) -> list[str]:
-        return [r.backup for r in (self.manifest, self.config) if r is not None and r.backup]
+        return [r.backup for r in (self.manifest, self.config, self.kubeconfig) if r is not None and r.backup]
 
 
 @dataclass
@@ -128,9 +133,11 @@ def load(backup_dir: Path) -> Journal:
             raise InputError("expected id, time and state (applied or rolled-back)", file=where, field=at,
                              usage=False)
         cfg = e.get("config")
+        kc = e.get("kubeconfig")
         out.entries.append(Entry(e["id"], e["time"], _replaced(e.get("manifest"), f"{at}.manifest", where),
                                  _replaced(cfg, f"{at}.config", where) if cfg is not None else None, e["state"],
-                                 e.get("rolled_back_at") if isinstance(e.get("rolled_back_at"), str) else None))
+                                 e.get("rolled_back_at") if isinstance(e.get("rolled_back_at"), str) else None,
+                                 _replaced(kc, f"{at}.kubeconfig", where) if kc is not None else None))
     return out
 
 

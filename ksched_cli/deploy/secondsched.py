@@ -20,8 +20,9 @@ from ruamel.yaml.comments import CommentedMap
 from scheduler_runtime.errors import InputError, KschedError
 
 from . import files, render
+from .manifest import load_roundtrip
 from .rbac import ANNOTATION_PREFIXES, DEFAULT_LEASE, RUNTIME_RULES, lease_rules, plugin_rules, service_account_user
-from .staticpod import load_roundtrip, validate_config
+from .staticplan import validate_config
 
 FIELD_MANAGER = "ksched"
 DEFAULT_NAME = "ksched-scheduler"
@@ -87,7 +88,7 @@ def check_name(name: str, flag: str = "--name") -> None:
 
 def check_namespace_name(namespace: str, flag: str = "--namespace") -> None:
     """A namespace name is a DNS-1123 label (at most 63 characters), as the API server requires."""
-    from scheduler_runtime.config.fielderrors import invalid
+    from scheduler_runtime.fielderrors import invalid
 
     if len(namespace) > 63:
         raise InputError(invalid(namespace, "must be no more than 63 characters"), field=flag, usage=True)

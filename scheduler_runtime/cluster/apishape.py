@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config.fielderrors import go_value
 from ..errors import InputError
+from ..fielderrors import go_value
 
 STR, INT, BOOL, NUM, QTY = "string", "integer", "boolean", "number", "quantity"
 ANY = "any"

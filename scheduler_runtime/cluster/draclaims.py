@@ -14,14 +14,26 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .memory import MemoryCluster
+import threading
+from typing import Any, Protocol
 
 DRA_RESOURCES = ("pods", "resourceclaims", "resourceclaimtemplates")
 ANN_POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+class ClaimStore(Protocol):
+    """The embedded cluster (`memory.MemoryCluster`) as the controller sees it: its store and its writes."""
+
+    _lock: threading.RLock
+    _objects: dict[str, dict[str, dict[str, Any]]]
+
+    def create(self, raw: dict[str, Any], emit: bool = True) -> dict[str, Any]: ...
+
+    def delete(self, resource: str, name: str, namespace: str | None = "default") -> None: ...
+
+    def _put(self, resource: str, new: dict[str, Any], emit: bool, sync: bool = False,
+             expect: dict[str, Any] | None = None) -> bool: ...
 
 
 def _suffix(seed: str) -> str:
@@ -33,7 +45,7 @@ def _meta(obj: dict[str, Any]) -> dict[str, Any]:
     return obj.get("metadata") or {}
 
 
-def sync_claims(cluster: MemoryCluster, emit: bool, pod: dict[str, Any] | None = None) -> None:
+def sync_claims(cluster: ClaimStore, emit: bool, pod: dict[str, Any] | None = None) -> None:
     """Create the missing claims of one pod's templates, or of every pod's (`pod` None)."""
     with cluster._lock:
         pods = [pod] if pod is not None else list(cluster._objects.get("pods", {}).values())
@@ -43,7 +55,7 @@ def sync_claims(cluster: MemoryCluster, emit: bool, pod: dict[str, Any] | None =
             _instantiate(cluster, p, templates, emit)
 
 
-def release_pod(cluster: MemoryCluster, uid: str, emit: bool) -> None:
+def release_pod(cluster: ClaimStore, uid: str, emit: bool) -> None:
     """A pod is gone: release what it held."""
     with cluster._lock:
         claims = list(cluster._objects.get("resourceclaims", {}).values())
@@ -55,7 +67,7 @@ def _finished(pod: dict[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
-def _instantiate(cluster: MemoryCluster, pod: dict[str, Any], templates: dict[str, dict[str, Any]],
+def _instantiate(cluster: ClaimStore, pod: dict[str, Any], templates: dict[str, dict[str, Any]],
                  emit: bool) -> None:
     refs = [r for r in ((pod.get("spec") or {}).get("resourceClaims") or []) if isinstance(r, dict)]
     if not refs or _finished(pod):
@@ -106,7 +118,7 @@ def _instantiate(cluster: MemoryCluster, pod: dict[str, Any], templates: dict[st
         cluster._put("pods", new, emit)
 
 
-def _release(cluster: MemoryCluster, claim: dict[str, Any], uid: str, emit: bool) -> None:
+def _release(cluster: ClaimStore, claim: dict[str, Any], uid: str, emit: bool) -> None:
     m = _meta(claim)
     owner = next((r for r in m.get("ownerReferences") or [] if r.get("controller") and r.get("kind") == "Pod"),
                  None)

@@ -17,7 +17,7 @@ from typing import Any
 from .. import yamlio
 from ..errors import InputError
 from ..objects import Node, Pod, PodDisruptionBudget
-from ..plugins.volume.volumeutil import (
+from ..storageapi import (
     ANN_BIND_COMPLETED,
     ANN_BOUND_BY_CONTROLLER,
     ANN_SELECTED_NODE,

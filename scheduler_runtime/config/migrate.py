@@ -6,7 +6,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from .fielderrors import go_value
+from ..fielderrors import go_value
 from .loader import API_VERSION, REMOVED_VERSIONS, check_types
 
 #: plugins removed from kube-scheduler before v1, with what replaces them

@@ -10,8 +10,8 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from .. import yamlio
 from ..errors import InputError
+from ..fielderrors import go_value, invalid, required
 from ..resources import templates_dir
-from .fielderrors import go_value, invalid, required
 from .loader import API_VERSION
 
 TEMPLATES = templates_dir() / "config"

@@ -13,7 +13,8 @@ import binascii
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config.fielderrors import go_value
+from ..fielderrors import go_value
+from ..goduration import decode_field as parse_duration
 from ..labelsel import label_key_errors
 
 DEFAULT_TIMEOUT = 5.0  # DefaultExtenderTimeout in pkg/scheduler/extender.go
@@ -110,8 +111,6 @@ def _b64(value: str, path: str, errs: list[str]) -> bytes:
 
 def decode_extenders(raw: Any, errs: list[str]) -> list[ExtenderConfig]:
     """The typed list; problems are appended to `errs` as `extenders[i].field: ...` lines."""
-    from ..config.loader import parse_duration
-
     out: list[ExtenderConfig] = []
     if raw is None:
         return out

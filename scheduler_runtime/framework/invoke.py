@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config.fielderrors import go_value
+from ..fielderrors import go_value
 from .cycle_state import CycleState
 from .plugin import FilterBatch, Plugin
 from .status import Code, Status

@@ -11,10 +11,9 @@ import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
@@ -79,7 +78,7 @@ class Registry:
         return sorted(self.plugins)
 
 
-def _plugin_classes(module: ModuleType) -> list[type[Plugin]]:
+def plugin_classes(module: ModuleType) -> list[type[Plugin]]:
     return [obj for _, obj in inspect.getmembers(module, inspect.isclass)
             if issubclass(obj, Plugin) and obj is not Plugin and obj.__module__ == module.__name__
             and bool(getattr(obj, "name", ""))]
@@ -163,10 +162,10 @@ def load_plugin_dir(directory: Path, warnings: list[str] | None = None,
                 err.__cause__ = exc
                 on_import_error(err)
                 continue
-        classes = _plugin_classes(module)
+        classes = plugin_classes(module)
         for sub_mod in list(sys.modules.values()):
             if getattr(sub_mod, "__name__", "").startswith(mod_name + "."):
-                classes += _plugin_classes(sub_mod)
+                classes += plugin_classes(sub_mod)
         if not classes and warnings is not None:
             unnamed = [obj.__qualname__ for _, obj in inspect.getmembers(module, inspect.isclass)
                        if issubclass(obj, Plugin) and obj is not Plugin and obj.__module__ == module.__name__]
@@ -177,27 +176,3 @@ def load_plugin_dir(directory: Path, warnings: list[str] | None = None,
             check_plugin_class(c, functools.partial(_shown, folder=sub))
         found += [(c, str(sub)) for c in classes]
     return found
-
-
-def build_registry(plugin_dirs: list[Path] | None = None, entry_points_enabled: bool = True) -> Registry:
-    """In-tree plugins first; out-of-tree ones may not reuse an in-tree name."""
-    from ..plugins import IN_TREE, UNSUPPORTED_IN_TREE
-
-    reg = Registry(unsupported=dict(UNSUPPORTED_IN_TREE))
-    for cls in cast("list[type[Plugin]]", IN_TREE):  # plugins/__init__ builds it lazily (module __getattr__)
-        reg.register(cls, "in-tree")
-    if entry_points_enabled:
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            try:
-                obj = ep.load()
-            except Exception as exc:
-                raise KschedError(f"entry point {ep.name} ({ep.value}): cannot import: {exc}", usage=False) from exc
-            classes = [cast(type[Plugin], obj)] if inspect.isclass(obj) else _plugin_classes(cast(ModuleType, obj))
-            dist = ep.dist.name if ep.dist is not None else "?"
-            for cls in classes:
-                check_plugin_class(cls)
-                reg.register(cls, f"entry-point:{dist}")
-    for d in plugin_dirs or []:
-        for cls, src in load_plugin_dir(Path(d), reg.warnings):
-            reg.register(cls, src)
-    return reg

@@ -16,7 +16,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from ..config.fielderrors import go_value
+from ..fielderrors import go_value
 from ..objects import Pod
 from .cycle_state import CycleState
 from .filtering import FilterRunner

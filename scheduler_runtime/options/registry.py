@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import InputError
-from ..framework.registry import Registry, build_registry
+from ..framework.registry import Registry
+from ..plugins.registry import build_registry
 
 #: the seed plugins shipped beside the runtime (a source checkout or the image's /app)
 BUNDLED_PLUGINS = Path(__file__).resolve().parents[2] / "plugins"

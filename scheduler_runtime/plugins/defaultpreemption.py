@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from ..config.fielderrors import FieldErrorList, invalid
+from ..fielderrors import FieldErrorList, invalid
 from ..framework.cycle_state import CycleState
 from ..framework.plugin import Plugin, PluginArgs
 from ..framework.status import Code, Status

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field, model_validator
 
-from ..config.fielderrors import FieldErrors, invalid
+from ..fielderrors import FieldErrors, invalid
 from ..framework.cycle_state import CycleState
 from ..framework.nodelist import NodeList
 from ..framework.plugin import FilterBatch, Plugin, PluginArgs

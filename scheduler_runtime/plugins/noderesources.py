@@ -15,7 +15,7 @@ import math
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from ..config.fielderrors import (
+from ..fielderrors import (
     FieldErrorList,
     duplicate,
     forbidden,

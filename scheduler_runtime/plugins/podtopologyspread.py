@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from ..config.fielderrors import (
+from ..fielderrors import (
     FieldErrorList,
     duplicate,
     forbidden,

@@ -16,7 +16,6 @@ Nothing is ever queued behind a slow client.
 
 from __future__ import annotations
 
-import datetime as _dt
 import errno
 import ipaddress
 import logging
@@ -33,38 +32,9 @@ from email.utils import formatdate
 from pathlib import Path
 
 from ..errors import KschedError, UsageError
+from .tls import self_signed_pem, tls_settings
 
 log = logging.getLogger("ksched.serving")
-
-#: Go/IANA cipher-suite names (crypto/tls) -> OpenSSL names; TLS 1.3 suites are not configurable in Go either
-CIPHER_SUITES: dict[str, str] = {
-    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256": "ECDHE-ECDSA-AES128-GCM-SHA256",
-    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384": "ECDHE-ECDSA-AES256-GCM-SHA384",
-    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256": "ECDHE-RSA-AES128-GCM-SHA256",
-    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384": "ECDHE-RSA-AES256-GCM-SHA384",
-    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-ECDSA-CHACHA20-POLY1305",
-    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305": "ECDHE-ECDSA-CHACHA20-POLY1305",
-    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-RSA-CHACHA20-POLY1305",
-    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305": "ECDHE-RSA-CHACHA20-POLY1305",
-    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA": "ECDHE-ECDSA-AES128-SHA",
-    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA": "ECDHE-ECDSA-AES256-SHA",
-    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA": "ECDHE-RSA-AES128-SHA",
-    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA": "ECDHE-RSA-AES256-SHA",
-    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256": "ECDHE-ECDSA-AES128-SHA256",
-    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256": "ECDHE-RSA-AES128-SHA256",
-    "TLS_RSA_WITH_AES_128_GCM_SHA256": "AES128-GCM-SHA256",
-    "TLS_RSA_WITH_AES_256_GCM_SHA384": "AES256-GCM-SHA384",
-    "TLS_RSA_WITH_AES_128_CBC_SHA": "AES128-SHA",
-    "TLS_RSA_WITH_AES_256_CBC_SHA": "AES256-SHA",
-    "TLS_RSA_WITH_AES_128_CBC_SHA256": "AES128-SHA256",
-    "TLS_RSA_WITH_3DES_EDE_CBC_SHA": "DES-CBC3-SHA",
-    "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA": "ECDHE-RSA-DES-CBC3-SHA",
-    "TLS_RSA_WITH_RC4_128_SHA": "RC4-SHA",
-    "TLS_ECDHE_RSA_WITH_RC4_128_SHA": "ECDHE-RSA-RC4-SHA",
-    "TLS_ECDHE_ECDSA_WITH_RC4_128_SHA": "ECDHE-ECDSA-RC4-SHA",
-}
-TLS13_SUITES = {"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"}
-TLS_VERSIONS = {"VersionTLS12": ssl.TLSVersion.TLSv1_2, "VersionTLS13": ssl.TLSVersion.TLSv1_3}
 
 _STATUS_TEXT = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
                 405: "Method Not Allowed", 408: "Request Timeout", 413: "Request Entity Too Large",
@@ -99,92 +69,6 @@ class ServingOptions:
     max_body_bytes: int = 1 << 20
     #: --permit-port-sharing: SO_REUSEPORT, so several processes may bind the same address and port
     reuse_port: bool = False
-
-
-def tls_settings(min_version: str | None, cipher_suites: list[str]) -> tuple[ssl.TLSVersion, str | None]:
-    """Validate `--tls-min-version` and `--tls-cipher-suites`; (minimum version, OpenSSL cipher string)."""
-    if min_version in ("VersionTLS10", "VersionTLS11"):
-        raise UsageError(f"--tls-min-version: {min_version} is not supported by ksched (OpenSSL here refuses TLS "
-                         "below 1.2); use VersionTLS12 or VersionTLS13")
-    if min_version and min_version not in TLS_VERSIONS:
-        raise UsageError(f'--tls-min-version: unknown tls version "{min_version}": allowed values are '
-                         "VersionTLS12, VersionTLS13")
-    version = TLS_VERSIONS.get(min_version or "VersionTLS12", ssl.TLSVersion.TLSv1_2)
-    names = [c.strip() for c in cipher_suites if c.strip()]
-    if not names:
-        return version, None
-    openssl: list[str] = []
-    probe = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    for name in names:
-        if name in TLS13_SUITES:
-            continue  # as in Go: TLS 1.3 suites are always on and cannot be chosen
-        mapped = CIPHER_SUITES.get(name)
-        if mapped is None:
-            raise UsageError(f"--tls-cipher-suites: cipher suite {name} not supported or doesn't exist "
-                             "(use Go/IANA names such as TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256)")
-        try:
-            probe.set_ciphers(mapped)
-        except ssl.SSLError:
-            raise UsageError(f"--tls-cipher-suites: {name} ({mapped}) is not available in this OpenSSL "
-                             f"({ssl.OPENSSL_VERSION})") from None
-        openssl.append(mapped)
-    if not openssl:
-        if version < ssl.TLSVersion.TLSv1_3:
-            raise UsageError("--tls-cipher-suites: only TLS 1.3 suites given, which leaves TLS 1.2 with none: add "
-                             "TLS 1.2 suites or set --tls-min-version=VersionTLS13")
-        return version, None
-    return version, ":".join(openssl)
-
-
-def self_signed_pem(host: str = "localhost", bind_address: str | None = None) -> tuple[bytes, bytes]:
-    """kube-scheduler's pair when given no certificate (client-go GenerateSelfSignedCertKey): an RSA-2048 CA
-    `<host>-ca@<unix>` and a serving certificate `<host>@<unix>` it signs, for `host` and 127.0.0.1 (plus
-    the bind address unless it is 0.0.0.0/::), valid from an hour ago for a year. RSA, not EC, so that
-    `--tls-cipher-suites` with the usual ECDHE_RSA suites works with it as with kube's. Returns
-    (serving cert + CA cert PEM, serving key PEM)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    now = _dt.datetime.now(_dt.UTC)
-    ts = int(now.timestamp())
-
-    def builder(cn: str, key: object) -> x509.CertificateBuilder:
-        return (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
-                .public_key(key.public_key()).serial_number(x509.random_serial_number())  # type: ignore[attr-defined]
-                .not_valid_before(now - _dt.timedelta(hours=1)).not_valid_after(now + _dt.timedelta(days=365)))
-
-    ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{host}-ca@{ts}")])
-    ca = (builder(f"{host}-ca@{ts}", ca_key).issuer_name(ca_name)
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-          .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=True, key_cert_sign=True,
-                                       content_commitment=False, data_encipherment=False, key_agreement=False,
-                                       crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
-          .sign(ca_key, hashes.SHA256()))
-    alt: list[x509.GeneralName] = [x509.DNSName(host), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-    if bind_address:
-        try:
-            ip = ipaddress.ip_address(bind_address)
-            if not ip.is_unspecified and ip != ipaddress.ip_address("127.0.0.1"):
-                alt.append(x509.IPAddress(ip))
-        except ValueError:
-            pass
-    if host != "localhost":
-        alt.append(x509.DNSName("localhost"))
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    cert = (builder(f"{host}@{ts}", key).issuer_name(ca_name)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=True, key_cert_sign=False,
-                                         content_commitment=False, data_encipherment=False, key_agreement=False,
-                                         crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .add_extension(x509.SubjectAlternativeName(alt), critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    return (cert.public_bytes(serialization.Encoding.PEM) + ca.public_bytes(serialization.Encoding.PEM),
-            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                              serialization.NoEncryption()))
 
 
 @dataclass

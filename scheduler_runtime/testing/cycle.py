@@ -18,8 +18,9 @@ from typing import Any
 from ..cluster.memory import MemoryCluster
 from ..config.loader import API_VERSION, KIND, build
 from ..framework.plugin import Plugin
-from ..framework.registry import Registry, build_registry, load_plugin_dir
+from ..framework.registry import Registry, load_plugin_dir
 from ..objects import Pod
+from ..plugins.registry import build_registry
 from ..queue import GATED
 from ..scheduler import Scheduler
 from ..simresults import PREFIX

@@ -15,8 +15,8 @@ from scheduler_runtime.cluster.base import BindError
 from scheduler_runtime.cluster.kube import KubeClient, KubeCluster, load_connection, micro_time
 from scheduler_runtime.config.loader import build
 from scheduler_runtime.framework.plugin import Plugin
-from scheduler_runtime.framework.registry import build_registry
 from scheduler_runtime.objects import Pod
+from scheduler_runtime.plugins.registry import build_registry
 from scheduler_runtime.testing import config_for
 from scheduler_runtime.testing.kube import create_node, wait_for
 

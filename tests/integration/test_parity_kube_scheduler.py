@@ -18,7 +18,7 @@ import pytest
 from scheduler_runtime.cluster.kube import KubeClient, load_connection
 from scheduler_runtime.cluster.memory import MemoryCluster
 from scheduler_runtime.config import load_config
-from scheduler_runtime.framework.registry import build_registry
+from scheduler_runtime.plugins.registry import build_registry
 from scheduler_runtime.results import ResultStore
 from scheduler_runtime.scheduler import Scheduler
 

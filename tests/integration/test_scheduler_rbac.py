@@ -20,7 +20,7 @@ from scheduler_runtime.app import Runner, RunOptions
 from scheduler_runtime.cluster.kube import REQUIRED_PERMISSIONS, KubeClient, load_connection
 from scheduler_runtime.config import load_config
 from scheduler_runtime.describe import RESULT_ANNOTATION
-from scheduler_runtime.framework.registry import build_registry
+from scheduler_runtime.plugins.registry import build_registry
 from scheduler_runtime.testing.kube import create_node, wait_for
 
 pytestmark = pytest.mark.integration

@@ -19,7 +19,7 @@ import yaml
 from scheduler_runtime.app import Runner, RunOptions
 from scheduler_runtime.cluster.kube import KubeClient, load_connection
 from scheduler_runtime.config import load_config
-from scheduler_runtime.framework.registry import build_registry
+from scheduler_runtime.plugins.registry import build_registry
 from scheduler_runtime.testing.kube import create_node, wait_for
 
 pytestmark = pytest.mark.integration

@@ -11,8 +11,8 @@ from scheduler_runtime.cache import Cache
 from scheduler_runtime.cluster.memory import MemoryCluster
 from scheduler_runtime.config import load_config
 from scheduler_runtime.framework.node_table import CPU, MEMORY, PODS
-from scheduler_runtime.framework.registry import build_registry
 from scheduler_runtime.objects import Node, Pod
+from scheduler_runtime.plugins.registry import build_registry
 from scheduler_runtime.scheduler import Scheduler
 
 

@@ -16,7 +16,7 @@ from scheduler_runtime.config import ConfigError
 from scheduler_runtime.config.loader import build, read_document
 from scheduler_runtime.config.migrate import migrate
 from scheduler_runtime.errors import InputError
-from scheduler_runtime.framework.registry import build_registry
+from scheduler_runtime.plugins.registry import build_registry
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = sorted((REPO / "tests" / "data" / "configs").glob("*.yaml"))

@@ -13,13 +13,13 @@ import yaml
 from pydantic import Field
 
 from scheduler_runtime.config import ConfigError
-from scheduler_runtime.config.fielderrors import go_value
 from scheduler_runtime.config.loader import build, default_document
 from scheduler_runtime.config.render import check_values, profile_from_values
 from scheduler_runtime.errors import InputError
+from scheduler_runtime.fielderrors import go_value
 from scheduler_runtime.framework.plugin import Plugin, PluginArgs
-from scheduler_runtime.framework.registry import build_registry
 from scheduler_runtime.labelsel import label_key_errors
+from scheduler_runtime.plugins.registry import build_registry
 
 REPO = Path(__file__).resolve().parents[2]
 REG = build_registry([REPO / "plugins"])

@@ -12,7 +12,7 @@ import yaml
 from scheduler_runtime.app import Runner, RunOptions
 from scheduler_runtime.cluster.memory import MemoryCluster
 from scheduler_runtime.config import load_config
-from scheduler_runtime.framework.registry import build_registry
+from scheduler_runtime.plugins.registry import build_registry
 from scheduler_runtime.scheduler import Scheduler
 
 KUBECONFIG = """apiVersion: v1

@@ -8,8 +8,8 @@ import pytest
 
 from scheduler_runtime.config import ConfigError, load_config
 from scheduler_runtime.errors import InputError
-from scheduler_runtime.framework.registry import build_registry
 from scheduler_runtime.plugins.noderesources import NodeResourcesFitArgs
+from scheduler_runtime.plugins.registry import build_registry
 
 REG = build_registry([])
 HEAD = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"

@@ -11,13 +11,13 @@ from scheduler_runtime.config import load_config
 from scheduler_runtime.describe import describe
 from scheduler_runtime.framework.cycle_state import CycleState
 from scheduler_runtime.framework.handle import Handle
-from scheduler_runtime.framework.registry import build_registry
 from scheduler_runtime.framework.snapshot import Snapshot
 from scheduler_runtime.framework.status import Code
 from scheduler_runtime.framework.types import NodeInfo
 from scheduler_runtime.objects import Node, Pod
 from scheduler_runtime.plugins.dynamicresources import DynamicResources
 from scheduler_runtime.plugins.dynamicresources.cel import CelCache, DeviceInput
+from scheduler_runtime.plugins.registry import build_registry
 from scheduler_runtime.scheduler import Scheduler
 
 NS = "ml"

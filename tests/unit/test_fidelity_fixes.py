@@ -10,7 +10,6 @@ from scheduler_runtime.config import load_config
 from scheduler_runtime.framework.cycle_state import CycleState
 from scheduler_runtime.framework.handle import Handle
 from scheduler_runtime.framework.nodelist import NodeList
-from scheduler_runtime.framework.registry import build_registry
 from scheduler_runtime.framework.snapshot import Snapshot
 from scheduler_runtime.framework.status import Code
 from scheduler_runtime.framework.types import NodeInfo, NodeScore
@@ -18,6 +17,7 @@ from scheduler_runtime.objects import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_
 from scheduler_runtime.plugins.interpodaffinity import InterPodAffinity, InterPodAffinityArgs
 from scheduler_runtime.plugins.nodeaffinity import NodeAffinity
 from scheduler_runtime.plugins.noderesources import NodeResourcesFit
+from scheduler_runtime.plugins.registry import build_registry
 from scheduler_runtime.scheduler import Scheduler
 
 MB = 1024 * 1024

@@ -16,8 +16,8 @@ import yaml
 from scheduler_runtime.config import load_config
 from scheduler_runtime.config.loader import CC_FIELDS, LE_FIELDS, PLUGINS_FIELDS, PROFILE_FIELDS, TOP_FIELDS
 from scheduler_runtime.errors import KschedError, UsageError
-from scheduler_runtime.framework.registry import build_registry
 from scheduler_runtime.options.flags import BOOL_FLAGS, VALUE_FLAGS, parse
+from scheduler_runtime.plugins.registry import build_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"

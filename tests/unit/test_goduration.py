@@ -68,7 +68,7 @@ def test_leader_election_takes_python_numbers_as_seconds() -> None:
 def test_a_bad_duration_is_a_config_error_even_with_leader_election_off(tmp_path) -> None:
     """kube decodes metav1.Duration before looking at leaderElect; this was an internal error (ValueError)."""
     from scheduler_runtime.config import ConfigError, load_config
-    from scheduler_runtime.framework.registry import build_registry
+    from scheduler_runtime.plugins.registry import build_registry
 
     f = tmp_path / "c.yaml"
     f.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"

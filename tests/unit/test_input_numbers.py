@@ -9,7 +9,8 @@ import pytest
 from scheduler_runtime.config import default_config
 from scheduler_runtime.config.loader import ConfigError, build
 from scheduler_runtime.errors import InputError
-from scheduler_runtime.framework.registry import Registry, build_registry
+from scheduler_runtime.framework.registry import Registry
+from scheduler_runtime.plugins.registry import build_registry
 from scheduler_runtime.quantity import QuantityTooLarge, resource_amount
 from scheduler_runtime.simulate import simulate
 

@@ -21,9 +21,9 @@ from scheduler_runtime.app import Runner, RunOptions
 from scheduler_runtime.config import load_config
 from scheduler_runtime.errors import UsageError
 from scheduler_runtime.featuregates import parse_feature_gates
-from scheduler_runtime.framework.registry import build_registry
 from scheduler_runtime.options.flags import flagz, parse
 from scheduler_runtime.options.resolve import JsonLogFormatter, leader_overrides, run_on_cluster
+from scheduler_runtime.plugins.registry import build_registry
 from scheduler_runtime.server.endpoints import Endpoints
 from scheduler_runtime.server.serving import SecureServer, ServingOptions
 

@@ -3,7 +3,9 @@
 - the runtime (scheduler_runtime/) never imports the CLI (ksched_cli/); the CLI may import the runtime;
 - seed plugins (plugins/) and the new-plugin template import only the public API, `scheduler_runtime.api`
   (their tests also `scheduler_runtime.testing`), and never the CLI;
-- no import cycles among the runtime's modules at import time, and no new ones through lazy imports;
+- no import cycles among the runtime's modules or its packages (scheduler_runtime.<name>), counting every
+  import: at module level, inside functions (lazy) and under TYPE_CHECKING (a type-only cycle is still two
+  modules that cannot be understood apart; a Protocol in the lower module breaks it);
 - every in-tree plugin module names the kube-scheduler file and version it follows.
 
 Every rule is data (`Rule`) tested twice: on a small fixture tree with a violation planted (so the checker
@@ -49,23 +51,6 @@ API_EXISTS = (ROOT / "scheduler_runtime" / "api.py").is_file() or (ROOT / "sched
 PLUGINS_RULE = PLUGINS_USE_PUBLIC_API if API_EXISTS else PLUGINS_NEVER_IMPORT_CLI
 #: rules the real tree must pass
 ENFORCED = [RUNTIME_NEVER_IMPORTS_CLI, PLUGINS_RULE]
-
-#: lazy (function-level) import cycles that existed when this check was written; a new one fails the test
-KNOWN_LAZY_CYCLES = {
-    frozenset({"scheduler_runtime.framework.handle", "scheduler_runtime.framework.plugin",
-               "scheduler_runtime.framework.runtime"}),
-    frozenset({"scheduler_runtime.config.loader", "scheduler_runtime.extenders.client",
-               "scheduler_runtime.extenders.config"}),
-    # type-only: the embedded resourceclaim controller annotates the cluster it works on
-    frozenset({"scheduler_runtime.cluster.draclaims", "scheduler_runtime.cluster.memory"}),
-}
-#: import-time cycles between the runtime's packages (one node per scheduler_runtime.<name>): plugin args
-#: models live in framework and are read by config; the embedded cluster reuses the volume plugins' lookups
-KNOWN_PACKAGE_CYCLES = {
-    frozenset({"scheduler_runtime.config", "scheduler_runtime.framework"}),
-    frozenset({"scheduler_runtime.cluster", "scheduler_runtime.plugins"}),
-}
-
 
 # ------------------------------------------------------------------------------------------ the checker
 
@@ -280,19 +265,33 @@ def test_new_plugin_template_uses_only_the_public_api(tmp_path: Path) -> None:
     assert violations(tmp_path, PLUGINS_RULE) == []
 
 
-def test_runtime_has_no_import_time_cycles() -> None:
-    assert cycles(import_graph(ROOT, "scheduler_runtime", import_time_only=True)) == set()
+def test_runtime_has_no_import_cycles() -> None:
+    """Any cycle fails, lazy and type-only imports included (there is no list of tolerated ones)."""
+    found = cycles(import_graph(ROOT, "scheduler_runtime", import_time_only=False))
+    assert found == set(), "break the cycle (move the shared piece into a lower module, or type against a " \
+        "Protocol): " + "; ".join(" <-> ".join(sorted(c)) for c in found)
 
 
-def test_runtime_has_no_new_lazy_import_cycles() -> None:
-    new = cycles(import_graph(ROOT, "scheduler_runtime", import_time_only=False)) - KNOWN_LAZY_CYCLES
-    assert new == set(), "break the cycle (or move the shared piece into a lower module): " + \
-        "; ".join(" <-> ".join(sorted(c)) for c in new)
+def test_runtime_packages_have_no_import_cycles() -> None:
+    """Between packages too: config -> framework and plugins -> framework, never back, even lazily."""
+    found = cycles(package_graph(import_graph(ROOT, "scheduler_runtime", import_time_only=False)))
+    assert found == set(), "; ".join(" <-> ".join(sorted(c)) for c in found)
 
 
-def test_runtime_packages_have_no_new_cycles() -> None:
-    graph = package_graph(import_graph(ROOT, "scheduler_runtime", import_time_only=True))
-    assert cycles(graph) - KNOWN_PACKAGE_CYCLES == set()
+def test_checker_finds_package_cycles_made_of_lazy_and_type_only_imports(tmp_path: Path) -> None:
+    _write(tmp_path, {
+        "rt/__init__.py": "",
+        "rt/low/__init__.py": "",
+        "rt/low/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..high.b import B\n",
+        "rt/high/__init__.py": "",
+        "rt/high/b.py": "from ..low import a\n",
+        "rt/mid/__init__.py": "",
+        "rt/mid/c.py": "def f():\n    from ..high import b\n",
+    })
+    graph = import_graph(tmp_path, "rt", import_time_only=False)
+    assert cycles(graph) == {frozenset({"rt.low.a", "rt.high.b"})}
+    assert cycles(package_graph(graph)) == {frozenset({"rt.low", "rt.high"})}
+    assert cycles(package_graph(import_graph(tmp_path, "rt", import_time_only=True))) == set()
 
 
 def test_in_tree_plugin_modules_name_the_upstream_file_they_follow() -> None:
@@ -348,3 +347,81 @@ def test_checker_catches_an_import_of_a_moved_module(tmp_path: Path) -> None:
 
 def test_every_project_import_resolves_in_this_tree() -> None:
     assert unresolved_imports(ROOT, ("scheduler_runtime", "ksched_cli", "plugins")) == []
+
+
+def missing_names(root: Path, packages: tuple[str, ...]) -> list[str]:
+    """`from <project module> import name` where that module neither defines nor imports `name` (nor has a
+    submodule of that name). After a move, such an import can still "work": a module with
+    `from __future__ import annotations` has an attribute `annotations`, the __future__ feature."""
+    def module_file(mod: str) -> Path | None:
+        p = root.joinpath(*mod.split("."))
+        for f in (p.with_suffix(".py"), p / "__init__.py"):
+            if f.is_file():
+                return f
+        return None
+
+    def top_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+        for node in body:
+            if isinstance(node, ast.If | ast.Try):
+                yield from top_level(node.body)
+                yield from top_level(node.orelse)
+                for h in getattr(node, "handlers", []):
+                    yield from top_level(h.body)
+            else:
+                yield node
+
+    defined: dict[Path, set[str] | None] = {}
+
+    def names_of(f: Path) -> set[str] | None:  # None: the module answers any name (module __getattr__)
+        if f not in defined:
+            out: set[str] | None = set()
+            for node in top_level(ast.parse(f.read_text(encoding="utf-8")).body):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                    if node.name == "__getattr__":
+                        out = None
+                        break
+                    out.add(node.name)
+                elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    out.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+                elif isinstance(node, ast.Import):
+                    out.update((a.asname or a.name).split(".")[0] for a in node.names)
+                elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                    out.update(a.asname or a.name for a in node.names)
+            defined[f] = out
+        return defined[f]
+
+    out = []
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            name = module_name(path, root)
+            pkg = name if path.name == "__init__.py" else name.rpartition(".")[0]
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not isinstance(node, ast.ImportFrom) or node.module == "__future__":
+                    continue
+                base = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)] if node.level else []
+                mod = ".".join(base + ([node.module] if node.module else []))
+                f = module_file(mod) if mod.split(".")[0] in packages else None
+                if f is None or (have := names_of(f)) is None:
+                    continue
+                for a in node.names:
+                    if a.name != "*" and a.name not in have and module_file(f"{mod}.{a.name}") is None:
+                        out.append(f"{path.relative_to(root)}:{node.lineno} imports {a.name} from {mod}, "
+                                   "which does not define it")
+    return out
+
+
+def test_checker_catches_a_name_its_module_no_longer_has(tmp_path: Path) -> None:
+    _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/util.py": "from __future__ import annotations\nfrom .low import meta\nX = 1\n",
+        "pkg/low.py": "def meta(): ...\ndef annotations(): ...\n",
+        "pkg/sub/__init__.py": "",
+        "pkg/user.py": "from .util import X, meta, annotations\nfrom . import sub\nfrom .low import annotations\n",
+    })
+    assert missing_names(tmp_path, ("pkg",)) == [
+        "pkg/user.py:1 imports annotations from pkg.util, which does not define it"]
+
+
+def test_every_project_import_names_something_its_module_has() -> None:
+    assert missing_names(ROOT, ("scheduler_runtime", "ksched_cli", "plugins")) == []

@@ -12,8 +12,8 @@ from scheduler_runtime.cluster.memory import MemoryCluster
 from scheduler_runtime.config.loader import build
 from scheduler_runtime.describe import RESULT_ANNOTATION
 from scheduler_runtime.framework.plugin import Plugin
-from scheduler_runtime.framework.registry import build_registry
 from scheduler_runtime.objects import Pod
+from scheduler_runtime.plugins.registry import build_registry
 from scheduler_runtime.scheduler import Scheduler
 from scheduler_runtime.testing import config_for
 

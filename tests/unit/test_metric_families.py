@@ -15,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler_runtime.cluster.memory import MemoryCluster
 from scheduler_runtime.config import load_config
-from scheduler_runtime.framework.registry import build_registry
 from scheduler_runtime.metrics import SchedulerMetrics
+from scheduler_runtime.plugins.registry import build_registry
 from scheduler_runtime.scheduler import Scheduler
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kube-scheduler-1.36.3-metric-families.json"

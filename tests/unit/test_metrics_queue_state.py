@@ -13,10 +13,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from scheduler_runtime.cluster.memory import MemoryCluster
 from scheduler_runtime.config import load_config
 from scheduler_runtime.framework.plugin import Plugin
-from scheduler_runtime.framework.registry import build_registry
 from scheduler_runtime.framework.types import ActionType, ClusterEvent
 from scheduler_runtime.metrics import SchedulerMetrics, event_labels
 from scheduler_runtime.objects import Pod
+from scheduler_runtime.plugins.registry import build_registry
 from scheduler_runtime.scheduler import Scheduler
 
 

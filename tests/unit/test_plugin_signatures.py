@@ -17,8 +17,9 @@ import pytest
 from scheduler_runtime.api import Plugin, Status
 from scheduler_runtime.errors import EXIT_INVALID, InputError
 from scheduler_runtime.framework.interface import METHOD_CONTRACTS
-from scheduler_runtime.framework.registry import build_registry, load_plugin_dir
+from scheduler_runtime.framework.registry import load_plugin_dir
 from scheduler_runtime.framework.signatures import check_plugin_class, signature_errors
+from scheduler_runtime.plugins.registry import build_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 KSCHED = Path(sys.executable).parent / "ksched"

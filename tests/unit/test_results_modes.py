@@ -13,7 +13,7 @@ from scheduler_runtime.cluster.memory import MemoryCluster
 from scheduler_runtime.config import load_config
 from scheduler_runtime.describe import RESULT_ANNOTATION
 from scheduler_runtime.framework.plugin import Plugin
-from scheduler_runtime.framework.registry import build_registry
+from scheduler_runtime.plugins.registry import build_registry
 from scheduler_runtime.scheduler import Scheduler
 from scheduler_runtime.simresults import PREFIX, TRUNCATED
 from scheduler_runtime.watchdog import CycleWatchdog

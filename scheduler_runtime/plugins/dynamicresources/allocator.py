@@ -17,6 +17,10 @@ fail), a pool with duplicate device names or broken counter references is invali
 found the node fails with `invalid resource pools were encountered`).
 
 Raw Kubernetes objects (dicts) are read directly; nothing here talks to a cluster.
+
+Over 600 lines on purpose: it is one depth-first search whose pool, counter, constraint and result pieces
+share the search state, like the single upstream allocator_stable.go; split, each piece would need that state
+passed around.
 """
 
 from __future__ import annotations

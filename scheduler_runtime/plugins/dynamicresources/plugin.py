@@ -25,12 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
-from pydantic import model_validator
 
-from ...config.fielderrors import FieldErrorList, invalid
 from ...framework.cycle_state import CycleState
 from ...framework.nodelist import NodeList
-from ...framework.plugin import Plugin, PluginArgs
+from ...framework.plugin import Plugin
 from ...framework.snapshot import Snapshot
 from ...framework.status import Status
 from ...framework.types import (
@@ -47,6 +45,7 @@ from ...framework.types import (
 from ...objects import NodeSelector, Pod
 from ..tainttoleration import default_normalize
 from .allocator import AllocationError, Allocator, Features, NodeAllocationFailure, SliceCaches
+from .args import DynamicResourcesArgs, decode_duration
 from .cel import CelCache
 from .claims import (
     CLAIMS,
@@ -68,47 +67,6 @@ NAME = "DynamicResources"
 FIRST_AVAILABLE_MAX = 8
 #: seconds between checks while PreBind waits for binding conditions (kube polls every 5 s)
 BINDING_POLL = 5.0
-
-
-def _duration(v: Any) -> float:
-    from ...config.loader import parse_duration
-
-    return parse_duration(v)
-
-
-class DynamicResourcesArgs(PluginArgs):
-    """`filterTimeout` (default 10s; 0 disables) bounds Filter's search per node; `bindingTimeout` (default
-    10m0s) bounds PreBind's wait for devices' binding conditions."""
-
-    filter_timeout: str | None = "10s"
-    binding_timeout: str | None = "10m0s"
-
-    @model_validator(mode="after")
-    def _kube_rules(self) -> DynamicResourcesArgs:
-        """kube-scheduler's ValidateDynamicResourcesArgs with v1.36's default gates."""
-        errs = FieldErrorList()
-        for fld, value, least, msg in (("filterTimeout", self.filter_timeout, 0.0, "must be zero or positive"),
-                                       ("bindingTimeout", self.binding_timeout, 1.0, "must be at least 1 second")):
-            if value is None:
-                continue
-            try:
-                secs = _duration(value)
-            except ValueError as exc:
-                errs.add((fld,), invalid(value, str(exc)))
-                continue
-            if secs < least:
-                errs.add((fld,), invalid(value, msg))
-        errs.raise_if_any()
-        # metav1.Duration is written back in Go's form ("600s" -> "10m0s"), as --write-config-to shows it
-        from ...config.loader import format_duration
-
-        for attr in ("filter_timeout", "binding_timeout"):
-            v = getattr(self, attr)
-            if v is not None and _duration(v) >= 0:
-                formatted = format_duration(_duration(v))
-                if formatted != v:
-                    object.__setattr__(self, attr, formatted)
-        return self
 
 
 @dataclass
@@ -139,9 +97,9 @@ class DynamicResources(Plugin):
         super().__init__(args if args is not None else DynamicResourcesArgs(), handle)
         self.features = Features()
         ft = self.args.filter_timeout
-        self.filter_timeout = _duration(ft) if ft is not None else 0.0
+        self.filter_timeout = decode_duration(ft) if ft is not None else 0.0
         bt = self.args.binding_timeout
-        self.binding_timeout = _duration(bt) if bt is not None else 600.0
+        self.binding_timeout = decode_duration(bt) if bt is not None else 600.0
         self.cel_cache = CelCache(10)
         self._mgr: DraManager | None = None
         if handle is not None and getattr(handle, "cluster", None) is not None:

@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import model_validator
 
 from ...cluster.base import PatchError
-from ...config.fielderrors import FieldErrorList, invalid
+from ...fielderrors import FieldErrorList, invalid
 from ...framework.cycle_state import CycleState
 from ...framework.nodelist import NodeList
 from ...framework.plugin import Plugin, PluginArgs
@@ -39,6 +39,7 @@ from ...framework.types import (
     PreFilterResult,
 )
 from ...objects import LabelSelector, Node, Pod
+from ...storageapi import annotations
 from .volumeutil import (
     ANN_BIND_COMPLETED,
     ANN_BOUND_BY_CONTROLLER,
@@ -56,7 +57,6 @@ from .volumeutil import (
     PVS,
     WAIT_FOR_FIRST_CONSUMER,
     VolumeStores,
-    annotations,
     class_of,
     hostname_nodes,
     meta,

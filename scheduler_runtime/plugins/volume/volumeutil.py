@@ -14,6 +14,15 @@ from typing import Any
 from ...objects import Node, NodeSelector, Pod
 from ...quantity import resource_amount
 
+# the storage API conventions, re-exported: the volume plugins import them from here
+from ...storageapi import ANN_BIND_COMPLETED as ANN_BIND_COMPLETED
+from ...storageapi import ANN_BOUND_BY_CONTROLLER as ANN_BOUND_BY_CONTROLLER
+from ...storageapi import ANN_SELECTED_NODE as ANN_SELECTED_NODE
+from ...storageapi import NO_PROVISIONER as NO_PROVISIONER
+from ...storageapi import WAIT_FOR_FIRST_CONSUMER as WAIT_FOR_FIRST_CONSUMER
+from ...storageapi import class_of as class_of
+from ...storageapi import meta, spec
+
 PVCS = "persistentvolumeclaims"
 PVS = "persistentvolumes"
 CLASSES = "storageclasses.storage.k8s.io"
@@ -27,13 +36,6 @@ EV_CSINODE = "storage.k8s.io/CSINode"
 EV_CSIDRIVER = "storage.k8s.io/CSIDriver"
 EV_CAPACITY = "storage.k8s.io/CSIStorageCapacity"
 
-ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
-ANN_BETA_CLASS = "volume.beta.kubernetes.io/storage-class"
-ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
-ANN_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
-ANN_PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
-NO_PROVISIONER = "kubernetes.io/no-provisioner"
-WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
 
 
 def pod_volumes(pod: Pod) -> list[dict[str, Any]]:
@@ -65,27 +67,6 @@ def pod_claim_names(pod: Pod) -> Iterator[tuple[str, bool]]:
 def not_found(resource: str, name: str) -> str:
     """apimachinery's NotFound text: `persistentvolumeclaim "x" not found`."""
     return f'{resource} "{name}" not found'
-
-
-def meta(raw: dict[str, Any] | None) -> dict[str, Any]:
-    return (raw or {}).get("metadata") or {}
-
-
-def spec(raw: dict[str, Any] | None) -> dict[str, Any]:
-    return (raw or {}).get("spec") or {}
-
-
-def annotations(raw: dict[str, Any] | None) -> dict[str, str]:
-    return meta(raw).get("annotations") or {}
-
-
-def class_of(obj: dict[str, Any] | None) -> str:
-    """GetPersistentVolumeClaimClass / GetPersistentVolumeClass: the beta annotation wins over
-    spec.storageClassName."""
-    ann = annotations(obj)
-    if ANN_BETA_CLASS in ann:
-        return ann[ANN_BETA_CLASS]
-    return spec(obj).get("storageClassName") or ""
 
 
 def owned_by(pvc: dict[str, Any], pod: Pod) -> bool:

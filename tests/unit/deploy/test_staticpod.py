@@ -227,27 +227,6 @@ def test_second_image_makes_a_second_backup_and_rollback_undoes_only_that(node: 
     assert r.entry is None, "nothing left to roll back"
 
 
-def test_kubeconfig_ownership_not_a_world_readable_mode(node: dict[str, Path], registry: Any) -> None:
-    """The kubeconfig holds the scheduler's client key: the fix ksched gives is ownership, never mode 0644."""
-    kc = node["etc"] / "scheduler.conf"
-    kc.write_text("apiVersion: v1\nkind: Config\n")
-    m = _install(node, "kubeadm-1.32.yaml")
-    m.write_text(m.read_text().replace(KC, str(kc)))
-    kc.chmod(0o600)
-    os.chown(kc, 0, 0) if os.geteuid() == 0 else None
-    p = staticpod.plan(m, node["cfg"], IMAGE, node["dest"], registry)
-    fix = f"chown 65532:65532 {kc} && chmod 0600 {kc}"
-    assert len(p.warnings) == 1 and "uid 65532 and cannot read it" in p.warnings[0] and fix in p.warnings[0]
-    assert "0644" not in p.warnings[0]
-    kc.chmod(0o644)
-    p = staticpod.plan(m, node["cfg"], IMAGE, node["dest"], registry)
-    assert len(p.warnings) == 1 and "every user on this node can read" in p.warnings[0] and fix in p.warnings[0]
-    if os.geteuid() == 0:
-        os.chown(kc, 65532, 65532)
-        kc.chmod(0o600)
-        assert staticpod.plan(m, node["cfg"], IMAGE, node["dest"], registry).warnings == []
-
-
 def test_unexact_layout_is_reported(node: dict[str, Path], registry: Any) -> None:
     m = _install(node, "kubeadm-1.32.yaml")
     m.write_text(m.read_text().replace("  name: kube-scheduler\n  namespace", "  name:   kube-scheduler\n  namespace"))

@@ -134,7 +134,7 @@ def example_config(name: str, tmp_path: Path, args: dict[str, dict[str, Any]] | 
     import yaml
 
     from scheduler_runtime.config import load_config
-    from scheduler_runtime.framework.registry import build_registry
+    from scheduler_runtime.plugins.registry import build_registry
 
     doc = yaml.safe_load((REPO / "examples" / "configs" / name).read_text())
     for prof in doc["profiles"]:

@@ -72,7 +72,7 @@ def test_configs_load_with_the_ksched_loader(name):
     load_config = _loader()
     if load_config is None:
         pytest.skip("scheduler_runtime.config.load_config is not available yet")
-    from scheduler_runtime.framework.registry import build_registry
+    from scheduler_runtime.plugins.registry import build_registry
 
     cfg = load_config(Path(REPO / "examples" / "configs" / name), build_registry([PLUGINS]))
     plugin = CONFIGS[name]

@@ -1,0 +1,3 @@
+module ksched.local/hack/node/pause
+
+go 1.22

@@ -1,0 +1,114 @@
+"""A pod's effective resource requests, as kube-scheduler sums them from its containers.
+
+Follows k8s.io/component-helpers v0.36.3 resource/helpers.go (PodRequests: containers plus restartable init
+containers (sidecars), max'd with each init container over the sidecars started before it, pod-level
+requests, overhead) and kube-scheduler v1.36.3 pkg/scheduler/framework/types.go (the non-zero cpu/memory
+defaults of scoring and of node accounting).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .quantity import resource_amount
+
+DEFAULT_MILLI_CPU_REQUEST = 100  # kube-scheduler's non-zero default for containers without requests
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+
+
+def _add(into: dict[str, int], src: Mapping[str, int]) -> None:
+    for k, v in src.items():
+        into[k] = into.get(k, 0) + v
+
+
+def _max(into: dict[str, int], src: Mapping[str, int]) -> None:
+    for k, v in src.items():
+        if v > into.get(k, 0):
+            into[k] = v
+
+
+def _container_requests(c: Mapping[str, Any], path: str, defaults: Mapping[str, int] | None) -> dict[str, int]:
+    """One container's requests; `defaults` fill only resources the container does not name at all.
+
+    kube-scheduler's NonMissingContainerRequests: an explicit `cpu: "0"` stays zero, only an unset
+    request gets the non-zero scoring default.
+    """
+    res = (c.get("resources") or {})
+    reqs = res.get("requests")
+    if reqs is None:
+        reqs = res.get("limits") or {}  # API defaulting copies limits into missing requests
+    else:
+        lim = res.get("limits") or {}
+        reqs = {**{k: v for k, v in lim.items() if k not in reqs}, **reqs}
+    out = {str(k): resource_amount(str(k), v, f"{path}.resources.requests.{k}") for k, v in reqs.items()}
+    if defaults:
+        for k, v in defaults.items():
+            if k not in out:
+                out[k] = v
+    return out
+
+
+def _pod_level_supported(name: str) -> bool:
+    """Resources a pod-level `spec.resources` may set (cpu, memory, hugepages-*)."""
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
+
+
+def pod_level_requests_set(spec: Mapping[str, Any]) -> bool:
+    return any(_pod_level_supported(str(k)) for k in ((spec.get("resources") or {}).get("requests") or {}))
+
+
+_NON_ZERO_DEFAULTS = {"cpu": DEFAULT_MILLI_CPU_REQUEST, "memory": DEFAULT_MEMORY_REQUEST}
+
+
+def pod_requests(spec: Mapping[str, Any], non_zero: bool | Mapping[str, int] = False,
+                 path: str = "spec") -> dict[str, int]:
+    """Effective pod requests: containers + sidecars, max'd with init containers, pod-level, plus overhead.
+
+    `non_zero` True uses kube-scheduler's cpu/memory defaults for containers that leave them unset;
+    a mapping gives the defaults explicitly (an empty mapping means none).
+    """
+    defaults: Mapping[str, int] | None = _NON_ZERO_DEFAULTS if non_zero is True else (non_zero or None)
+    total: dict[str, int] = {}
+    for i, c in enumerate(spec.get("containers") or []):
+        _add(total, _container_requests(c, f"{path}.containers[{i}]", defaults))
+    sidecars: dict[str, int] = {}
+    init_max: dict[str, int] = {}
+    for i, c in enumerate(spec.get("initContainers") or []):
+        r = _container_requests(c, f"{path}.initContainers[{i}]", defaults)
+        if c.get("restartPolicy") == "Always":
+            _add(total, r)
+            _add(sidecars, r)
+            _max(init_max, dict(sidecars))
+        else:
+            tmp = dict(r)
+            _add(tmp, sidecars)
+            _max(init_max, tmp)
+    _max(total, init_max)
+    pod_level = (spec.get("resources") or {}).get("requests") or {}
+    for k, v in pod_level.items():
+        if _pod_level_supported(str(k)):
+            total[str(k)] = resource_amount(str(k), v, f"{path}.resources.requests.{k}")
+    for k, v in (spec.get("overhead") or {}).items():
+        total[k] = total.get(k, 0) + resource_amount(k, v, f"{path}.overhead.{k}")
+    return total
+
+
+def non_zero_pod_requests(spec: Mapping[str, Any], requests: Mapping[str, int]) -> tuple[dict[str, int],
+                                                                                          dict[str, int]]:
+    """(node accounting, scoring) cpu/memory requests with kube-scheduler's non-zero defaults.
+
+    Node accounting (PodInfo.CalculateResource) defaults only what neither the containers nor the
+    pod-level requests set; the scorer (calculatePodResourceRequest) always defaults unset container
+    requests. Both are identical unless pod-level requests are set. Keys cpu and memory are always present.
+    """
+    scoring = pod_requests(spec, True)
+    if pod_level_requests_set(spec):
+        missing = {k: v for k, v in _NON_ZERO_DEFAULTS.items() if k not in requests}
+        accounting = pod_requests(spec, missing) if missing else dict(requests)
+    else:
+        accounting = scoring
+    for d in (accounting, scoring):
+        d.setdefault("cpu", 0)
+        d.setdefault("memory", 0)
+    return accounting, scoring
