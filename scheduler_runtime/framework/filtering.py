@@ -45,7 +45,7 @@ class FilterRunner(PluginCaller):
     def _extensions(self, method: str) -> list[tuple[str, Any]]:
         """(name, bound method) of the PreFilter plugins that have `method` (add_pod / remove_pod), in order:
         looked up once, since the preemption dry run calls these per victim per node."""
-        cache = self.__dict__.setdefault("_extension_cache", {})
+        cache: dict[str, list[tuple[str, Any]]] = self.__dict__.setdefault("_extension_cache", {})
         got = cache.get(method)
         if got is None:
             got = cache[method] = [(cp.name, fn) for cp in self.pre_filter
