@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scheduler_runtime import scheduler as sched_module
+from scheduler_runtime import schedule_one as sched_module
 from scheduler_runtime.cluster.kube import KubeClient, load_connection
 from scheduler_runtime.cluster.memory import MemoryCluster
 from scheduler_runtime.config import load_config
