@@ -110,9 +110,10 @@ class NodeInfo:
         c.pods_with_required_anti_affinity = self.pods_with_required_anti_affinity.copy()
         c.requested = {k: v for k, v in self.requested.items() if v}
         c.non_zero_requested = dict(self.non_zero_requested) if self.pods else {}
-        for p in self.pods:
-            for hp in p.host_ports:
-                c._port(hp, 1)
+        if self.used_ports:  # empty exactly when no pod here has a host port: nothing to rebuild
+            for p in self.pods:
+                for hp in p.host_ports:
+                    c._port(hp, 1)
         c.generation = len(c.pods)
         return c
 
