@@ -215,7 +215,7 @@ class DomainCounts:
             return dict(self.items()) == dict(other.items())
         return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]
+    # defining __eq__ leaves __hash__ None: a DomainCounts is mutable, so unhashable
 
     def copy(self) -> DomainCounts:
         out = DomainCounts(self.snap)

@@ -6,13 +6,14 @@ is the cache's live structure rather than a per-cycle copy: no O(nodes) work per
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
+from typing import Any
 
 import numpy as np
 
 from ..objects import Node, Pod, Taint, normalized_image_name
 from .node_table import NodeTable
-from .podindex import MatchIndex, TermIndex, Topology, TopologyIndex
+from .podindex import MatchIndex, PodPredicate, TermIndex, Topology, TopologyIndex
 from .types import NodeInfo
 
 GroupKey = tuple[tuple[tuple[str, str], ...], tuple[Taint, ...], bool]
@@ -40,7 +41,7 @@ class _NamespaceLabels(dict[str, dict[str, str]]):
         self.version += 1
         super().__delitem__(key)
 
-    def pop(self, key: str, *default: object) -> object:  # type: ignore[override]
+    def pop(self, key: Any, *default: Any) -> Any:
         self.version += 1
         return super().pop(key, *default)
 
@@ -79,9 +80,9 @@ class Snapshot:
         """Domain id of every row for a node label key (see podindex)."""
         return self.topologies.get(key, self.node_infos)
 
-    def match_counts(self, key: object, pred: object) -> np.ndarray:
+    def match_counts(self, key: Hashable, pred: PodPredicate) -> np.ndarray:
         """Per row, the pods `pred` accepts; `key` names the predicate (see podindex.MatchIndex)."""
-        return self.matches.counts(key, pred, self.node_infos)  # type: ignore[arg-type]
+        return self.matches.counts(key, pred, self.node_infos)
 
     @property
     def namespace_version(self) -> int:

@@ -63,7 +63,7 @@ class PodList(Sequence[Pod]):
             return list(self) == list(other)
         return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]  # mutable, like list
+    # defining __eq__ leaves __hash__ None: mutable, so unhashable like list
 
     def __repr__(self) -> str:
         return f"PodList({list(self._by_uid.values())!r})"
@@ -73,7 +73,7 @@ class NodeInfo:
     """A node with the pods on it and their summed requests; mirrored into the numpy node table."""
 
     __slots__ = ("node", "name", "row", "pods", "pods_with_affinity", "pods_with_required_anti_affinity",
-                 "used_ports", "requested", "non_zero_requested", "generation", "table")
+                 "used_ports", "port_pods", "requested", "non_zero_requested", "generation", "table")
 
     def __init__(self, node: Node | None, name: str = "") -> None:
         self.node = node
@@ -83,6 +83,9 @@ class NodeInfo:
         self.pods_with_affinity = PodList()
         self.pods_with_required_anti_affinity = PodList()
         self.used_ports: dict[tuple[str, int], set[str]] = {}
+        #: pods here with a host port: `used_ports` can be empty while some remain (two pods sharing a
+        #: port, one removed), so clone asks this instead
+        self.port_pods = 0
         self.requested: dict[str, int] = {}
         self.non_zero_requested: dict[str, int] = {}
         self.generation = 0
@@ -110,7 +113,8 @@ class NodeInfo:
         c.pods_with_required_anti_affinity = self.pods_with_required_anti_affinity.copy()
         c.requested = {k: v for k, v in self.requested.items() if v}
         c.non_zero_requested = dict(self.non_zero_requested) if self.pods else {}
-        if self.used_ports:  # empty exactly when no pod here has a host port: nothing to rebuild
+        if self.port_pods:  # no pod here has a host port: nothing to rebuild
+            c.port_pods = self.port_pods
             for p in self.pods:
                 for hp in p.host_ports:
                     c._port(hp, 1)
@@ -135,6 +139,7 @@ class NodeInfo:
         nz["cpu"] = nz.get("cpu", 0) + sign * pnz["cpu"]
         nz["memory"] = nz.get("memory", 0) + sign * pnz["memory"]
         if pod.host_ports:
+            self.port_pods += sign
             for hp in pod.host_ports:
                 self._port(hp, sign)
         self.generation += 1

@@ -11,6 +11,7 @@ import numpy as np
 from pydantic import Field
 
 from ..framework.cycle_state import CycleState
+from ..framework.interface import Handle
 from ..framework.nodelist import NodeList
 from ..framework.plugin import FilterBatch, Plugin, PluginArgs
 from ..framework.snapshot import HOSTNAME_LABEL, Snapshot
@@ -44,8 +45,8 @@ class NodeAffinity(Plugin):
     name = "NodeAffinity"
     args_model = NodeAffinityArgs
 
-    def __init__(self, args: NodeAffinityArgs | None = None, handle: object = None) -> None:
-        super().__init__(args or NodeAffinityArgs(), handle)  # type: ignore[arg-type]
+    def __init__(self, args: NodeAffinityArgs | None = None, handle: Handle | None = None) -> None:
+        super().__init__(args or NodeAffinityArgs(), handle)
         added = self.args.added_affinity or {}
         req = added.get("requiredDuringSchedulingIgnoredDuringExecution")
         path = "addedAffinity.requiredDuringSchedulingIgnoredDuringExecution"

@@ -24,6 +24,7 @@ from ..fielderrors import (
     required,
 )
 from ..framework.cycle_state import CycleState
+from ..framework.interface import Handle
 from ..framework.node_table import PODS, NodeTable
 from ..framework.nodelist import NodeList
 from ..framework.plugin import FilterBatch, Plugin, PluginArgs
@@ -201,8 +202,8 @@ class NodeResourcesFit(Plugin):
     name = "NodeResourcesFit"
     args_model = NodeResourcesFitArgs
 
-    def __init__(self, args: NodeResourcesFitArgs | None = None, handle: object = None) -> None:
-        super().__init__(args or NodeResourcesFitArgs(), handle)  # type: ignore[arg-type]
+    def __init__(self, args: NodeResourcesFitArgs | None = None, handle: Handle | None = None) -> None:
+        super().__init__(args or NodeResourcesFitArgs(), handle)
         a: NodeResourcesFitArgs = self.args
         self.ignored = set(a.ignored_resources)
         self.ignored_groups = set(a.ignored_resource_groups)
@@ -413,8 +414,8 @@ class NodeResourcesBalancedAllocation(Plugin):
     name = "NodeResourcesBalancedAllocation"
     args_model = NodeResourcesBalancedAllocationArgs
 
-    def __init__(self, args: NodeResourcesBalancedAllocationArgs | None = None, handle: object = None) -> None:
-        super().__init__(args or NodeResourcesBalancedAllocationArgs(), handle)  # type: ignore[arg-type]
+    def __init__(self, args: NodeResourcesBalancedAllocationArgs | None = None, handle: Handle | None = None) -> None:
+        super().__init__(args or NodeResourcesBalancedAllocationArgs(), handle)
         self.resources = [r.name for r in self.args.resources]
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:

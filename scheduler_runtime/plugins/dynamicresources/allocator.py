@@ -26,7 +26,7 @@ passed around.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Container, Hashable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -465,7 +465,7 @@ class Allocator:
     """Built once per scheduling cycle (PreFilter) from the slices, classes and allocated devices; `allocate`
     is then called per node (Filter). Thread-safe: every call keeps its own search state."""
 
-    def __init__(self, *, features: Features, allocated: set[DeviceID],
+    def __init__(self, *, features: Features, allocated: Container[DeviceID],
                  class_lister: Callable[[str], dict[str, Any] | None], slices: list[dict[str, Any]],
                  cel_cache: CelCache, device_inputs: dict[int, DeviceInput] | None = None,
                  caches: SliceCaches | None = None) -> None:

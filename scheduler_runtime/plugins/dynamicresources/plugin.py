@@ -182,7 +182,7 @@ class DynamicResources(Plugin):
                     or len(self._caches.eligible) > 500_000):
                 self._caches, self._caches_version = SliceCaches(), mgr.slices_version
                 self._device_inputs.clear()
-            s.allocator = Allocator(features=self.features, allocated=mgr.allocated(),  # type: ignore[arg-type]
+            s.allocator = Allocator(features=self.features, allocated=mgr.allocated(),
                                     class_lister=lambda n: mgr.classes.get(n), slices=mgr.slices.list(),
                                     cel_cache=self.cel_cache, device_inputs=self._device_inputs,
                                     caches=self._caches)

@@ -103,8 +103,8 @@ def pv_matches_node(pv: dict[str, Any], node: Node) -> bool:
         return True
     m = meta(pv)
     key = (str(m.get("name") or ""), str(m.get("resourceVersion") or ""))
-    sel = _sel_cache.get(key, _MISSING)
-    if sel is _MISSING:
+    sel = _sel_cache.get(key)
+    if sel is None:
         try:
             sel = pv_node_selector(pv) or _NOTHING
         except Exception:  # a malformed selector matches nothing, as kube's conversion error does
@@ -112,8 +112,8 @@ def pv_matches_node(pv: dict[str, Any], node: Node) -> bool:
         with _sel_lock:
             if len(_sel_cache) > 50_000:
                 _sel_cache.clear()
-            _sel_cache[key] = sel  # type: ignore[assignment]
-    return sel.matches(node)  # type: ignore[union-attr]
+            _sel_cache[key] = sel
+    return sel.matches(node)
 
 
 def hostname_nodes(pv: dict[str, Any]) -> set[str]:
