@@ -6,7 +6,17 @@ import sys
 
 from scheduler_runtime.options.flags import parse
 
-from .guard import DEBUG, err_console, warn
+#: the drop-in starts in every static pod: it leaves typer and rich (≈70 ms of imports) to the ksched CLI
+DEBUG = {"on": False}
+
+
+def _err(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def warn(message: str) -> None:
+    """One `warning:` line on stderr, as the ksched CLI prints it."""
+    print(f"warning: {message}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,8 +46,8 @@ def main(argv: list[str] | None = None) -> int:
         elif version[-1].lower() in ("true", "1", "t"):
             print(f"Kubernetes v1.36.3-ksched.{__version__}")
         else:
-            err_console.print(f"E --version={version[-1]}: not supported by ksched (it reports its own version; "
-                              "use --version or --version=raw)", markup=False)
+            _err(f"E --version={version[-1]}: not supported by ksched (it reports its own version; "
+                 "use --version or --version=raw)")
             return 2
         return 0
     from scheduler_runtime.errors import KschedError
@@ -50,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     except KschedError as exc:
         if DEBUG["on"]:
             raise
-        err_console.print(f"E {exc}", markup=False)
+        _err(f"E {exc}")
         return 1
 
 
