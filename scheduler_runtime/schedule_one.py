@@ -138,25 +138,13 @@ class SchedulingCycle:
         rec.reserved(fw, pod, st)
         if st is not None:
             result.reserve = st.message
-            fw.run_unreserve(state, pod, node_name)
-            self.cache.forget_pod(pod)
-            if st.is_rejected():
-                diag = Diagnosis(node_statuses={node_name: st}, unschedulable_plugins={st.plugin})
-                self._handle_fit_error(fw, state, qpi, FitError(pod, 1, diag), result, start, post_filter=False)
-            else:
-                self._fail(fw, qpi, st, result, start)
+            self._undo_assume(fw, state, qpi, node_name, st, result, start)
             return
         st = fw.run_permit(state, pod, node_name)
         rec.permitted(fw, pod, st)
         if st is not None and st.code != Code.Wait:
             result.permit = st.message
-            fw.run_unreserve(state, pod, node_name)
-            self.cache.forget_pod(pod)
-            if st.is_rejected():
-                diag = Diagnosis(node_statuses={node_name: st}, unschedulable_plugins={st.plugin})
-                self._handle_fit_error(fw, state, qpi, FitError(pod, 1, diag), result, start, post_filter=False)
-            else:
-                self._fail(fw, qpi, st, result, start)
+            self._undo_assume(fw, state, qpi, node_name, st, result, start)
             return
         waiting = st is not None and st.code == Code.Wait
         if waiting:
@@ -412,6 +400,19 @@ class SchedulingCycle:
         status = Status(Code.Unschedulable, fe.message)
         self._fail(fw, qpi, status, result, start, rejectors=d.unschedulable_plugins, pending=d.pending_plugins,
                    nominated=nominated)
+
+    def _undo_assume(self, fw: Framework, state: CycleState, qpi: QueuedPodInfo, node_name: str, st: Status,
+                     result: AttemptResult, start: float) -> None:
+        """Reserve or Permit said no after the pod was assumed: unreserve, forget, then fail the attempt
+        (a rejection is a fit error on that one node, so PostFilter is not run, as in kube)."""
+        pod = qpi.pod
+        fw.run_unreserve(state, pod, node_name)
+        self.cache.forget_pod(pod)
+        if st.is_rejected():
+            diag = Diagnosis(node_statuses={node_name: st}, unschedulable_plugins={st.plugin})
+            self._handle_fit_error(fw, state, qpi, FitError(pod, 1, diag), result, start, post_filter=False)
+        else:
+            self._fail(fw, qpi, st, result, start)
 
     def _fail(self, fw: Framework, qpi: QueuedPodInfo, st: Status, result: AttemptResult, start: float,
               rejectors: set[str] | None = None, pending: set[str] | None = None,
