@@ -11,12 +11,16 @@ cluster whose bound pods are kept identical to kube-scheduler's after every step
   message     the FailedScheduling message, byte for byte (DynamicResources' PostFilter part included)
   nominated   status.nominatedNodeName after the attempt
   victims     the set of pods preemption evicted
+  feasible    the nodes that passed filtering (kube's: the nodes its -v=10 log scored, or its one node)
+  scores      every score plugin's weighted normalised score on every node (kube-scheduler logs them at
+              -v=10 as "Plugin scored node for pod", after NormalizeScore and the weight), identical
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -50,6 +54,8 @@ class Decision:
     victims: list[str] = field(default_factory=list)
     tied: list[str] | None = None  # ksched only: nodes sharing the best total (None: more than recorded)
     start_time: str = ""  # kube only: the startTime the harness gave the bound pod
+    #: node -> score plugin -> weighted normalised score; None when scoring did not run (one feasible node)
+    scores: dict[str, dict[str, int]] | None = None
 
 
 @dataclass
@@ -178,7 +184,7 @@ class KubeRun:
                                      name=sc.scheduler_name))
         log = open(self.work / f"kube-scheduler-{sc.seed}.log", "wb")  # noqa: SIM115 - child output
         proc = subprocess.Popen([str(self.bin_dir / "kube-scheduler"), f"--config={cfg}", "--secure-port=0",
-                                 "-v=2"], stdout=log, stderr=subprocess.STDOUT)
+                                 "-v=10"], stdout=log, stderr=subprocess.STDOUT)
         ns = sc.namespace
         decisions: list[Decision] = []
         stored: list[dict[str, Any]] = []
@@ -225,6 +231,7 @@ class KubeRun:
                 proc.kill()
                 proc.wait(30)
             log.close()
+        attach_kube_scores(decisions, ns, self.work / f"kube-scheduler-{sc.seed}.log")
         return decisions, nodes, bound, stored, live
 
     def _deleting(self, ns: str) -> list[str]:
@@ -257,6 +264,45 @@ class KubeRun:
                       if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp"))
 
     _ns = "diff"
+
+
+#: klog's text line for one plugin's weighted normalised score (pkg/scheduler/schedule_one.go, prioritizeNodes)
+_SCORED = re.compile(r'"Plugin scored node for pod" pod="([^"]+)" plugin="([^"]+)" node="([^"]+)" score=(-?\d+)')
+_FINAL = re.compile(r'"Calculated node\'s final score for pod" pod="([^"]+)" node="([^"]+)"')
+
+
+def parse_kube_scores(lines: Any) -> dict[str, list[dict[str, dict[str, int]]]]:
+    """pod key -> one {node: {plugin: score}} per scoring attempt, from kube-scheduler's -v=10 log. An
+    attempt's plugin lines come before its "final score" lines, so a plugin line after a final one starts
+    the next attempt."""
+    out: dict[str, list[dict[str, dict[str, int]]]] = {}
+    closed: set[str] = set()
+    for line in lines:
+        if "scored node for pod" in line:
+            m = _SCORED.search(line)
+            if m is None:
+                continue
+            pod, plugin, node, score = m.group(1), m.group(2), m.group(3), int(m.group(4))
+            attempts = out.setdefault(pod, [])
+            if not attempts or pod in closed:
+                attempts.append({})
+                closed.discard(pod)
+            attempts[-1].setdefault(node, {})[plugin] = score
+        elif "final score for pod" in line:
+            m = _FINAL.search(line)
+            if m is not None:
+                closed.add(m.group(1))
+    return out
+
+
+def attach_kube_scores(decisions: list[Decision], ns: str, log: Path) -> None:
+    """Each bound pod's scores from its (only) scoring attempt; pending pods were never scored."""
+    with open(log, encoding="utf-8", errors="replace") as f:
+        by_pod = parse_kube_scores(f)
+    for d in decisions:
+        attempts = by_pod.get(f"{ns}/{d.pod}") or []
+        if d.node is not None and attempts:
+            d.scores = attempts[-1]
 
 
 def run_kube(kubeconfig: Path, bin_dir: Path, work: Path, sc: Scenario) -> tuple[Any, ...]:
@@ -335,6 +381,8 @@ def _replay(sc: Scenario, cluster: MemoryCluster, reg: Any, cfg: Path, results: 
         else:
             r = results.get(f"{ns}/{name}")
             top = [(s["node"], s["total"]) for s in (r.scores if r else [])]
+            if r is not None and r.scores:
+                d.scores = {s["node"]: {p: v["weighted"] for p, v in s["plugins"].items()} for s in r.scores}
             if top:
                 best = top[0][1]
                 d.tied = [n for n, t in top if t == best]
@@ -371,11 +419,27 @@ def compare(seed: int, kube: list[Decision], ours: list[Decision]) -> Comparison
                 cmp.add("tied", k.node in o.tied, k.pod, {"kube": k.node, "ksched_tied": o.tied})
             else:  # one feasible node: ksched skipped scoring, the node must be kube's
                 cmp.add("node", k.node == o.node, k.pod, {"kube": k.node, "ksched": o.node})
+            kf = sorted(k.scores) if k.scores is not None else [k.node]
+            of = sorted(o.scores) if o.scores is not None else [o.node]
+            cmp.add("feasible", kf == of, k.pod, {"kube": kf, "ksched": of})
+            if k.scores is not None or o.scores is not None:
+                cmp.add("scores", k.scores == o.scores, k.pod, _score_diff(k.scores or {}, o.scores or {}))
         if k.node is None and o.node is None:  # byte for byte, DynamicResources' PostFilter part included
             cmp.add("message", k.message == o.message, k.pod, {"kube": k.message, "ksched": o.message})
             cmp.add("nominated", k.nominated == o.nominated, k.pod, {"kube": k.nominated, "ksched": o.nominated})
             cmp.add("victims", k.victims == o.victims, k.pod, {"kube": k.victims, "ksched": o.victims})
     return cmp
+
+
+def _score_diff(kube: dict[str, dict[str, int]], ours: dict[str, dict[str, int]]) -> list[str]:
+    """The (node, plugin) pairs whose scores differ, as "node plugin kube=.. ksched=.."."""
+    out = []
+    for node in sorted(set(kube) | set(ours)):
+        k, o = kube.get(node, {}), ours.get(node, {})
+        for plugin in sorted(set(k) | set(o)):
+            if k.get(plugin) != o.get(plugin):
+                out.append(f"{node} {plugin} kube={k.get(plugin)} ksched={o.get(plugin)}")
+    return out
 
 
 def scenario_json(sc: Scenario, pod: str | None = None) -> str:
