@@ -47,14 +47,15 @@ def main() -> int:
         cp = ControlPlane(state_dir=work / "cp")
         cp.start()
         try:
+            cp.start_controller_manager(("persistentvolume-binder-controller",))
             for seed in range(a.first, a.first + a.seeds):
                 if a.budget and time.monotonic() - start > a.budget:
                     break
                 done += 1
                 sc = generate(seed, n_nodes=a.nodes, n_pods=a.pods)
-                kube, nodes, bound, stored, live = run_kube(cp.kubeconfig_path, cp.bin_dir, work, sc)
-                ours = run_ksched(sc, nodes, bound, stored, kube, live, work)
-                cmp = compare(seed, kube, ours)
+                kube = run_kube(cp.kubeconfig_path, cp.bin_dir, work, sc)
+                ours = run_ksched(sc, kube, work)
+                cmp = compare(seed, kube.decisions, ours)
                 for kind, (ok, bad) in cmp.counts.items():
                     row = totals.setdefault(kind, [0, 0])
                     row[0] += ok

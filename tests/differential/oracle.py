@@ -36,6 +36,7 @@ from scheduler_runtime.results import ResultStore
 from scheduler_runtime.scheduler import Scheduler
 
 from .scenario import PRIORITY_CLASSES, Scenario
+from .volumes import STORAGE_CLASSES
 
 CONFIG = """apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
@@ -56,6 +57,21 @@ class Decision:
     start_time: str = ""  # kube only: the startTime the harness gave the bound pod
     #: node -> score plugin -> weighted normalised score; None when scoring did not run (one feasible node)
     scores: dict[str, dict[str, int]] | None = None
+    gated: bool | None = None  # a pod created with scheduling gates: was it held until they were lifted?
+    ungated: dict[str, Any] | None = None  # kube only: the pod as stored once its gates were lifted
+    #: kube only: the PVs and PVCs as stored after this pod's step (None: the pod has no claims)
+    storage: list[dict[str, Any]] | None = None
+
+
+@dataclass
+class KubeOutcome:
+    """kube-scheduler's run of a scenario and the stored objects ksched's replay starts from."""
+    decisions: list[Decision]
+    nodes: list[dict[str, Any]]
+    bound: list[dict[str, Any]]
+    stored: list[dict[str, Any]]  # the pods to schedule as created
+    live: list[list[str]]  # live bound pod names after each step
+    storage: list[dict[str, Any]] = field(default_factory=list)  # PVs, PVCs, CSINodes after setup
 
 
 @dataclass
@@ -121,8 +137,31 @@ class KubeRun:
                 if "already exists" not in str(exc) and "AlreadyExists" not in str(exc):
                     raise
 
+    def _ensure_storage_classes(self) -> None:
+        for body in STORAGE_CLASSES:
+            try:
+                self.c.call("POST", "/apis/storage.k8s.io/v1/storageclasses", body=body)
+            except Exception as exc:  # already there from an earlier scenario
+                if "already exists" not in str(exc) and "AlreadyExists" not in str(exc):
+                    raise
+
+    def _delete_all(self, path: str, finalizers: bool = False) -> None:
+        """Delete every object at `path`; with `finalizers`, first drop the protection finalizers no
+        controller here would remove (kubernetes.io/pv-protection, pvc-protection)."""
+        for o in self.c.call("GET", path).get("items") or []:
+            name = o["metadata"]["name"]
+            if finalizers and o["metadata"].get("finalizers"):
+                self.c.call("PATCH", f"{path}/{name}", body={"metadata": {"finalizers": None}},
+                            content_type="application/merge-patch+json")
+            try:
+                self.c.call("DELETE", f"{path}/{name}", body={"gracePeriodSeconds": 0})
+            except Exception as exc:
+                if "NotFound" not in str(exc) and "not found" not in str(exc):
+                    raise
+
     def _clear(self, sc: Scenario) -> None:
         """Nodes are cluster-scoped: a scenario starts from none of an earlier one's objects."""
+        self._delete_all("/apis/storage.k8s.io/v1/csinodes")
         for n in self.c.call("GET", "/api/v1/nodes").get("items") or []:
             self.c.call("DELETE", f"/api/v1/nodes/{n['metadata']['name']}")
         for p in self.c.call("GET", f"/api/v1/namespaces/{sc.namespace}/pods").get("items") or []:
@@ -132,10 +171,15 @@ class KubeRun:
                                ).get("items") or []:
             self.c.call("DELETE", f"/apis/policy/v1/namespaces/{sc.namespace}/poddisruptionbudgets/"
                         f"{pdb['metadata']['name']}")
+        self._delete_all(f"/api/v1/namespaces/{sc.namespace}/persistentvolumeclaims", finalizers=True)
+        self._delete_all("/api/v1/persistentvolumes", finalizers=True)
+        for path in (f"/api/v1/namespaces/{sc.namespace}/persistentvolumeclaims", "/api/v1/persistentvolumes"):
+            _wait(lambda path=path: not self.c.call("GET", path).get("items"), 30, f"{path} emptied")
 
     def setup(self, sc: Scenario) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """Create everything but the pods to schedule; returns (stored nodes, stored bound pods)."""
         self._ensure_priority_classes()
+        self._ensure_storage_classes()
         try:
             self.c.call("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
                                                             "metadata": {"name": sc.namespace}})
@@ -159,6 +203,7 @@ class KubeRun:
             got["status"] = {**pdb["status"], "observedGeneration": got["metadata"].get("generation", 1)}
             self.c.call("PUT", f"/apis/policy/v1/namespaces/{sc.namespace}/poddisruptionbudgets/"
                         f"{pdb['metadata']['name']}/status", body=got)
+        self.storage = self._setup_storage(sc)
         bound = []
         for p in sc.bound:
             self.c.call("POST", f"/api/v1/namespaces/{sc.namespace}/pods", body=p)
@@ -174,10 +219,41 @@ class KubeRun:
                            content_type="application/merge-patch+json")
 
     _clock = 0
+    storage: list[dict[str, Any]] = []
 
-    def run(self, sc: Scenario) -> tuple[list[Decision], list[dict[str, Any]], list[dict[str, Any]],
-                                         list[dict[str, Any]], list[list[str]]]:
-        """(decisions, stored nodes, stored bound pods, stored pods, live bound pod names after each step)."""
+    def _setup_storage(self, sc: Scenario) -> list[dict[str, Any]]:
+        """Create the PVs, PVCs and CSINodes and wait for kube-controller-manager's PV controller to settle
+        them (every PV Available or Bound, every pre-bound claim Bound); returns them as stored."""
+        ns = sc.namespace
+        for pv in sc.pvs:
+            self.c.call("POST", "/api/v1/persistentvolumes", body=pv)
+        for pvc in sc.pvcs:
+            self.c.call("POST", f"/api/v1/namespaces/{ns}/persistentvolumeclaims", body=pvc)
+        for cn in sc.csinodes:
+            self.c.call("POST", "/apis/storage.k8s.io/v1/csinodes", body=cn)
+        if not sc.pvs and not sc.pvcs:
+            return [self.c.call("GET", f"/apis/storage.k8s.io/v1/csinodes/{cn['metadata']['name']}")
+                    for cn in sc.csinodes]
+        prebound = {p["metadata"]["name"] for p in sc.pvcs if (p.get("spec") or {}).get("volumeName")}
+
+        def settled() -> bool:
+            pvs = self.c.call("GET", "/api/v1/persistentvolumes").get("items") or []
+            pvcs = self.c.call("GET", f"/api/v1/namespaces/{ns}/persistentvolumeclaims").get("items") or []
+            return (all((p.get("status") or {}).get("phase") in ("Available", "Bound") for p in pvs)
+                    and all((p.get("status") or {}).get("phase") == "Bound" for p in pvcs
+                            if p["metadata"]["name"] in prebound))
+
+        _wait(settled, 60, "the PV controller to settle the scenario's volumes")
+        return self._storage(ns) + [
+            self.c.call("GET", f"/apis/storage.k8s.io/v1/csinodes/{cn['metadata']['name']}") for cn in sc.csinodes]
+
+    def _storage(self, ns: str) -> list[dict[str, Any]]:
+        pvs = self.c.call("GET", "/api/v1/persistentvolumes").get("items") or []
+        pvcs = self.c.call("GET", f"/api/v1/namespaces/{ns}/persistentvolumeclaims").get("items") or []
+        return [{"apiVersion": "v1", "kind": "PersistentVolume"} | p for p in pvs] + \
+            [{"apiVersion": "v1", "kind": "PersistentVolumeClaim"} | p for p in pvcs]
+
+    def run(self, sc: Scenario) -> KubeOutcome:
         nodes, bound = self.setup(sc)
         cfg = self.work / f"kube-{sc.seed}.yaml"
         cfg.write_text(CONFIG.format(client=f"clientConnection: {{kubeconfig: {self.kubeconfig}}}\n",
@@ -193,6 +269,15 @@ class KubeRun:
             for p in sc.pods:
                 name = p["metadata"]["name"]
                 stored.append(self.c.call("POST", f"/api/v1/namespaces/{ns}/pods", body=p))
+                gated, ungated = None, None
+                if p["spec"].get("schedulingGates"):
+                    # held: a scheduler never attempts it (no verdict to wait for, so give it time), then lifted
+                    time.sleep(0.5)
+                    held = self.c.call("GET", f"/api/v1/namespaces/{ns}/pods/{name}")
+                    gated = not held["spec"].get("nodeName")
+                    ungated = self.c.call("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}",
+                                          body={"spec": {"schedulingGates": None}},
+                                          content_type="application/merge-patch+json")
 
                 def decided(name: str = name) -> Any:
                     got = self.c.call("GET", f"/api/v1/namespaces/{ns}/pods/{name}")
@@ -205,7 +290,9 @@ class KubeRun:
                     return None
 
                 got = _wait(decided, 60, f"kube-scheduler to decide {name}")
-                d = Decision(name, got["spec"].get("nodeName"))
+                d = Decision(name, got["spec"].get("nodeName"), gated=gated, ungated=ungated)
+                if p["spec"].get("volumes"):
+                    d.storage = self._storage(ns)
                 if d.node is not None:
                     d.start_time = self._started(ns, name)["status"]["startTime"]
                 if d.node is None:
@@ -232,7 +319,7 @@ class KubeRun:
                 proc.wait(30)
             log.close()
         attach_kube_scores(decisions, ns, self.work / f"kube-scheduler-{sc.seed}.log")
-        return decisions, nodes, bound, stored, live
+        return KubeOutcome(decisions, nodes, bound, stored, live, self.storage)
 
     def _deleting(self, ns: str) -> list[str]:
         pods = self.c.call("GET", f"/api/v1/namespaces/{ns}/pods").get("items") or []
@@ -305,16 +392,17 @@ def attach_kube_scores(decisions: list[Decision], ns: str, log: Path) -> None:
             d.scores = attempts[-1]
 
 
-def run_kube(kubeconfig: Path, bin_dir: Path, work: Path, sc: Scenario) -> tuple[Any, ...]:
+def run_kube(kubeconfig: Path, bin_dir: Path, work: Path, sc: Scenario) -> KubeOutcome:
     k = KubeRun(kubeconfig, bin_dir, work)
     k._ns = sc.namespace
     return k.run(sc)
 
 
-def _attempt_once(sched: Scheduler) -> None:
+def _attempt_once(sched: Scheduler, qpi: Any = None) -> None:
     """One scheduling attempt of the pod just created (kube's pod is deleted after its first attempt too)."""
     sched.drain_inbox()
-    qpi = sched.queue.pop(timeout=5)
+    if qpi is None:
+        qpi = sched.queue.pop(timeout=5)
     assert qpi is not None, "ksched's queue has no pod to attempt"
     sched.schedule_one(qpi)
     deadline = time.monotonic() + 30
@@ -326,12 +414,41 @@ def _attempt_once(sched: Scheduler) -> None:
     sched.drain_inbox()
 
 
-def run_ksched(sc: Scenario, nodes: list[dict[str, Any]], bound: list[dict[str, Any]],
-               stored: list[dict[str, Any]], kube: list[Decision], live: list[list[str]],
-               work: Path) -> list[Decision]:
-    """Replay with ksched, aligning its bound pods to kube-scheduler's after every pod."""
+def _stored_object(raw: dict[str, Any]) -> dict[str, Any]:
+    """A stored PV, PVC or CSINode to recreate: status kept (the PV controller's phase), server fields dropped."""
+    out = copy.deepcopy(raw)
+    for k in ("resourceVersion", "managedFields", "generation"):  # uid kept: PVs name claims by it
+        out["metadata"].pop(k, None)
+    return out
+
+
+def _align_storage(cluster: MemoryCluster, objs: list[dict[str, Any]]) -> None:
+    """Make ksched's PVs and PVCs what kube's were after the same step (a claim kube-scheduler bound)."""
+    for raw in objs:
+        want = _stored_object(raw)
+        resource = "persistentvolumes" if raw["kind"] == "PersistentVolume" else "persistentvolumeclaims"
+        ns = raw["metadata"].get("namespace")
+        have = next((o for o in cluster.list(resource, ns) if o["metadata"]["name"] == raw["metadata"]["name"]),
+                    None)
+        if have is None:
+            cluster.create(want)
+            continue
+        if any(have.get(k) != want.get(k) for k in ("spec", "status")) or \
+                (have["metadata"].get("annotations") or {}) != (want["metadata"].get("annotations") or {}):
+            want["metadata"]["uid"] = have["metadata"].get("uid")
+            cluster.update(want)
+
+
+def run_ksched(sc: Scenario, kube_run: KubeOutcome, work: Path) -> list[Decision]:
+    """Replay with ksched, aligning its bound pods (and PVs/PVCs) to kube-scheduler's after every pod."""
+    nodes, bound, stored, kube, live = (kube_run.nodes, kube_run.bound, kube_run.stored, kube_run.decisions,
+                                        kube_run.live)
     reg = build_registry([])
     cluster = MemoryCluster()
+    for obj in STORAGE_CLASSES:
+        cluster.create(copy.deepcopy(obj), emit=False)
+    for obj in kube_run.storage:
+        cluster.create(_stored_object(obj), emit=False)
     for n in nodes:
         cluster.create(_strip_server_fields(n) | {"status": n.get("status") or {}}, emit=False)
     for pc, (value, policy) in PRIORITY_CLASSES.items():
@@ -369,9 +486,24 @@ def _replay(sc: Scenario, cluster: MemoryCluster, reg: Any, cfg: Path, results: 
         name = raw["metadata"]["name"]
         before = set(cluster.deleted)
         cluster.create(copy.deepcopy(raw))
-        _attempt_once(sched)
+        gated = None
+        if k.ungated is not None:
+            sched.drain_inbox()
+            qpi = sched.queue.pop(timeout=0.05)
+            gated = qpi is None
+            if qpi is None:  # lift the gates as kube's run did
+                lifted = _strip_server_fields(k.ungated)
+                have = cluster.get_pod(ns, name) or {}
+                lifted["metadata"]["uid"] = have["metadata"].get("uid")
+                lifted["status"] = have.get("status") or {}
+                cluster.update(lifted)
+                _attempt_once(sched)
+            else:
+                _attempt_once(sched, qpi)
+        else:
+            _attempt_once(sched)
         got = cluster.get_pod(ns, name) or {}
-        d = Decision(name, (got.get("spec") or {}).get("nodeName"))
+        d = Decision(name, (got.get("spec") or {}).get("nodeName"), gated=gated)
         if d.node is None:
             cond = next((c for c in (got.get("status") or {}).get("conditions") or []
                          if c.get("type") == "PodScheduled"), {})
@@ -402,6 +534,8 @@ def _replay(sc: Scenario, cluster: MemoryCluster, reg: Any, cfg: Path, results: 
         have = {p["metadata"]["name"] for p in cluster.list("pods", ns)}
         for missing in sorted(want - have):
             cluster.create(copy.deepcopy(by_name[missing]))
+        if k.storage is not None:
+            _align_storage(cluster, k.storage)
         sched.drain_inbox()
     sched.stop()
     return out
@@ -410,6 +544,8 @@ def _replay(sc: Scenario, cluster: MemoryCluster, reg: Any, cfg: Path, results: 
 def compare(seed: int, kube: list[Decision], ours: list[Decision]) -> Comparison:
     cmp = Comparison(seed)
     for k, o in zip(kube, ours, strict=True):
+        if k.gated is not None:
+            cmp.add("gated", k.gated == o.gated, k.pod, {"kube": k.gated, "ksched": o.gated})
         cmp.add("pending", (k.node is None) == (o.node is None), k.pod,
                 {"kube": k.node or k.message, "ksched": o.node or o.message})
         if k.node is not None and o.node is not None:
@@ -445,4 +581,5 @@ def _score_diff(kube: dict[str, dict[str, int]], ours: dict[str, dict[str, int]]
 def scenario_json(sc: Scenario, pod: str | None = None) -> str:
     """A reproduction: the scenario's objects (all of them; shrinking is not automated)."""
     return json.dumps({"seed": sc.seed, "nodes": sc.nodes, "bound": sc.bound, "pdbs": sc.pdbs,
+                       "pvs": sc.pvs, "pvcs": sc.pvcs, "csinodes": sc.csinodes,
                        "pods": [p for p in sc.pods if pod is None or p["metadata"]["name"] <= pod]}, indent=1)
