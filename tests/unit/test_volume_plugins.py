@@ -172,6 +172,8 @@ def test_volume_restrictions_read_write_once_pod():
     p = pod(volumes=[claim_vol("solo")])
     state, st = prefilter(pl, p)
     assert st is None
+    assert REASON_RWOP_CONFLICT == ("node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod "
+                                    "access mode already in-use by another pod")  # kube v1.36.3
     # the claim is in use anywhere in the cluster: every node is rejected, preemption may help
     for n in ("n1", "n2"):
         assert reasons(pl.filter(state, p, h.snapshot.get(n))) == (Code.Unschedulable, [REASON_RWOP_CONFLICT])
@@ -403,7 +405,9 @@ def test_volume_binding_bound_pv_node_affinity_and_missing_pv():
     _, got = vb_filter(pl, pod(volumes=[claim_vol("zonal")]))
     assert got == {"n1": None, "n2": (UNRES, [VB_NODE_CONFLICT]), "n3": None}
     state, got = vb_filter(pl, pod(volumes=[claim_vol("local")]))
-    assert got == {"n3": None}  # a local PV pinned by hostname narrows PreFilter to its node
+    # v1.36.3 narrows nothing in PreFilter: the other nodes fail Filter, so kube's message counts them
+    assert got == {"n1": (UNRES, [VB_NODE_CONFLICT]), "n2": (UNRES, [VB_NODE_CONFLICT]), "n3": None}
+    assert VB_NODE_CONFLICT == "node(s) didn't match PersistentVolume's node affinity"
     _, got = vb_filter(pl, pod(volumes=[claim_vol("dangling")]))
     assert list(got.values()) == [(UNRES, [VB_PV_NOT_EXIST])] * 3
 

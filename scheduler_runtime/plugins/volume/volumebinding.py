@@ -58,7 +58,6 @@ from .volumeutil import (
     VolumeStores,
     annotations,
     class_of,
-    hostname_nodes,
     meta,
     not_found,
     owned_by,
@@ -70,7 +69,7 @@ from .volumeutil import (
 )
 
 REASON_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
-REASON_NODE_CONFLICT = "node(s) had volume node affinity conflict"
+REASON_NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"  # binder.go, v1.36.3
 REASON_PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
 REASON_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 _STATE = "VolumeBinding"
@@ -329,12 +328,8 @@ class VolumeBinding(Plugin):
                 immediate = True
         if immediate:
             return None, Status.unresolvable(REASON_UNBOUND_IMMEDIATE)
-        eligible: set[str] | None = None
-        for pvc in s.bound:
-            pv = self.cache.pv(spec(pvc).get("volumeName") or "")
-            names = hostname_nodes(pv) if pv is not None else set()
-            if names:
-                eligible = set(names) if eligible is None else eligible & names
+        # v1.36.3's PreFilter narrows no nodes (no PreFilterResult from bound PVs' hostname affinity): each
+        # node is rejected by Filter with "didn't match PersistentVolume's node affinity", as kube counts it
         if s.delayed:
             classes = {class_of(p) for p in s.delayed}
             pvs_by_class: dict[str, list[dict[str, Any]]] = {}
@@ -353,7 +348,7 @@ class VolumeBinding(Plugin):
                         s.match_error = exc
             s.to_match.sort(key=lambda c: c.requested)
         state.write(_STATE, s)
-        return (PreFilterResult(eligible) if eligible is not None else None), None
+        return None, None
 
     # ------------------------------------------------------------------ Filter
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
