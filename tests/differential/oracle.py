@@ -19,7 +19,6 @@ cluster whose bound pods are kept identical to kube-scheduler's after every step
 from __future__ import annotations
 
 import copy
-import json
 import re
 import subprocess
 import time
@@ -576,10 +575,3 @@ def _score_diff(kube: dict[str, dict[str, int]], ours: dict[str, dict[str, int]]
             if k.get(plugin) != o.get(plugin):
                 out.append(f"{node} {plugin} kube={k.get(plugin)} ksched={o.get(plugin)}")
     return out
-
-
-def scenario_json(sc: Scenario, pod: str | None = None) -> str:
-    """A reproduction: the scenario's objects (all of them; shrinking is not automated)."""
-    return json.dumps({"seed": sc.seed, "nodes": sc.nodes, "bound": sc.bound, "pdbs": sc.pdbs,
-                       "pvs": sc.pvs, "pvcs": sc.pvcs, "csinodes": sc.csinodes,
-                       "pods": [p for p in sc.pods if pod is None or p["metadata"]["name"] <= pod]}, indent=1)
