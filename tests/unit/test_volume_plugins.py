@@ -509,3 +509,15 @@ def test_volume_binding_events():
     regs = {r.event.resource for r in VolumeBinding(None, None).events_to_register()}
     assert regs == {"storage.k8s.io/StorageClass", "PersistentVolumeClaim", "PersistentVolume", "Node",
                     "storage.k8s.io/CSINode", "storage.k8s.io/CSIDriver", "storage.k8s.io/CSIStorageCapacity"}
+
+
+def test_volume_binding_reports_bound_and_unbound_conflicts_together():
+    """kube's FindPodVolumes matches the unbound claims even when a bound claim's PV does not fit the node,
+    and reports both reasons (found by the differential test: kube counted a node under both)."""
+    _, _, pl = vb_setup(storage_class("local", provisioner="kubernetes.io/no-provisioner"),
+                        pvc("local", volume="pv-l", bound=True),
+                        pv("pv-l", affinity={"kubernetes.io/hostname": "n3"}, claim=(NS, "local")),
+                        pvc("big", cls="local", storage="100Gi"))
+    _, got = vb_filter(pl, pod(volumes=[claim_vol("local"), claim_vol("big")]))
+    assert got == {"n1": (UNRES, [VB_NODE_CONFLICT, VB_BIND_CONFLICT]),
+                   "n2": (UNRES, [VB_NODE_CONFLICT, VB_BIND_CONFLICT]), "n3": (UNRES, [VB_BIND_CONFLICT])}

@@ -378,7 +378,7 @@ class VolumeBinding(Plugin):
             if not pv_matches_node(pv, node):
                 bound_ok = False
                 break
-        if bound_ok and pvs_found and s.delayed:
+        if s.delayed:  # matched whatever the bound claims said: kube's FindPodVolumes reports both reasons
             unbound_ok = all(selected == node.name for _pvc, selected in s.selected)
             if unbound_ok:
                 if s.match_error is not None:
