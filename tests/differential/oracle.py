@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import re
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,16 +32,16 @@ from scheduler_runtime.config import load_config
 from scheduler_runtime.framework.registry import build_registry
 from scheduler_runtime.results import ResultStore
 from scheduler_runtime.scheduler import Scheduler
+from scheduler_runtime.testing.kube import (
+    kube_scheduler,
+    pod_scheduled_condition,
+    put_node,
+    scheduler_config,
+    wait_decision,
+)
 
 from .scenario import PRIORITY_CLASSES, Scenario
 from .volumes import STORAGE_CLASSES
-
-CONFIG = """apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-{client}leaderElection: {{leaderElect: false}}
-profiles:
-- schedulerName: {name}
-"""
 
 
 @dataclass
@@ -188,12 +187,7 @@ class KubeRun:
         self._clear(sc)
         nodes = []
         for n in sc.nodes:
-            self.c.call("POST", "/api/v1/nodes", body=n)
-            # TaintNodesByCondition adds not-ready at creation; no node controller runs here to lift it
-            stored = self.c.call("PATCH", f"/api/v1/nodes/{n['metadata']['name']}",
-                                 body={"spec": {"taints": (n.get("spec") or {}).get("taints") or None}},
-                                 content_type="application/merge-patch+json")
-            nodes.append(stored)
+            nodes.append(put_node(self.c, n))
         for pdb in sc.pdbs:
             body = {k: v for k, v in pdb.items() if k != "status"}
             self.c.call("POST", f"/apis/policy/v1/namespaces/{sc.namespace}/poddisruptionbudgets", body=body)
@@ -255,16 +249,14 @@ class KubeRun:
     def run(self, sc: Scenario) -> KubeOutcome:
         nodes, bound = self.setup(sc)
         cfg = self.work / f"kube-{sc.seed}.yaml"
-        cfg.write_text(CONFIG.format(client=f"clientConnection: {{kubeconfig: {self.kubeconfig}}}\n",
-                                     name=sc.scheduler_name))
-        log = open(self.work / f"kube-scheduler-{sc.seed}.log", "wb")  # noqa: SIM115 - child output
-        proc = subprocess.Popen([str(self.bin_dir / "kube-scheduler"), f"--config={cfg}", "--secure-port=0",
-                                 "-v=10"], stdout=log, stderr=subprocess.STDOUT)
+        cfg.write_text(scheduler_config(sc.scheduler_name, self.kubeconfig))
+        log = self.work / f"kube-scheduler-{sc.seed}.log"
+        log.unlink(missing_ok=True)  # a rerun (shrinking) reads only its own score lines
         ns = sc.namespace
         decisions: list[Decision] = []
         stored: list[dict[str, Any]] = []
         live: list[list[str]] = []
-        try:
+        with kube_scheduler(self.bin_dir, cfg, log, verbosity=10):  # -v=10: the per-plugin scores
             for p in sc.pods:
                 name = p["metadata"]["name"]
                 stored.append(self.c.call("POST", f"/api/v1/namespaces/{ns}/pods", body=p))
@@ -278,25 +270,15 @@ class KubeRun:
                                           body={"spec": {"schedulingGates": None}},
                                           content_type="application/merge-patch+json")
 
-                def decided(name: str = name) -> Any:
-                    got = self.c.call("GET", f"/api/v1/namespaces/{ns}/pods/{name}")
-                    if got["spec"].get("nodeName"):
-                        return got
-                    for cond in (got.get("status") or {}).get("conditions") or []:
-                        if cond["type"] == "PodScheduled" and cond["status"] == "False" and \
-                                cond.get("reason") != "SchedulingGated":
-                            return got
-                    return None
-
-                got = _wait(decided, 60, f"kube-scheduler to decide {name}")
-                d = Decision(name, got["spec"].get("nodeName"), gated=gated, ungated=ungated)
+                verdict, what = wait_decision(self.c, ns, name)
+                d = Decision(name, what if verdict == "bound" else None, gated=gated, ungated=ungated)
                 if p["spec"].get("volumes"):
                     d.storage = self._storage(ns)
                 if d.node is not None:
                     d.start_time = self._started(ns, name)["status"]["startTime"]
                 if d.node is None:
-                    cond = next(c for c in got["status"]["conditions"] if c["type"] == "PodScheduled")
-                    d.message = cond.get("message") or ""
+                    got = self.c.call("GET", f"/api/v1/namespaces/{ns}/pods/{name}")
+                    d.message = (pod_scheduled_condition(got) or {}).get("message") or ""
                     d.nominated = (got.get("status") or {}).get("nominatedNodeName") or ""
                     self.c.call("DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", body={"gracePeriodSeconds": 0})
                     if d.nominated:
@@ -309,15 +291,7 @@ class KubeRun:
                     time.sleep(1.5)
                 elif d.node is None:
                     time.sleep(0.2)
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(30)
-            log.close()
-        attach_kube_scores(decisions, ns, self.work / f"kube-scheduler-{sc.seed}.log")
+        attach_kube_scores(decisions, ns, log)
         return KubeOutcome(decisions, nodes, bound, stored, live, self.storage)
 
     def _deleting(self, ns: str) -> list[str]:
@@ -461,7 +435,7 @@ def run_ksched(sc: Scenario, kube_run: KubeOutcome, work: Path) -> list[Decision
         by_name[raw["metadata"]["name"]] = raw
         cluster.create(raw, emit=False)
     cfg = work / "ksched.yaml"
-    cfg.write_text(CONFIG.format(client="", name=sc.scheduler_name))
+    cfg.write_text(scheduler_config(sc.scheduler_name))
     results = ResultStore()
     # record every node's total, not the top few, so a tie of any size is known in full (restored below:
     # other tests in the same session read the top few)

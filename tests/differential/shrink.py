@@ -83,7 +83,29 @@ def shrink(sc: Scenario, pod: str, still_fails: Callable[[Scenario], bool], tria
     cur = _drop_nodes(cur, nodes)
     if cur.pdbs and budget.spend() and still_fails(_with(cur, pdbs=[])):
         cur = _with(cur, pdbs=[])
+    pruned = _unused_storage_dropped(cur)
+    if (len(pruned.pvs), len(pruned.pvcs)) != (len(cur.pvs), len(cur.pvcs)) and budget.spend() and \
+            still_fails(pruned):
+        cur = pruned
     return cur
+
+
+def _unused_storage_dropped(sc: Scenario) -> Scenario:
+    """Only the claims some pod uses, the PVs bound to them and the free PVs on the nodes left."""
+    used = {v["persistentVolumeClaim"]["claimName"] for p in sc.bound + sc.pods
+            for v in p["spec"].get("volumes") or [] if v.get("persistentVolumeClaim")}
+    nodes = {n["metadata"]["name"] for n in sc.nodes}
+    pvcs = [c for c in sc.pvcs if c["metadata"]["name"] in used]
+
+    def keep(pv: dict[str, Any]) -> bool:
+        ref = pv["spec"].get("claimRef")
+        if ref:
+            return ref["name"] in used
+        pinned = [v for t in ((pv["spec"].get("nodeAffinity") or {}).get("required") or {}).get(
+            "nodeSelectorTerms") or [] for e in t.get("matchExpressions") or [] for v in e.get("values") or []]
+        return not pinned or any(v in nodes for v in pinned)
+
+    return _with(sc, pvcs=pvcs, pvs=[pv for pv in sc.pvs if keep(pv)])
 
 
 def scenario_yaml(sc: Scenario, header: str = "") -> str:

@@ -33,6 +33,8 @@ def test_shrink_keeps_the_pod_its_predecessor_and_the_node_they_need() -> None:
     assert [n["metadata"]["name"] for n in small.nodes] == [node]
     assert small.bound == [] and small.pdbs == []
     assert all(c["metadata"]["name"] == node for c in small.csinodes)
+    used = {v["persistentVolumeClaim"]["claimName"] for p in small.pods for v in p["spec"].get("volumes") or []}
+    assert {c["metadata"]["name"] for c in small.pvcs} == used  # unused claims pruned
     docs = list(yaml.safe_load_all(scenario_yaml(small, "seed 7\nwhy")))
     kinds = [d["kind"] for d in docs]
     assert kinds.count("Node") == 1 and kinds[-2:] == ["Pod", "Pod"]
