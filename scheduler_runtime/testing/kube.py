@@ -95,3 +95,25 @@ def wait_decision(client: Any, ns: str, name: str, timeout: float = 60.0,
     """Poll `decision` until a scheduler has decided the pod."""
     return wait_for(lambda: decision(client, ns, name, need_message), timeout, f"a decision for {ns}/{name}",
                     interval=0.03)
+
+
+@contextmanager
+def ksched_runner(config: str | Path, kubeconfig: str | Path, seed: int = 1) -> Iterator[Any]:
+    """ksched's scheduler (the Runner `ksched run` uses) with `config` against the API server of `kubeconfig`,
+    in a thread for the `with` block; stopped and joined after it."""
+    import threading
+
+    from ..app import Runner, RunOptions
+    from ..config import load_config
+    from ..framework.registry import build_registry
+
+    reg = build_registry([])
+    runner = Runner(load_config(Path(config), reg), reg, RunOptions(
+        kubeconfig=str(kubeconfig), secure_port=0, leader_overrides={"leader_elect": False}, seed=seed))
+    t = threading.Thread(target=runner.run, daemon=True)
+    t.start()
+    try:
+        yield runner
+    finally:
+        runner.stop()
+        t.join(30)
