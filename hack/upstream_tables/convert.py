@@ -382,6 +382,58 @@ def balanced(c):
     return {**base, "steps": steps}
 
 
+def _kinded(objs: Any, kind: str) -> list[dict[str, Any]]:
+    api = "storage.k8s.io/v1" if kind == "StorageClass" else "v1"
+    return [{"apiVersion": api, "kind": kind, **clean(o)} for o in objs or [] if o]
+
+
+def _fixture_objs(rec: dict[str, Any]) -> list[dict[str, Any]]:
+    fx = rec.get("fixtures") or {}
+    return (_kinded(fx.get("scLister"), "StorageClass") + _kinded(fx.get("pvLister"), "PersistentVolume")
+            + _kinded(fx.get("pvcLister"), "PersistentVolumeClaim"))
+
+
+#: kube's fake listers (pkg/scheduler/testing/framework) word NotFound with the plural resource; the informer
+#: listers kube-scheduler runs with (client-go listers/storage/v1) use the singular, as ksched does
+FAKE_LISTER_NOT_FOUND = ('storageclasses.storage.k8s.io "', 'storageclass.storage.k8s.io "')
+
+
+def _real_lister(st: Any) -> Any:
+    if st is None:
+        return None
+    return {**st, "reasons": [r.replace(*FAKE_LISTER_NOT_FOUND) for r in st["reasons"]]}
+
+
+def volumezone(c, rec):
+    """TestSingleZone/MultiZone/WithBinding: PreFilter, then Filter on the case's node (kube's test calls Filter
+    whatever PreFilter said), against the listers the test function builds before its table."""
+    node = clean(c["Node"])
+    pod = pod_of(c, "Pod")
+    return {"plugin": "VolumeZone", "nodes": [node], "pod": pod, "objs": _fixture_objs(rec),
+            "steps": [{"op": "prefilter", "status": _real_lister(status(c.get("wantPreFilterStatus")))},
+                      {"op": "filter", "node": node["metadata"]["name"],
+                       "status": _real_lister(status(c.get("wantFilterStatus")))}]}
+
+
+def volumerestrictions(c):
+    """Disk conflicts (nodeInfo's pods on an unnamed node) and ReadWriteOncePod conflicts (existing pods,
+    nodes and PVCs listed): PreFilter, then Filter only when PreFilter succeeded, as kube's test does."""
+    nodes = named(c.get("existingNodes")) or [{"metadata": {"name": "node"}}]
+    where = nodes[0]["metadata"]["name"]
+    pods = [clean(p) for p in c.get("existingPods") or []]
+    if not pods:
+        for p in (c.get("nodeInfo") or {}).get("pods") or []:
+            p = clean(p)
+            p.setdefault("spec", {})["nodeName"] = where
+            pods.append(p)
+    pre = status(c.get("preFilterWantStatus"))
+    steps: list[dict[str, Any]] = [{"op": "prefilter", "status": pre}]
+    if pre is None:
+        steps.append({"op": "filter", "node": where, "status": status(c.get("wantStatus"))})
+    return {"plugin": "VolumeRestrictions", "nodes": nodes, "pods": pods, "pod": pod_of(c),
+            "objs": _kinded(c.get("existingPVCs"), "PersistentVolumeClaim"), "steps": steps}
+
+
 NR_INTERNAL = na("private helper of the plugin package (no extension point); its effect is covered by the "
                  "Filter/Score tables")
 NR_NA_DRA = na("DRA-backed extended resources / node-allocatable DRA claims: ksched has no DRA")
@@ -463,7 +515,20 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
         "testComputePodResourceRequestWithNodeAllocatableDRA": NR_NA_DRA,
     },
     "schedulinggates": {"TestPreEnqueue": gates, "Test_isSchedulableAfterPodChange": HINT},
+    "volumezone": {
+        "TestSingleZone": volumezone, "TestMultiZone": volumezone, "TestWithBinding": volumezone,
+        "TestIsSchedulableAfterPersistentVolumeClaimAdded": HINT, "TestIsSchedulableAfterPersistentVolumeChange": HINT,
+        "TestIsSchedulableAfterStorageClassAdded": HINT,
+    },
+    "volumerestrictions": {
+        "TestGCEDiskConflicts": volumerestrictions, "TestAWSDiskConflicts": volumerestrictions,
+        "TestRBDDiskConflicts": volumerestrictions, "TestISCSIDiskConflicts": volumerestrictions,
+        "TestAccessModeConflicts": volumerestrictions,
+        "Test_isSchedulableAfterPodDeleted": HINT, "Test_isSchedulableAfterPersistentVolumeClaimChange": HINT,
+    },
 }
+#: adapters that also read the test function's fixtures (listers built before the table)
+WITH_FIXTURES = {volumezone}
 
 
 def convert(pkg: str, extra: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None) -> int:
@@ -483,7 +548,7 @@ def convert(pkg: str, extra: dict[str, Callable[[dict[str, Any]], dict[str, Any]
             out: dict[str, Any] = {"na": f"no adapter for {rec['test']} yet"}
         else:
             try:
-                out = fn(c)
+                out = fn(c, rec) if fn in WITH_FIXTURES else fn(c)
             except Exception as exc:  # a case shape the adapter does not know: say so in the data
                 out = {"na": f"adapter could not read the case: {type(exc).__name__}: {exc}"}
         cases.append({"id": cid, **out})
