@@ -73,7 +73,8 @@ def na(reason: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
     return lambda c: {"na": reason}
 
 
-HINT = na("queueing hint function (isSchedulableAfter*): ksched's queue has no per-plugin hint callbacks")
+HINT = na("queueing hint (isSchedulableAfter*) for an event ksched's plugin registers without a hint function: "
+         "every such event requeues the pod, so there is no function to compare")
 
 
 def pod_of(c: dict[str, Any], key: str = "pod") -> dict[str, Any]:
@@ -434,6 +435,18 @@ def volumerestrictions(c):
             "objs": _kinded(c.get("existingPVCs"), "PersistentVolumeClaim"), "steps": steps}
 
 
+def hint(plugin: str, resource: str, action: str):
+    """A queueing hint test: the hint ksched's plugin registers for `resource`/`action`, on (pod, old, new)."""
+    def f(c):
+        if c.get("expectedErr"):
+            return {"na": "hands the hint a malformed object (not the event's kind): kube returns Queue with an "
+                          "error; ksched's informers only deliver objects of the registered kind"}
+        return {"plugin": plugin, "pod": pod_of(c),
+                "steps": [{"op": "hint", "resource": resource, "action": action, "old": clean(c.get("oldObj")),
+                           "new": clean(c.get("newObj")), "want": c["expectedHint"]}]}
+    return f
+
+
 NR_INTERNAL = na("private helper of the plugin package (no extension point); its effect is covered by the "
                  "Filter/Score tables")
 NR_NA_DRA = na("DRA-backed extended resources / node-allocatable DRA claims: ksched has no DRA")
@@ -517,14 +530,17 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
     "schedulinggates": {"TestPreEnqueue": gates, "Test_isSchedulableAfterPodChange": HINT},
     "volumezone": {
         "TestSingleZone": volumezone, "TestMultiZone": volumezone, "TestWithBinding": volumezone,
-        "TestIsSchedulableAfterPersistentVolumeClaimAdded": HINT, "TestIsSchedulableAfterPersistentVolumeChange": HINT,
+        "TestIsSchedulableAfterPersistentVolumeClaimAdded": hint("VolumeZone", "PersistentVolumeClaim", "Add"),
+        "TestIsSchedulableAfterPersistentVolumeChange": HINT,
         "TestIsSchedulableAfterStorageClassAdded": HINT,
     },
     "volumerestrictions": {
         "TestGCEDiskConflicts": volumerestrictions, "TestAWSDiskConflicts": volumerestrictions,
         "TestRBDDiskConflicts": volumerestrictions, "TestISCSIDiskConflicts": volumerestrictions,
         "TestAccessModeConflicts": volumerestrictions,
-        "Test_isSchedulableAfterPodDeleted": HINT, "Test_isSchedulableAfterPersistentVolumeClaimChange": HINT,
+        "Test_isSchedulableAfterPodDeleted": hint("VolumeRestrictions", "Pod", "Delete"),
+        "Test_isSchedulableAfterPersistentVolumeClaimChange": hint("VolumeRestrictions", "PersistentVolumeClaim",
+                                                                   "Add"),
     },
 }
 #: adapters that also read the test function's fixtures (listers built before the table)

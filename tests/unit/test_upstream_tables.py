@@ -22,7 +22,16 @@ from scheduler_runtime.framework.handle import Handle
 from scheduler_runtime.framework.nodelist import NodeList
 from scheduler_runtime.framework.snapshot import Snapshot
 from scheduler_runtime.framework.status import Code, Status
-from scheduler_runtime.framework.types import NodeInfo, NodeScore, PreFilterResult, QueuedPodInfo
+from scheduler_runtime.framework.types import (
+    QUEUE,
+    QUEUE_SKIP,
+    ActionType,
+    ClusterEvent,
+    NodeInfo,
+    NodeScore,
+    PreFilterResult,
+    QueuedPodInfo,
+)
 from scheduler_runtime.objects import Node, Pod
 from scheduler_runtime.plugins import in_tree
 
@@ -125,6 +134,8 @@ def run_case(case: dict[str, Any]) -> list[str]:
         return ["args: kube rejects them, ksched accepted them"]
     if case["steps"][0]["op"] == "less":
         return _run_less(case)
+    if case["steps"][0]["op"] == "hint":
+        return _run_hint(case)
     plugin, snap, pod = _build(case)
     state = CycleState()
     diffs: list[str] = []
@@ -177,6 +188,31 @@ def run_case(case: dict[str, Any]) -> list[str]:
             got_scores = {s.name: s.score for s in scores}
             if got_scores != step["scores"]:
                 diffs.append(f"scores: want {step['scores']}, got {got_scores}")
+    return diffs
+
+
+def _run_hint(case: dict[str, Any]) -> list[str]:
+    """A queueing hint: the function the plugin registers for the step's resource and action."""
+    plugin, _, pod = _build({**case, "objs": case.get("objs") or []})
+    diffs = []
+    for step in case["steps"]:
+        happened = ClusterEvent(step["resource"], ActionType[step["action"]])
+        fns = [ev.hint for ev in plugin.events_to_register() if ev.event.matches(happened)]
+        if not fns or fns[0] is None:
+            diffs.append(f"no hint function registered for {step['resource']}/{step['action']}")
+            continue
+
+        def obj(raw: Any, resource: str = step["resource"]) -> Any:
+            if raw is None or resource != "Pod":
+                return raw
+            raw = json.loads(json.dumps(raw))
+            raw.setdefault("metadata", {}).setdefault("name", "other")  # kube's test pods may be unnamed
+            return Pod.from_dict(raw)
+
+        got = fns[0](pod, obj(step["old"]), obj(step["new"]))
+        want = QUEUE if step["want"] == "Queue" else QUEUE_SKIP
+        if got != want:
+            diffs.append(f"hint: want {step['want']}, got {'Queue' if got == QUEUE else 'QueueSkip'}")
     return diffs
 
 
