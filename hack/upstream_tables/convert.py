@@ -435,6 +435,45 @@ def volumerestrictions(c):
             "objs": _kinded(c.get("existingPVCs"), "PersistentVolumeClaim"), "steps": steps}
 
 
+#: volume_binding_test.go's package-level classes and driver, which every TestVolumeBinding case is fed
+VB_CLASSES = [
+    {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "immediate-sc"},
+     "volumeBindingMode": "Immediate"},
+    {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "wait-sc"},
+     "volumeBindingMode": "WaitForFirstConsumer"},
+    {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "wait-hdd-sc"},
+     "volumeBindingMode": "WaitForFirstConsumer"},
+    {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "wait-sc-with-storage-capacity"},
+     "provisioner": "driver-with-storage-capacity", "volumeBindingMode": "WaitForFirstConsumer"},
+    {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": "driver-with-storage-capacity"},
+     "spec": {"storageCapacity": True}},
+]
+
+
+def volumebinding(c):
+    """TestVolumeBinding: PreFilter (no PreFilterResult), Filter on every node, PreScore, as kube's test."""
+    if (c.get("fts") or {}).get("EnableStorageCapacityScoring"):
+        return {"na": "StorageCapacityScoring feature gate (alpha, off in 1.36 defaults; ksched refuses `shape` "
+                      "without it, as kube-scheduler's validation does)"}
+    nodes = named(c.get("nodes"))
+    objs = VB_CLASSES + _kinded(c.get("pvcs"), "PersistentVolumeClaim") + _kinded(c.get("pvs"), "PersistentVolume")
+    objs += [{"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity", **clean(x)}
+             for x in c.get("capacities") or []]
+    pre = status(c.get("wantPreFilterStatus"))
+    steps: list[dict[str, Any]] = [{"op": "prefilter", "status": pre, "nodes": None}]
+    if pre is None:
+        for n, want in zip(nodes, c.get("wantFilterStatus") or [], strict=True):
+            steps.append({"op": "filter", "node": n["metadata"]["name"], "status": status(want)})
+        steps.append({"op": "prescore", "status": status(c.get("wantPreScoreStatus"))})
+    return {"plugin": "VolumeBinding", "args": {"bindTimeoutSeconds": 300}, "nodes": nodes, "pod": pod_of(c),
+            "objs": objs, "steps": steps}
+
+
+VB_INTERNAL = na("the volume binder's internals (FindPodVolumes/Assume/Bind/CheckBindings against a fake binder "
+                 "and fake API calls): no extension point; the plugin-level cases (TestVolumeBinding) cover "
+                 "what they decide")
+
+
 def hint(plugin: str, resource: str, action: str):
     """A queueing hint test: the hint ksched's plugin registers for `resource`/`action`, on (pod, old, new)."""
     def f(c):
@@ -541,6 +580,17 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
         "Test_isSchedulableAfterPodDeleted": hint("VolumeRestrictions", "Pod", "Delete"),
         "Test_isSchedulableAfterPersistentVolumeClaimChange": hint("VolumeRestrictions", "PersistentVolumeClaim",
                                                                    "Add"),
+    },
+    "volumebinding": {
+        "TestVolumeBinding": volumebinding,
+        **{t: VB_INTERNAL for t in ("TestFindPodVolumesWithoutProvisioning", "TestFindPodVolumesWithProvisioning",
+                                    "TestCheckBindings", "TestBindPodVolumes", "TestBindAPIUpdate",
+                                    "TestAssumePodVolumes", "TestAssume", "TestCheckBindingsWithCSIMigration",
+                                    "TestFindPodVolumesWithCSIMigration", "Test_PreBindPreFlight", "TestCapacity")},
+        "TestScore": na("the StorageCapacityScoring shape function (alpha gate, off in 1.36 defaults)"),
+        **{t: HINT for t in ("TestIsSchedulableAfterCSIStorageCapacityChange", "TestIsSchedulableAfterCSIDriverChange",
+                             "TestIsSchedulableAfterPersistentVolumeClaimChange", "TestIsSchedulableAfterCSINodeChange",
+                             "TestIsSchedulableAfterStorageClassChange")},
     },
 }
 #: adapters that also read the test function's fixtures (listers built before the table)
