@@ -396,13 +396,19 @@ def _fixture_objs(rec: dict[str, Any]) -> list[dict[str, Any]]:
 
 #: kube's fake listers (pkg/scheduler/testing/framework) word NotFound with the plural resource; the informer
 #: listers kube-scheduler runs with (client-go listers/storage/v1) use the singular, as ksched does
-FAKE_LISTER_NOT_FOUND = ('storageclasses.storage.k8s.io "', 'storageclass.storage.k8s.io "')
+FAKE_LISTER_NOT_FOUND = [('storageclasses.storage.k8s.io "', 'storageclass.storage.k8s.io "'),
+                         ('persistentvolumeclaims "', 'persistentvolumeclaim "')]
 
 
 def _real_lister(st: Any) -> Any:
     if st is None:
         return None
-    return {**st, "reasons": [r.replace(*FAKE_LISTER_NOT_FOUND) for r in st["reasons"]]}
+    reasons = []
+    for r in st["reasons"]:
+        for fake, real in FAKE_LISTER_NOT_FOUND:
+            r = r.replace(fake, real)
+        reasons.append(r)
+    return {**st, "reasons": reasons}
 
 
 def volumezone(c, rec):
@@ -467,6 +473,37 @@ def volumebinding(c):
         steps.append({"op": "prescore", "status": status(c.get("wantPreScoreStatus"))})
     return {"plugin": "VolumeBinding", "args": {"bindTimeoutSeconds": 300}, "nodes": nodes, "pod": pod_of(c),
             "objs": objs, "steps": steps}
+
+
+def csi_limits(c, rec):
+    """TestCSILimits: the node, CSINode, listers and VolumeAttachments the case loop builds (dumped after they
+    exist); PreFilter, then Filter unless PreFilter skipped, as kube's test does."""
+    if c.get("migrationEnabled") or "nil csi node" in (c.get("test") or ""):
+        return {"na": "NOT IMPLEMENTED in ksched: in-tree volumes (inline or PV) counted as their CSI driver "
+                      "after CSI migration translation; ksched's NodeVolumeLimits counts CSI volumes only"}
+    if c.get("vaCount"):
+        return {"na": "NOT IMPLEMENTED in ksched: VolumeAttachments on the node counted towards its limit "
+                      "(ksched's NodeVolumeLimits counts the volumes of the node's pods only)"}
+    fx = rec.get("fixtures") or {}
+    ni = fx.get("node") or {}
+    node = clean(ni.get("node") or {})
+    name = node["metadata"]["name"]
+    pods = []
+    for p in ni.get("pods") or []:
+        p = clean(p)
+        p.setdefault("spec", {})["nodeName"] = name
+        pods.append(p)
+    objs = (_kinded(fx.get("scs"), "StorageClass") + _kinded(fx.get("pvs"), "PersistentVolume")
+            + _kinded(fx.get("pvcs"), "PersistentVolumeClaim"))
+    if fx.get("csiNode"):
+        objs += [{"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", **clean(fx["csiNode"])}]
+    objs += [{"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment", **clean(v)} for v in fx.get("vas") or []]
+    pre = status(c.get("wantPreFilterStatus"))
+    steps: list[dict[str, Any]] = [{"op": "prefilter", "status": pre}]
+    if (pre or {}).get("code") != "Skip":
+        steps.append({"op": "filter", "node": name, "status": _real_lister(status(c.get("wantStatus")))})
+    return {"plugin": "NodeVolumeLimits", "nodes": [node], "pods": pods, "pod": pod_of(c, "newPod"), "objs": objs,
+            "steps": steps}
 
 
 VB_INTERNAL = na("the volume binder's internals (FindPodVolumes/Assume/Bind/CheckBindings against a fake binder "
@@ -592,9 +629,15 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
                              "TestIsSchedulableAfterPersistentVolumeClaimChange", "TestIsSchedulableAfterCSINodeChange",
                              "TestIsSchedulableAfterStorageClassChange")},
     },
+    "nodevolumelimits": {
+        "TestCSILimits": csi_limits,
+        **{t: HINT for t in ("TestCSILimitsQHint", "TestCSILimitsAddedPVCQHint",
+                             "TestCSILimitsDeletedVolumeAttachmentQHint", "TestCSILimitsAfterCSINodeUpdatedQHint")},
+        "TestVolumeLimitScalingGate": na("VolumeLimitScaling feature gate (alpha, off in 1.36 defaults)"),
+    },
 }
 #: adapters that also read the test function's fixtures (listers built before the table)
-WITH_FIXTURES = {volumezone}
+WITH_FIXTURES = {volumezone, csi_limits}
 
 
 def convert(pkg: str, extra: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None) -> int:

@@ -27,6 +27,14 @@ FUNC = re.compile(r"^func ((?:Test|test)\w+)\((t \*testing\.T|tCtx ktesting\.TCo
 #: objects a test function builds before its table loop and every case shares (volume plugins' listers):
 #: dumped with each case as `fixtures`
 FIXTURE = re.compile(r"^\t(\w+Lister) := ")
+#: tests that build their fixtures inside the case loop: dumped at an anchor line after they exist, with
+#: the given expressions, instead of at the top of the loop
+HOOKS = {
+    "TestCSILimits": ("_, gotPreFilterStatus := p.PreFilter(",
+                      'test.test, &test, map[string]any{"node": node, "csiNode": csiNode, "pvs": p.pvLister, '
+                      '"pvcs": p.pvcLister, "scs": p.scLister, "vas": func() any { l, _ := informerFactory.Storage().'
+                      'V1().VolumeAttachments().Lister().List(labels.Everything()); return l }()}'),
+}
 TABLE_NAMES = {"tests", "testCases", "cases", "table", "tcs", "testcases", "tts", "scenarios", "enoughPodsTests",
                "notEnoughPodsTests", "storagePodsTests"}
 
@@ -67,9 +75,13 @@ def inject(pkg: str) -> Path:
             fx = FIXTURE.match(ln)
             if fx and fn:
                 fixtures.append(fx.group(1))
+            hook = HOOKS.get(fn)
+            if hook is not None and hook[0] in ln:
+                indent = ln[:len(ln) - len(ln.lstrip())]
+                out.append(f'{indent}ksDumpWith({tvar}, "{fn}", {hook[1]})')
             out.append(ln)
             lm = LOOP.match(ln)
-            if lm and fn and lm.group(4) in TABLE_NAMES:
+            if lm and fn and lm.group(4) in TABLE_NAMES and fn not in HOOKS:
                 key = lm.group(2) if lm.group(2) != "_" else '""'
                 fx_map = "map[string]any{" + ", ".join(f'"{n}": {n}' for n in fixtures) + "}"
                 out.append(f'{lm.group(1)}\tksDumpWith({tvar}, "{fn}", {key}, &{lm.group(3)}, {fx_map})')
