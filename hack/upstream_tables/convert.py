@@ -506,6 +506,36 @@ def csi_limits(c, rec):
             "steps": steps}
 
 
+def _statuses(fns: Any) -> dict[str, Any]:
+    """kube's NodeToStatus: each listed node's status, and the one every other node has."""
+    fns = fns or {}
+    out = {n: status(st) or {"code": "Success", "reasons": []} for n, st in (fns.get("nodeToStatus") or {}).items()}
+    absent = status(fns.get("absentNodesStatus")) or {"code": "UnschedulableAndUnresolvable", "reasons": []}
+    return {"nodes": out, "absent": absent}
+
+
+def post_filter(c):
+    """TestPostFilter: DefaultPreemption's PostFilter after PreFilter, given the Filter statuses, in a profile of
+    PrioritySort, NodeResourcesFit (PreFilter, Filter), DefaultPreemption and DefaultBinder, as kube's test
+    registers (its extra no-op PreFilter plugin has no ksched counterpart and changes nothing)."""
+    if c.get("extender"):
+        return {"na": "a fake preempt extender object (no HTTP): ksched's extenders are HTTP clients, covered by "
+                      "tests/integration/test_extender_parity.py against kube-scheduler"}
+    if c.get("podGroups") or any((c.get("features") or {}).values()):
+        return {"na": "PodGroups / workload-aware preemption (alpha TopologyAwareWorkloadScheduling, "
+                      "WorkloadAwarePreemption): not in 1.36 defaults"}
+    if "TestPlugin" in (c.get("name") or ""):
+        return {"na": "a test-only PreFilter plugin whose RemovePod fails on purpose: no ksched counterpart"}
+    want = c.get("wantResult") or {}
+    st = status(c.get("wantStatus"))
+    return {"plugin": "DefaultPreemption", "nodes": named(c.get("nodes")),
+            "pods": [clean(p) for p in c.get("pods") or []], "pod": pod_of(c), "objs": [{"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", **clean(x)}
+                                       for x in c.get("pdbs") or []],
+            "steps": [{"op": "postfilter", "statuses": _statuses(c.get("filteredNodesStatuses")),
+                       "nominated": ((want.get("NominatingInfo") or {}).get("NominatedNodeName")
+                                     if want else None), "status": st}]}
+
+
 VB_INTERNAL = na("the volume binder's internals (FindPodVolumes/Assume/Bind/CheckBindings against a fake binder "
                  "and fake API calls): no extension point; the plugin-level cases (TestVolumeBinding) cover "
                  "what they decide")
@@ -634,6 +664,15 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
         **{t: HINT for t in ("TestCSILimitsQHint", "TestCSILimitsAddedPVCQHint",
                              "TestCSILimitsDeletedVolumeAttachmentQHint", "TestCSILimitsAfterCSINodeUpdatedQHint")},
         "TestVolumeLimitScalingGate": na("VolumeLimitScaling feature gate (alpha, off in 1.36 defaults)"),
+    },
+    "defaultpreemption": {
+        "TestPostFilter": post_filter,
+        **{t: na("the preemption evaluator's internals (dry run, candidate selection, victim ordering, custom "
+                 "hooks) against fake frameworks: no extension point of ksched; TestPostFilter's cases and the "
+                 "differential test's nominated/victims comparisons cover what they decide")
+           for t in ("TestPreempt", "TestDryRunPreemption", "TestSelectBestCandidate", "TestCustomSelection",
+                     "TestPodEligibleToPreemptOthers", "TestCustomOrdering")},
+        "TestPreEnqueue": na("AsyncPreemption's PreEnqueue (alpha gate, off in 1.36 defaults)"),
     },
 }
 #: adapters that also read the test function's fixtures (listers built before the table)

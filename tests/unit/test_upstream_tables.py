@@ -136,6 +136,8 @@ def run_case(case: dict[str, Any]) -> list[str]:
         return _run_less(case)
     if case["steps"][0]["op"] == "hint":
         return _run_hint(case)
+    if case["steps"][0]["op"] == "postfilter":
+        return _run_post_filter(case)
     plugin, snap, pod = _build(case)
     state = CycleState()
     diffs: list[str] = []
@@ -216,6 +218,68 @@ def _run_hint(case: dict[str, Any]) -> list[str]:
         want = QUEUE if step["want"] == "Queue" else QUEUE_SKIP
         if got != want:
             diffs.append(f"hint: want {step['want']}, got {'Queue' if got == QUEUE else 'QueueSkip'}")
+    return diffs
+
+
+POSTFILTER_PROFILE = """apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: t
+  plugins:
+    multiPoint: {disabled: [{name: "*"}]}
+    queueSort: {enabled: [{name: PrioritySort}]}
+    preFilter: {enabled: [{name: NodeResourcesFit}]}
+    filter: {enabled: [{name: NodeResourcesFit}]}
+    postFilter: {enabled: [{name: DefaultPreemption}]}
+    bind: {enabled: [{name: DefaultBinder}]}
+"""
+
+
+def _run_post_filter(case: dict[str, Any]) -> list[str]:
+    """PostFilter through a framework of the case's plugins over a cluster of its nodes, pods and PDBs."""
+    import tempfile
+
+    from scheduler_runtime.config import load_config
+    from scheduler_runtime.framework.registry import build_registry
+    from scheduler_runtime.scheduler import Scheduler
+
+    cluster = MemoryCluster()
+    for raw in case.get("nodes") or []:
+        cluster.create({"apiVersion": "v1", "kind": "Node", **json.loads(json.dumps(raw))}, emit=False)
+    for raw in case.get("pods") or []:
+        cluster.create({"apiVersion": "v1", "kind": "Pod", **json.loads(json.dumps(raw))}, emit=False)
+    for raw in case.get("objs") or []:
+        o = json.loads(json.dumps(raw))
+        o["metadata"].setdefault("namespace", "default")
+        cluster.create(o, emit=False)
+    reg = build_registry([])
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(POSTFILTER_PROFILE)
+    sched = Scheduler(cluster, load_config(Path(f.name), reg), reg, seed=1)
+    Path(f.name).unlink()
+    sched.start()
+    fw = sched.frameworks["t"]
+    snap = sched.cache.snapshot
+    pod = Pod.from_dict(case["pod"])
+    state = CycleState()
+    fw.run_pre_filter(state, pod, NodeList(snap))
+    step = case["steps"][0]
+
+    def st(d: dict[str, Any]) -> Status:
+        return Status(Code[d["code"]], *d["reasons"])
+
+    statuses = {ni.name: st(step["statuses"]["nodes"].get(ni.name) or step["statuses"]["absent"])
+                for ni in snap.node_infos}
+    statuses = {n: s for n, s in statuses.items() if s.code != Code.Success}
+    result, got = fw.run_post_filter(state, pod, statuses)
+    diffs = []
+    got_d = None if got.code == Code.Success and not got.reasons else {"code": got.code.name,
+                                                                      "reasons": list(got.all_reasons)}
+    if got_d != step["status"]:
+        diffs.append(f"PostFilter status: want {step['status']}, got {got_d}")
+    nominated = result.nominated_node_name if result is not None else None
+    if nominated != step["nominated"]:
+        diffs.append(f"nominated node: want {step['nominated']!r}, got {nominated!r}")
     return diffs
 
 
