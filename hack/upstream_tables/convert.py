@@ -529,8 +529,9 @@ def post_filter(c):
     want = c.get("wantResult") or {}
     st = status(c.get("wantStatus"))
     return {"plugin": "DefaultPreemption", "nodes": named(c.get("nodes")),
-            "pods": [clean(p) for p in c.get("pods") or []], "pod": pod_of(c), "objs": [{"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", **clean(x)}
-                                       for x in c.get("pdbs") or []],
+            "pods": [clean(p) for p in c.get("pods") or []], "pod": pod_of(c),
+            "objs": [{"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", **clean(x)}
+                     for x in c.get("pdbs") or []],
             "steps": [{"op": "postfilter", "statuses": _statuses(c.get("filteredNodesStatuses")),
                        "nominated": ((want.get("NominatingInfo") or {}).get("NominatedNodeName")
                                      if want else None), "status": st}]}
