@@ -270,6 +270,10 @@ ENOUGH_NODE = {"cpu": "10m", "memory": "20", "pods": "32", "example.com/aaa": "5
                "hugepages-2Mi": "5"}
 
 
+NR_DRA_EXT = {"na": "NOT IMPLEMENTED in ksched: DRAExtendedResource (beta, on in 1.36), extended resources backed "
+                    "by DRA device classes (ksched's DynamicResources reports such a pod as an error instead)"}
+
+
 def fit_node(alloc: dict[str, str]) -> dict[str, Any]:
     return {"metadata": {"name": "node"}, "status": {"allocatable": alloc}}
 
@@ -292,7 +296,7 @@ def fit_filter(alloc: dict[str, str], prefilter_want: str | None = None):
     def f(c):
         pod = pod_of(c)
         if c.get("draExtendedResourceEnabled"):
-            return {"na": "DRAExtendedResource: extended resources backed by DRA device classes (ksched has no DRA)"}
+            return NR_DRA_EXT
         if c.get("podLevelResourcesEnabled") is False and _pod_level(pod):
             return {"na": "runs with PodLevelResources disabled (on in 1.36)"}
         if c.get("enableSidecarContainers") is False:
@@ -322,7 +326,7 @@ def fit_filter(alloc: dict[str, str], prefilter_want: str | None = None):
 
 def fit_score(c):
     if c.get("draObjects"):
-        return {"na": "DRAExtendedResource: extended resources backed by DRA device classes (ksched has no DRA)"}
+        return NR_DRA_EXT
     steps: list[dict[str, Any]] = []
     if c.get("runPreScore"):
         steps.append({"op": "prescore", "status": None})
@@ -367,7 +371,7 @@ def binpacking(resources: list[dict[str, Any]]):
 
 def balanced(c):
     if c.get("draObjects"):
-        return {"na": "DRAExtendedResource: extended resources backed by DRA device classes (ksched has no DRA)"}
+        return NR_DRA_EXT
     args = lower_keys(clean(c.get("args") or {}))
     steps: list[dict[str, Any]] = []
     base = {"plugin": "NodeResourcesBalancedAllocation", "args": args, "nodes": named(c["nodes"]),
@@ -556,7 +560,8 @@ def hint(plugin: str, resource: str, action: str):
 
 NR_INTERNAL = na("private helper of the plugin package (no extension point); its effect is covered by the "
                  "Filter/Score tables")
-NR_NA_DRA = na("DRA-backed extended resources / node-allocatable DRA claims: ksched has no DRA")
+NR_NA_DRA = na("NOT IMPLEMENTED in ksched: DRA-backed extended resources (DRAExtendedResource) and "
+               "node-allocatable DRA claims (DRANodeAllocatableResources, alpha)")
 
 PTS_STATE = na("compares the plugin's private PreFilter/PreScore state struct; ksched keeps its own state "
                "(verdicts and scores are covered by the filter and score tables)")
