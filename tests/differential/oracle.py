@@ -4,7 +4,9 @@ kube-scheduler runs on a real API server and decides one pod at a time: each pod
 (bound node, or the FailedScheduling message with nominatedNodeName and the victims it evicted) is read, and
 a pod left pending is deleted together with its victims, so every decision stands alone. ksched then replays
 the same pods, exactly as the API server stored them (admission and defaulting applied), in an embedded
-cluster whose bound pods are kept identical to kube-scheduler's after every step. Compared per pod:
+cluster whose bound pods (and PVs/PVCs: kube-controller-manager's PV controller completes the bindings
+kube-scheduler's VolumeBinding starts) are kept identical to kube-scheduler's after every step. A pod created
+with scheduling gates is held for a while, then its gates are lifted. Compared per pod:
   pending     both bound or both pending
   node        kube's node == ksched's where ksched's best total score is unique
   tied        kube's node among ksched's tied best nodes otherwise
@@ -12,6 +14,7 @@ cluster whose bound pods are kept identical to kube-scheduler's after every step
   nominated   status.nominatedNodeName after the attempt
   victims     the set of pods preemption evicted
   feasible    the nodes that passed filtering (kube's: the nodes its -v=10 log scored, or its one node)
+  gated       a gated pod was held by both until its gates were lifted
   scores      every score plugin's weighted normalised score on every node (kube-scheduler logs them at
               -v=10 as "Plugin scored node for pod", after NormalizeScore and the weight), identical
 """
