@@ -43,4 +43,5 @@ def test_ksched_decides_as_kube_scheduler(own_control_plane: ControlPlane, tmp_p
     cmp = compare(seed, kube.decisions, ours)
     compared = sum(a + d for a, d in cmp.counts.values())
     assert compared >= len(sc.pods), cmp.counts
+    assert sum(cmp.counts.get("scores", [0, 0])) > 0, cmp.counts  # kube's -v=10 score lines were read
     assert not cmp.disagreements, "\n".join(str(d) for d in cmp.disagreements)
