@@ -541,6 +541,53 @@ def post_filter(c):
                                      if want else None), "status": st}]}
 
 
+def _vb_class(name: str, mode: str, provisioner: str = "", topo: list[str] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+                           "volumeBindingMode": mode}
+    if provisioner:
+        out["provisioner"] = provisioner
+    if topo is not None:
+        out["allowedTopologies"] = [{"matchLabelExpressions": [{"key": "nodeKey", "values": topo}]}]
+    return out
+
+
+#: binder_test.go's newTestBinder classes and its test node
+BINDER_CLASSES = [
+    _vb_class("waitClassWithProvisioner", "WaitForFirstConsumer", "test-provisioner", ["node1", "reference-value"]),
+    _vb_class("immediateClass", "Immediate"),
+    _vb_class("waitClass", "WaitForFirstConsumer", "kubernetes.io/no-provisioner"),
+    _vb_class("topoMismatchClass", "WaitForFirstConsumer", "test-provisioner", ["reference-value"]),
+]
+BINDER_NODE = {"metadata": {"name": "node1", "labels": {"nodeKey": "node1"}}}
+
+
+def find_pod_volumes(c):
+    """TestFindPodVolumesWithoutProvisioning: kube's test runs GetPodVolumeClaims (an unbound Immediate claim
+    is an error there) and FindPodVolumes on node1; here VolumeBinding's PreFilter and Filter on node1 (a
+    failing PreFilter or an Error from Filter is the test's error), the reasons, and the static bindings."""
+    pvcs = c.get("cachePVCs") if c.get("cachePVCs") is not None else c.get("podPVCs")
+    pod = clean(c["pod"]) if c.get("pod") else {
+        "metadata": {"name": "test-pod", "namespace": "testns"},
+        "spec": {"nodeName": "node1", "volumes": [
+            {"name": f"vol{i}", "persistentVolumeClaim": {"claimName": p["metadata"]["name"]}}
+            for i, p in enumerate(c.get("podPVCs") or [])]}}
+    pod.setdefault("metadata", {}).setdefault("name", "test-pod")
+    if not pod["metadata"].get("uid"):
+        # the Go test's pod and its ephemeral claim's owner reference both have an empty UID (equal for kube's
+        # IsControlledBy); ksched names a pod without a UID by its key, so both get the same stand-in
+        pod["metadata"]["uid"] = "test-pod-uid"
+        for p in pvcs or []:
+            for r in p.get("metadata", {}).get("ownerReferences") or []:
+                if not r.get("uid"):
+                    r["uid"] = "test-pod-uid"
+    bindings = sorted([b["pvc"]["metadata"]["name"], b["pv"]["metadata"]["name"]]
+                      for b in c.get("expectedBindings") or [])
+    return {"plugin": "VolumeBinding", "args": {"bindTimeoutSeconds": 300}, "nodes": [BINDER_NODE], "pod": pod,
+            "objs": BINDER_CLASSES + _kinded(c.get("pvs"), "PersistentVolume") + _kinded(pvcs, "PersistentVolumeClaim"),
+            "steps": [{"op": "find_pod_volumes", "node": "node1", "should_fail": bool(c.get("shouldFail")),
+                       "reasons": c.get("reasons") or [], "bindings": bindings}]}
+
+
 VB_INTERNAL = na("the volume binder's internals (FindPodVolumes/Assume/Bind/CheckBindings against a fake binder "
                  "and fake API calls): no extension point; the plugin-level cases (TestVolumeBinding) cover "
                  "what they decide")
@@ -656,7 +703,8 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
     },
     "volumebinding": {
         "TestVolumeBinding": volumebinding,
-        **{t: VB_INTERNAL for t in ("TestFindPodVolumesWithoutProvisioning", "TestFindPodVolumesWithProvisioning",
+        "TestFindPodVolumesWithoutProvisioning": find_pod_volumes,
+        **{t: VB_INTERNAL for t in ("TestFindPodVolumesWithProvisioning",
                                     "TestCheckBindings", "TestBindPodVolumes", "TestBindAPIUpdate",
                                     "TestAssumePodVolumes", "TestAssume", "TestCheckBindingsWithCSIMigration",
                                     "TestFindPodVolumesWithCSIMigration", "Test_PreBindPreFlight", "TestCapacity")},

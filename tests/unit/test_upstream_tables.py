@@ -178,6 +178,25 @@ def run_case(case: dict[str, Any]) -> list[str]:
                 diffs.append(f"PreScore status: want {want}, got {got}")
             if got is not None:
                 return diffs
+        elif op == "find_pod_volumes":  # kube's binder test: an error, the conflict reasons, the static bindings
+            failed, reasons = False, []
+            pre = _status(plugin.pre_filter(state, pod, NodeList(snap)))
+            if pre is not None and pre["code"] != "Skip":
+                failed = True
+            elif pre is None:
+                got = plugin.filter(state, pod, snap.get(step["node"]))
+                failed = got is not None and got.code == Code.Error
+                reasons = [] if got is None or failed else list(got.all_reasons)
+            if failed != step["should_fail"]:
+                diffs.append(f"error: want {step['should_fail']}, got {failed} ({pre})")
+            if not failed and reasons != step["reasons"]:
+                diffs.append(f"reasons: want {step['reasons']}, got {reasons}")
+            if not failed and pre is None and not reasons:
+                vs = state.get("VolumeBinding")
+                got_b = sorted([c["metadata"]["name"], v["metadata"]["name"]]
+                               for v, c in vs.by_node[step["node"]].static) if vs is not None else []
+                if got_b != step["bindings"]:
+                    diffs.append(f"bindings: want {step['bindings']}, got {got_b}")
         elif op == "preenqueue":
             got = _status(plugin.pre_enqueue(pod))
             if got != step["status"]:

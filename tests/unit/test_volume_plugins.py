@@ -521,3 +521,16 @@ def test_volume_binding_reports_bound_and_unbound_conflicts_together():
     _, got = vb_filter(pl, pod(volumes=[claim_vol("local"), claim_vol("big")]))
     assert got == {"n1": (UNRES, [VB_NODE_CONFLICT, VB_BIND_CONFLICT]),
                    "n2": (UNRES, [VB_NODE_CONFLICT, VB_BIND_CONFLICT]), "n3": (UNRES, [VB_BIND_CONFLICT])}
+
+
+def test_pv_affinity_cache_is_not_fooled_by_another_pv_with_the_same_name_and_version():
+    """Two clusters in one process (tests, repeated simulations) can hold different PVs under the same name and
+    resourceVersion: the cached selector of one must not decide for the other (found by the upstream tables)."""
+    from scheduler_runtime.plugins.volume.volumeutil import pv_matches_node
+
+    n1 = node("n1")
+    a = pv("same", affinity={"kubernetes.io/hostname": "n1"})
+    b = pv("same", affinity={"kubernetes.io/hostname": "n2"})
+    a["metadata"]["resourceVersion"] = b["metadata"]["resourceVersion"] = "7"
+    assert pv_matches_node(a, n1)
+    assert not pv_matches_node(b, n1)
