@@ -561,7 +561,7 @@ BINDER_CLASSES = [
 BINDER_NODE = {"metadata": {"name": "node1", "labels": {"nodeKey": "node1"}}}
 
 
-def find_pod_volumes(c):
+def find_pod_volumes(c, rec=None):
     """TestFindPodVolumesWithoutProvisioning: kube's test runs GetPodVolumeClaims (an unbound Immediate claim
     is an error there) and FindPodVolumes on node1; here VolumeBinding's PreFilter and Filter on node1 (a
     failing PreFilter or an Error from Filter is the test's error), the reasons, and the static bindings."""
@@ -582,10 +582,20 @@ def find_pod_volumes(c):
                     r["uid"] = "test-pod-uid"
     bindings = sorted([b["pvc"]["metadata"]["name"], b["pv"]["metadata"]["name"]]
                       for b in c.get("expectedBindings") or [])
+    driver = ((rec or {}).get("fixtures") or {}).get("csiDriver")
+    objs = BINDER_CLASSES + _kinded(c.get("pvs"), "PersistentVolume") + _kinded(pvcs, "PersistentVolumeClaim")
+    reasons = list(c.get("reasons") or [])
+    provisions = sorted(p["PVC"]["metadata"]["name"] for p in c.get("expectedProvisions") or [])
+    if driver:
+        objs.append({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", **clean(driver)})
+        if c.get("needsCapacity") and (driver.get("spec") or {}).get("storageCapacity"):
+            # kube's test: without CSIStorageCapacity objects, provisioning is blocked
+            reasons.append("node(s) did not have enough free storage")
+            provisions = []
     return {"plugin": "VolumeBinding", "args": {"bindTimeoutSeconds": 300}, "nodes": [BINDER_NODE], "pod": pod,
-            "objs": BINDER_CLASSES + _kinded(c.get("pvs"), "PersistentVolume") + _kinded(pvcs, "PersistentVolumeClaim"),
+            "objs": objs,
             "steps": [{"op": "find_pod_volumes", "node": "node1", "should_fail": bool(c.get("shouldFail")),
-                       "reasons": c.get("reasons") or [], "bindings": bindings}]}
+                       "reasons": reasons, "bindings": bindings, "provisions": provisions}]}
 
 
 VB_INTERNAL = na("the volume binder's internals (FindPodVolumes/Assume/Bind/CheckBindings against a fake binder "
@@ -704,7 +714,8 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
     "volumebinding": {
         "TestVolumeBinding": volumebinding,
         "TestFindPodVolumesWithoutProvisioning": find_pod_volumes,
-        **{t: VB_INTERNAL for t in ("TestFindPodVolumesWithProvisioning",
+        "TestFindPodVolumesWithProvisioning": find_pod_volumes,
+        **{t: VB_INTERNAL for t in (
                                     "TestCheckBindings", "TestBindPodVolumes", "TestBindAPIUpdate",
                                     "TestAssumePodVolumes", "TestAssume", "TestCheckBindingsWithCSIMigration",
                                     "TestFindPodVolumesWithCSIMigration", "Test_PreBindPreFlight", "TestCapacity")},
@@ -730,7 +741,7 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
     },
 }
 #: adapters that also read the test function's fixtures (listers built before the table)
-WITH_FIXTURES = {volumezone, csi_limits}
+WITH_FIXTURES = {volumezone, csi_limits, find_pod_volumes}
 
 
 def convert(pkg: str, extra: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None) -> int:

@@ -34,6 +34,9 @@ HOOKS = {
                       'test.test, &test, map[string]any{"node": node, "csiNode": csiNode, "pvs": p.pvLister, '
                       '"pvcs": p.pvcLister, "scs": p.scLister, "vas": func() any { l, _ := informerFactory.Storage().'
                       'V1().VolumeAttachments().Lister().List(labels.Everything()); return l }()}'),
+    # its expectations depend on the CSIDriver of the outer loop, which only the run closure sees
+    "TestFindPodVolumesWithProvisioning": ("podVolumes, reasons, err := findPodVolumes(",
+                                           't.Name(), &scenario, map[string]any{"csiDriver": csiDriver}'),
 }
 TABLE_NAMES = {"tests", "testCases", "cases", "table", "tcs", "testcases", "tts", "scenarios", "enoughPodsTests",
                "notEnoughPodsTests", "storagePodsTests"}

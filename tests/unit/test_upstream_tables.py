@@ -197,6 +197,10 @@ def run_case(case: dict[str, Any]) -> list[str]:
                                for v, c in vs.by_node[step["node"]].static) if vs is not None else []
                 if got_b != step["bindings"]:
                     diffs.append(f"bindings: want {step['bindings']}, got {got_b}")
+                got_p = sorted(c["metadata"]["name"] for c in vs.by_node[step["node"]].provisions) \
+                    if vs is not None else []
+                if got_p != step.get("provisions", []):
+                    diffs.append(f"provisions: want {step.get('provisions')}, got {got_p}")
         elif op == "preenqueue":
             got = _status(plugin.pre_enqueue(pod))
             if got != step["status"]:

@@ -534,3 +534,25 @@ def test_pv_affinity_cache_is_not_fooled_by_another_pv_with_the_same_name_and_ve
     a["metadata"]["resourceVersion"] = b["metadata"]["resourceVersion"] = "7"
     assert pv_matches_node(a, n1)
     assert not pv_matches_node(b, n1)
+
+
+def test_volume_binding_provisioning_needs_storage_capacity_when_the_driver_tracks_it():
+    """hasEnoughCapacity: a CSIDriver with storageCapacity needs a CSIStorageCapacity of the class that holds the
+    request and selects the node; without one the node has "did not have enough free storage"."""
+    from scheduler_runtime.plugins.volume.volumebinding import REASON_NOT_ENOUGH_SPACE
+
+    driver = {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": "csi.example.com"},
+              "spec": {"storageCapacity": True}}
+
+    def capacity(name: str, size: str, zone: str) -> dict:
+        return {"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
+                "metadata": {"name": name, "namespace": NS}, "storageClassName": "fast", "capacity": size,
+                "nodeTopology": {"matchLabels": {ZONE: zone}}}
+
+    objs = (storage_class("fast"), driver, pvc("data", cls="fast", storage="5Gi"))
+    _, _, pl = vb_setup(*objs)
+    _, got = vb_filter(pl, pod(volumes=[claim_vol("data")]))
+    assert got == {n: (UNRES, [REASON_NOT_ENOUGH_SPACE]) for n in ("n1", "n2", "n3")}
+    _, _, pl = vb_setup(*objs, capacity("small", "1Gi", "a"), capacity("big-b", "10Gi", "b"))
+    _, got = vb_filter(pl, pod(volumes=[claim_vol("data")]))
+    assert got == {"n1": (UNRES, [REASON_NOT_ENOUGH_SPACE]), "n2": None, "n3": (UNRES, [REASON_NOT_ENOUGH_SPACE])}

@@ -18,6 +18,8 @@ PVCS = "persistentvolumeclaims"
 PVS = "persistentvolumes"
 CLASSES = "storageclasses.storage.k8s.io"
 CSINODES = "csinodes.storage.k8s.io"
+CSIDRIVERS = "csidrivers.storage.k8s.io"
+CAPACITIES = "csistoragecapacities.storage.k8s.io"
 
 #: ClusterEvent resources as the scheduler names the watched kinds (see scheduler._event_resource)
 EV_PVC = "PersistentVolumeClaim"
