@@ -598,6 +598,30 @@ def find_pod_volumes(c, rec=None):
                        "reasons": reasons, "bindings": bindings, "provisions": provisions}]}
 
 
+def capacity(c, rec):
+    """TestCapacity: provisioning through a CSIDriver that opts into capacity tracking (or not: then kube's
+    test expects no reasons and no error) against the case's CSIStorageCapacities, on node1."""
+    opt_in = bool(((rec or {}).get("fixtures") or {}).get("optIn"))
+    pvcs = c.get("pvcs") or []
+    pod = {"metadata": {"name": "test-pod", "namespace": "testns"},
+           "spec": {"nodeName": "node1", "volumes": [
+               {"name": f"vol{i}", "persistentVolumeClaim": {"claimName": p["metadata"]["name"]}}
+               for i, p in enumerate(pvcs)]}}
+    objs = BINDER_CLASSES + _kinded(pvcs, "PersistentVolumeClaim")
+    objs.append({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": "test-provisioner"},
+                 "spec": {"storageCapacity": opt_in}})
+    # the test adds them to an informer's store, keyed by name: a later one of the same name replaces it
+    caps = {x["metadata"]["name"]: x for x in c.get("capacities") or []}
+    objs += [{"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity", **clean(x)} for x in caps.values()]
+    reasons = list(c.get("reasons") or []) if opt_in else []
+    step: dict[str, Any] = {"op": "find_pod_volumes", "node": "node1",
+                            "should_fail": bool(c.get("shouldFail")) and opt_in, "reasons": reasons, "bindings": []}
+    if not c.get("reasons"):  # with reasons (even unexpected ones) kube's test takes the computed provisions
+        step["provisions"] = sorted(p["PVC"]["metadata"]["name"] for p in c.get("expectedProvisions") or [])
+    return {"plugin": "VolumeBinding", "args": {"bindTimeoutSeconds": 300}, "nodes": [BINDER_NODE], "pod": pod,
+            "objs": objs, "steps": [step]}
+
+
 VB_INTERNAL = na("the volume binder's internals (FindPodVolumes/Assume/Bind/CheckBindings against a fake binder "
                  "and fake API calls): no extension point; the plugin-level cases (TestVolumeBinding) cover "
                  "what they decide")
@@ -718,7 +742,8 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
         **{t: VB_INTERNAL for t in (
                                     "TestCheckBindings", "TestBindPodVolumes", "TestBindAPIUpdate",
                                     "TestAssumePodVolumes", "TestAssume", "TestCheckBindingsWithCSIMigration",
-                                    "TestFindPodVolumesWithCSIMigration", "Test_PreBindPreFlight", "TestCapacity")},
+                                    "TestFindPodVolumesWithCSIMigration", "Test_PreBindPreFlight")},
+        "TestCapacity": capacity,
         "TestScore": na("the StorageCapacityScoring shape function (alpha gate, off in 1.36 defaults)"),
         **{t: HINT for t in ("TestIsSchedulableAfterCSIStorageCapacityChange", "TestIsSchedulableAfterCSIDriverChange",
                              "TestIsSchedulableAfterPersistentVolumeClaimChange", "TestIsSchedulableAfterCSINodeChange",
@@ -741,7 +766,7 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
     },
 }
 #: adapters that also read the test function's fixtures (listers built before the table)
-WITH_FIXTURES = {volumezone, csi_limits, find_pod_volumes}
+WITH_FIXTURES = {volumezone, csi_limits, find_pod_volumes, capacity}
 
 
 def convert(pkg: str, extra: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None) -> int:

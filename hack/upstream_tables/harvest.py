@@ -37,6 +37,8 @@ HOOKS = {
     # its expectations depend on the CSIDriver of the outer loop, which only the run closure sees
     "TestFindPodVolumesWithProvisioning": ("podVolumes, reasons, err := findPodVolumes(",
                                            't.Name(), &scenario, map[string]any{"csiDriver": csiDriver}'),
+    "TestCapacity": ("podVolumes, reasons, err := findPodVolumes(",
+                     't.Name(), &scenario, map[string]any{"optIn": optIn}'),
 }
 TABLE_NAMES = {"tests", "testCases", "cases", "table", "tcs", "testcases", "tts", "scenarios", "enoughPodsTests",
                "notEnoughPodsTests", "storagePodsTests"}

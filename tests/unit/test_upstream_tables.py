@@ -199,7 +199,7 @@ def run_case(case: dict[str, Any]) -> list[str]:
                     diffs.append(f"bindings: want {step['bindings']}, got {got_b}")
                 got_p = sorted(c["metadata"]["name"] for c in vs.by_node[step["node"]].provisions) \
                     if vs is not None else []
-                if got_p != step.get("provisions", []):
+                if "provisions" in step and got_p != step["provisions"]:
                     diffs.append(f"provisions: want {step.get('provisions')}, got {got_p}")
         elif op == "preenqueue":
             got = _status(plugin.pre_enqueue(pod))
