@@ -44,7 +44,7 @@ from scheduler_runtime.testing.kube import (
 )
 
 from .scenario import PRIORITY_CLASSES, Scenario
-from .volumes import STORAGE_CLASSES
+from .volumes import CSI_DRIVERS, STORAGE_CLASSES
 
 
 @dataclass
@@ -145,6 +145,12 @@ class KubeRun:
             except Exception as exc:  # already there from an earlier scenario
                 if "already exists" not in str(exc) and "AlreadyExists" not in str(exc):
                     raise
+        for body in CSI_DRIVERS:
+            try:
+                self.c.call("POST", "/apis/storage.k8s.io/v1/csidrivers", body=body)
+            except Exception as exc:
+                if "already exists" not in str(exc) and "AlreadyExists" not in str(exc):
+                    raise
 
     def _delete_all(self, path: str, finalizers: bool = False) -> None:
         """Delete every object at `path`; with `finalizers`, first drop the protection finalizers no
@@ -172,6 +178,7 @@ class KubeRun:
                                ).get("items") or []:
             self.c.call("DELETE", f"/apis/policy/v1/namespaces/{sc.namespace}/poddisruptionbudgets/"
                         f"{pdb['metadata']['name']}")
+        self._delete_all(f"/apis/storage.k8s.io/v1/namespaces/{sc.namespace}/csistoragecapacities")
         self._delete_all(f"/api/v1/namespaces/{sc.namespace}/persistentvolumeclaims", finalizers=True)
         self._delete_all("/api/v1/persistentvolumes", finalizers=True)
         for path in (f"/api/v1/namespaces/{sc.namespace}/persistentvolumeclaims", "/api/v1/persistentvolumes"):
@@ -227,9 +234,12 @@ class KubeRun:
             self.c.call("POST", f"/api/v1/namespaces/{ns}/persistentvolumeclaims", body=pvc)
         for cn in sc.csinodes:
             self.c.call("POST", "/apis/storage.k8s.io/v1/csinodes", body=cn)
+        caps = [self.c.call("POST", f"/apis/storage.k8s.io/v1/namespaces/{ns}/csistoragecapacities", body=cap)
+                for cap in sc.capacities]
+        caps = [{"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity"} | c for c in caps]
         if not sc.pvs and not sc.pvcs:
-            return [self.c.call("GET", f"/apis/storage.k8s.io/v1/csinodes/{cn['metadata']['name']}")
-                    for cn in sc.csinodes]
+            return caps + [self.c.call("GET", f"/apis/storage.k8s.io/v1/csinodes/{cn['metadata']['name']}")
+                           for cn in sc.csinodes]
         prebound = {p["metadata"]["name"] for p in sc.pvcs if (p.get("spec") or {}).get("volumeName")}
 
         def settled() -> bool:
@@ -240,7 +250,7 @@ class KubeRun:
                             if p["metadata"]["name"] in prebound))
 
         _wait(settled, 60, "the PV controller to settle the scenario's volumes")
-        return self._storage(ns) + [
+        return self._storage(ns) + caps + [
             self.c.call("GET", f"/apis/storage.k8s.io/v1/csinodes/{cn['metadata']['name']}") for cn in sc.csinodes]
 
     def _storage(self, ns: str) -> list[dict[str, Any]]:
@@ -421,7 +431,7 @@ def run_ksched(sc: Scenario, kube_run: KubeOutcome, work: Path) -> list[Decision
                                         kube_run.live)
     reg = build_registry([])
     cluster = MemoryCluster()
-    for obj in STORAGE_CLASSES:
+    for obj in STORAGE_CLASSES + CSI_DRIVERS:
         cluster.create(copy.deepcopy(obj), emit=False)
     for obj in kube_run.storage:
         cluster.create(_stored_object(obj), emit=False)

@@ -39,6 +39,7 @@ class Scenario:
     pvs: list[dict[str, Any]] = field(default_factory=list)
     pvcs: list[dict[str, Any]] = field(default_factory=list)
     csinodes: list[dict[str, Any]] = field(default_factory=list)
+    capacities: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _requests(rng: random.Random, big: bool = False) -> dict[str, Any] | None:
@@ -185,7 +186,7 @@ def generate(seed: int, n_nodes: int = 10, n_pods: int = 30, n_bound: int | None
             p["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]
         sc.pods.append(p)
     if storage:
-        sc.pvs, sc.pvcs, sc.csinodes = storage.pvs, storage.pvcs, storage.csinodes
+        sc.pvs, sc.pvcs, sc.csinodes, sc.capacities = storage.pvs, storage.pvcs, storage.csinodes, storage.capacities
     if rng.random() < 0.5:
         app = rng.choice(APPS)
         sc.pdbs.append({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import yaml
 
 from .scenario import PRIORITY_CLASSES, Scenario
-from .volumes import STORAGE_CLASSES
+from .volumes import CSI_DRIVERS, STORAGE_CLASSES
 
 T = TypeVar("T")
 
@@ -116,7 +116,7 @@ def scenario_yaml(sc: Scenario, header: str = "") -> str:
         {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
          "value": value, "preemptionPolicy": policy} for name, (value, policy) in PRIORITY_CLASSES.items()]
     if sc.pvs or sc.pvcs:
-        docs += STORAGE_CLASSES
-    docs += sc.nodes + sc.pvs + sc.pvcs + sc.csinodes + sc.pdbs + sc.bound + sc.pods
+        docs += STORAGE_CLASSES + CSI_DRIVERS
+    docs += sc.nodes + sc.pvs + sc.pvcs + sc.capacities + sc.csinodes + sc.pdbs + sc.bound + sc.pods
     head = "".join(f"# {line}\n" for line in header.splitlines())
     return head + yaml.safe_dump_all(docs, sort_keys=False)

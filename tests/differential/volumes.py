@@ -3,8 +3,10 @@
 Claims cover what kube-scheduler's volume plugins decide on: claims pre-bound to PVs pinned to one node
 (VolumeBinding's PV node affinity), to PVs labelled with one zone (VolumeZone), a ReadWriteOncePod claim
 (VolumeRestrictions, which preemption can resolve), unbound WaitForFirstConsumer claims that PVs pinned to
-some nodes can satisfy (the binding happens in PreBind) or that nothing can, an unbound Immediate claim, and
-CSINode attach limits for the one CSI driver every PV uses (NodeVolumeLimits).
+some nodes can satisfy (the binding happens in PreBind) or that nothing can, an unbound Immediate claim,
+CSINode attach limits for the one CSI driver every PV uses (NodeVolumeLimits), and a claim to provision
+through a driver that tracks storage capacity where no CSIStorageCapacity is large enough ("did not have
+enough free storage"; none ever is, since nothing here would provision the volume kube-scheduler asks for).
 """
 
 from __future__ import annotations
@@ -13,14 +15,20 @@ import random
 from typing import Any
 
 DRIVER = "csi.example.com"
-WFFC, IMMEDIATE = "diff-wffc", "diff-imm"
+WFFC, IMMEDIATE, CAPACITY = "diff-wffc", "diff-imm", "diff-cap"
+CAP_DRIVER = "cap.example.com"
 #: cluster-scoped and the same for every scenario (created once)
 STORAGE_CLASSES = [
     {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": WFFC},
      "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"},
     {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": IMMEDIATE},
      "provisioner": DRIVER, "volumeBindingMode": "Immediate"},
+    {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": CAPACITY},
+     "provisioner": CAP_DRIVER, "volumeBindingMode": "WaitForFirstConsumer"},
 ]
+#: cluster-scoped and the same for every scenario: the capacity-tracking driver of the CAPACITY class
+CSI_DRIVERS = [{"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": CAP_DRIVER},
+                "spec": {"storageCapacity": True, "attachRequired": False}}]
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
 
@@ -57,6 +65,7 @@ class Storage:
         self.pvs: list[dict[str, Any]] = []
         self.pvcs: list[dict[str, Any]] = []
         self.csinodes: list[dict[str, Any]] = []
+        self.capacities: list[dict[str, Any]] = []
         self.local: dict[str, str] = {}  # node -> claim pinned to it
         self.zonal: dict[str, str] = {}  # zone -> claim
         self.wffc: list[str] = []
@@ -85,6 +94,12 @@ class Storage:
             self.wffc.append(f"wffc-{j}")
         self.pvcs.append(_pvc(ns, "wffc-big", "100Gi", rwo, WFFC))  # no PV is that large
         self.pvcs.append(_pvc(ns, "imm-unbound", "1Gi", rwo, IMMEDIATE))
+        self.pvcs.append(_pvc(ns, "cap-0", "5Gi", rwo, CAPACITY))
+        for i, z in enumerate(rng.sample(zones, k=rng.choice([0, 1, 2]))):  # all too small for cap-0
+            self.capacities.append({"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
+                                    "metadata": {"name": f"cap-{i}", "namespace": ns}, "storageClassName": CAPACITY,
+                                    "capacity": rng.choice(["1Gi", "4Gi"]),
+                                    "nodeTopology": {"matchLabels": {ZONE: z}}})
         pv = f"{prefix}-rwop"
         self.pvs.append(_pv(pv, "1Gi", ["ReadWriteOncePod"], "", claim=(ns, "rwop")))
         self.pvcs.append(_pvc(ns, "rwop", "1Gi", ["ReadWriteOncePod"], "", volume=pv))
@@ -108,7 +123,7 @@ class Storage:
         if r > 0.25:
             return []
         pool = (list(self.local.values()) * 2 + list(self.zonal.values()) * 2 + self.wffc * 2
-                + ["wffc-big", "imm-unbound", "rwop"])
+                + ["wffc-big", "imm-unbound", "rwop", "cap-0"])
         return sorted(set(self.rng.sample(pool, k=min(len(pool), self.rng.choice([1, 1, 2])))))
 
 
