@@ -261,6 +261,7 @@ class KubeRun:
 
     def run(self, sc: Scenario) -> KubeOutcome:
         nodes, bound = self.setup(sc)
+        self._tail = PreemptionLog()
         cfg = self.work / f"kube-{sc.seed}.yaml"
         cfg.write_text(scheduler_config(sc.scheduler_name, self.kubeconfig))
         log = self.work / f"kube-scheduler-{sc.seed}.log"
@@ -295,7 +296,7 @@ class KubeRun:
                     d.nominated = (got.get("status") or {}).get("nominatedNodeName") or ""
                     self.c.call("DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", body={"gracePeriodSeconds": 0})
                     if d.nominated:
-                        d.victims = self._victims()
+                        d.victims = self._victims(log, f"{ns}/{name}")
                 decisions.append(d)
                 live.append(self._settle())
                 if d.nominated or d.victims:
@@ -311,8 +312,21 @@ class KubeRun:
         pods = self.c.call("GET", f"/api/v1/namespaces/{ns}/pods").get("items") or []
         return sorted(p["metadata"]["name"] for p in pods if p["metadata"].get("deletionTimestamp"))
 
-    def _victims(self) -> list[str]:
-        """Preemption marks victims deleting (asynchronously): wait until the set stops changing."""
+    def _victims(self, log: Path, preemptor: str) -> list[str]:
+        """The victims kube-scheduler's (asynchronous) preemption chose for `preemptor`, from its log: each
+        victim's line, until the "finished" line (a loaded machine can start the deletions later than any
+        fixed wait). Without that line in 30 s, the pods marked deleting once that set stops changing."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            self._tail.read(log)
+            if preemptor in self._tail.done:
+                return sorted(v.split("/", 1)[1] for v in self._tail.victims.get(preemptor, ()))
+            time.sleep(0.05)
+        return self._victims_deleting()
+
+    _tail: Any = None
+
+    def _victims_deleting(self) -> list[str]:
         ns = self._ns
         seen = self._deleting(ns)
         stable_since = time.monotonic()
@@ -342,6 +356,42 @@ class KubeRun:
 #: klog's text line for one plugin's weighted normalised score (pkg/scheduler/schedule_one.go, prioritizeNodes)
 _SCORED = re.compile(r'"Plugin scored node for pod" pod="([^"]+)" plugin="([^"]+)" node="([^"]+)" score=(-?\d+)')
 _FINAL = re.compile(r'"Calculated node\'s final score for pod" pod="([^"]+)" node="([^"]+)"')
+
+
+_VICTIM_LINES = ('"Preemptor Pod preempted victim Pod"', '"Victim Pod is already deleted"',
+                 '"Victim Pod is already being deleted, skipping the API call for it"')
+_FIELD = re.compile(r'(preemptor|victim)="([^"]+)"')
+
+
+class PreemptionLog:
+    """What kube-scheduler's preemption executor logged (-v=2 and up), read incrementally from its log:
+    the victims per preemptor and the preemptors whose asynchronous preemption finished."""
+
+    def __init__(self) -> None:
+        self.offset = 0
+        self.partial = ""
+        self.victims: dict[str, set[str]] = {}
+        self.done: set[str] = set()
+
+    def read(self, log: Path) -> None:
+        try:
+            with open(log, "rb") as f:
+                f.seek(self.offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            return
+        self.offset += len(chunk)
+        lines = (self.partial + chunk.decode("utf-8", "replace")).split("\n")
+        self.partial = lines.pop()
+        for line in lines:
+            if "Async Preemption finished completely" in line:
+                fields = dict(_FIELD.findall(line))
+                if "preemptor" in fields:
+                    self.done.add(fields["preemptor"])
+            elif any(m in line for m in _VICTIM_LINES):
+                fields = dict(_FIELD.findall(line))
+                if "preemptor" in fields and "victim" in fields:
+                    self.victims.setdefault(fields["preemptor"], set()).add(fields["victim"])
 
 
 def parse_kube_scores(lines: Any) -> dict[str, list[dict[str, dict[str, int]]]]:

@@ -36,3 +36,21 @@ def test_a_differing_score_is_a_disagreement_naming_node_and_plugin() -> None:
     ours[0].scores = {"a": {"X": 10}}
     cmp = compare(1, kube, ours)
     assert cmp.counts["feasible"] == [0, 1]
+
+
+def test_victims_are_read_from_the_preemption_log(tmp_path) -> None:
+    from .oracle import PreemptionLog
+
+    log = tmp_path / "kube-scheduler.log"
+    log.write_text('I1 executor.go:251] "Start the preemption asynchronously" preemptor="diff/p9" node="n1" '
+                   'numVictims=2\nI1 executor.go:152] "Preemptor Pod preempted victim Pod" preemptor="diff/p9" '
+                   'victim="diff/b1" node="n1"\nI1 executor.go:152] "Preemptor Pod preempted vic')
+    pl = PreemptionLog()
+    pl.read(log)
+    assert pl.victims == {"diff/p9": {"diff/b1"}} and not pl.done
+    with open(log, "a") as f:  # the rest of a half-written line, then the end
+        f.write('tim Pod" preemptor="diff/p9" victim="diff/b2" node="n1"\n'
+                'I1 executor.go:303] "Async Preemption finished completely" preemptor="diff/p9" node="n1" '
+                'result="success"\n')
+    pl.read(log)
+    assert pl.victims == {"diff/p9": {"diff/b1", "diff/b2"}} and pl.done == {"diff/p9"}
