@@ -622,6 +622,39 @@ def capacity(c, rec):
             "objs": objs, "steps": [step]}
 
 
+MIGRATION_NA = {"na": "NOT IMPLEMENTED in ksched: in-tree volumes (inline or PV) counted as their CSI driver "
+                      "after CSI migration translation; ksched's NodeVolumeLimits counts CSI volumes only"}
+
+
+def csi_qhint_pod_deleted(c):
+    deleted = clean(c.get("deletedPod") or {})
+    if any(k not in ("name", "persistentVolumeClaim", "ephemeral") for v in deleted.get("spec", {}).get("volumes") or []
+           for k in v):
+        return MIGRATION_NA  # an inline in-tree volume, migratable to CSI
+    if not c.get("deletedPodNotScheduled"):
+        deleted.setdefault("spec", {})["nodeName"] = "node-for-max-pd-test-1"
+    return {"plugin": "NodeVolumeLimits", "pod": pod_of(c, "newPod"),
+            "steps": [{"op": "hint", "resource": "Pod", "action": "Delete", "old": deleted, "new": None,
+                       "want": c["wantQHint"]}]}
+
+
+def csi_qhint_pvc_added(c):
+    return {"plugin": "NodeVolumeLimits", "pod": pod_of(c, "newPod"),
+            "steps": [{"op": "hint", "resource": "PersistentVolumeClaim", "action": "Add", "old": None,
+                       "new": {"apiVersion": "v1", "kind": "PersistentVolumeClaim", **clean(c.get("addedPvc") or {})},
+                       "want": c["wantQHint"]}]}
+
+
+def csi_qhint_csinode_updated(c):
+    def csinode(drivers: Any) -> dict[str, Any]:
+        return {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": "test-node"},
+                "spec": {"drivers": [clean(d) for d in drivers or []]}}
+    return {"plugin": "NodeVolumeLimits", "pod": {"metadata": {"name": "pod"}, "spec": {}},
+            "steps": [{"op": "hint", "resource": "storage.k8s.io/CSINode", "action": "Update",
+                       "old": csinode(c.get("oldDrivers")), "new": csinode(c.get("newDrivers")),
+                       "want": c["wantQHint"]}]}
+
+
 VB_INTERNAL = na("the volume binder's internals (FindPodVolumes/Assume/Bind/CheckBindings against a fake binder "
                  "and fake API calls): no extension point; the plugin-level cases (TestVolumeBinding) cover "
                  "what they decide")
@@ -751,8 +784,10 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
     },
     "nodevolumelimits": {
         "TestCSILimits": csi_limits,
-        **{t: HINT for t in ("TestCSILimitsQHint", "TestCSILimitsAddedPVCQHint",
-                             "TestCSILimitsDeletedVolumeAttachmentQHint", "TestCSILimitsAfterCSINodeUpdatedQHint")},
+        "TestCSILimitsQHint": csi_qhint_pod_deleted, "TestCSILimitsAddedPVCQHint": csi_qhint_pvc_added,
+        "TestCSILimitsAfterCSINodeUpdatedQHint": csi_qhint_csinode_updated,
+        "TestCSILimitsDeletedVolumeAttachmentQHint": na("NOT IMPLEMENTED in ksched: VolumeAttachment deletions "
+                                                        "(ksched's NodeVolumeLimits does not count VolumeAttachments)"),
         "TestVolumeLimitScalingGate": na("VolumeLimitScaling feature gate (alpha, off in 1.36 defaults)"),
     },
     "defaultpreemption": {
