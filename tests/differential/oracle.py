@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import copy
 import re
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scheduler_runtime import scheduler as sched_module
 from scheduler_runtime.cluster.kube import KubeClient, load_connection
 from scheduler_runtime.cluster.memory import MemoryCluster
 from scheduler_runtime.config import load_config
@@ -500,14 +500,19 @@ def run_ksched(sc: Scenario, kube_run: KubeOutcome, work: Path) -> list[Decision
     cfg = work / "ksched.yaml"
     cfg.write_text(scheduler_config(sc.scheduler_name))
     results = ResultStore()
-    # record every node's total, not the top few, so a tie of any size is known in full (restored below:
-    # other tests in the same session read the top few)
-    top_nodes = sched_module.TOP_NODES
-    sched_module.TOP_NODES = 1 << 30
+    # record every node's total, not the top few, so a tie of any size is known in full (restored below: other
+    # tests in the same session read the top few). Every runtime module holding the limit is patched, so this
+    # survives the per-pod cycle moving out of scheduler.py.
+    holders = [m for name, m in list(sys.modules.items())
+               if name.startswith("scheduler_runtime") and isinstance(getattr(m, "TOP_NODES", None), int)]
+    saved = [(m, m.TOP_NODES) for m in holders]
+    for m in holders:
+        m.TOP_NODES = 1 << 30
     try:
         return _replay(sc, cluster, reg, cfg, results, stored, kube, live, by_name)
     finally:
-        sched_module.TOP_NODES = top_nodes
+        for m, v in saved:
+            m.TOP_NODES = v
 
 
 def _replay(sc: Scenario, cluster: MemoryCluster, reg: Any, cfg: Path, results: ResultStore,
