@@ -655,6 +655,32 @@ def csi_qhint_csinode_updated(c):
                        "want": c["wantQHint"]}]}
 
 
+def preempt(c):
+    """TestPreempt: the evaluator with every node Unschedulable, in a profile of the case's Filter plugin
+    (NodeResourcesFit, or PodTopologySpread for the spreading case: the test registers them per case in Go,
+    transcribed here by case), over nodes named "hostname/zone/region" with 500m CPU, 500 bytes, 32 pods;
+    the nominated node and the victims deleted."""
+    if c.get("extenders"):
+        return {"na": "fake extender objects (no HTTP): ksched's extenders are HTTP clients, covered by "
+                      "tests/integration/test_extender_parity.py against kube-scheduler"}
+    nodes = []
+    for spec_ in c.get("nodeNames") or []:
+        labels = dict(zip(("hostname", "zone", "region"), spec_.split("/"), strict=False))
+        res = {"cpu": "500m", "memory": "500", "pods": "32"}
+        nodes.append({"metadata": {"name": labels["hostname"], "labels": labels},
+                      "status": {"capacity": res, "allocatable": res}})
+    want = (c.get("want") or {}).get("NominatingInfo") or {}
+    plugin = "PodTopologySpread" if "topology spread" in (c.get("name") or "") else "NodeResourcesFit"
+    return {"plugin": "DefaultPreemption", "filter_plugin": plugin, "nodes": nodes,
+            "pods": [clean(p) for p in c.get("pods") or []], "pod": pod_of(c),
+            "steps": [{"op": "postfilter",
+                       "statuses": {"nodes": {n["metadata"]["name"]: {"code": "Unschedulable", "reasons": []}
+                                              for n in nodes},
+                                    "absent": {"code": "UnschedulableAndUnresolvable", "reasons": []}},
+                       "nominated": want.get("NominatedNodeName") if c.get("want") else None,
+                       "victims": sorted(c.get("expectedPods") or [])}]}
+
+
 VB_INTERNAL = na("the volume binder's internals (FindPodVolumes/Assume/Bind/CheckBindings against a fake binder "
                  "and fake API calls): no extension point; the plugin-level cases (TestVolumeBinding) cover "
                  "what they decide")
@@ -791,11 +817,11 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
         "TestVolumeLimitScalingGate": na("VolumeLimitScaling feature gate (alpha, off in 1.36 defaults)"),
     },
     "defaultpreemption": {
-        "TestPostFilter": post_filter,
+        "TestPostFilter": post_filter, "TestPreempt": preempt,
         **{t: na("the preemption evaluator's internals (dry run, candidate selection, victim ordering, custom "
                  "hooks) against fake frameworks: no extension point of ksched; TestPostFilter's cases and the "
                  "differential test's nominated/victims comparisons cover what they decide")
-           for t in ("TestPreempt", "TestDryRunPreemption", "TestSelectBestCandidate", "TestCustomSelection",
+           for t in ("TestDryRunPreemption", "TestSelectBestCandidate", "TestCustomSelection",
                      "TestPodEligibleToPreemptOthers", "TestCustomOrdering")},
         "TestPreEnqueue": na("AsyncPreemption's PreEnqueue (alpha gate, off in 1.36 defaults)"),
     },

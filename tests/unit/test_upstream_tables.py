@@ -251,8 +251,8 @@ profiles:
   plugins:
     multiPoint: {disabled: [{name: "*"}]}
     queueSort: {enabled: [{name: PrioritySort}]}
-    preFilter: {enabled: [{name: NodeResourcesFit}]}
-    filter: {enabled: [{name: NodeResourcesFit}]}
+    preFilter: {enabled: [{name: FILTER}]}
+    filter: {enabled: [{name: FILTER}]}
     postFilter: {enabled: [{name: DefaultPreemption}]}
     bind: {enabled: [{name: DefaultBinder}]}
 """
@@ -277,7 +277,7 @@ def _run_post_filter(case: dict[str, Any]) -> list[str]:
         cluster.create(o, emit=False)
     reg = build_registry([])
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(POSTFILTER_PROFILE)
+        f.write(POSTFILTER_PROFILE.replace("FILTER", case.get("filter_plugin") or "NodeResourcesFit"))
     sched = Scheduler(cluster, load_config(Path(f.name), reg), reg, seed=1)
     Path(f.name).unlink()
     sched.start()
@@ -294,12 +294,19 @@ def _run_post_filter(case: dict[str, Any]) -> list[str]:
     statuses = {ni.name: st(step["statuses"]["nodes"].get(ni.name) or step["statuses"]["absent"])
                 for ni in snap.node_infos}
     statuses = {n: s for n, s in statuses.items() if s.code != Code.Success}
+    before = set(cluster.deleted)
     result, got = fw.run_post_filter(state, pod, statuses)
     diffs = []
     got_d = None if got.code == Code.Success and not got.reasons else {"code": got.code.name,
                                                                       "reasons": list(got.all_reasons)}
-    if got_d != step["status"]:
+    if "status" in step and got_d != step["status"]:
         diffs.append(f"PostFilter status: want {step['status']}, got {got_d}")
+    if got.code == Code.Error:
+        diffs.append(f"PostFilter error: {got.message}")
+    if "victims" in step:
+        victims = sorted(k.split("/", 1)[1] for k in set(cluster.deleted) - before)
+        if victims != step["victims"]:
+            diffs.append(f"victims: want {step['victims']}, got {victims}")
     nominated = result.nominated_node_name if result is not None else None
     if nominated != step["nominated"]:
         diffs.append(f"nominated node: want {step['nominated']!r}, got {nominated!r}")
