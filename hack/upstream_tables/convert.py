@@ -681,6 +681,24 @@ def preempt(c):
                        "victims": sorted(c.get("expectedPods") or [])}]}
 
 
+def select_best_candidate(c):
+    """TestSelectBestCandidate: the node preemption nominates, over nodes of 500m CPU, 500 bytes, 32 pods with
+    NodeResourcesFit as the Filter plugin (as every case registers), must be one of the expected ones."""
+    if "different start time" in (c.get("name") or ""):
+        return {"na": "start times 1 ns apart (epochTime1/2): metav1.Time's JSON, as the API serves it, has whole "
+                      "seconds, so the harvested pods all start at 0 and no API object can differ that little"}
+    res = {"cpu": "500m", "memory": "500", "pods": "32"}
+    nodes = [{"metadata": {"name": n}, "status": {"capacity": res, "allocatable": res}}
+             for n in c.get("nodeNames") or []]
+    return {"plugin": "DefaultPreemption", "nodes": nodes, "pods": [clean(p) for p in c.get("pods") or []],
+            "pod": pod_of(c),
+            "steps": [{"op": "postfilter",
+                       "statuses": {"nodes": {n["metadata"]["name"]: {"code": "Unschedulable", "reasons": []}
+                                              for n in nodes},
+                                    "absent": {"code": "UnschedulableAndUnresolvable", "reasons": []}},
+                       "nominated_in": sorted(c.get("expected") or [])}]}
+
+
 VB_INTERNAL = na("the volume binder's internals (FindPodVolumes/Assume/Bind/CheckBindings against a fake binder "
                  "and fake API calls): no extension point; the plugin-level cases (TestVolumeBinding) cover "
                  "what they decide")
@@ -817,11 +835,11 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
         "TestVolumeLimitScalingGate": na("VolumeLimitScaling feature gate (alpha, off in 1.36 defaults)"),
     },
     "defaultpreemption": {
-        "TestPostFilter": post_filter, "TestPreempt": preempt,
+        "TestPostFilter": post_filter, "TestPreempt": preempt, "TestSelectBestCandidate": select_best_candidate,
         **{t: na("the preemption evaluator's internals (dry run, candidate selection, victim ordering, custom "
                  "hooks) against fake frameworks: no extension point of ksched; TestPostFilter's cases and the "
                  "differential test's nominated/victims comparisons cover what they decide")
-           for t in ("TestDryRunPreemption", "TestSelectBestCandidate", "TestCustomSelection",
+           for t in ("TestDryRunPreemption", "TestCustomSelection",
                      "TestPodEligibleToPreemptOthers", "TestCustomOrdering")},
         "TestPreEnqueue": na("AsyncPreemption's PreEnqueue (alpha gate, off in 1.36 defaults)"),
     },

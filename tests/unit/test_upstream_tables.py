@@ -308,7 +308,10 @@ def _run_post_filter(case: dict[str, Any]) -> list[str]:
         if victims != step["victims"]:
             diffs.append(f"victims: want {step['victims']}, got {victims}")
     nominated = result.nominated_node_name if result is not None else None
-    if nominated != step["nominated"]:
+    if "nominated_in" in step:
+        if nominated not in step["nominated_in"]:
+            diffs.append(f"nominated node: want one of {step['nominated_in']}, got {nominated!r}")
+    elif nominated != step["nominated"]:
         diffs.append(f"nominated node: want {step['nominated']!r}, got {nominated!r}")
     return diffs
 
