@@ -699,6 +699,22 @@ def select_best_candidate(c):
                        "nominated_in": sorted(c.get("expected") or [])}]}
 
 
+def eligible(c):
+    """TestPodEligibleToPreemptOthers: PostFilter says "not eligible" exactly when kube's check is false."""
+    res = {"cpu": "500m", "memory": "500", "pods": "32"}
+    nodes = [{"metadata": {"name": n if isinstance(n, str) else n["metadata"]["name"]},
+              "status": {"capacity": res, "allocatable": res}} for n in c.get("nodes") or []]
+    pod = pod_of(c)
+    nominated = (pod.get("status") or {}).get("nominatedNodeName")
+    statuses = {n["metadata"]["name"]: {"code": "Unschedulable", "reasons": []} for n in nodes}
+    if nominated and c.get("nominatedNodeStatus"):
+        statuses[nominated] = status(c["nominatedNodeStatus"])
+    return {"plugin": "DefaultPreemption", "nodes": nodes, "pods": [clean(p) for p in c.get("pods") or []],
+            "pod": pod,
+            "steps": [{"op": "postfilter", "statuses": {"nodes": statuses, "absent": {
+                "code": "UnschedulableAndUnresolvable", "reasons": []}}, "eligible": bool(c.get("expected"))}]}
+
+
 VB_INTERNAL = na("the volume binder's internals (FindPodVolumes/Assume/Bind/CheckBindings against a fake binder "
                  "and fake API calls): no extension point; the plugin-level cases (TestVolumeBinding) cover "
                  "what they decide")
@@ -840,7 +856,8 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
                  "hooks) against fake frameworks: no extension point of ksched; TestPostFilter's cases and the "
                  "differential test's nominated/victims comparisons cover what they decide")
            for t in ("TestDryRunPreemption", "TestCustomSelection",
-                     "TestPodEligibleToPreemptOthers", "TestCustomOrdering")},
+                     "TestCustomOrdering")},
+        "TestPodEligibleToPreemptOthers": eligible,
         "TestPreEnqueue": na("AsyncPreemption's PreEnqueue (alpha gate, off in 1.36 defaults)"),
     },
 }

@@ -301,12 +301,16 @@ def _run_post_filter(case: dict[str, Any]) -> list[str]:
                                                                       "reasons": list(got.all_reasons)}
     if "status" in step and got_d != step["status"]:
         diffs.append(f"PostFilter status: want {step['status']}, got {got_d}")
-    if got.code == Code.Error:
+    if got.code == Code.Error and "eligible" not in step:  # eligibility cases may well end in kube's error too
         diffs.append(f"PostFilter error: {got.message}")
     if "victims" in step:
         victims = sorted(k.split("/", 1)[1] for k in set(cluster.deleted) - before)
         if victims != step["victims"]:
             diffs.append(f"victims: want {step['victims']}, got {victims}")
+    if "eligible" in step:
+        if (not got.message.startswith("preemption: not eligible")) != step["eligible"]:
+            diffs.append(f"eligible to preempt: want {step['eligible']}, got {got.message!r}")
+        return diffs
     nominated = result.nominated_node_name if result is not None else None
     if "nominated_in" in step:
         if nominated not in step["nominated_in"]:
