@@ -720,14 +720,16 @@ VB_INTERNAL = na("the volume binder's internals (FindPodVolumes/Assume/Bind/Chec
                  "what they decide")
 
 
-def hint(plugin: str, resource: str, action: str):
-    """A queueing hint test: the hint ksched's plugin registers for `resource`/`action`, on (pod, old, new)."""
+def hint(plugin: str, resource: str, action: str, update_action: str | None = None):
+    """A queueing hint test: the hint ksched's plugin registers for `resource`/`action` (`update_action` when
+    the case has an old object), on (pod, old, new)."""
     def f(c):
         if c.get("expectedErr"):
             return {"na": "hands the hint a malformed object (not the event's kind): kube returns Queue with an "
                           "error; ksched's informers only deliver objects of the registered kind"}
+        act = update_action if update_action and c.get("oldObj") else action
         return {"plugin": plugin, "pod": pod_of(c),
-                "steps": [{"op": "hint", "resource": resource, "action": action, "old": clean(c.get("oldObj")),
+                "steps": [{"op": "hint", "resource": resource, "action": act, "old": clean(c.get("oldObj")),
                            "new": clean(c.get("newObj")), "want": c["expectedHint"]}]}
     return f
 
@@ -750,7 +752,8 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
     },
     "nodeunschedulable": {
         "TestNodeUnschedulable": single_filter("NodeUnschedulable"),
-        "TestIsSchedulableAfterNodeChange": HINT, "TestIsSchedulableAfterPodTolerationChange": HINT,
+        "TestIsSchedulableAfterNodeChange": hint("NodeUnschedulable", "Node", "Add", "UpdateNodeTaint"),
+        "TestIsSchedulableAfterPodTolerationChange": hint("NodeUnschedulable", "Pod", "UpdatePodToleration"),
     },
     "nodename": {"TestNodeName": single_filter("NodeName")},
     "nodeports": {

@@ -231,11 +231,11 @@ def _run_hint(case: dict[str, Any]) -> list[str]:
             continue
 
         def obj(raw: Any, resource: str = step["resource"]) -> Any:
-            if raw is None or resource != "Pod":
+            if raw is None or resource not in ("Pod", "Node"):
                 return raw
             raw = json.loads(json.dumps(raw))
-            raw.setdefault("metadata", {}).setdefault("name", "other")  # kube's test pods may be unnamed
-            return Pod.from_dict(raw)
+            raw.setdefault("metadata", {}).setdefault("name", "other")  # kube's test objects may be unnamed
+            return Pod.from_dict(raw) if resource == "Pod" else Node.from_dict(raw)
 
         got = fns[0](pod, obj(step["old"]), obj(step["new"]))
         want = QUEUE if step["want"] == "Queue" else QUEUE_SKIP
