@@ -724,7 +724,7 @@ def hint(plugin: str, resource: str, action: str, update_action: str | None = No
     """A queueing hint test: the hint ksched's plugin registers for `resource`/`action` (`update_action` when
     the case has an old object), on (pod, old, new)."""
     def f(c):
-        if c.get("expectedErr"):
+        if c.get("expectedErr") or c.get("wantErr"):
             return {"na": "hands the hint a malformed object (not the event's kind): kube returns Queue with an "
                           "error; ksched's informers only deliver objects of the registered kind"}
         act = update_action if update_action and c.get("oldObj") else action
@@ -748,7 +748,8 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
         "TestTaintTolerationFilter": single_filter("TaintToleration", "enableTaintTolerationComparisonOps"),
         "TestTaintTolerationFilterWithFeatureGate": single_filter("TaintToleration",
                                                                   "enableTaintTolerationComparisonOps"),
-        "TestIsSchedulableAfterNodeChange": HINT, "Test_isSchedulableAfterPodTolerationChange": HINT,
+        "TestIsSchedulableAfterNodeChange": hint("TaintToleration", "Node", "Add", "UpdateNodeTaint"),
+        "Test_isSchedulableAfterPodTolerationChange": hint("TaintToleration", "Pod", "UpdatePodToleration"),
     },
     "nodeunschedulable": {
         "TestNodeUnschedulable": single_filter("NodeUnschedulable"),
