@@ -728,7 +728,8 @@ def hint(plugin: str, resource: str, action: str, update_action: str | None = No
             return {"na": "hands the hint a malformed object (not the event's kind): kube returns Queue with an "
                           "error; ksched's informers only deliver objects of the registered kind"}
         act = update_action if update_action and c.get("oldObj") else action
-        return {"plugin": plugin, "pod": pod_of(c),
+        args = {"args": lower_keys(clean(c["args"]))} if isinstance(c.get("args"), dict) else {}
+        return {"plugin": plugin, **args, "pod": pod_of(c),
                 "steps": [{"op": "hint", "resource": resource, "action": act, "old": clean(c.get("oldObj")),
                            "new": clean(c.get("newObj")), "want": c["expectedHint"]}]}
     return f
@@ -767,7 +768,7 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
     },
     "nodeaffinity": {
         "TestNodeAffinity": nodeaffinity_filter, "TestNodeAffinityPriority": nodeaffinity_score,
-        "Test_isSchedulableAfterNodeChange": HINT,
+        "Test_isSchedulableAfterNodeChange": hint("NodeAffinity", "Node", "Add", "UpdateNodeLabel"),
     },
     "interpodaffinity": {
         "TestRequiredAffinitySingleNode": ipa_single, "TestRequiredAffinityMultipleNodes": ipa_multi,
