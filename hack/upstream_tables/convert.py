@@ -759,7 +759,7 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
     },
     "nodename": {"TestNodeName": single_filter("NodeName")},
     "nodeports": {
-        "TestNodePorts": nodeports, "Test_isSchedulableAfterPodDeleted": HINT,
+        "TestNodePorts": nodeports, "Test_isSchedulableAfterPodDeleted": hint("NodePorts", "Pod", "Delete"),
         "TestFits": na("internal helper fitsPorts on port maps; its cases are covered through TestNodePorts"),
     },
     "imagelocality": {
@@ -818,7 +818,8 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
         "TestScorePlacement_Resources": na("PlacementScore for PodGroups (alpha TopologyAwareWorkloadScheduling)"),
         "testComputePodResourceRequestWithNodeAllocatableDRA": NR_NA_DRA,
     },
-    "schedulinggates": {"TestPreEnqueue": gates, "Test_isSchedulableAfterPodChange": HINT},
+    "schedulinggates": {"TestPreEnqueue": gates, "Test_isSchedulableAfterPodChange": hint(
+        "SchedulingGates", "Pod", "UpdatePodSchedulingGatesEliminated")},
     "volumezone": {
         "TestSingleZone": volumezone, "TestMultiZone": volumezone, "TestWithBinding": volumezone,
         "TestIsSchedulableAfterPersistentVolumeClaimAdded": hint("VolumeZone", "PersistentVolumeClaim", "Add"),
