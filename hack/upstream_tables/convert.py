@@ -823,8 +823,8 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
     "volumezone": {
         "TestSingleZone": volumezone, "TestMultiZone": volumezone, "TestWithBinding": volumezone,
         "TestIsSchedulableAfterPersistentVolumeClaimAdded": hint("VolumeZone", "PersistentVolumeClaim", "Add"),
-        "TestIsSchedulableAfterPersistentVolumeChange": HINT,
-        "TestIsSchedulableAfterStorageClassAdded": HINT,
+        "TestIsSchedulableAfterPersistentVolumeChange": hint("VolumeZone", "PersistentVolume", "Add", "Update"),
+        "TestIsSchedulableAfterStorageClassAdded": hint("VolumeZone", "storage.k8s.io/StorageClass", "Add"),
     },
     "volumerestrictions": {
         "TestGCEDiskConflicts": volumerestrictions, "TestAWSDiskConflicts": volumerestrictions,
