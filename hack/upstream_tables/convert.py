@@ -715,9 +715,9 @@ def eligible(c):
                 "code": "UnschedulableAndUnresolvable", "reasons": []}}, "eligible": bool(c.get("expected"))}]}
 
 
-VB_INTERNAL = na("the volume binder's internals (FindPodVolumes/Assume/Bind/CheckBindings against a fake binder "
-                 "and fake API calls): no extension point; the plugin-level cases (TestVolumeBinding) cover "
-                 "what they decide")
+VB_INTERNAL = na("the volume binder's PreBind internals (Assume/Bind/CheckBindings, CSI-migration variants, "
+                 "PreBindPreFlight against a fake binder and fake API calls): no extension point of ksched's; the "
+                 "differential test's WaitForFirstConsumer bindings cover what they decide")
 
 
 def hint(plugin: str, resource: str, action: str, update_action: str | None = None):
