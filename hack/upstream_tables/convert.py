@@ -73,7 +73,8 @@ def na(reason: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
     return lambda c: {"na": reason}
 
 
-HINT = na("queueing hint function (isSchedulableAfter*): ksched's queue has no per-plugin hint callbacks")
+HINT = na("queueing hint (isSchedulableAfter*) for an event ksched's plugin registers without a hint function: "
+         "every such event requeues the pod, so there is no function to compare")
 
 
 def pod_of(c: dict[str, Any], key: str = "pod") -> dict[str, Any]:
@@ -269,6 +270,10 @@ ENOUGH_NODE = {"cpu": "10m", "memory": "20", "pods": "32", "example.com/aaa": "5
                "hugepages-2Mi": "5"}
 
 
+NR_DRA_EXT = {"na": "NOT IMPLEMENTED in ksched: DRAExtendedResource (beta, on in 1.36), extended resources backed "
+                    "by DRA device classes (ksched's DynamicResources reports such a pod as an error instead)"}
+
+
 def fit_node(alloc: dict[str, str]) -> dict[str, Any]:
     return {"metadata": {"name": "node"}, "status": {"allocatable": alloc}}
 
@@ -291,7 +296,7 @@ def fit_filter(alloc: dict[str, str], prefilter_want: str | None = None):
     def f(c):
         pod = pod_of(c)
         if c.get("draExtendedResourceEnabled"):
-            return {"na": "DRAExtendedResource: extended resources backed by DRA device classes (ksched has no DRA)"}
+            return NR_DRA_EXT
         if c.get("podLevelResourcesEnabled") is False and _pod_level(pod):
             return {"na": "runs with PodLevelResources disabled (on in 1.36)"}
         if c.get("enableSidecarContainers") is False:
@@ -321,7 +326,7 @@ def fit_filter(alloc: dict[str, str], prefilter_want: str | None = None):
 
 def fit_score(c):
     if c.get("draObjects"):
-        return {"na": "DRAExtendedResource: extended resources backed by DRA device classes (ksched has no DRA)"}
+        return NR_DRA_EXT
     steps: list[dict[str, Any]] = []
     if c.get("runPreScore"):
         steps.append({"op": "prescore", "status": None})
@@ -366,7 +371,7 @@ def binpacking(resources: list[dict[str, Any]]):
 
 def balanced(c):
     if c.get("draObjects"):
-        return {"na": "DRAExtendedResource: extended resources backed by DRA device classes (ksched has no DRA)"}
+        return NR_DRA_EXT
     args = lower_keys(clean(c.get("args") or {}))
     steps: list[dict[str, Any]] = []
     base = {"plugin": "NodeResourcesBalancedAllocation", "args": args, "nodes": named(c["nodes"]),
@@ -382,9 +387,358 @@ def balanced(c):
     return {**base, "steps": steps}
 
 
+def _kinded(objs: Any, kind: str) -> list[dict[str, Any]]:
+    api = "storage.k8s.io/v1" if kind == "StorageClass" else "v1"
+    return [{"apiVersion": api, "kind": kind, **clean(o)} for o in objs or [] if o]
+
+
+def _fixture_objs(rec: dict[str, Any]) -> list[dict[str, Any]]:
+    fx = rec.get("fixtures") or {}
+    return (_kinded(fx.get("scLister"), "StorageClass") + _kinded(fx.get("pvLister"), "PersistentVolume")
+            + _kinded(fx.get("pvcLister"), "PersistentVolumeClaim"))
+
+
+#: kube's fake listers (pkg/scheduler/testing/framework) word NotFound with the plural resource; the informer
+#: listers kube-scheduler runs with (client-go listers/storage/v1) use the singular, as ksched does
+FAKE_LISTER_NOT_FOUND = [('storageclasses.storage.k8s.io "', 'storageclass.storage.k8s.io "'),
+                         ('persistentvolumeclaims "', 'persistentvolumeclaim "')]
+
+
+def _real_lister(st: Any) -> Any:
+    if st is None:
+        return None
+    reasons = []
+    for r in st["reasons"]:
+        for fake, real in FAKE_LISTER_NOT_FOUND:
+            r = r.replace(fake, real)
+        reasons.append(r)
+    return {**st, "reasons": reasons}
+
+
+def volumezone(c, rec):
+    """TestSingleZone/MultiZone/WithBinding: PreFilter, then Filter on the case's node (kube's test calls Filter
+    whatever PreFilter said), against the listers the test function builds before its table."""
+    node = clean(c["Node"])
+    pod = pod_of(c, "Pod")
+    return {"plugin": "VolumeZone", "nodes": [node], "pod": pod, "objs": _fixture_objs(rec),
+            "steps": [{"op": "prefilter", "status": _real_lister(status(c.get("wantPreFilterStatus")))},
+                      {"op": "filter", "node": node["metadata"]["name"],
+                       "status": _real_lister(status(c.get("wantFilterStatus")))}]}
+
+
+def volumerestrictions(c):
+    """Disk conflicts (nodeInfo's pods on an unnamed node) and ReadWriteOncePod conflicts (existing pods,
+    nodes and PVCs listed): PreFilter, then Filter only when PreFilter succeeded, as kube's test does."""
+    nodes = named(c.get("existingNodes")) or [{"metadata": {"name": "node"}}]
+    where = nodes[0]["metadata"]["name"]
+    pods = [clean(p) for p in c.get("existingPods") or []]
+    if not pods:
+        for p in (c.get("nodeInfo") or {}).get("pods") or []:
+            p = clean(p)
+            p.setdefault("spec", {})["nodeName"] = where
+            pods.append(p)
+    pre = status(c.get("preFilterWantStatus"))
+    steps: list[dict[str, Any]] = [{"op": "prefilter", "status": pre}]
+    if pre is None:
+        steps.append({"op": "filter", "node": where, "status": status(c.get("wantStatus"))})
+    return {"plugin": "VolumeRestrictions", "nodes": nodes, "pods": pods, "pod": pod_of(c),
+            "objs": _kinded(c.get("existingPVCs"), "PersistentVolumeClaim"), "steps": steps}
+
+
+#: volume_binding_test.go's package-level classes and driver, which every TestVolumeBinding case is fed
+VB_CLASSES = [
+    {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "immediate-sc"},
+     "volumeBindingMode": "Immediate"},
+    {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "wait-sc"},
+     "volumeBindingMode": "WaitForFirstConsumer"},
+    {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "wait-hdd-sc"},
+     "volumeBindingMode": "WaitForFirstConsumer"},
+    {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "wait-sc-with-storage-capacity"},
+     "provisioner": "driver-with-storage-capacity", "volumeBindingMode": "WaitForFirstConsumer"},
+    {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": "driver-with-storage-capacity"},
+     "spec": {"storageCapacity": True}},
+]
+
+
+def volumebinding(c):
+    """TestVolumeBinding: PreFilter (no PreFilterResult), Filter on every node, PreScore, as kube's test."""
+    if (c.get("fts") or {}).get("EnableStorageCapacityScoring"):
+        return {"na": "StorageCapacityScoring feature gate (alpha, off in 1.36 defaults; ksched refuses `shape` "
+                      "without it, as kube-scheduler's validation does)"}
+    nodes = named(c.get("nodes"))
+    objs = VB_CLASSES + _kinded(c.get("pvcs"), "PersistentVolumeClaim") + _kinded(c.get("pvs"), "PersistentVolume")
+    objs += [{"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity", **clean(x)}
+             for x in c.get("capacities") or []]
+    pre = status(c.get("wantPreFilterStatus"))
+    steps: list[dict[str, Any]] = [{"op": "prefilter", "status": pre, "nodes": None}]
+    if pre is None:
+        for n, want in zip(nodes, c.get("wantFilterStatus") or [], strict=True):
+            steps.append({"op": "filter", "node": n["metadata"]["name"], "status": status(want)})
+        steps.append({"op": "prescore", "status": status(c.get("wantPreScoreStatus"))})
+    return {"plugin": "VolumeBinding", "args": {"bindTimeoutSeconds": 300}, "nodes": nodes, "pod": pod_of(c),
+            "objs": objs, "steps": steps}
+
+
+def csi_limits(c, rec):
+    """TestCSILimits: the node, CSINode, listers and VolumeAttachments the case loop builds (dumped after they
+    exist); PreFilter, then Filter unless PreFilter skipped, as kube's test does."""
+    if c.get("migrationEnabled") or "nil csi node" in (c.get("test") or ""):
+        return {"na": "NOT IMPLEMENTED in ksched: in-tree volumes (inline or PV) counted as their CSI driver "
+                      "after CSI migration translation; ksched's NodeVolumeLimits counts CSI volumes only"}
+    if c.get("vaCount"):
+        return {"na": "NOT IMPLEMENTED in ksched: VolumeAttachments on the node counted towards its limit "
+                      "(ksched's NodeVolumeLimits counts the volumes of the node's pods only)"}
+    fx = rec.get("fixtures") or {}
+    ni = fx.get("node") or {}
+    node = clean(ni.get("node") or {})
+    name = node["metadata"]["name"]
+    pods = []
+    for p in ni.get("pods") or []:
+        p = clean(p)
+        p.setdefault("spec", {})["nodeName"] = name
+        pods.append(p)
+    objs = (_kinded(fx.get("scs"), "StorageClass") + _kinded(fx.get("pvs"), "PersistentVolume")
+            + _kinded(fx.get("pvcs"), "PersistentVolumeClaim"))
+    if fx.get("csiNode"):
+        objs += [{"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", **clean(fx["csiNode"])}]
+    objs += [{"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment", **clean(v)} for v in fx.get("vas") or []]
+    pre = status(c.get("wantPreFilterStatus"))
+    steps: list[dict[str, Any]] = [{"op": "prefilter", "status": pre}]
+    if (pre or {}).get("code") != "Skip":
+        steps.append({"op": "filter", "node": name, "status": _real_lister(status(c.get("wantStatus")))})
+    return {"plugin": "NodeVolumeLimits", "nodes": [node], "pods": pods, "pod": pod_of(c, "newPod"), "objs": objs,
+            "steps": steps}
+
+
+def _statuses(fns: Any) -> dict[str, Any]:
+    """kube's NodeToStatus: each listed node's status, and the one every other node has."""
+    fns = fns or {}
+    out = {n: status(st) or {"code": "Success", "reasons": []} for n, st in (fns.get("nodeToStatus") or {}).items()}
+    absent = status(fns.get("absentNodesStatus")) or {"code": "UnschedulableAndUnresolvable", "reasons": []}
+    return {"nodes": out, "absent": absent}
+
+
+def post_filter(c):
+    """TestPostFilter: DefaultPreemption's PostFilter after PreFilter, given the Filter statuses, in a profile of
+    PrioritySort, NodeResourcesFit (PreFilter, Filter), DefaultPreemption and DefaultBinder, as kube's test
+    registers (its extra no-op PreFilter plugin has no ksched counterpart and changes nothing)."""
+    if c.get("extender"):
+        return {"na": "a fake preempt extender object (no HTTP): ksched's extenders are HTTP clients, covered by "
+                      "tests/integration/test_extender_parity.py against kube-scheduler"}
+    if c.get("podGroups") or any((c.get("features") or {}).values()):
+        return {"na": "PodGroups / workload-aware preemption (alpha TopologyAwareWorkloadScheduling, "
+                      "WorkloadAwarePreemption): not in 1.36 defaults"}
+    if "TestPlugin" in (c.get("name") or ""):
+        return {"na": "a test-only PreFilter plugin whose RemovePod fails on purpose: no ksched counterpart"}
+    want = c.get("wantResult") or {}
+    st = status(c.get("wantStatus"))
+    return {"plugin": "DefaultPreemption", "nodes": named(c.get("nodes")),
+            "pods": [clean(p) for p in c.get("pods") or []], "pod": pod_of(c),
+            "objs": [{"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", **clean(x)}
+                     for x in c.get("pdbs") or []],
+            "steps": [{"op": "postfilter", "statuses": _statuses(c.get("filteredNodesStatuses")),
+                       "nominated": ((want.get("NominatingInfo") or {}).get("NominatedNodeName")
+                                     if want else None), "status": st}]}
+
+
+def _vb_class(name: str, mode: str, provisioner: str = "", topo: list[str] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+                           "volumeBindingMode": mode}
+    if provisioner:
+        out["provisioner"] = provisioner
+    if topo is not None:
+        out["allowedTopologies"] = [{"matchLabelExpressions": [{"key": "nodeKey", "values": topo}]}]
+    return out
+
+
+#: binder_test.go's newTestBinder classes and its test node
+BINDER_CLASSES = [
+    _vb_class("waitClassWithProvisioner", "WaitForFirstConsumer", "test-provisioner", ["node1", "reference-value"]),
+    _vb_class("immediateClass", "Immediate"),
+    _vb_class("waitClass", "WaitForFirstConsumer", "kubernetes.io/no-provisioner"),
+    _vb_class("topoMismatchClass", "WaitForFirstConsumer", "test-provisioner", ["reference-value"]),
+]
+BINDER_NODE = {"metadata": {"name": "node1", "labels": {"nodeKey": "node1"}}}
+
+
+def find_pod_volumes(c, rec=None):
+    """TestFindPodVolumesWithoutProvisioning: kube's test runs GetPodVolumeClaims (an unbound Immediate claim
+    is an error there) and FindPodVolumes on node1; here VolumeBinding's PreFilter and Filter on node1 (a
+    failing PreFilter or an Error from Filter is the test's error), the reasons, and the static bindings."""
+    pvcs = c.get("cachePVCs") if c.get("cachePVCs") is not None else c.get("podPVCs")
+    pod = clean(c["pod"]) if c.get("pod") else {
+        "metadata": {"name": "test-pod", "namespace": "testns"},
+        "spec": {"nodeName": "node1", "volumes": [
+            {"name": f"vol{i}", "persistentVolumeClaim": {"claimName": p["metadata"]["name"]}}
+            for i, p in enumerate(c.get("podPVCs") or [])]}}
+    pod.setdefault("metadata", {}).setdefault("name", "test-pod")
+    if not pod["metadata"].get("uid"):
+        # the Go test's pod and its ephemeral claim's owner reference both have an empty UID (equal for kube's
+        # IsControlledBy); ksched names a pod without a UID by its key, so both get the same stand-in
+        pod["metadata"]["uid"] = "test-pod-uid"
+        for p in pvcs or []:
+            for r in p.get("metadata", {}).get("ownerReferences") or []:
+                if not r.get("uid"):
+                    r["uid"] = "test-pod-uid"
+    bindings = sorted([b["pvc"]["metadata"]["name"], b["pv"]["metadata"]["name"]]
+                      for b in c.get("expectedBindings") or [])
+    driver = ((rec or {}).get("fixtures") or {}).get("csiDriver")
+    objs = BINDER_CLASSES + _kinded(c.get("pvs"), "PersistentVolume") + _kinded(pvcs, "PersistentVolumeClaim")
+    reasons = list(c.get("reasons") or [])
+    provisions = sorted(p["PVC"]["metadata"]["name"] for p in c.get("expectedProvisions") or [])
+    if driver:
+        objs.append({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", **clean(driver)})
+        if c.get("needsCapacity") and (driver.get("spec") or {}).get("storageCapacity"):
+            # kube's test: without CSIStorageCapacity objects, provisioning is blocked
+            reasons.append("node(s) did not have enough free storage")
+            provisions = []
+    return {"plugin": "VolumeBinding", "args": {"bindTimeoutSeconds": 300}, "nodes": [BINDER_NODE], "pod": pod,
+            "objs": objs,
+            "steps": [{"op": "find_pod_volumes", "node": "node1", "should_fail": bool(c.get("shouldFail")),
+                       "reasons": reasons, "bindings": bindings, "provisions": provisions}]}
+
+
+def capacity(c, rec):
+    """TestCapacity: provisioning through a CSIDriver that opts into capacity tracking (or not: then kube's
+    test expects no reasons and no error) against the case's CSIStorageCapacities, on node1."""
+    opt_in = bool(((rec or {}).get("fixtures") or {}).get("optIn"))
+    pvcs = c.get("pvcs") or []
+    pod = {"metadata": {"name": "test-pod", "namespace": "testns"},
+           "spec": {"nodeName": "node1", "volumes": [
+               {"name": f"vol{i}", "persistentVolumeClaim": {"claimName": p["metadata"]["name"]}}
+               for i, p in enumerate(pvcs)]}}
+    objs = BINDER_CLASSES + _kinded(pvcs, "PersistentVolumeClaim")
+    objs.append({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": "test-provisioner"},
+                 "spec": {"storageCapacity": opt_in}})
+    # the test adds them to an informer's store, keyed by name: a later one of the same name replaces it
+    caps = {x["metadata"]["name"]: x for x in c.get("capacities") or []}
+    objs += [{"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity", **clean(x)} for x in caps.values()]
+    reasons = list(c.get("reasons") or []) if opt_in else []
+    step: dict[str, Any] = {"op": "find_pod_volumes", "node": "node1",
+                            "should_fail": bool(c.get("shouldFail")) and opt_in, "reasons": reasons, "bindings": []}
+    if not c.get("reasons"):  # with reasons (even unexpected ones) kube's test takes the computed provisions
+        step["provisions"] = sorted(p["PVC"]["metadata"]["name"] for p in c.get("expectedProvisions") or [])
+    return {"plugin": "VolumeBinding", "args": {"bindTimeoutSeconds": 300}, "nodes": [BINDER_NODE], "pod": pod,
+            "objs": objs, "steps": [step]}
+
+
+MIGRATION_NA = {"na": "NOT IMPLEMENTED in ksched: in-tree volumes (inline or PV) counted as their CSI driver "
+                      "after CSI migration translation; ksched's NodeVolumeLimits counts CSI volumes only"}
+
+
+def csi_qhint_pod_deleted(c):
+    deleted = clean(c.get("deletedPod") or {})
+    if any(k not in ("name", "persistentVolumeClaim", "ephemeral") for v in deleted.get("spec", {}).get("volumes") or []
+           for k in v):
+        return MIGRATION_NA  # an inline in-tree volume, migratable to CSI
+    if not c.get("deletedPodNotScheduled"):
+        deleted.setdefault("spec", {})["nodeName"] = "node-for-max-pd-test-1"
+    return {"plugin": "NodeVolumeLimits", "pod": pod_of(c, "newPod"),
+            "steps": [{"op": "hint", "resource": "Pod", "action": "Delete", "old": deleted, "new": None,
+                       "want": c["wantQHint"]}]}
+
+
+def csi_qhint_pvc_added(c):
+    return {"plugin": "NodeVolumeLimits", "pod": pod_of(c, "newPod"),
+            "steps": [{"op": "hint", "resource": "PersistentVolumeClaim", "action": "Add", "old": None,
+                       "new": {"apiVersion": "v1", "kind": "PersistentVolumeClaim", **clean(c.get("addedPvc") or {})},
+                       "want": c["wantQHint"]}]}
+
+
+def csi_qhint_csinode_updated(c):
+    def csinode(drivers: Any) -> dict[str, Any]:
+        return {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": "test-node"},
+                "spec": {"drivers": [clean(d) for d in drivers or []]}}
+    return {"plugin": "NodeVolumeLimits", "pod": {"metadata": {"name": "pod"}, "spec": {}},
+            "steps": [{"op": "hint", "resource": "storage.k8s.io/CSINode", "action": "Update",
+                       "old": csinode(c.get("oldDrivers")), "new": csinode(c.get("newDrivers")),
+                       "want": c["wantQHint"]}]}
+
+
+def preempt(c):
+    """TestPreempt: the evaluator with every node Unschedulable, in a profile of the case's Filter plugin
+    (NodeResourcesFit, or PodTopologySpread for the spreading case: the test registers them per case in Go,
+    transcribed here by case), over nodes named "hostname/zone/region" with 500m CPU, 500 bytes, 32 pods;
+    the nominated node and the victims deleted."""
+    if c.get("extenders"):
+        return {"na": "fake extender objects (no HTTP): ksched's extenders are HTTP clients, covered by "
+                      "tests/integration/test_extender_parity.py against kube-scheduler"}
+    nodes = []
+    for spec_ in c.get("nodeNames") or []:
+        labels = dict(zip(("hostname", "zone", "region"), spec_.split("/"), strict=False))
+        res = {"cpu": "500m", "memory": "500", "pods": "32"}
+        nodes.append({"metadata": {"name": labels["hostname"], "labels": labels},
+                      "status": {"capacity": res, "allocatable": res}})
+    want = (c.get("want") or {}).get("NominatingInfo") or {}
+    plugin = "PodTopologySpread" if "topology spread" in (c.get("name") or "") else "NodeResourcesFit"
+    return {"plugin": "DefaultPreemption", "filter_plugin": plugin, "nodes": nodes,
+            "pods": [clean(p) for p in c.get("pods") or []], "pod": pod_of(c),
+            "steps": [{"op": "postfilter",
+                       "statuses": {"nodes": {n["metadata"]["name"]: {"code": "Unschedulable", "reasons": []}
+                                              for n in nodes},
+                                    "absent": {"code": "UnschedulableAndUnresolvable", "reasons": []}},
+                       "nominated": want.get("NominatedNodeName") if c.get("want") else None,
+                       "victims": sorted(c.get("expectedPods") or [])}]}
+
+
+def select_best_candidate(c):
+    """TestSelectBestCandidate: the node preemption nominates, over nodes of 500m CPU, 500 bytes, 32 pods with
+    NodeResourcesFit as the Filter plugin (as every case registers), must be one of the expected ones."""
+    if "different start time" in (c.get("name") or ""):
+        return {"na": "start times 1 ns apart (epochTime1/2): metav1.Time's JSON, as the API serves it, has whole "
+                      "seconds, so the harvested pods all start at 0 and no API object can differ that little"}
+    res = {"cpu": "500m", "memory": "500", "pods": "32"}
+    nodes = [{"metadata": {"name": n}, "status": {"capacity": res, "allocatable": res}}
+             for n in c.get("nodeNames") or []]
+    return {"plugin": "DefaultPreemption", "nodes": nodes, "pods": [clean(p) for p in c.get("pods") or []],
+            "pod": pod_of(c),
+            "steps": [{"op": "postfilter",
+                       "statuses": {"nodes": {n["metadata"]["name"]: {"code": "Unschedulable", "reasons": []}
+                                              for n in nodes},
+                                    "absent": {"code": "UnschedulableAndUnresolvable", "reasons": []}},
+                       "nominated_in": sorted(c.get("expected") or [])}]}
+
+
+def eligible(c):
+    """TestPodEligibleToPreemptOthers: PostFilter says "not eligible" exactly when kube's check is false."""
+    res = {"cpu": "500m", "memory": "500", "pods": "32"}
+    nodes = [{"metadata": {"name": n if isinstance(n, str) else n["metadata"]["name"]},
+              "status": {"capacity": res, "allocatable": res}} for n in c.get("nodes") or []]
+    pod = pod_of(c)
+    nominated = (pod.get("status") or {}).get("nominatedNodeName")
+    statuses = {n["metadata"]["name"]: {"code": "Unschedulable", "reasons": []} for n in nodes}
+    if nominated and c.get("nominatedNodeStatus"):
+        statuses[nominated] = status(c["nominatedNodeStatus"])
+    return {"plugin": "DefaultPreemption", "nodes": nodes, "pods": [clean(p) for p in c.get("pods") or []],
+            "pod": pod,
+            "steps": [{"op": "postfilter", "statuses": {"nodes": statuses, "absent": {
+                "code": "UnschedulableAndUnresolvable", "reasons": []}}, "eligible": bool(c.get("expected"))}]}
+
+
+VB_INTERNAL = na("the volume binder's PreBind internals (Assume/Bind/CheckBindings, CSI-migration variants, "
+                 "PreBindPreFlight against a fake binder and fake API calls): no extension point of ksched's; the "
+                 "differential test's WaitForFirstConsumer bindings cover what they decide")
+
+
+def hint(plugin: str, resource: str, action: str, update_action: str | None = None):
+    """A queueing hint test: the hint ksched's plugin registers for `resource`/`action` (`update_action` when
+    the case has an old object), on (pod, old, new)."""
+    def f(c):
+        if c.get("expectedErr") or c.get("wantErr"):
+            return {"na": "hands the hint a malformed object (not the event's kind): kube returns Queue with an "
+                          "error; ksched's informers only deliver objects of the registered kind"}
+        act = update_action if update_action and c.get("oldObj") else action
+        args = {"args": lower_keys(clean(c["args"]))} if isinstance(c.get("args"), dict) else {}
+        return {"plugin": plugin, **args, "pod": pod_of(c),
+                "steps": [{"op": "hint", "resource": resource, "action": act, "old": clean(c.get("oldObj")),
+                           "new": clean(c.get("newObj")), "want": c["expectedHint"]}]}
+    return f
+
+
 NR_INTERNAL = na("private helper of the plugin package (no extension point); its effect is covered by the "
                  "Filter/Score tables")
-NR_NA_DRA = na("DRA-backed extended resources / node-allocatable DRA claims: ksched has no DRA")
+NR_NA_DRA = na("NOT IMPLEMENTED in ksched: DRA-backed extended resources (DRAExtendedResource) and "
+               "node-allocatable DRA claims (DRANodeAllocatableResources, alpha)")
 
 PTS_STATE = na("compares the plugin's private PreFilter/PreScore state struct; ksched keeps its own state "
                "(verdicts and scores are covered by the filter and score tables)")
@@ -395,15 +749,17 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
         "TestTaintTolerationFilter": single_filter("TaintToleration", "enableTaintTolerationComparisonOps"),
         "TestTaintTolerationFilterWithFeatureGate": single_filter("TaintToleration",
                                                                   "enableTaintTolerationComparisonOps"),
-        "TestIsSchedulableAfterNodeChange": HINT, "Test_isSchedulableAfterPodTolerationChange": HINT,
+        "TestIsSchedulableAfterNodeChange": hint("TaintToleration", "Node", "Add", "UpdateNodeTaint"),
+        "Test_isSchedulableAfterPodTolerationChange": hint("TaintToleration", "Pod", "UpdatePodToleration"),
     },
     "nodeunschedulable": {
         "TestNodeUnschedulable": single_filter("NodeUnschedulable"),
-        "TestIsSchedulableAfterNodeChange": HINT, "TestIsSchedulableAfterPodTolerationChange": HINT,
+        "TestIsSchedulableAfterNodeChange": hint("NodeUnschedulable", "Node", "Add", "UpdateNodeTaint"),
+        "TestIsSchedulableAfterPodTolerationChange": hint("NodeUnschedulable", "Pod", "UpdatePodToleration"),
     },
     "nodename": {"TestNodeName": single_filter("NodeName")},
     "nodeports": {
-        "TestNodePorts": nodeports, "Test_isSchedulableAfterPodDeleted": HINT,
+        "TestNodePorts": nodeports, "Test_isSchedulableAfterPodDeleted": hint("NodePorts", "Pod", "Delete"),
         "TestFits": na("internal helper fitsPorts on port maps; its cases are covered through TestNodePorts"),
     },
     "imagelocality": {
@@ -412,7 +768,7 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
     },
     "nodeaffinity": {
         "TestNodeAffinity": nodeaffinity_filter, "TestNodeAffinityPriority": nodeaffinity_score,
-        "Test_isSchedulableAfterNodeChange": HINT,
+        "Test_isSchedulableAfterNodeChange": hint("NodeAffinity", "Node", "Add", "UpdateNodeLabel"),
     },
     "interpodaffinity": {
         "TestRequiredAffinitySingleNode": ipa_single, "TestRequiredAffinityMultipleNodes": ipa_multi,
@@ -462,8 +818,57 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
         "TestScorePlacement_Resources": na("PlacementScore for PodGroups (alpha TopologyAwareWorkloadScheduling)"),
         "testComputePodResourceRequestWithNodeAllocatableDRA": NR_NA_DRA,
     },
-    "schedulinggates": {"TestPreEnqueue": gates, "Test_isSchedulableAfterPodChange": HINT},
+    "schedulinggates": {"TestPreEnqueue": gates, "Test_isSchedulableAfterPodChange": hint(
+        "SchedulingGates", "Pod", "UpdatePodSchedulingGatesEliminated")},
+    "volumezone": {
+        "TestSingleZone": volumezone, "TestMultiZone": volumezone, "TestWithBinding": volumezone,
+        "TestIsSchedulableAfterPersistentVolumeClaimAdded": hint("VolumeZone", "PersistentVolumeClaim", "Add"),
+        "TestIsSchedulableAfterPersistentVolumeChange": hint("VolumeZone", "PersistentVolume", "Add", "Update"),
+        "TestIsSchedulableAfterStorageClassAdded": hint("VolumeZone", "storage.k8s.io/StorageClass", "Add"),
+    },
+    "volumerestrictions": {
+        "TestGCEDiskConflicts": volumerestrictions, "TestAWSDiskConflicts": volumerestrictions,
+        "TestRBDDiskConflicts": volumerestrictions, "TestISCSIDiskConflicts": volumerestrictions,
+        "TestAccessModeConflicts": volumerestrictions,
+        "Test_isSchedulableAfterPodDeleted": hint("VolumeRestrictions", "Pod", "Delete"),
+        "Test_isSchedulableAfterPersistentVolumeClaimChange": hint("VolumeRestrictions", "PersistentVolumeClaim",
+                                                                   "Add"),
+    },
+    "volumebinding": {
+        "TestVolumeBinding": volumebinding,
+        "TestFindPodVolumesWithoutProvisioning": find_pod_volumes,
+        "TestFindPodVolumesWithProvisioning": find_pod_volumes,
+        **{t: VB_INTERNAL for t in (
+                                    "TestCheckBindings", "TestBindPodVolumes", "TestBindAPIUpdate",
+                                    "TestAssumePodVolumes", "TestAssume", "TestCheckBindingsWithCSIMigration",
+                                    "TestFindPodVolumesWithCSIMigration", "Test_PreBindPreFlight")},
+        "TestCapacity": capacity,
+        "TestScore": na("the StorageCapacityScoring shape function (alpha gate, off in 1.36 defaults)"),
+        **{t: HINT for t in ("TestIsSchedulableAfterCSIStorageCapacityChange", "TestIsSchedulableAfterCSIDriverChange",
+                             "TestIsSchedulableAfterPersistentVolumeClaimChange", "TestIsSchedulableAfterCSINodeChange",
+                             "TestIsSchedulableAfterStorageClassChange")},
+    },
+    "nodevolumelimits": {
+        "TestCSILimits": csi_limits,
+        "TestCSILimitsQHint": csi_qhint_pod_deleted, "TestCSILimitsAddedPVCQHint": csi_qhint_pvc_added,
+        "TestCSILimitsAfterCSINodeUpdatedQHint": csi_qhint_csinode_updated,
+        "TestCSILimitsDeletedVolumeAttachmentQHint": na("NOT IMPLEMENTED in ksched: VolumeAttachment deletions "
+                                                        "(ksched's NodeVolumeLimits does not count VolumeAttachments)"),
+        "TestVolumeLimitScalingGate": na("VolumeLimitScaling feature gate (alpha, off in 1.36 defaults)"),
+    },
+    "defaultpreemption": {
+        "TestPostFilter": post_filter, "TestPreempt": preempt, "TestSelectBestCandidate": select_best_candidate,
+        **{t: na("the preemption evaluator's internals (dry run, candidate selection, victim ordering, custom "
+                 "hooks) against fake frameworks: no extension point of ksched; TestPostFilter's cases and the "
+                 "differential test's nominated/victims comparisons cover what they decide")
+           for t in ("TestDryRunPreemption", "TestCustomSelection",
+                     "TestCustomOrdering")},
+        "TestPodEligibleToPreemptOthers": eligible,
+        "TestPreEnqueue": na("AsyncPreemption's PreEnqueue (alpha gate, off in 1.36 defaults)"),
+    },
 }
+#: adapters that also read the test function's fixtures (listers built before the table)
+WITH_FIXTURES = {volumezone, csi_limits, find_pod_volumes, capacity}
 
 
 def convert(pkg: str, extra: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None) -> int:
@@ -483,7 +888,7 @@ def convert(pkg: str, extra: dict[str, Callable[[dict[str, Any]], dict[str, Any]
             out: dict[str, Any] = {"na": f"no adapter for {rec['test']} yet"}
         else:
             try:
-                out = fn(c)
+                out = fn(c, rec) if fn in WITH_FIXTURES else fn(c)
             except Exception as exc:  # a case shape the adapter does not know: say so in the data
                 out = {"na": f"adapter could not read the case: {type(exc).__name__}: {exc}"}
         cases.append({"id": cid, **out})

@@ -24,6 +24,22 @@ SCRATCH = Path("/tmp/ksched-upstream-tables")
 OUT = HERE / "raw"
 LOOP = re.compile(r"^(\s*)for (\w+), (\w+) := range (\w+) \{\s*$")
 FUNC = re.compile(r"^func ((?:Test|test)\w+)\((t \*testing\.T|tCtx ktesting\.TContext)\)")
+#: objects a test function builds before its table loop and every case shares (volume plugins' listers):
+#: dumped with each case as `fixtures`
+FIXTURE = re.compile(r"^\t(\w+Lister) := ")
+#: tests that build their fixtures inside the case loop: dumped at an anchor line after they exist, with
+#: the given expressions, instead of at the top of the loop
+HOOKS = {
+    "TestCSILimits": ("_, gotPreFilterStatus := p.PreFilter(",
+                      'test.test, &test, map[string]any{"node": node, "csiNode": csiNode, "pvs": p.pvLister, '
+                      '"pvcs": p.pvcLister, "scs": p.scLister, "vas": func() any { l, _ := informerFactory.Storage().'
+                      'V1().VolumeAttachments().Lister().List(labels.Everything()); return l }()}'),
+    # its expectations depend on the CSIDriver of the outer loop, which only the run closure sees
+    "TestFindPodVolumesWithProvisioning": ("podVolumes, reasons, err := findPodVolumes(",
+                                           't.Name(), &scenario, map[string]any{"csiDriver": csiDriver}'),
+    "TestCapacity": ("podVolumes, reasons, err := findPodVolumes(",
+                     't.Name(), &scenario, map[string]any{"optIn": optIn}'),
+}
 TABLE_NAMES = {"tests", "testCases", "cases", "table", "tcs", "testcases", "tts", "scenarios", "enoughPodsTests",
                "notEnoughPodsTests", "storagePodsTests"}
 
@@ -53,17 +69,27 @@ def inject(pkg: str) -> Path:
         pkgname = m.group(1)
         fn = ""
         tvar = "t"
+        fixtures: list[str] = []
         out = []
         for ln in lines:
             if ln.startswith("func "):
                 fm = FUNC.match(ln)
                 fn = fm.group(1) if fm else ""
                 tvar = "t" if fm and fm.group(2).startswith("t ") else "tCtx"
+                fixtures = []
+            fx = FIXTURE.match(ln)
+            if fx and fn:
+                fixtures.append(fx.group(1))
+            hook = HOOKS.get(fn)
+            if hook is not None and hook[0] in ln:
+                indent = ln[:len(ln) - len(ln.lstrip())]
+                out.append(f'{indent}ksDumpWith({tvar}, "{fn}", {hook[1]})')
             out.append(ln)
             lm = LOOP.match(ln)
-            if lm and fn and lm.group(4) in TABLE_NAMES:
+            if lm and fn and lm.group(4) in TABLE_NAMES and fn not in HOOKS:
                 key = lm.group(2) if lm.group(2) != "_" else '""'
-                out.append(f'{lm.group(1)}\tksDump({tvar}, "{fn}", {key}, &{lm.group(3)})')
+                fx_map = "map[string]any{" + ", ".join(f'"{n}": {n}' for n in fixtures) + "}"
+                out.append(f'{lm.group(1)}\tksDumpWith({tvar}, "{fn}", {key}, &{lm.group(3)}, {fx_map})')
         f.write_text("\n".join(out) + "\n")
     helper = (HERE / "dump_helper.go.txt").read_text().replace("package PKGNAME", f"package {pkgname}")
     (dst / "zz_ksched_dump_test.go").write_text(helper)

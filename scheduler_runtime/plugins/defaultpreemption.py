@@ -99,8 +99,9 @@ class DefaultPreemption(Plugin):
         total = len(snap)
         potential = [ni for ni in snap.node_infos
                      if (st := statuses.get(ni.name)) is not None and st.code == Code.Unschedulable]
-        if not potential:
-            return None, Status(Code.Unschedulable, "preemption: " + _fit_message({NOT_HELPFUL: total}, total))
+        if not potential:  # kube's Preempt: no candidates, a FitError and an empty nomination (clears the pod's)
+            return PostFilterResult(""), Status(Code.Unschedulable,
+                                                "preemption: " + _fit_message({NOT_HELPFUL: total}, total))
         pdbs = self._pdbs()
         n = len(potential)
         want = n * self.args.min_candidate_nodes_percentage // 100

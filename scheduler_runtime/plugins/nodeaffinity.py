@@ -16,7 +16,16 @@ from ..framework.nodelist import NodeList
 from ..framework.plugin import FilterBatch, Plugin, PluginArgs
 from ..framework.snapshot import HOSTNAME_LABEL, Snapshot
 from ..framework.status import Status
-from ..framework.types import ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo, NodeScore, PreFilterResult
+from ..framework.types import (
+    QUEUE,
+    QUEUE_SKIP,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    NodeInfo,
+    NodeScore,
+    PreFilterResult,
+)
 from ..objects import Node, NodeSelector, NodeSelectorTerm, Pod, PreferredSchedulingTerm
 from .tainttoleration import default_normalize
 
@@ -142,7 +151,21 @@ class NodeAffinity(Plugin):
         return default_normalize(scores, reverse=False)
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
-        return [ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeLabel))]
+        return [ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeLabel),
+                                     self._after_node_change)]
+
+    def _after_node_change(self, pod: Pod, old: Any, new: Any) -> int:
+        """isSchedulableAfterNodeChange: a node added matching the pod's required affinity (and the profile's
+        addedAffinity), or updated from not matching to matching."""
+        if not isinstance(new, Node):
+            return QUEUE  # kube: an unexpected object is an error, which requeues
+        if self.added_required is not None and not self.added_required.matches(new):
+            return QUEUE_SKIP
+        if not self._pod_ok(pod, new):
+            return QUEUE_SKIP
+        if not isinstance(old, Node):
+            return QUEUE
+        return QUEUE_SKIP if self._pod_ok(pod, old) else QUEUE
 
 
 

@@ -5,11 +5,13 @@ Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/nodeports/node_p
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..framework.cycle_state import CycleState
 from ..framework.nodelist import NodeList
 from ..framework.plugin import Plugin
 from ..framework.status import Status
-from ..framework.types import ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
+from ..framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
 from ..objects import Pod
 
 REASON = "node(s) didn't have free ports for the requested pod ports"
@@ -29,5 +31,21 @@ class NodePorts(Plugin):
         return None
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
-        return [ClusterEventWithHint(ClusterEvent("Pod", ActionType.Delete)),
+        return [ClusterEventWithHint(ClusterEvent("Pod", ActionType.Delete), _after_pod_deleted),
                 ClusterEventWithHint(ClusterEvent("Node", ActionType.Add))]
+
+
+def _after_pod_deleted(pod: Pod, old: Any, new: Any) -> int:
+    """isSchedulableAfterPodDeleted: a bound (or nominated) pod whose host ports conflict with the pod's."""
+    if not isinstance(old, Pod):
+        return QUEUE  # kube: an unexpected object is an error, which requeues
+    if (not old.node_name and not old.nominated_node_name) or not old.host_ports:
+        return QUEUE_SKIP
+    used: dict[tuple[str, int], set[str]] = {}
+    for hp in old.host_ports:
+        used.setdefault((hp.protocol, hp.port), set()).add(hp.ip)
+    for hp in pod.host_ports:  # fitsPorts: 0.0.0.0 conflicts with every IP on the same protocol and port
+        ips = used.get((hp.protocol, hp.port))
+        if ips and (hp.ip == "0.0.0.0" or "0.0.0.0" in ips or hp.ip in ips):
+            return QUEUE
+    return QUEUE_SKIP

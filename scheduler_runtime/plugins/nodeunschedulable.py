@@ -5,13 +5,15 @@ Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/nodeunschedulabl
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..framework.cycle_state import CycleState
 from ..framework.plugin import FilterBatch, Plugin
 from ..framework.snapshot import Snapshot
 from ..framework.status import Status
-from ..framework.types import ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
+from ..framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
 from ..objects import Node, Pod, Taint, tolerates_all
 
 REASON = "node(s) were unschedulable"
@@ -36,5 +38,25 @@ class NodeUnschedulable(Plugin):
         return FilterBatch(group_ok[snapshot.table.groups], Status.unresolvable(REASON))
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
-        return [ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeTaint)),
-                ClusterEventWithHint(ClusterEvent("Pod", ActionType.UpdatePodToleration))]
+        return [ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeTaint),
+                                     _after_node_change),
+                ClusterEventWithHint(ClusterEvent("Pod", ActionType.UpdatePodToleration), _after_toleration_change)]
+
+
+def _after_node_change(pod: Pod, old: Any, new: Any) -> int:
+    """isSchedulableAfterNodeChange: a node added schedulable, or uncordoned."""
+    if not isinstance(new, Node):
+        return QUEUE  # kube: an unexpected object is an error, which requeues
+    if (old is None and not new.unschedulable) or (isinstance(old, Node) and old.unschedulable
+                                                   and not new.unschedulable):
+        return QUEUE
+    return QUEUE_SKIP
+
+
+def _after_toleration_change(pod: Pod, old: Any, new: Any) -> int:
+    """isSchedulableAfterPodTolerationChange: the pod itself now tolerates the unschedulable taint."""
+    if not isinstance(new, Pod):
+        return QUEUE
+    if new.uid == pod.uid and tolerates_all(new.tolerations, UNSCHEDULABLE_TAINT):
+        return QUEUE
+    return QUEUE_SKIP

@@ -5,9 +5,11 @@ Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/schedulinggates/
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..framework.plugin import Plugin
 from ..framework.status import Status
-from ..framework.types import ActionType, ClusterEvent, ClusterEventWithHint
+from ..framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint
 from ..objects import Pod
 
 
@@ -20,4 +22,12 @@ class SchedulingGates(Plugin):
         return Status.unresolvable(f"waiting for scheduling gates: [{' '.join(pod.scheduling_gates)}]")
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
-        return [ClusterEventWithHint(ClusterEvent("Pod", ActionType.UpdatePodSchedulingGatesEliminated))]
+        return [ClusterEventWithHint(ClusterEvent("Pod", ActionType.UpdatePodSchedulingGatesEliminated),
+                                     _after_gates_eliminated)]
+
+
+def _after_gates_eliminated(pod: Pod, old: Any, new: Any) -> int:
+    """isSchedulableAfterUpdatePodSchedulingGatesEliminated: only the pod's own update concerns it."""
+    if not isinstance(new, Pod):
+        return QUEUE
+    return QUEUE if new.uid == pod.uid else QUEUE_SKIP

@@ -5,6 +5,8 @@ Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/tainttoleration/
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..framework.cycle_state import CycleState
@@ -12,7 +14,7 @@ from ..framework.nodelist import NodeList
 from ..framework.plugin import FilterBatch, Plugin
 from ..framework.snapshot import Snapshot
 from ..framework.status import MAX_SCORE, Status
-from ..framework.types import ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo, NodeScore
+from ..framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo, NodeScore
 from ..objects import Node, Pod, Toleration, tolerates_all
 
 REASON = "node(s) had untolerated taint(s)"
@@ -75,8 +77,25 @@ class TaintToleration(Plugin):
         return default_normalize(scores, reverse=True)
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
-        return [ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeTaint)),
-                ClusterEventWithHint(ClusterEvent("Pod", ActionType.UpdatePodToleration))]
+        return [ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeTaint),
+                                     _after_node_change),
+                ClusterEventWithHint(ClusterEvent("Pod", ActionType.UpdatePodToleration), _after_toleration_change)]
+
+
+def _after_node_change(pod: Pod, old: Any, new: Any) -> int:
+    """isSchedulableAfterNodeChange: the node's NoSchedule/NoExecute taints went from untolerated (or the node
+    is new) to tolerated."""
+    if not isinstance(new, Node):
+        return QUEUE  # kube: an unexpected object is an error, which requeues
+    was_untolerated = not isinstance(old, Node) or not _filter_ok(pod, old)
+    return QUEUE if was_untolerated and _filter_ok(pod, new) else QUEUE_SKIP
+
+
+def _after_toleration_change(pod: Pod, old: Any, new: Any) -> int:
+    """isSchedulableAfterPodTolerationChange: the pod itself got a toleration."""
+    if not isinstance(new, Pod):
+        return QUEUE
+    return QUEUE if new.uid == pod.uid else QUEUE_SKIP
 
 
 def default_normalize(scores: np.ndarray, reverse: bool) -> np.ndarray:

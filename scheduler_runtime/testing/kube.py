@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 
@@ -30,3 +33,87 @@ def create_node(client: Any, name: str, *, cpu: str = "8", memory: str = "32Gi",
                    "conditions": [{"type": "Ready", "status": "True"}]}})
     client.call("PATCH", f"/api/v1/nodes/{name}", body={"spec": {"taints": None}},
                 content_type="application/merge-patch+json")
+
+
+def put_node(client: Any, node: dict[str, Any]) -> dict[str, Any]:
+    """Create `node` as written and return it as stored: the not-ready taint kube-apiserver's admission adds
+    (no node controller lifts it on a test control plane) is replaced by the node's own taints."""
+    client.call("POST", "/api/v1/nodes", body=node)
+    return client.call("PATCH", f"/api/v1/nodes/{node['metadata']['name']}",
+                       body={"spec": {"taints": (node.get("spec") or {}).get("taints") or None}},
+                       content_type="application/merge-patch+json")
+
+
+def scheduler_config(scheduler_name: str, kubeconfig: str | Path | None = None, extra: str = "") -> str:
+    """A KubeSchedulerConfiguration with one profile named `scheduler_name` and no leader election; with
+    `kubeconfig` (kube-scheduler's own connection), `extra`: more top-level YAML lines."""
+    conn = f"clientConnection: {{kubeconfig: {kubeconfig}}}\n" if kubeconfig is not None else ""
+    return (f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n{conn}"
+            f"leaderElection: {{leaderElect: false}}\n{extra}profiles:\n- schedulerName: {scheduler_name}\n")
+
+
+@contextmanager
+def kube_scheduler(bin_dir: str | Path, config: str | Path, log: str | Path, verbosity: int = 1,
+                   args: tuple[str, ...] = ()) -> Iterator[subprocess.Popen[bytes]]:
+    """The real kube-scheduler from `bin_dir` with `config`, its output in `log`, for the `with` block;
+    stopped with SIGTERM, then SIGKILL after 30 s."""
+    out = open(log, "ab")  # noqa: SIM115 - handed to the child process, closed below
+    proc = subprocess.Popen([str(Path(bin_dir) / "kube-scheduler"), f"--config={config}", "--secure-port=0",
+                             f"-v={verbosity}", *args], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(30)
+        out.close()
+
+
+def pod_scheduled_condition(pod: dict[str, Any]) -> dict[str, Any] | None:
+    return next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"),
+                None)
+
+
+def decision(client: Any, ns: str, name: str, need_message: bool = False) -> tuple[str, Any] | None:
+    """("bound", node) once the pod is bound, ("pending", PodScheduled message) once a scheduler marked it
+    unschedulable (a SchedulingGated condition is no verdict; `need_message`: wait for a message), else None."""
+    got = client.call("GET", f"/api/v1/namespaces/{ns}/pods/{name}")
+    if (got.get("spec") or {}).get("nodeName"):
+        return ("bound", got["spec"]["nodeName"])
+    cond = pod_scheduled_condition(got)
+    if cond is not None and cond.get("status") == "False" and cond.get("reason") != "SchedulingGated" and \
+            (cond.get("message") or not need_message):
+        return ("pending", cond.get("message") or "")
+    return None
+
+
+def wait_decision(client: Any, ns: str, name: str, timeout: float = 60.0,
+                  need_message: bool = False) -> tuple[str, Any]:
+    """Poll `decision` until a scheduler has decided the pod."""
+    return wait_for(lambda: decision(client, ns, name, need_message), timeout, f"a decision for {ns}/{name}",
+                    interval=0.03)
+
+
+@contextmanager
+def ksched_runner(config: str | Path, kubeconfig: str | Path, seed: int = 1) -> Iterator[Any]:
+    """ksched's scheduler (the Runner `ksched run` uses) with `config` against the API server of `kubeconfig`,
+    in a thread for the `with` block; stopped and joined after it."""
+    import threading
+
+    from ..app import Runner, RunOptions
+    from ..config import load_config
+    from ..plugins.registry import build_registry
+
+    reg = build_registry([])
+    runner = Runner(load_config(Path(config), reg), reg, RunOptions(
+        kubeconfig=str(kubeconfig), secure_port=0, leader_overrides={"leader_elect": False}, seed=seed))
+    t = threading.Thread(target=runner.run, daemon=True)
+    t.start()
+    try:
+        yield runner
+    finally:
+        runner.stop()
+        t.join(30)

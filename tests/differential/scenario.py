@@ -3,7 +3,9 @@
 A scenario is plain API objects: nodes (zones, capacities, taints, labels, images), priority classes,
 pods already bound to nodes (requests, labels, anti-affinity that new pods must respect) and the pods to
 schedule one at a time (requests set, explicitly zero or absent; priorities that need preemption; tolerations;
-node and pod (anti-)affinity required and preferred; topology spreading with its policies; PDBs over bound pods).
+node and pod (anti-)affinity required and preferred; topology spreading with its policies; PDBs over bound pods;
+scheduling gates, lifted after the scheduler has held the pod; PVCs of the kinds volumes.py describes).
+The storage and gates draw from their own random streams, so adding them left the rest of a seed unchanged.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from typing import Any
+
+from .volumes import Storage, with_claims
 
 ZONES = ["z1", "z2", "z3"]
 APPS = ["web", "api", "db", "cache"]
@@ -32,6 +36,10 @@ class Scenario:
     bound: list[dict[str, Any]] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)
     pdbs: list[dict[str, Any]] = field(default_factory=list)
+    pvs: list[dict[str, Any]] = field(default_factory=list)
+    pvcs: list[dict[str, Any]] = field(default_factory=list)
+    csinodes: list[dict[str, Any]] = field(default_factory=list)
+    capacities: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _requests(rng: random.Random, big: bool = False) -> dict[str, Any] | None:
@@ -156,17 +164,29 @@ def _pod(rng: random.Random, sc: Scenario, name: str, bound_to: str | None = Non
 
 
 def generate(seed: int, n_nodes: int = 10, n_pods: int = 30, n_bound: int | None = None,
-             namespace: str = "diff", scheduler_name: str = "diff-scheduler") -> Scenario:
+             namespace: str = "diff", scheduler_name: str = "diff-scheduler", volumes: float = 0.6,
+             gated: float = 0.05) -> Scenario:
+    """`volumes`: the chance the scenario has storage; `gated`: each pod's chance of a scheduling gate."""
     rng = random.Random(seed)
     sc = Scenario(seed, namespace, scheduler_name)
     prefix = f"s{seed}"
     sc.nodes = [_node(rng, i, prefix) for i in range(n_nodes)]
+    srng = random.Random(f"{seed}-storage")
+    storage = Storage(srng, prefix, namespace, sc.nodes, ZONES) if srng.random() < volumes else None
     for i in range(n_nodes if n_bound is None else n_bound):
-        node = rng.choice(sc.nodes)["metadata"]["name"]
-        p = _pod(rng, sc, f"b{i:03d}", bound_to=node)
-        sc.bound.append(p)
+        node = rng.choice(sc.nodes)
+        p = _pod(rng, sc, f"b{i:03d}", bound_to=node["metadata"]["name"])
+        sc.bound.append(with_claims(p, storage.claims_for_bound(node)) if storage else p)
+    grng = random.Random(f"{seed}-gates")
     for i in range(n_pods):
-        sc.pods.append(_pod(rng, sc, f"p{i:03d}"))
+        p = _pod(rng, sc, f"p{i:03d}")
+        if storage:
+            with_claims(p, storage.claims_for_pending())
+        if grng.random() < gated:
+            p["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]
+        sc.pods.append(p)
+    if storage:
+        sc.pvs, sc.pvcs, sc.csinodes, sc.capacities = storage.pvs, storage.pvcs, storage.csinodes, storage.capacities
     if rng.random() < 0.5:
         app = rng.choice(APPS)
         sc.pdbs.append({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",

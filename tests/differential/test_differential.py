@@ -29,6 +29,7 @@ def own_control_plane(tmp_path_factory: pytest.TempPathFactory):
         pytest.skip(str(exc))
     cp.start()
     try:
+        cp.start_controller_manager(("persistentvolume-binder-controller",))
         yield cp
     finally:
         cp.stop()
@@ -37,10 +38,10 @@ def own_control_plane(tmp_path_factory: pytest.TempPathFactory):
 @pytest.mark.parametrize("seed", SEEDS)
 def test_ksched_decides_as_kube_scheduler(own_control_plane: ControlPlane, tmp_path: Path, seed: int) -> None:
     sc = generate(seed, n_nodes=8, n_pods=20)
-    kube, nodes, bound, stored, live = run_kube(own_control_plane.kubeconfig_path, own_control_plane.bin_dir,
-                                                tmp_path, sc)
-    ours = run_ksched(sc, nodes, bound, stored, kube, live, tmp_path)
-    cmp = compare(seed, kube, ours)
+    kube = run_kube(own_control_plane.kubeconfig_path, own_control_plane.bin_dir, tmp_path, sc)
+    ours = run_ksched(sc, kube, tmp_path)
+    cmp = compare(seed, kube.decisions, ours)
     compared = sum(a + d for a, d in cmp.counts.values())
     assert compared >= len(sc.pods), cmp.counts
+    assert sum(cmp.counts.get("scores", [0, 0])) > 0, cmp.counts  # kube's -v=10 score lines were read
     assert not cmp.disagreements, "\n".join(str(d) for d in cmp.disagreements)

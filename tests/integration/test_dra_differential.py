@@ -12,19 +12,21 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
-import threading
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from scheduler_runtime.app import Runner, RunOptions
 from scheduler_runtime.cluster.kube import KubeClient, load_connection
-from scheduler_runtime.config import load_config
-from scheduler_runtime.plugins.registry import build_registry
-from scheduler_runtime.testing.kube import create_node, wait_for
+from scheduler_runtime.testing.kube import (
+    create_node,
+    ksched_runner,
+    kube_scheduler,
+    pod_scheduled_condition,
+    scheduler_config,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 KUBE, OURS = "drx-kube-scheduler", "drx-ksched"
@@ -94,8 +96,8 @@ def _view(c: KubeClient, ns: str, pod: str, claim: str, ctx: dict[str, Any], who
     if node:
         place: Any = ("bound", ctx["nodes"].index(node))
     else:
-        msg = next((x.get("message") for x in (got.get("status") or {}).get("conditions") or []
-                    if x["type"] == "PodScheduled" and x["status"] == "False"), None)
+        cond = pod_scheduled_condition(got) or {}
+        msg = cond.get("message") if cond.get("status") == "False" else None
         if msg is None:
             return None
         place = ("pending", msg.replace(f"{who}-{tag}", "X"))
@@ -109,25 +111,13 @@ def _view(c: KubeClient, ns: str, pod: str, claim: str, ctx: dict[str, Any], who
 def test_random_dra_scenarios_match_kube_scheduler(control_plane, namespace, tmp_path: Path):
     c = KubeClient(load_connection(str(control_plane.kubeconfig_path)))
     ns = namespace
-    cfg = tmp_path / "kube.yaml"
-    cfg.write_text(f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
-                   f"clientConnection: {{kubeconfig: {control_plane.kubeconfig_path}}}\n"
-                   f"leaderElection: {{leaderElect: false}}\nprofiles:\n- schedulerName: {KUBE}\n")
-    ours_cfg = tmp_path / "ours.yaml"
-    ours_cfg.write_text(f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
-                        f"leaderElection: {{leaderElect: false}}\nprofiles:\n- schedulerName: {OURS}\n")
-    log = open(tmp_path / "kube-scheduler.log", "wb")  # noqa: SIM115 - child process output
-    proc = subprocess.Popen([str(control_plane.bin_dir / "kube-scheduler"), f"--config={cfg}", "--secure-port=0",
-                             "-v=1"], stdout=log, stderr=subprocess.STDOUT)
-    reg = build_registry([])
-    runner = Runner(load_config(ours_cfg, reg), reg, RunOptions(
-        kubeconfig=str(control_plane.kubeconfig_path), secure_port=0, leader_overrides={"leader_elect": False},
-        seed=1))
-    t = threading.Thread(target=runner.run, daemon=True)
-    t.start()
+    cfg, ours_cfg = tmp_path / "kube.yaml", tmp_path / "ours.yaml"
+    cfg.write_text(scheduler_config(KUBE, control_plane.kubeconfig_path))
+    ours_cfg.write_text(scheduler_config(OURS))
     disagreements = []
     decisions = 0
-    try:
+    with kube_scheduler(control_plane.bin_dir, cfg, tmp_path / "kube-scheduler.log"), \
+            ksched_runner(ours_cfg, control_plane.kubeconfig_path):
         for seed in range(SEEDS):
             sc = _scenario(seed)
             tag = f"{seed}-{uuid.uuid4().hex[:4]}"
@@ -152,11 +142,5 @@ def test_random_dra_scenarios_match_kube_scheduler(control_plane, namespace, tmp
                 decisions += 1
                 if got["kube"] != got["ours"]:
                     disagreements.append((seed, i, got["kube"], got["ours"]))
-        assert not disagreements, disagreements
-        assert decisions == SEEDS * 5
-    finally:
-        runner.stop()
-        t.join(30)
-        proc.terminate()
-        proc.wait(30)
-        log.close()
+    assert not disagreements, disagreements
+    assert decisions == SEEDS * 5

@@ -8,33 +8,18 @@ devices written to each claim's status.allocation, reservedFor, and FailedSchedu
 
 from __future__ import annotations
 
-import subprocess
-import threading
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from scheduler_runtime.app import Runner, RunOptions
 from scheduler_runtime.cluster.kube import DRA_PERMISSIONS, KubeClient, load_connection
-from scheduler_runtime.config import load_config
-from scheduler_runtime.plugins.registry import build_registry
-from scheduler_runtime.testing.kube import create_node, wait_for
+from scheduler_runtime.testing.kube import create_node, ksched_runner, kube_scheduler, scheduler_config, wait_decision
 
 pytestmark = pytest.mark.integration
 KUBE, OURS = "dra-kube-scheduler", "dra-ksched"
 RES = "/apis/resource.k8s.io/v1"
-
-
-def _decision(c: KubeClient, ns: str, name: str) -> tuple[str, str] | None:
-    got = c.call("GET", f"/api/v1/namespaces/{ns}/pods/{name}")
-    if got["spec"].get("nodeName"):
-        return ("bound", got["spec"]["nodeName"])
-    for cond in (got.get("status") or {}).get("conditions") or []:
-        if cond["type"] == "PodScheduled" and cond["status"] == "False" and cond.get("message"):
-            return ("pending", cond["message"])
-    return None
 
 
 def _setup(c: KubeClient, who: str, group: str, ns: str) -> dict[str, Any]:
@@ -122,27 +107,15 @@ def test_claims_are_allocated_like_kube_scheduler(control_plane, namespace, tmp_
     ns, group = namespace, uuid.uuid4().hex[:6]
     ctx = {who: _setup(c, who, group, ns) for who in ("kube", "ours")}
 
-    cfg = tmp_path / "kube.yaml"
-    cfg.write_text(f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
-                   f"clientConnection: {{kubeconfig: {control_plane.kubeconfig_path}}}\n"
-                   f"leaderElection: {{leaderElect: false}}\nprofiles:\n- schedulerName: {KUBE}\n")
-    ours_cfg = tmp_path / "ours.yaml"
-    ours_cfg.write_text(f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
-                        f"leaderElection: {{leaderElect: false}}\nprofiles:\n- schedulerName: {OURS}\n")
-    log = open(tmp_path / "kube-scheduler.log", "wb")  # noqa: SIM115 - child process output
-    proc = subprocess.Popen([str(control_plane.bin_dir / "kube-scheduler"), f"--config={cfg}", "--secure-port=0",
-                             "-v=1"], stdout=log, stderr=subprocess.STDOUT)
-    reg = build_registry([])
-    runner = Runner(load_config(ours_cfg, reg), reg, RunOptions(
-        kubeconfig=str(control_plane.kubeconfig_path), secure_port=0, leader_overrides={"leader_elect": False},
-        seed=1))
-    t = threading.Thread(target=runner.run, daemon=True)
-    t.start()
+    cfg, ours_cfg = tmp_path / "kube.yaml", tmp_path / "ours.yaml"
+    cfg.write_text(scheduler_config(KUBE, control_plane.kubeconfig_path))
+    ours_cfg.write_text(scheduler_config(OURS))
     # (pod, claim or None, cpu): in order, each decided before the next is created
     steps = [("celerr", "celerr", "100m"), ("a100", "a100", "100m"), ("flex", "flex", "100m"), ("two", "two", "100m"),
              ("flex2", "flex2", "100m"), ("nocls", "nocls", "100m"), ("plain-too-big", None, "500"),
              ("missing", "no-such-claim", "100m")]
-    try:
+    with kube_scheduler(control_plane.bin_dir, cfg, tmp_path / "kube-scheduler.log"), \
+            ksched_runner(ours_cfg, control_plane.kubeconfig_path):
         got: dict[str, dict[str, Any]] = {"kube": {}, "ours": {}}
         for pod, claim, cpu in steps:
             for who, sched in (("kube", KUBE), ("ours", OURS)):
@@ -152,7 +125,7 @@ def test_claims_are_allocated_like_kube_scheduler(control_plane, namespace, tmp_
                        body=_pod(ns, name, sched, ctx[who]["group"], claim_name, cpu))
                 if pod == "missing":
                     continue  # held back by PreEnqueue: no attempt, no condition
-                d = wait_for(lambda name=name: _decision(c, ns, name), 60, f"a decision for {name}")
+                d = wait_decision(c, ns, name, need_message=True)
                 if d[0] == "bound":
                     d = ("bound", f"node-{ctx[who]['nodes'].index(d[1])}")
                 else:
@@ -174,12 +147,6 @@ def test_claims_are_allocated_like_kube_scheduler(control_plane, namespace, tmp_
         for who in ("kube", "ours"):
             p = c.call("GET", f"/api/v1/namespaces/{ns}/pods/{who}-missing")
             assert not p["spec"].get("nodeName")
-    finally:
-        runner.stop()
-        t.join(30)
-        proc.terminate()
-        proc.wait(30)
-        log.close()
 
 
 def test_claims_from_templates_via_kube_controller_manager(controller_manager, namespace, tmp_path: Path):
@@ -196,22 +163,10 @@ def test_claims_from_templates_via_kube_controller_manager(controller_manager, n
                 "deviceClassName": f"gpu-{who}-{group}",
                 "selectors": [{"cel": {"expression":
                                        f'device.attributes["{ctx[who]["driver"]}"].model == "t4"'}}]}}]}}}})
-    cfg = tmp_path / "kube.yaml"
-    cfg.write_text(f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
-                   f"clientConnection: {{kubeconfig: {cp.kubeconfig_path}}}\n"
-                   f"leaderElection: {{leaderElect: false}}\nprofiles:\n- schedulerName: {KUBE}\n")
-    ours_cfg = tmp_path / "ours.yaml"
-    ours_cfg.write_text(f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
-                        f"leaderElection: {{leaderElect: false}}\nprofiles:\n- schedulerName: {OURS}\n")
-    log = open(tmp_path / "kube-scheduler.log", "wb")  # noqa: SIM115 - child process output
-    proc = subprocess.Popen([str(cp.bin_dir / "kube-scheduler"), f"--config={cfg}", "--secure-port=0", "-v=1"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    reg = build_registry([])
-    runner = Runner(load_config(ours_cfg, reg), reg, RunOptions(
-        kubeconfig=str(cp.kubeconfig_path), secure_port=0, leader_overrides={"leader_elect": False}, seed=1))
-    t = threading.Thread(target=runner.run, daemon=True)
-    t.start()
-    try:
+    cfg, ours_cfg = tmp_path / "kube.yaml", tmp_path / "ours.yaml"
+    cfg.write_text(scheduler_config(KUBE, cp.kubeconfig_path))
+    ours_cfg.write_text(scheduler_config(OURS))
+    with kube_scheduler(cp.bin_dir, cfg, tmp_path / "kube-scheduler.log"), ksched_runner(ours_cfg, cp.kubeconfig_path):
         got: dict[str, dict[str, Any]] = {"kube": {}, "ours": {}}
         for pod in ("t4-a", "t4-b"):
             for who, sched in (("kube", KUBE), ("ours", OURS)):
@@ -219,7 +174,7 @@ def test_claims_from_templates_via_kube_controller_manager(controller_manager, n
                 body = _pod(ns, name, sched, ctx[who]["group"], None)
                 body["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": f"{who}-t4"}]
                 c.call("POST", f"/api/v1/namespaces/{ns}/pods", body=body)
-                d = wait_for(lambda name=name: _decision(c, ns, name), 60, f"a decision for {name}")
+                d = wait_decision(c, ns, name, need_message=True)
                 if d[0] == "bound":
                     d = ("bound", f"node-{ctx[who]['nodes'].index(d[1])}")
                 else:
@@ -233,9 +188,3 @@ def test_claims_from_templates_via_kube_controller_manager(controller_manager, n
         k = got["kube"]
         assert k["t4-a"][0] == ("bound", "node-1") and k["t4-a"][1]["results"] == [("gpu", "node-1", "gpu-0")]
         assert k["t4-b"][0][0] == "pending" and "cannot allocate all claims" in k["t4-b"][0][1]
-    finally:
-        runner.stop()
-        t.join(30)
-        proc.terminate()
-        proc.wait(30)
-        log.close()

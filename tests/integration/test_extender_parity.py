@@ -10,8 +10,6 @@ same FailedScheduling message; ksched must never pick a node the extender filter
 
 from __future__ import annotations
 
-import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,7 @@ from scheduler_runtime.config import load_config
 from scheduler_runtime.plugins.registry import build_registry
 from scheduler_runtime.results import ResultStore
 from scheduler_runtime.scheduler import Scheduler
+from scheduler_runtime.testing.kube import kube_scheduler, put_node, wait_decision, wait_for
 
 pytestmark = pytest.mark.integration
 NS = "ext-parity"
@@ -76,24 +75,12 @@ def scenario() -> tuple[list[dict], list[dict]]:
     return nodes, pods
 
 
-def _wait(cond: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def run_kube_scheduler(cp: Any, cfg_text: str, nodes: list[dict], pods: list[dict]
                        ) -> dict[str, tuple[str | None, str]]:
     c = KubeClient(load_connection(str(cp.kubeconfig_path)))
     c.call("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     for n in nodes:
-        c.call("POST", "/api/v1/nodes", body=n)
-        c.call("PATCH", f"/api/v1/nodes/{n['metadata']['name']}", body={"spec": {"taints": None}},
-               content_type="application/merge-patch+json")  # lift the not-ready taint: no node controller here
+        put_node(c, n)
     # the API server is shared by the session: nodes other tests left there count in kube-scheduler's
     # messages, so ksched's embedded cluster gets them too
     everything = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": n["metadata"]["name"],
@@ -103,35 +90,15 @@ def run_kube_scheduler(cp: Any, cfg_text: str, nodes: list[dict], pods: list[dic
     nodes[:] = everything
     cfg = cp.dir / "ext-parity-config.yaml"
     cfg.write_text(cfg_text)
-    log = open(cp.dir / "kube-scheduler-ext-parity.log", "wb")  # noqa: SIM115 - child process output
-    proc = subprocess.Popen([str(cp.bin_dir / "kube-scheduler"), f"--config={cfg}", "--secure-port=0", "-v=2"],
-                            stdout=log, stderr=subprocess.STDOUT)
     out: dict[str, tuple[str | None, str]] = {}
-    try:
+    with kube_scheduler(cp.bin_dir, cfg, cp.dir / "kube-scheduler-ext-parity.log", verbosity=2):
         for p in pods:
             name = p["metadata"]["name"]
             c.call("POST", f"/api/v1/namespaces/{NS}/pods", body=p)
-
-            def decided(name: str = name) -> Any:
-                got = c.call("GET", f"/api/v1/namespaces/{NS}/pods/{name}")
-                if got["spec"].get("nodeName"):
-                    return (got["spec"]["nodeName"], "")
-                for cond in (got.get("status") or {}).get("conditions") or []:
-                    if cond["type"] == "PodScheduled" and cond["status"] == "False":
-                        return (None, cond.get("message") or "")
-                return None
-
-            out[name] = _wait(decided, 60, f"kube-scheduler to decide {name}")
+            verdict, what = wait_decision(c, NS, name)
+            out[name] = (what, "") if verdict == "bound" else (None, what)
             if out[name][0] is None:  # not retried later: each decision stands alone
                 c.call("DELETE", f"/api/v1/namespaces/{NS}/pods/{name}", body={"gracePeriodSeconds": 0})
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        log.close()
     return out
 
 
@@ -201,10 +168,7 @@ def test_ksched_on_the_real_api_server_with_a_binding_extender(control_plane: An
                                                                namespace: str, tmp_path: Path) -> None:
     """ksched as the cluster's scheduler: the extender filters a node out and binds the pod itself (bindVerb)
     through the API server; ksched records the Scheduled event and never binds it with DefaultBinder."""
-    import threading
-
-    from scheduler_runtime.app import Runner, RunOptions
-    from scheduler_runtime.testing.kube import create_node, wait_for
+    from scheduler_runtime.testing.kube import create_node, ksched_runner
 
     admin = KubeClient(load_connection(str(control_plane.kubeconfig_path)))
     names = [f"eb-{namespace}-{i}" for i in range(3)]
@@ -217,29 +181,22 @@ def test_ksched_on_the_real_api_server_with_a_binding_extender(control_plane: An
         "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
         "leaderElection": {"leaderElect": False}, "profiles": [{"schedulerName": "ksched-ext-bind"}],
         "extenders": [{"urlPrefix": e.url, "filterVerb": "filter", "bindVerb": "bind", "nodeCacheCapable": True}]}))
-    reg = build_registry([])
-    runner = Runner(load_config(cfg_file, reg), reg, RunOptions(kubeconfig=str(control_plane.kubeconfig_path),
-                                                               secure_port=0,
-                                                               leader_overrides={"leader_elect": False}, seed=1))
-    t = threading.Thread(target=runner.run, daemon=True)
-    t.start()
     try:
-        admin.call("POST", f"/api/v1/namespaces/{namespace}/pods", body={
-            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bound-by-extender", "namespace": namespace},
-            "spec": {"schedulerName": "ksched-ext-bind", "nodeSelector": {"ext-bind": namespace},
-                     "containers": [{"name": "c", "image": "pause"}]}})
-        node = wait_for(lambda: admin.call("GET", f"/api/v1/namespaces/{namespace}/pods/bound-by-extender")
-                        ["spec"].get("nodeName"), 60, "the extender to bind the pod")
-        assert node == names[2]
-        (bind,) = e.requests("bind")
-        assert bind["body"]["Node"] == names[2] and bind["body"]["PodName"] == "bound-by-extender"
-        events = wait_for(lambda: [ev for ev in admin.call(
-            "GET", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")["items"] if ev["reason"] == "Scheduled"],
-            30, "the Scheduled event")
-        assert events[0]["note"] == f"Successfully assigned {namespace}/bound-by-extender to {names[2]}"
+        with ksched_runner(cfg_file, control_plane.kubeconfig_path):
+            admin.call("POST", f"/api/v1/namespaces/{namespace}/pods", body={
+                "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bound-by-extender", "namespace": namespace},
+                "spec": {"schedulerName": "ksched-ext-bind", "nodeSelector": {"ext-bind": namespace},
+                         "containers": [{"name": "c", "image": "pause"}]}})
+            node = wait_for(lambda: admin.call("GET", f"/api/v1/namespaces/{namespace}/pods/bound-by-extender")
+                            ["spec"].get("nodeName"), 60, "the extender to bind the pod")
+            assert node == names[2]
+            (bind,) = e.requests("bind")
+            assert bind["body"]["Node"] == names[2] and bind["body"]["PodName"] == "bound-by-extender"
+            events = wait_for(lambda: [
+                ev for ev in admin.call("GET", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")["items"]
+                if ev["reason"] == "Scheduled"], 30, "the Scheduled event")
+            assert events[0]["note"] == f"Successfully assigned {namespace}/bound-by-extender to {names[2]}"
     finally:
-        runner.stop()
-        t.join(30)
         for n in names:
             admin.request("DELETE", f"/api/v1/nodes/{n}")
 
@@ -270,19 +227,12 @@ def test_full_node_filter_scores_empty_nodes_like_kube_scheduler(control_plane: 
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": namespace},
            "spec": {"schedulerName": sched_name, "nodeSelector": {"fresh": suffix},
                     "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "100m"}}}]}}
-    proc = subprocess.Popen([str(control_plane.bin_dir / "kube-scheduler"), f"--config={cfg}", "--secure-port=0"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        admin.call("POST", f"/api/v1/namespaces/{namespace}/pods", body=pod)
-        kube = _wait(lambda: admin.call("GET", f"/api/v1/namespaces/{namespace}/pods/p")["spec"].get("nodeName"),
-                     60, "kube-scheduler to bind p")
+        with kube_scheduler(control_plane.bin_dir, cfg, tmp_path / "kube-scheduler.log"):
+            admin.call("POST", f"/api/v1/namespaces/{namespace}/pods", body=pod)
+            kube = wait_for(lambda: admin.call("GET", f"/api/v1/namespaces/{namespace}/pods/p")["spec"].get("nodeName"),
+                         60, "kube-scheduler to bind p")
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
         for n in (big, small):
             admin.request("DELETE", f"/api/v1/nodes/{n}")
     assert kube == (small if cache else big)  # the behaviour ksched follows, seen on the real binary
@@ -331,8 +281,6 @@ def test_preempt_extender_wire_and_error_message_match_kube_scheduler(control_pl
                                                                     "labels": n["metadata"].get("labels") or {}},
                    "spec": n.get("spec") or {}, "status": n.get("status") or {}}
                   for n in admin.call("GET", "/api/v1/nodes").get("items") or []]
-    proc = subprocess.Popen([str(control_plane.bin_dir / "kube-scheduler"), f"--config={cfg}", "--secure-port=0"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def failed() -> str | None:
         got = admin.call("GET", f"/api/v1/namespaces/{namespace}/pods/preemptor")
@@ -342,15 +290,10 @@ def test_preempt_extender_wire_and_error_message_match_kube_scheduler(control_pl
         return None
 
     try:
-        admin.call("POST", f"/api/v1/namespaces/{namespace}/pods", body=pod)
-        kube_msg = _wait(failed, 60, "kube-scheduler to fail the preemptor")
+        with kube_scheduler(control_plane.bin_dir, cfg, tmp_path / "kube-scheduler.log"):
+            admin.call("POST", f"/api/v1/namespaces/{namespace}/pods", body=pod)
+            kube_msg = wait_for(failed, 60, "kube-scheduler to fail the preemptor")
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
         admin.request("DELETE", f"/api/v1/nodes/{node}")
         admin.request("DELETE", f"/apis/scheduling.k8s.io/v1/priorityclasses/{high}")
     kube_req = e.requests("preempt")[0]["body"]
@@ -410,30 +353,23 @@ def test_filter_error_messages_match_kube_scheduler(control_plane: Any, extender
                                       "resources": {"requests": {f"example.com/r{i}": "1"},
                                                     "limits": {f"example.com/r{i}": "1"}}}]}} for i in range(4)]
     node_obj = admin.call("GET", f"/api/v1/nodes/{node}")
-    proc = subprocess.Popen([str(control_plane.bin_dir / "kube-scheduler"), f"--config={cfg}", "--secure-port=0"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     kube: dict[str, tuple[str, str]] = {}
     try:
-        for p in pods:
-            admin.call("POST", f"/api/v1/namespaces/{namespace}/pods", body=p)
+        with kube_scheduler(control_plane.bin_dir, cfg, tmp_path / "kube-scheduler.log"):
+            for p in pods:
+                admin.call("POST", f"/api/v1/namespaces/{namespace}/pods", body=p)
 
-        def condition(name: str) -> tuple[str, str] | None:
-            got = admin.call("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
-            for cond in (got.get("status") or {}).get("conditions") or []:
-                if cond["type"] == "PodScheduled" and cond["status"] == "False":
-                    return cond.get("reason") or "", cond.get("message") or ""
-            return None
+            def condition(name: str) -> tuple[str, str] | None:
+                got = admin.call("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+                for cond in (got.get("status") or {}).get("conditions") or []:
+                    if cond["type"] == "PodScheduled" and cond["status"] == "False":
+                        return cond.get("reason") or "", cond.get("message") or ""
+                return None
 
-        for p in pods:
-            name = p["metadata"]["name"]
-            kube[name] = _wait(lambda name=name: condition(name), 60, f"kube-scheduler to fail {name}")
+            for p in pods:
+                name = p["metadata"]["name"]
+                kube[name] = wait_for(lambda name=name: condition(name), 60, f"kube-scheduler to fail {name}")
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
         admin.request("DELETE", f"/api/v1/nodes/{node}")
     assert kube["p0"] == ("SchedulerError", "licence server down")
     assert kube["p1"] == ("SchedulerError", f"failed filter with extender at URL {urls[1]}/filter, code 503")

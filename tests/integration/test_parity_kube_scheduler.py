@@ -9,8 +9,6 @@ node kube-scheduler chose; both must leave the same pods pending.
 from __future__ import annotations
 
 import random
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -21,19 +19,13 @@ from scheduler_runtime.config import load_config
 from scheduler_runtime.plugins.registry import build_registry
 from scheduler_runtime.results import ResultStore
 from scheduler_runtime.scheduler import Scheduler
+from scheduler_runtime.testing.kube import kube_scheduler, put_node, scheduler_config, wait_decision
 
 pytestmark = pytest.mark.integration
 NS = "parity"
 #: its own profile name: pods other tests left on the shared API server (default-scheduler, in namespaces
 #: that no namespace controller empties here) must not be scheduled by kube-scheduler during this run
 SCHEDULER = "parity-scheduler"
-CONFIG = """apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-clientConnection: {{kubeconfig: {kubeconfig}}}
-leaderElection: {{leaderElect: false}}
-profiles:
-- schedulerName: parity-scheduler
-"""
 ZONES = ["z1", "z2", "z3"]
 
 
@@ -86,51 +78,22 @@ def scenario(seed: int = 11) -> tuple[list[dict], list[dict]]:
     return nodes, pods
 
 
-def wait(cond, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def run_kube_scheduler(cp, nodes: list[dict], pods: list[dict]) -> dict[str, str | None]:
     c = KubeClient(load_connection(str(cp.kubeconfig_path)))
     c.call("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     for n in nodes:
-        c.call("POST", "/api/v1/nodes", body=n)
-        # TaintNodesByCondition adds not-ready at creation; no node controller runs here to lift it
-        c.call("PATCH", f"/api/v1/nodes/{n['metadata']['name']}",
-               body={"spec": {"taints": n["spec"].get("taints")}}, content_type="application/merge-patch+json")
-    log = open(cp.dir / "kube-scheduler.log", "wb")  # noqa: SIM115 - child process output
+        put_node(c, n)
     cfg = cp.dir / "parity-config.yaml"
-    cfg.write_text(CONFIG.format(kubeconfig=cp.kubeconfig_path))
-    proc = subprocess.Popen([str(cp.bin_dir / "kube-scheduler"), f"--config={cfg}", "--secure-port=0", "-v=1"],
-                            stdout=log, stderr=subprocess.STDOUT)
+    cfg.write_text(scheduler_config(SCHEDULER, cp.kubeconfig_path))
     out: dict[str, str | None] = {}
-    try:
+    with kube_scheduler(cp.bin_dir, cfg, cp.dir / "kube-scheduler.log"):
         for p in pods:
             name = p["metadata"]["name"]
             c.call("POST", f"/api/v1/namespaces/{NS}/pods", body=p)
-
-            def decided(name: str = name):
-                got = c.call("GET", f"/api/v1/namespaces/{NS}/pods/{name}")
-                if got["spec"].get("nodeName"):
-                    return ("bound", got["spec"]["nodeName"])
-                for cond in (got.get("status") or {}).get("conditions") or []:
-                    if cond["type"] == "PodScheduled" and cond["status"] == "False":
-                        return ("pending", None)
-                return None
-
-            state, node = wait(decided, 60, f"kube-scheduler to decide {name}")
-            out[name] = node
+            state, what = wait_decision(c, NS, name)
+            out[name] = what if state == "bound" else None
             if state == "pending":  # keep it from being retried later, so each decision stands alone
                 c.call("DELETE", f"/api/v1/namespaces/{NS}/pods/{name}", body={"gracePeriodSeconds": 0})
-    finally:
-        proc.terminate()
-        proc.wait(30)
     return out
 
 
@@ -168,7 +131,7 @@ def test_decisions_match_kube_scheduler(control_plane, tmp_path: Path):
     nodes, pods = scenario()
     kube = run_kube_scheduler(control_plane, nodes, pods)
     cfg = tmp_path / "ksched.yaml"
-    cfg.write_text(CONFIG.format(kubeconfig="/unused").replace("clientConnection: {kubeconfig: /unused}\n", ""))
+    cfg.write_text(scheduler_config(SCHEDULER))
     decisions = run_ksched_aligned(nodes, pods, kube, cfg)
     pending_kube = {n for n, k, _, _ in decisions if k is None}
     pending_ours = {n for n, _, o, _ in decisions if o is None}

@@ -4,7 +4,6 @@ stays pending with the same reason."""
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import uuid
 from pathlib import Path
@@ -15,7 +14,7 @@ from scheduler_runtime.app import Runner, RunOptions
 from scheduler_runtime.cluster.kube import KubeClient, load_connection
 from scheduler_runtime.config import load_config
 from scheduler_runtime.plugins.registry import build_registry
-from scheduler_runtime.testing.kube import create_node, wait_for
+from scheduler_runtime.testing.kube import create_node, kube_scheduler, scheduler_config, wait_decision
 
 pytestmark = pytest.mark.integration
 KUBE, OURS = "vol-kube-scheduler", "vol-ksched"
@@ -31,16 +30,6 @@ def _pod(ns: str, name: str, scheduler: str, claim: str, group: str) -> dict:
             "spec": {"schedulerName": scheduler, "nodeSelector": {"vol-group": group},
                      "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "100m"}}}],
                      "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}}
-
-
-def _decision(c: KubeClient, ns: str, name: str) -> tuple[str, str] | None:
-    got = c.call("GET", f"/api/v1/namespaces/{ns}/pods/{name}")
-    if got["spec"].get("nodeName"):
-        return ("bound", got["spec"]["nodeName"])
-    for cond in (got.get("status") or {}).get("conditions") or []:
-        if cond["type"] == "PodScheduled" and cond["status"] == "False" and cond.get("message"):
-            return ("pending", cond["message"])
-    return None
 
 
 def test_bound_pv_affinity_and_unbound_immediate_claim_match_kube_scheduler(control_plane, namespace,
@@ -73,15 +62,9 @@ def test_bound_pv_affinity_and_unbound_immediate_claim_match_kube_scheduler(cont
                  "resources": {"requests": {"storage": "1Gi"}}}})
 
     cfg = tmp_path / "kube.yaml"
-    cfg.write_text(f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
-                   f"clientConnection: {{kubeconfig: {control_plane.kubeconfig_path}}}\n"
-                   f"leaderElection: {{leaderElect: false}}\nprofiles:\n- schedulerName: {KUBE}\n")
+    cfg.write_text(scheduler_config(KUBE, control_plane.kubeconfig_path))
     ours_cfg = tmp_path / "ours.yaml"
-    ours_cfg.write_text(f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
-                        f"leaderElection: {{leaderElect: false}}\nprofiles:\n- schedulerName: {OURS}\n")
-    log = open(tmp_path / "kube-scheduler.log", "wb")  # noqa: SIM115 - child process output
-    proc = subprocess.Popen([str(control_plane.bin_dir / "kube-scheduler"), f"--config={cfg}", "--secure-port=0",
-                             "-v=1"], stdout=log, stderr=subprocess.STDOUT)
+    ours_cfg.write_text(scheduler_config(OURS))
     reg = build_registry([])
     runner = Runner(load_config(ours_cfg, reg), reg, RunOptions(
         kubeconfig=str(control_plane.kubeconfig_path), secure_port=0, leader_overrides={"leader_elect": False},
@@ -89,23 +72,21 @@ def test_bound_pv_affinity_and_unbound_immediate_claim_match_kube_scheduler(cont
     t = threading.Thread(target=runner.run, daemon=True)
     t.start()
     try:
-        got = {}
-        for who, sched in (("kube", KUBE), ("ours", OURS)):
-            for claim in ("bound", "unbound"):
-                name = f"{who}-{claim}"
-                c.call("POST", f"/api/v1/namespaces/{ns}/pods", body=_pod(ns, name, sched, claim, group))
-                got[name] = wait_for(lambda name=name: _decision(c, ns, name), 60, f"a decision for {name}")
-        assert got["kube-bound"] == ("bound", nodes[1])
-        assert got["ours-bound"] == got["kube-bound"]
-        assert got["kube-unbound"][0] == "pending"
-        assert "pod has unbound immediate PersistentVolumeClaims" in got["kube-unbound"][1]
-        # the PostFilter part reads "not found": DynamicResources' PostFilter finds no state of its PreFilter,
-        # which never ran since VolumeBinding rejected the pod first
-        assert got["kube-unbound"][1] == f"0/{len(_all_nodes(c))} nodes are available: {IMMEDIATE}. not found"
-        assert got["ours-unbound"] == got["kube-unbound"]
+        with kube_scheduler(control_plane.bin_dir, cfg, tmp_path / "kube-scheduler.log"):
+            got = {}
+            for who, sched in (("kube", KUBE), ("ours", OURS)):
+                for claim in ("bound", "unbound"):
+                    name = f"{who}-{claim}"
+                    c.call("POST", f"/api/v1/namespaces/{ns}/pods", body=_pod(ns, name, sched, claim, group))
+                    got[name] = wait_decision(c, ns, name, need_message=True)
     finally:
         runner.stop()
         t.join(30)
-        proc.terminate()
-        proc.wait(30)
-        log.close()
+    assert got["kube-bound"] == ("bound", nodes[1])
+    assert got["ours-bound"] == got["kube-bound"]
+    assert got["kube-unbound"][0] == "pending"
+    assert "pod has unbound immediate PersistentVolumeClaims" in got["kube-unbound"][1]
+    # the PostFilter part reads "not found": DynamicResources' PostFilter finds no state of its PreFilter,
+    # which never ran since VolumeBinding rejected the pod first
+    assert got["kube-unbound"][1] == f"0/{len(_all_nodes(c))} nodes are available: {IMMEDIATE}. not found"
+    assert got["ours-unbound"] == got["kube-unbound"]

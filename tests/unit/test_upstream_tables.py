@@ -22,7 +22,16 @@ from scheduler_runtime.framework.handle import Handle
 from scheduler_runtime.framework.nodelist import NodeList
 from scheduler_runtime.framework.snapshot import Snapshot
 from scheduler_runtime.framework.status import Code, Status
-from scheduler_runtime.framework.types import NodeInfo, NodeScore, PreFilterResult
+from scheduler_runtime.framework.types import (
+    QUEUE,
+    QUEUE_SKIP,
+    ActionType,
+    ClusterEvent,
+    NodeInfo,
+    NodeScore,
+    PreFilterResult,
+    QueuedPodInfo,
+)
 from scheduler_runtime.objects import Node, Pod
 from scheduler_runtime.plugins import in_tree
 
@@ -81,7 +90,7 @@ def _build(case: dict[str, Any]) -> tuple[Any, Snapshot, Pod]:
     cls = PLUGINS[case["plugin"]]
     args = cls.args_model.model_validate(case.get("args") or {}) if cls.args_model is not None else None
     cluster = None
-    if case.get("objs"):
+    if "objs" in case:  # the plugin reads informers: a cluster, even with nothing in it
         cluster = MemoryCluster()
         for i, o in enumerate(case["objs"]):
             o = json.loads(json.dumps(o))
@@ -90,7 +99,10 @@ def _build(case: dict[str, Any]) -> tuple[Any, Snapshot, Pod]:
             o.setdefault("apiVersion", "apps/v1" if o.get("kind") in ("ReplicaSet", "StatefulSet") else "v1")
             if "kind" not in o:
                 o["kind"] = _guess_kind(o)
-            cluster.create(o, emit=False)
+            stored = cluster.create(o, emit=False)
+            if o["kind"] == "StorageClass" and "volumeBindingMode" not in o:
+                # kube's fake lister hands the plugin the class as written: no API-server defaulting
+                stored.pop("volumeBindingMode", None)
     plugin = cls(args, Handle(snap, cluster=cluster))
     return plugin, snap, Pod.from_dict(case["pod"])
 
@@ -120,6 +132,12 @@ def run_case(case: dict[str, Any]) -> list[str]:
         except ValueError:
             return []
         return ["args: kube rejects them, ksched accepted them"]
+    if case["steps"][0]["op"] == "less":
+        return _run_less(case)
+    if case["steps"][0]["op"] == "hint":
+        return _run_hint(case)
+    if case["steps"][0]["op"] == "postfilter":
+        return _run_post_filter(case)
     plugin, snap, pod = _build(case)
     state = CycleState()
     diffs: list[str] = []
@@ -147,7 +165,10 @@ def run_case(case: dict[str, Any]) -> list[str]:
             elif got != step["status"]:
                 diffs.append(f"Filter on {step['node']}: want {step['status']}, got {got}")
         elif op == "prescore":
-            got = _status(plugin.pre_score(state, pod, _rows(snap, step.get("nodes"))))
+            if not hasattr(plugin, "pre_score"):  # never scored: what kube's PreScore Skip amounts to
+                got = {"code": "Skip", "reasons": []}
+            else:
+                got = _status(plugin.pre_score(state, pod, _rows(snap, step.get("nodes"))))
             want = step["status"]
             same = (got or {}).get("code") == (want or {}).get("code")
             if same and want is not None and got is not None and not step.get("code_only"):
@@ -157,6 +178,29 @@ def run_case(case: dict[str, Any]) -> list[str]:
                 diffs.append(f"PreScore status: want {want}, got {got}")
             if got is not None:
                 return diffs
+        elif op == "find_pod_volumes":  # kube's binder test: an error, the conflict reasons, the static bindings
+            failed, reasons = False, []
+            pre = _status(plugin.pre_filter(state, pod, NodeList(snap)))
+            if pre is not None and pre["code"] != "Skip":
+                failed = True
+            elif pre is None:
+                got = plugin.filter(state, pod, snap.get(step["node"]))
+                failed = got is not None and got.code == Code.Error
+                reasons = [] if got is None or failed else list(got.all_reasons)
+            if failed != step["should_fail"]:
+                diffs.append(f"error: want {step['should_fail']}, got {failed} ({pre})")
+            if not failed and reasons != step["reasons"]:
+                diffs.append(f"reasons: want {step['reasons']}, got {reasons}")
+            if not failed and pre is None and not reasons:
+                vs = state.get("VolumeBinding")
+                got_b = sorted([c["metadata"]["name"], v["metadata"]["name"]]
+                               for v, c in vs.by_node[step["node"]].static) if vs is not None else []
+                if got_b != step["bindings"]:
+                    diffs.append(f"bindings: want {step['bindings']}, got {got_b}")
+                got_p = sorted(c["metadata"]["name"] for c in vs.by_node[step["node"]].provisions) \
+                    if vs is not None else []
+                if "provisions" in step and got_p != step["provisions"]:
+                    diffs.append(f"provisions: want {step.get('provisions')}, got {got_p}")
         elif op == "preenqueue":
             got = _status(plugin.pre_enqueue(pod))
             if got != step["status"]:
@@ -172,6 +216,120 @@ def run_case(case: dict[str, Any]) -> list[str]:
             got_scores = {s.name: s.score for s in scores}
             if got_scores != step["scores"]:
                 diffs.append(f"scores: want {step['scores']}, got {got_scores}")
+    return diffs
+
+
+def _run_hint(case: dict[str, Any]) -> list[str]:
+    """A queueing hint: the function the plugin registers for the step's resource and action."""
+    plugin, _, pod = _build({**case, "objs": case.get("objs") or []})
+    diffs = []
+    for step in case["steps"]:
+        happened = ClusterEvent(step["resource"], ActionType[step["action"]])
+        fns = [ev.hint for ev in plugin.events_to_register() if ev.event.matches(happened)]
+        if not fns or fns[0] is None:
+            diffs.append(f"no hint function registered for {step['resource']}/{step['action']}")
+            continue
+
+        def obj(raw: Any, resource: str = step["resource"]) -> Any:
+            if raw is None or resource not in ("Pod", "Node"):
+                return raw
+            raw = json.loads(json.dumps(raw))
+            raw.setdefault("metadata", {}).setdefault("name", "other")  # kube's test objects may be unnamed
+            return Pod.from_dict(raw) if resource == "Pod" else Node.from_dict(raw)
+
+        got = fns[0](pod, obj(step["old"]), obj(step["new"]))
+        want = QUEUE if step["want"] == "Queue" else QUEUE_SKIP
+        if got != want:
+            diffs.append(f"hint: want {step['want']}, got {'Queue' if got == QUEUE else 'QueueSkip'}")
+    return diffs
+
+
+POSTFILTER_PROFILE = """apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: t
+  plugins:
+    multiPoint: {disabled: [{name: "*"}]}
+    queueSort: {enabled: [{name: PrioritySort}]}
+    preFilter: {enabled: [{name: FILTER}]}
+    filter: {enabled: [{name: FILTER}]}
+    postFilter: {enabled: [{name: DefaultPreemption}]}
+    bind: {enabled: [{name: DefaultBinder}]}
+"""
+
+
+def _run_post_filter(case: dict[str, Any]) -> list[str]:
+    """PostFilter through a framework of the case's plugins over a cluster of its nodes, pods and PDBs."""
+    import tempfile
+
+    from scheduler_runtime.config import load_config
+    from scheduler_runtime.framework.registry import build_registry
+    from scheduler_runtime.scheduler import Scheduler
+
+    cluster = MemoryCluster()
+    for raw in case.get("nodes") or []:
+        cluster.create({"apiVersion": "v1", "kind": "Node", **json.loads(json.dumps(raw))}, emit=False)
+    for raw in case.get("pods") or []:
+        cluster.create({"apiVersion": "v1", "kind": "Pod", **json.loads(json.dumps(raw))}, emit=False)
+    for raw in case.get("objs") or []:
+        o = json.loads(json.dumps(raw))
+        o["metadata"].setdefault("namespace", "default")
+        cluster.create(o, emit=False)
+    reg = build_registry([])
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(POSTFILTER_PROFILE.replace("FILTER", case.get("filter_plugin") or "NodeResourcesFit"))
+    sched = Scheduler(cluster, load_config(Path(f.name), reg), reg, seed=1)
+    Path(f.name).unlink()
+    sched.start()
+    fw = sched.frameworks["t"]
+    snap = sched.cache.snapshot
+    pod = Pod.from_dict(case["pod"])
+    state = CycleState()
+    fw.run_pre_filter(state, pod, NodeList(snap))
+    step = case["steps"][0]
+
+    def st(d: dict[str, Any]) -> Status:
+        return Status(Code[d["code"]], *d["reasons"])
+
+    statuses = {ni.name: st(step["statuses"]["nodes"].get(ni.name) or step["statuses"]["absent"])
+                for ni in snap.node_infos}
+    statuses = {n: s for n, s in statuses.items() if s.code != Code.Success}
+    before = set(cluster.deleted)
+    result, got = fw.run_post_filter(state, pod, statuses)
+    diffs = []
+    got_d = None if got.code == Code.Success and not got.reasons else {"code": got.code.name,
+                                                                      "reasons": list(got.all_reasons)}
+    if "status" in step and got_d != step["status"]:
+        diffs.append(f"PostFilter status: want {step['status']}, got {got_d}")
+    if got.code == Code.Error and "eligible" not in step:  # eligibility cases may well end in kube's error too
+        diffs.append(f"PostFilter error: {got.message}")
+    if "victims" in step:
+        victims = sorted(k.split("/", 1)[1] for k in set(cluster.deleted) - before)
+        if victims != step["victims"]:
+            diffs.append(f"victims: want {step['victims']}, got {victims}")
+    if "eligible" in step:
+        if (not got.message.startswith("preemption: not eligible")) != step["eligible"]:
+            diffs.append(f"eligible to preempt: want {step['eligible']}, got {got.message!r}")
+        return diffs
+    nominated = result.nominated_node_name if result is not None else None
+    if "nominated_in" in step:
+        if nominated not in step["nominated_in"]:
+            diffs.append(f"nominated node: want one of {step['nominated_in']}, got {nominated!r}")
+    elif nominated != step["nominated"]:
+        diffs.append(f"nominated node: want {step['nominated']!r}, got {nominated!r}")
+    return diffs
+
+
+def _run_less(case: dict[str, Any]) -> list[str]:
+    """QueueSort: Less(p1, p2) on two queued pods given by priority and queue timestamp."""
+    plugin = PLUGINS[case["plugin"]](None, None)
+    diffs = []
+    for step in case["steps"]:
+        a, b = (QueuedPodInfo(Pod.from_dict({"metadata": {"name": n}, "spec": {"priority": q["priority"]}}),
+                              timestamp=float(q["timestamp"])) for n, q in (("p1", step["p1"]), ("p2", step["p2"])))
+        got = plugin.less(a, b)
+        if got != step["want"]:
+            diffs.append(f"Less: want {step['want']}, got {got}")
     return diffs
 
 

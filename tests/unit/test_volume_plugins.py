@@ -172,6 +172,8 @@ def test_volume_restrictions_read_write_once_pod():
     p = pod(volumes=[claim_vol("solo")])
     state, st = prefilter(pl, p)
     assert st is None
+    assert REASON_RWOP_CONFLICT == ("node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod "
+                                    "access mode already in-use by another pod")  # kube v1.36.3
     # the claim is in use anywhere in the cluster: every node is rejected, preemption may help
     for n in ("n1", "n2"):
         assert reasons(pl.filter(state, p, h.snapshot.get(n))) == (Code.Unschedulable, [REASON_RWOP_CONFLICT])
@@ -403,7 +405,9 @@ def test_volume_binding_bound_pv_node_affinity_and_missing_pv():
     _, got = vb_filter(pl, pod(volumes=[claim_vol("zonal")]))
     assert got == {"n1": None, "n2": (UNRES, [VB_NODE_CONFLICT]), "n3": None}
     state, got = vb_filter(pl, pod(volumes=[claim_vol("local")]))
-    assert got == {"n3": None}  # a local PV pinned by hostname narrows PreFilter to its node
+    # v1.36.3 narrows nothing in PreFilter: the other nodes fail Filter, so kube's message counts them
+    assert got == {"n1": (UNRES, [VB_NODE_CONFLICT]), "n2": (UNRES, [VB_NODE_CONFLICT]), "n3": None}
+    assert VB_NODE_CONFLICT == "node(s) didn't match PersistentVolume's node affinity"
     _, got = vb_filter(pl, pod(volumes=[claim_vol("dangling")]))
     assert list(got.values()) == [(UNRES, [VB_PV_NOT_EXIST])] * 3
 
@@ -505,3 +509,50 @@ def test_volume_binding_events():
     regs = {r.event.resource for r in VolumeBinding(None, None).events_to_register()}
     assert regs == {"storage.k8s.io/StorageClass", "PersistentVolumeClaim", "PersistentVolume", "Node",
                     "storage.k8s.io/CSINode", "storage.k8s.io/CSIDriver", "storage.k8s.io/CSIStorageCapacity"}
+
+
+def test_volume_binding_reports_bound_and_unbound_conflicts_together():
+    """kube's FindPodVolumes matches the unbound claims even when a bound claim's PV does not fit the node,
+    and reports both reasons (found by the differential test: kube counted a node under both)."""
+    _, _, pl = vb_setup(storage_class("local", provisioner="kubernetes.io/no-provisioner"),
+                        pvc("local", volume="pv-l", bound=True),
+                        pv("pv-l", affinity={"kubernetes.io/hostname": "n3"}, claim=(NS, "local")),
+                        pvc("big", cls="local", storage="100Gi"))
+    _, got = vb_filter(pl, pod(volumes=[claim_vol("local"), claim_vol("big")]))
+    assert got == {"n1": (UNRES, [VB_NODE_CONFLICT, VB_BIND_CONFLICT]),
+                   "n2": (UNRES, [VB_NODE_CONFLICT, VB_BIND_CONFLICT]), "n3": (UNRES, [VB_BIND_CONFLICT])}
+
+
+def test_pv_affinity_cache_is_not_fooled_by_another_pv_with_the_same_name_and_version():
+    """Two clusters in one process (tests, repeated simulations) can hold different PVs under the same name and
+    resourceVersion: the cached selector of one must not decide for the other (found by the upstream tables)."""
+    from scheduler_runtime.plugins.volume.volumeutil import pv_matches_node
+
+    n1 = node("n1")
+    a = pv("same", affinity={"kubernetes.io/hostname": "n1"})
+    b = pv("same", affinity={"kubernetes.io/hostname": "n2"})
+    a["metadata"]["resourceVersion"] = b["metadata"]["resourceVersion"] = "7"
+    assert pv_matches_node(a, n1)
+    assert not pv_matches_node(b, n1)
+
+
+def test_volume_binding_provisioning_needs_storage_capacity_when_the_driver_tracks_it():
+    """hasEnoughCapacity: a CSIDriver with storageCapacity needs a CSIStorageCapacity of the class that holds the
+    request and selects the node; without one the node has "did not have enough free storage"."""
+    from scheduler_runtime.plugins.volume.volumebinding import REASON_NOT_ENOUGH_SPACE
+
+    driver = {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": "csi.example.com"},
+              "spec": {"storageCapacity": True}}
+
+    def capacity(name: str, size: str, zone: str) -> dict:
+        return {"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
+                "metadata": {"name": name, "namespace": NS}, "storageClassName": "fast", "capacity": size,
+                "nodeTopology": {"matchLabels": {ZONE: zone}}}
+
+    objs = (storage_class("fast"), driver, pvc("data", cls="fast", storage="5Gi"))
+    _, _, pl = vb_setup(*objs)
+    _, got = vb_filter(pl, pod(volumes=[claim_vol("data")]))
+    assert got == {n: (UNRES, [REASON_NOT_ENOUGH_SPACE]) for n in ("n1", "n2", "n3")}
+    _, _, pl = vb_setup(*objs, capacity("small", "1Gi", "a"), capacity("big-b", "10Gi", "b"))
+    _, got = vb_filter(pl, pod(volumes=[claim_vol("data")]))
+    assert got == {"n1": (UNRES, [REASON_NOT_ENOUGH_SPACE]), "n2": None, "n3": (UNRES, [REASON_NOT_ENOUGH_SPACE])}

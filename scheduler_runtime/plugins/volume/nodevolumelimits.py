@@ -172,6 +172,7 @@ class NodeVolumeLimits(Plugin):
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
             ClusterEventWithHint(ClusterEvent(EV_CSINODE, ActionType.Add)),
+            ClusterEventWithHint(ClusterEvent(EV_CSINODE, ActionType.Update), _after_csinode_updated),
             ClusterEventWithHint(ClusterEvent("Pod", ActionType.Delete), _after_pod_deleted),
             ClusterEventWithHint(ClusterEvent(EV_PVC, ActionType.Add),
                                  lambda pod, old, new: QUEUE if queue_if_pod_claims(pod, new) else QUEUE_SKIP),
@@ -179,8 +180,23 @@ class NodeVolumeLimits(Plugin):
 
 
 
+def _csinode_limits(obj: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for d in spec(obj if isinstance(obj, dict) else None).get("drivers") or []:
+        if isinstance(d, dict) and d.get("name"):
+            out[str(d["name"])] = int(((d.get("allocatable") or {}).get("count")) or 0)
+    return out
+
+
+def _after_csinode_updated(pod: Pod, old: Any, new: Any) -> int:
+    """isSchedulableAfterCSINodeUpdated: a driver's attach limit was raised (a new driver counts from 0)."""
+    before = _csinode_limits(old)
+    return QUEUE if any(n > before.get(d, 0) for d, n in _csinode_limits(new).items()) else QUEUE_SKIP
+
+
 def _after_pod_deleted(pod: Pod, old: Any, new: Any) -> int:
-    if not isinstance(old, Pod) or not old.node_name:
+    """isSchedulableAfterPodDeleted: a deleted pod with claims that was bound or nominated to a node."""
+    if not isinstance(old, Pod) or (not old.node_name and not old.nominated_node_name):
         return QUEUE_SKIP
     for v in pod_volumes(old):
         if isinstance(v.get("persistentVolumeClaim"), dict) or v.get("ephemeral") is not None:

@@ -12,8 +12,11 @@ the node). Reserve assumes the chosen PV bindings and selected nodes in memory s
 the same PV; Unreserve reverts them. PreBind writes them (PV spec.claimRef, PVC annotation
 volume.kubernetes.io/selected-node) and waits up to bindTimeoutSeconds until the claims are bound.
 
-Not done (documented differences): CSIStorageCapacity checks ("did not have enough free storage") and the
-StorageCapacityScoring Score (alpha, off by default in v1.36, so kube-scheduler does not score either).
+Provisioning for a CSI driver that opts into storage capacity tracking (CSIDriver spec.storageCapacity)
+needs a CSIStorageCapacity of the class, large enough and accessible from the node, or the node gets "did
+not have enough free storage" (hasEnoughCapacity); those two kinds are watched from the first claim that
+needs provisioning. Not done (documented difference): the StorageCapacityScoring Score (alpha, off by
+default in v1.36, so kube-scheduler does not score either).
 """
 
 from __future__ import annotations
@@ -44,7 +47,9 @@ from .volumeutil import (
     ANN_BIND_COMPLETED,
     ANN_BOUND_BY_CONTROLLER,
     ANN_SELECTED_NODE,
+    CAPACITIES,
     CLASSES,
+    CSIDRIVERS,
     CSINODES,
     EV_CAPACITY,
     EV_CLASS,
@@ -58,7 +63,6 @@ from .volumeutil import (
     WAIT_FOR_FIRST_CONSUMER,
     VolumeStores,
     class_of,
-    hostname_nodes,
     meta,
     not_found,
     owned_by,
@@ -70,7 +74,8 @@ from .volumeutil import (
 )
 
 REASON_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
-REASON_NODE_CONFLICT = "node(s) had volume node affinity conflict"
+REASON_NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"  # binder.go, v1.36.3
+REASON_NOT_ENOUGH_SPACE = "node(s) did not have enough free storage"
 REASON_PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
 REASON_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 _STATE = "VolumeBinding"
@@ -329,12 +334,8 @@ class VolumeBinding(Plugin):
                 immediate = True
         if immediate:
             return None, Status.unresolvable(REASON_UNBOUND_IMMEDIATE)
-        eligible: set[str] | None = None
-        for pvc in s.bound:
-            pv = self.cache.pv(spec(pvc).get("volumeName") or "")
-            names = hostname_nodes(pv) if pv is not None else set()
-            if names:
-                eligible = set(names) if eligible is None else eligible & names
+        # v1.36.3's PreFilter narrows no nodes (no PreFilterResult from bound PVs' hostname affinity): each
+        # node is rejected by Filter with "didn't match PersistentVolume's node affinity", as kube counts it
         if s.delayed:
             classes = {class_of(p) for p in s.delayed}
             pvs_by_class: dict[str, list[dict[str, Any]]] = {}
@@ -353,7 +354,7 @@ class VolumeBinding(Plugin):
                         s.match_error = exc
             s.to_match.sort(key=lambda c: c.requested)
         state.write(_STATE, s)
-        return (PreFilterResult(eligible) if eligible is not None else None), None
+        return None, None
 
     # ------------------------------------------------------------------ Filter
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
@@ -374,7 +375,7 @@ class VolumeBinding(Plugin):
 
     def _find_pod_volumes(self, s: _State, node: Node) -> tuple[_PodVolumes, list[str]]:
         out = _PodVolumes()
-        bound_ok, pvs_found, unbound_ok = True, True, True
+        bound_ok, pvs_found, unbound_ok, enough_space = True, True, True, True
         for pvc in s.bound:
             pv = self.cache.pv(spec(pvc).get("volumeName") or "")
             if pv is None:
@@ -383,7 +384,7 @@ class VolumeBinding(Plugin):
             if not pv_matches_node(pv, node):
                 bound_ok = False
                 break
-        if bound_ok and pvs_found and s.delayed:
+        if s.delayed:  # matched whatever the bound claims said: kube's FindPodVolumes reports both reasons
             unbound_ok = all(selected == node.name for _pvc, selected in s.selected)
             if unbound_ok:
                 if s.match_error is not None:
@@ -398,19 +399,22 @@ class VolumeBinding(Plugin):
                     chosen.add(meta(pv).get("name", ""))
                     out.static.append((pv, claim.pvc))
                 if to_provision:
-                    unbound_ok = self._can_provision(to_provision, node)
-                    if unbound_ok:
+                    unbound_ok, enough_space = self._can_provision(to_provision, node)
+                    if unbound_ok and enough_space:
                         out.provisions = to_provision
         reasons = []
         if not bound_ok:
             reasons.append(REASON_NODE_CONFLICT)
         if not unbound_ok:
             reasons.append(REASON_BIND_CONFLICT)
+        if not enough_space:
+            reasons.append(REASON_NOT_ENOUGH_SPACE)
         if not pvs_found:
             reasons.append(REASON_PV_NOT_EXIST)
         return out, reasons
 
-    def _can_provision(self, claims: list[dict[str, Any]], node: Node) -> bool:
+    def _can_provision(self, claims: list[dict[str, Any]], node: Node) -> tuple[bool, bool]:
+        """checkVolumeProvisions: (provisioning possible, enough storage) for every claim to provision."""
         for pvc in claims:
             cls = class_of(pvc)
             if not cls:
@@ -420,10 +424,39 @@ class VolumeBinding(Plugin):
                 raise ValueError(f'failed to find storage class "{cls}"')
             provisioner = sc.get("provisioner") or ""
             if not provisioner or provisioner == NO_PROVISIONER:
-                return False
+                return False, True
             if not topology_fits(sc.get("allowedTopologies"), node.labels):
-                return False
-        return True
+                return False, True
+            if not self._has_capacity(provisioner, pvc, cls, node):
+                return True, False
+        return True, True
+
+    def _has_capacity(self, provisioner: str, pvc: dict[str, Any], cls: str, node: Node) -> bool:
+        """hasEnoughCapacity: only for a CSI driver that opts into capacity tracking; then a CSIStorageCapacity
+        of the class whose maximumVolumeSize (else capacity) holds the request and whose nodeTopology selects
+        the node."""
+        requests = (spec(pvc).get("resources") or {}).get("requests") or {}
+        if "storage" not in requests:
+            return True
+        driver = self.stores.store(CSIDRIVERS).get(provisioner)
+        if driver is None or not spec(driver).get("storageCapacity"):
+            return True
+        size = storage_bytes(requests)
+        for cap in self.stores.store(CAPACITIES).list():
+            if cap.get("storageClassName") != cls:
+                continue
+            limit = cap.get("maximumVolumeSize") if cap.get("maximumVolumeSize") is not None else cap.get("capacity")
+            if limit is None or storage_bytes({"storage": limit}) < size:
+                continue
+            topo = cap.get("nodeTopology")
+            if topo is None:
+                continue
+            try:
+                if LabelSelector.parse_or_raise(topo).matches(node.labels):
+                    return True
+            except ValueError:  # kube logs the conversion error and treats the capacity as unavailable
+                continue
+        return False
 
     # ------------------------------------------------------------------ Reserve / Unreserve
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:

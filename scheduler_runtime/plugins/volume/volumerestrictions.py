@@ -17,8 +17,9 @@ from ...objects import Pod
 from .volumeutil import EV_PVC, PVCS, VolumeStores, not_found, pod_volumes, queue_if_pod_claims, spec
 
 REASON_DISK_CONFLICT = "node(s) had no available disk"
-REASON_RWOP_CONFLICT = ("node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod "
-                        "access mode")
+#: volume_restrictions.go's ErrReasonReadWriteOncePodConflict (v1.36.3)
+REASON_RWOP_CONFLICT = ("node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode "
+                        "already in-use by another pod")
 _STATE = "PreFilterVolumeRestrictions"
 _DISK_KINDS = ("gcePersistentDisk", "awsElasticBlockStore", "rbd", "iscsi")
 

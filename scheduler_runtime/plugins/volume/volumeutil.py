@@ -27,6 +27,8 @@ PVCS = "persistentvolumeclaims"
 PVS = "persistentvolumes"
 CLASSES = "storageclasses.storage.k8s.io"
 CSINODES = "csinodes.storage.k8s.io"
+CSIDRIVERS = "csidrivers.storage.k8s.io"
+CAPACITIES = "csistoragecapacities.storage.k8s.io"
 
 #: ClusterEvent resources as the scheduler names the watched kinds (see scheduler._event_resource)
 EV_PVC = "PersistentVolumeClaim"
@@ -70,9 +72,10 @@ def not_found(resource: str, name: str) -> str:
 
 
 def owned_by(pvc: dict[str, Any], pod: Pod) -> bool:
-    """Is the claim controlled by the pod (a generic ephemeral volume's claim)?"""
-    return any(r.get("controller") and r.get("kind") == "Pod" and r.get("uid") == pod.uid
-               for r in meta(pvc).get("ownerReferences") or [])
+    """Is the claim controlled by the pod (a generic ephemeral volume's claim)? metav1.IsControlledBy: the
+    controller reference's UID is the pod's (its kind is not compared)."""
+    ref = next((r for r in meta(pvc).get("ownerReferences") or [] if r.get("controller")), None)
+    return ref is not None and ref.get("uid") == pod.uid
 
 
 def storage_bytes(amounts: dict[str, Any] | None) -> int:
@@ -90,29 +93,31 @@ def pv_node_selector(pv: dict[str, Any]) -> NodeSelector | None:
     return NodeSelector(req, "spec.nodeAffinity.required")
 
 
-_MISSING = object()
 _NOTHING = NodeSelector({"nodeSelectorTerms": []}, "")
-_sel_cache: dict[tuple[str, str], NodeSelector] = {}
+_sel_cache: dict[tuple[str, str], tuple[Any, NodeSelector]] = {}
 _sel_lock = threading.Lock()
 
 
 def pv_matches_node(pv: dict[str, Any], node: Node) -> bool:
     """CheckNodeAffinity: a PV without required node affinity fits every node; parsed selectors are
-    cached by (name, resourceVersion)."""
-    if (spec(pv).get("nodeAffinity") or {}).get("required") is None:
+    cached by (name, resourceVersion) for the very affinity object parsed (another cluster in the same
+    process, e.g. a test or a second simulation, may hold a different PV under the same name and version)."""
+    required = (spec(pv).get("nodeAffinity") or {}).get("required")
+    if required is None:
         return True
     m = meta(pv)
     key = (str(m.get("name") or ""), str(m.get("resourceVersion") or ""))
-    sel = _sel_cache.get(key)
-    if sel is None:
-        try:
-            sel = pv_node_selector(pv) or _NOTHING
-        except Exception:  # a malformed selector matches nothing, as kube's conversion error does
-            sel = _NOTHING
-        with _sel_lock:
-            if len(_sel_cache) > 50_000:
-                _sel_cache.clear()
-            _sel_cache[key] = sel
+    hit = _sel_cache.get(key)
+    if hit is not None and hit[0] is required:
+        return hit[1].matches(node)
+    try:
+        sel = pv_node_selector(pv) or _NOTHING
+    except Exception:  # a malformed selector matches nothing, as kube's conversion error does
+        sel = _NOTHING
+    with _sel_lock:
+        if len(_sel_cache) > 50_000:
+            _sel_cache.clear()
+        _sel_cache[key] = (required, sel)
     return sel.matches(node)
 
 

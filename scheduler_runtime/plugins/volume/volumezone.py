@@ -125,10 +125,35 @@ class VolumeZone(Plugin):
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
-            ClusterEventWithHint(ClusterEvent(EV_CLASS, ActionType.Add)),
+            ClusterEventWithHint(ClusterEvent(EV_CLASS, ActionType.Add), _after_class_added),
             ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeLabel
                                               | ActionType.UpdateNodeTaint)),
             ClusterEventWithHint(ClusterEvent(EV_PVC, ActionType.Add | ActionType.Update),
                                  lambda pod, old, new: QUEUE if queue_if_pod_claims(pod, new) else QUEUE_SKIP),
-            ClusterEventWithHint(ClusterEvent(EV_PV, ActionType.Add | ActionType.Update)),
+            ClusterEventWithHint(ClusterEvent(EV_PV, ActionType.Add | ActionType.Update), _after_pv_change),
         ]
+
+
+def _after_class_added(pod: Pod, old: Any, new: Any) -> int:
+    """isSchedulableAfterStorageClassAdded: only a WaitForFirstConsumer class can make the pod schedulable."""
+    if not isinstance(new, dict):
+        return QUEUE
+    return QUEUE if new.get("volumeBindingMode") == "WaitForFirstConsumer" else QUEUE_SKIP
+
+
+def _pv_topologies(pv: Any) -> list[tuple[str, frozenset[str]]]:
+    labels = ((pv or {}).get("metadata") or {}).get("labels") or {}
+    out = []
+    for key in TOPOLOGY_LABELS:
+        if key in labels and (zones := label_zones(str(labels[key]))) is not None:
+            out.append((key, zones))
+    return out
+
+
+def _after_pv_change(pod: Pod, old: Any, new: Any) -> int:
+    """isSchedulableAfterPersistentVolumeChange: a new PV, or a PV whose zone/region labels changed."""
+    if not isinstance(new, dict):
+        return QUEUE
+    if old is None:
+        return QUEUE
+    return QUEUE if _pv_topologies(old) != _pv_topologies(new) else QUEUE_SKIP
