@@ -34,7 +34,7 @@ from .framework.cycle_state import CycleState
 from .framework.nodelist import NodeList
 from .framework.runtime import CycleError, Diagnosis, FitError, Framework, ScoreResult
 from .framework.status import Code, Status
-from .framework.types import QueuedPodInfo
+from .framework.types import NOMINATING_OVERRIDE, QueuedPodInfo
 from .objects import Pod
 from .queue import SchedulingQueue
 from .recording import AttemptRecorder
@@ -379,8 +379,11 @@ class SchedulingCycle:
                           result: AttemptResult, start: float, post_filter: bool = True) -> None:
         pod = qpi.pod
         d = fe.diagnosis
-        nominated = None
-        if post_filter and fw.has_post_filter() and not d.pre_filter_msg.startswith("no nodes available"):
+        # kube's NominatingInfo: "" clears the pod's nomination (no nodes at all, Reserve/Permit refusals),
+        # None leaves it as it is (no PostFilter plugins, or PostFilter gave no result), a name sets it
+        no_nodes = d.pre_filter_msg.startswith("no nodes available")
+        nominated: str | None = "" if no_nodes or not post_filter else None
+        if post_filter and fw.has_post_filter() and not no_nodes:
             statuses = dict(d.node_statuses)
             if d.absent_status is not None and d.num_absent:
                 for ni in self.cache.snapshot.node_infos:
@@ -391,9 +394,10 @@ class SchedulingCycle:
                 self.metrics.preemption([cp.name for cp in fw.post_filter], self._victims_deleted - victims)
             if st.code != Code.Success and st.message:
                 d.post_filter_msg = st.message
-            if r is not None and r.nominated_node_name:
+            if r is not None and r.mode == NOMINATING_OVERRIDE:
                 nominated = r.nominated_node_name
-                self.recorder.nominated(fw, pod, nominated)
+                if nominated:
+                    self.recorder.nominated(fw, pod, nominated)
         result.filter_reasons = group_filter_reasons(d.node_statuses, d.absent_status, d.num_absent)
         result.prefilter_message = d.pre_filter_msg
         result.postfilter_message = d.post_filter_msg
@@ -416,7 +420,9 @@ class SchedulingCycle:
 
     def _fail(self, fw: Framework, qpi: QueuedPodInfo, st: Status, result: AttemptResult, start: float,
               rejectors: set[str] | None = None, pending: set[str] | None = None,
-              nominated: str | None = None) -> None:
+              nominated: str | None = "") -> None:
+        """`nominated`: a node sets the pod's nomination, "" clears it (kube's clearNominatedNode, the
+        default for errors), None leaves it unchanged."""
         pod = qpi.pod
         rejected = st.is_rejected()
         msg = st.message
@@ -430,6 +436,8 @@ class SchedulingCycle:
         if nominated:
             result.nominated_node = nominated
             self.queue.nominator.add(pod, nominated)
+        elif nominated == "":
+            self.queue.nominator.delete(pod)
         if self.cache.pod_node(pod.uid) is None and self.cluster_has_pod(pod):
             self.queue.add_unschedulable_if_not_present(qpi, set(rejectors or ()) if rejected else set(),
                                                         set(pending or ()) if rejected else set())
@@ -440,7 +448,7 @@ class SchedulingCycle:
             self.cluster.patch_pod_status(pod, {
                 "type": "PodScheduled", "status": "False",
                 "reason": "Unschedulable" if rejected else "SchedulerError", "message": msg,
-            }, nominated or "")
+            }, nominated)
         except Exception as exc:
             log.warning("could not update status of pod %s: %s", pod.key, exc)
         if self.metrics is not None:

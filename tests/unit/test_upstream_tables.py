@@ -263,7 +263,7 @@ def _run_post_filter(case: dict[str, Any]) -> list[str]:
     import tempfile
 
     from scheduler_runtime.config import load_config
-    from scheduler_runtime.framework.registry import build_registry
+    from scheduler_runtime.plugins.registry import build_registry
     from scheduler_runtime.scheduler import Scheduler
 
     cluster = MemoryCluster()
