@@ -3,9 +3,9 @@ byte-identical text for every in-tree config of the corpus (test_config_default_
 the same defaulted values once ksched-only differences are set aside (the older comparison below).
 
 Known, documented differences are normalised away before comparing: kube-scheduler also writes empty
-extension points (`filter: {}`) and `weight: 0`, which mean the same as leaving them out; and its default
-profile also holds NodeDeclaredFeatures, which ksched does not run (UNSUPPORTED_IN_TREE; `ksched config
-validate` says so when a config enables it). The volume plugins and DynamicResources are compared.
+extension points (`filter: {}`) and `weight: 0`, which mean the same as leaving them out; in-tree plugins
+ksched does not run (UNSUPPORTED_IN_TREE) are set aside. The volume plugins, DynamicResources and
+NodeDeclaredFeatures are compared.
 """
 
 from __future__ import annotations
