@@ -134,3 +134,49 @@ def test_gate_dependencies_are_checked_like_kube() -> None:
                                          r"features that are disabled: \[NodeDeclaredFeatures\]"):
         parse_feature_gates(["NodeDeclaredFeatures=false"])
     assert parse_feature_gates([OFF])["NodeDeclaredFeatures"] is False
+
+
+def test_config_default_output_validates_and_runs_the_plugin(tmp_path: Any) -> None:
+    """`ksched config default` lists NodeDeclaredFeatures as kube does; ksched accepts its own output and
+    the plugin in it keeps a pod that needs a feature off the node that does not declare it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from scheduler_runtime.cluster.memory import MemoryCluster
+    from scheduler_runtime.framework.registry import build_registry
+    from scheduler_runtime.results import ResultStore
+    from scheduler_runtime.scheduler import Scheduler
+
+    ksched = str(Path(sys.executable).parent / "ksched")
+    out = subprocess.run([ksched, "config", "default"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    assert "- name: NodeDeclaredFeatures" in out.stdout
+    f = tmp_path / "default.yaml"
+    f.write_text(out.stdout)
+    v = subprocess.run([ksched, "config", "validate", str(f)], capture_output=True, text=True, timeout=60)
+    assert v.returncode == 0, v.stderr
+
+    reg = build_registry([])
+    cluster = MemoryCluster()
+    for name, feats in (("a-plain", None), ("b-feat", ["RestartAllContainersOnContainerExits"])):
+        status: dict[str, Any] = {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"},
+                                  "conditions": [{"type": "Ready", "status": "True"}]}
+        if feats:
+            status["declaredFeatures"] = feats
+        cluster.create({"apiVersion": "v1", "kind": "Node", "status": status,
+                        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}}, emit=False)
+    results = ResultStore()
+    sched = Scheduler(cluster, load_config(f, reg), reg, seed=1, results=results)
+    sched.start()
+    for name, spec in (("needs", RESTART_ALL),
+                       ("pinned", {**RESTART_ALL, "nodeSelector": {"kubernetes.io/hostname": "a-plain"}})):
+        cluster.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+                        "spec": spec})
+    sched.run(until_idle=True)
+    assert cluster.get_pod("default", "needs")["spec"].get("nodeName") == "b-feat"
+    assert not cluster.get_pod("default", "pinned")["spec"].get("nodeName")
+    r = results.get("default/pinned")
+    assert r is not None and r.message.startswith(
+        "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 " + REASON), \
+        r.message
