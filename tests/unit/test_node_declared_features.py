@@ -180,3 +180,28 @@ def test_config_default_output_validates_and_runs_the_plugin(tmp_path: Any) -> N
     assert r is not None and r.message.startswith(
         "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 " + REASON), \
         r.message
+
+
+def test_a_node_that_starts_declaring_the_feature_requeues_the_pod() -> None:
+    """The node update is seen as UpdateNodeDeclaredFeature, the event the plugin registered for."""
+    from scheduler_runtime.cluster.memory import MemoryCluster
+    from scheduler_runtime.framework.registry import build_registry
+    from scheduler_runtime.scheduler import Scheduler
+
+    now = [0.0]
+    reg = build_registry([])
+    cluster = MemoryCluster()
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"x": "y"}},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+    cluster.create(node, emit=False)
+    sched = Scheduler(cluster, load_config(None, reg), reg, seed=1, clock=lambda: now[0])
+    sched.start()
+    cluster.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+                    "spec": RESTART_ALL})
+    sched.run(until_idle=True)
+    assert not cluster.get_pod("default", "p")["spec"].get("nodeName")
+    now[0] += 30.0  # past any backoff, well before the 5-minute flush of unschedulable pods
+    cluster.update({**node, "status": {**node["status"], "declaredFeatures": ["RestartAllContainersOnContainerExits"]}})
+    sched.run(until_idle=True)
+    assert cluster.get_pod("default", "p")["spec"].get("nodeName") == "n1"
