@@ -166,9 +166,24 @@ KUBE_1_36: dict[str, tuple[bool, str]] = {
     "WorkloadWithJob": (False, "ALPHA"),
 }
 #: gates whose both settings ksched implements
-HONOURED = {"ComponentFlagz", "ComponentStatusz"}
-#: non-default values that describe what ksched does anyway (it has no opportunistic batching)
-MATCHES_KSCHED = {("OpportunisticBatching", False)}
+HONOURED = {"ComponentFlagz", "ComponentStatusz", "NodeDeclaredFeatures"}
+#: non-default values that describe what ksched does anyway: it has no opportunistic batching; it sizes
+#: pod-level resources from the spec alone, as kube does with InPlacePodLevelResourcesVerticalScaling off;
+#: the other three change nothing in kube-scheduler 1.36.3 (no code path reads them there), they only have to
+#: go off with NodeDeclaredFeatures, which they depend on
+MATCHES_KSCHED = {("OpportunisticBatching", False), ("InPlacePodLevelResourcesVerticalScaling", False),
+                  ("ExtendWebSocketsToKubelet", False), ("InPlacePodVerticalScalingInitContainers", False),
+                  ("RestartAllContainersOnContainerExits", False)}
+#: kube's feature dependencies (pkg/features defaultKubernetesFeatureGateDependencies) on the gates ksched
+#: lets a user turn off: gate -> gates it needs enabled
+DEPENDENCIES: dict[str, tuple[str, ...]] = {
+    "ExtendWebSocketsToKubelet": ("NodeDeclaredFeatures",),
+    "InPlacePodLevelResourcesVerticalScaling": ("InPlacePodVerticalScaling", "PodLevelResources",
+                                                "NodeDeclaredFeatures"),
+    "InPlacePodVerticalScalingInitContainers": ("InPlacePodVerticalScaling", "NodeDeclaredFeatures"),
+    "RestartAllContainersOnContainerExits": ("ContainerRestartRules", "NodeDeclaredFeatures"),
+    "UserNamespacesHostNetworkSupport": ("UserNamespacesSupport", "NodeDeclaredFeatures"),
+}
 _TRUE = {"1", "t", "T", "true", "TRUE", "True"}
 _FALSE = {"0", "f", "F", "false", "FALSE", "False"}
 
@@ -215,4 +230,18 @@ def parse_feature_gates(values: list[str]) -> dict[str, bool]:
                                  f"kube-scheduler 1.36's default ({name}={str(default).lower()}, {stage}); only "
                                  f"{', '.join(sorted(HONOURED))} can be changed")
             out[name] = b
+    _check_dependencies(out)
     return out
+
+
+def _check_dependencies(gates: dict[str, bool]) -> None:
+    """kube's check after setting gates: an enabled gate whose dependencies are off is an error (kube lists
+    them in map order; ksched sorts them so the message is stable)."""
+    errs = []
+    for name in sorted(DEPENDENCIES):
+        if gates.get(name, False):
+            off = [d for d in DEPENDENCIES[name] if not gates.get(d, True)]
+            if off:
+                errs.append(f"{name} is enabled, but depends on features that are disabled: [{' '.join(off)}]")
+    if errs:
+        raise UsageError("--feature-gates: " + (errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]"))

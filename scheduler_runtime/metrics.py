@@ -184,6 +184,8 @@ def _node_update_actions(old: dict | None, new: dict | None) -> list[str]:
         out.append("UpdateNodeCondition")
     if _meta(o).get("annotations") != _meta(n).get("annotations"):
         out.append("UpdateNodeAnnotation")
+    if (os_.get("declaredFeatures") or []) != (ns.get("declaredFeatures") or []):
+        out.append("UpdateNodeDeclaredFeature")
     return out
 
 

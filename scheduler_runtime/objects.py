@@ -483,7 +483,7 @@ class Node:
     """A node as the scheduler sees it."""
 
     __slots__ = ("raw", "name", "uid", "labels", "annotations", "taints", "unschedulable", "allocatable",
-                 "images", "resource_version", "ready")
+                 "images", "resource_version", "ready", "declared_features")
 
     raw: dict[str, Any]
     name: str
@@ -496,6 +496,8 @@ class Node:
     images: tuple[tuple[tuple[str, ...], int], ...]
     resource_version: str
     ready: bool
+    #: status.declaredFeatures as the kubelet published it (NodeDeclaredFeatures plugin)
+    declared_features: tuple[str, ...]
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Node:
@@ -536,10 +538,27 @@ class Node:
             if c.get("type") == "Ready":
                 ready = c.get("status") == "True"
         n.ready = ready
+        n.declared_features = _declared_features(status.get("declaredFeatures"))
         return n
 
     def __repr__(self) -> str:
         return f"Node({self.name})"
+
+
+def _declared_features(value: Any) -> tuple[str, ...]:
+    """status.declaredFeatures, held to the API server's rule (strings, sorted, no duplicates) so the
+    embedded cluster cannot hold a node the real one would refuse."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(f, str) for f in value):
+        raise InputError("Invalid value: must be a list of strings", field="status.declaredFeatures", usage=False)
+    for i in range(1, len(value)):
+        if value[i] == value[i - 1]:
+            raise InputError(f'Duplicate value: "{value[i]}"', field=f"status.declaredFeatures[{i}]", usage=False)
+        if value[i] < value[i - 1]:
+            raise InputError(f'Invalid value: "{value[i]}": list must be sorted alphabetically',
+                             field=f"status.declaredFeatures[{i}]", usage=False)
+    return tuple(value)
 
 
 def normalized_image_name(name: str) -> str:

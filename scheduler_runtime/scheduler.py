@@ -81,6 +81,8 @@ def _node_update_action(old: Node, new: Node) -> ActionType:
         a |= ActionType.UpdateNodeCondition
     if old.annotations != new.annotations:
         a |= ActionType.UpdateNodeAnnotation
+    if old.declared_features != new.declared_features:
+        a |= ActionType.UpdateNodeDeclaredFeature
     return a
 
 

@@ -136,7 +136,7 @@ def default(
     """Print the fully defaulted config, byte for byte as `kube-scheduler --write-config-to` writes it."""
 
     from scheduler_runtime.config import load_config
-    from scheduler_runtime.config.writeout import UNSUPPORTED_NOTE, kube_only_enabled, kube_yaml, written_document
+    from scheduler_runtime.config.writeout import kube_yaml, written_document
 
     cfg = load_config(file, _registry(plugin_dir))
     doc = written_document(cfg.raw)
@@ -146,8 +146,6 @@ def default(
         emit(doc, "json")
         return
     print(kube_yaml(doc), end="")
-    if kube_only_enabled(doc):
-        print(f"note: {UNSUPPORTED_NOTE}", file=sys.stderr)
     if expand:
         plans = {p.scheduler_name: {point: [f"{n}" + (f" (weight {w})" if point == "score" else "")
                                             for n, w in lst] for point, lst in p.plan.items() if lst}

@@ -16,11 +16,11 @@ from ..framework.registry import Registry
 from .model import ALL_POINTS, API_VERSION, KIND, zero_duration
 
 
-def _default_plugins() -> dict[str, Any]:
-    from ..plugins import DEFAULT_MULTIPOINT
+def _default_plugins(feature_gates: dict[str, bool] | None = None) -> dict[str, Any]:
+    from ..plugins import default_multipoint
 
     enabled = []
-    for name, weight in DEFAULT_MULTIPOINT:
+    for name, weight in default_multipoint(feature_gates):
         e: dict[str, Any] = {"name": name}
         if weight is not None:
             e["weight"] = weight
@@ -53,7 +53,8 @@ def _merge_set(default: dict[str, Any] | None, custom: dict[str, Any] | None) ->
     return out
 
 
-def default_document(doc: dict[str, Any], registry: Registry) -> dict[str, Any]:
+def default_document(doc: dict[str, Any], registry: Registry,
+                     feature_gates: dict[str, bool] | None = None) -> dict[str, Any]:
     """The defaulted v1 document, as `kube-scheduler --write-config-to` writes it."""
     d = copy.deepcopy(doc)
     d.setdefault("apiVersion", API_VERSION)
@@ -91,7 +92,7 @@ def default_document(doc: dict[str, Any], registry: Registry) -> dict[str, Any]:
     if len(profiles) == 1 and isinstance(profiles[0], dict) and profiles[0].get("schedulerName") is None:
         # v1's SchedulerName is a *string: only an absent name is defaulted, an explicit "" stays (and is refused)
         profiles[0]["schedulerName"] = "default-scheduler"
-    defaults = _default_plugins()
+    defaults = _default_plugins(feature_gates)
     for prof in profiles:
         if not isinstance(prof, dict):
             continue

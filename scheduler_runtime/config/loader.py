@@ -50,7 +50,7 @@ def read_document(path: Path, what: str = "a KubeSchedulerConfiguration") -> dic
 
 
 def build(doc: dict[str, Any], registry: Registry, file: str | None = None,
-          notes: list[str] | None = None) -> SchedulerConfiguration:
+          notes: list[str] | None = None, feature_gates: dict[str, bool] | None = None) -> SchedulerConfiguration:
     """Validate a decoded document and build the runtime configuration; raises ConfigError."""
     errs: list[str] = []
     check_types(doc, errs)
@@ -61,10 +61,11 @@ def build(doc: dict[str, Any], registry: Registry, file: str | None = None,
     for section in ("leaderElection", "clientConnection"):
         if isinstance(doc.get(section), dict):
             doc[section] = {k: v for k, v in doc[section].items() if v is not None}
-    return _build(doc, registry, file)
+    return _build(doc, registry, file, feature_gates)
 
 
-def _build(doc: dict[str, Any], registry: Registry, file: str | None = None) -> SchedulerConfiguration:
+def _build(doc: dict[str, Any], registry: Registry, file: str | None = None,
+           feature_gates: dict[str, bool] | None = None) -> SchedulerConfiguration:
     from ..plugins import REMOVED_IN_TREE
 
     errs = check_kind(doc)
@@ -88,7 +89,7 @@ def _build(doc: dict[str, Any], registry: Registry, file: str | None = None) -> 
                                 f"ksched does not run the {point} extension point (PodGroup placement, alpha in 1.36)")
     if errs:
         raise ConfigError(errs, file)
-    d = default_document(doc, registry)
+    d = default_document(doc, registry, feature_gates)
     validate_top(d, errs)
     cfg = SchedulerConfiguration(raw=d, file=file)
     names_seen: dict[str, int] = {}
@@ -173,6 +174,7 @@ def _build(doc: dict[str, Any], registry: Registry, file: str | None = None) -> 
                 except ValidationError as exc:
                     needs = "; ".join(translate(exc, "", {}))
                     errs.append(f"profiles[{i}].pluginConfig: Required value: plugin {n} needs args ({needs})")
+        _gate_off_args(enabled_any, args, feature_gates)
         queue_sorts.append((i, [n for n, _ in plan.get("queueSort", [])],
                             args.get(plan["queueSort"][0][0]) if plan.get("queueSort") else None))
         cfg.profiles.append(Profile(name or "", ppct, plan, args))
@@ -218,14 +220,27 @@ def _build(doc: dict[str, Any], registry: Registry, file: str | None = None) -> 
     return cfg
 
 
-def load_config(path: str | Path | None, registry: Registry, kubernetes_version: str | None = None
-                ) -> SchedulerConfiguration:
-    """The runtime configuration from a file, or ksched's default profile when `path` is None."""
+def load_config(path: str | Path | None, registry: Registry, kubernetes_version: str | None = None,
+                feature_gates: dict[str, bool] | None = None) -> SchedulerConfiguration:
+    """The runtime configuration from a file, or ksched's default profile when `path` is None;
+    `feature_gates` (featuregates.parse_feature_gates) decides the gated default plugins."""
     if path is None:
-        return build({"apiVersion": API_VERSION, "kind": KIND}, registry)
+        return build({"apiVersion": API_VERSION, "kind": KIND}, registry, feature_gates=feature_gates)
     p = Path(path)
     doc = read_document(p)
-    return build(doc, registry, str(p))
+    return build(doc, registry, str(p), feature_gates=feature_gates)
+
+
+def _gate_off_args(enabled: set[str], args: dict[str, object], feature_gates: dict[str, bool] | None) -> None:
+    """kube builds a gated plugin that the configuration enables while its gate is off, and that instance
+    does nothing; ksched tells the plugin so through its args (it takes none from the file)."""
+    from ..plugins import GATED_DEFAULTS
+
+    for name, gate in GATED_DEFAULTS.items():
+        if name in enabled and not (feature_gates or {}).get(gate, True):
+            from ..plugins.nodedeclaredfeatures import FeatureGate
+
+            args[name] = FeatureGate(enabled=False)
 
 
 def default_config(registry: Registry) -> SchedulerConfiguration:

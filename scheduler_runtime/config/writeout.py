@@ -16,14 +16,6 @@ import yaml
 #: the Plugins struct of kubescheduler.config.k8s.io/v1 in kube 1.36 (written in alphabetical order)
 WRITTEN_POINTS = ("bind", "filter", "multiPoint", "permit", "placementGenerate", "placementScore", "postBind",
                   "postFilter", "preBind", "preEnqueue", "preFilter", "preScore", "queueSort", "reserve", "score")
-#: in kube 1.36's default multiPoint list but not run by ksched (UNSUPPORTED_IN_TREE): written where kube
-#: writes it so the text matches, and named on stderr by `ksched config default`
-KUBE_ONLY_DEFAULTS = ("NodeDeclaredFeatures",)
-UNSUPPORTED_NOTE = ("NodeDeclaredFeatures is written where kube-scheduler 1.36 writes it, but ksched does not run it "
-                    "yet: to run this output with ksched, add {name: NodeDeclaredFeatures} to "
-                    "multiPoint.disabled (or delete its enabled entry)")
-
-
 def written_document(raw: dict[str, Any]) -> dict[str, Any]:
     """`raw` (a defaulted v1 document) with what kube-scheduler adds when it writes the config."""
     d = copy.deepcopy(raw)
@@ -36,7 +28,6 @@ def written_document(raw: dict[str, Any]) -> dict[str, Any]:
         else:
             prof.pop("pluginConfig", None)  # omitempty
         plugins = prof.setdefault("plugins", {})
-        _add_kube_only_defaults(plugins.get("multiPoint"))
         for point in WRITTEN_POINTS:
             ps = plugins.setdefault(point, {})
             for key in ("enabled", "disabled"):
@@ -47,33 +38,6 @@ def written_document(raw: dict[str, Any]) -> dict[str, Any]:
                         e.setdefault("weight", 0)
         prof["plugins"] = {k: plugins[k] for k in sorted(plugins)}
     return d
-
-
-def kube_only_enabled(doc: dict[str, Any]) -> bool:
-    """Whether the written document enables a plugin ksched does not run (KUBE_ONLY_DEFAULTS)."""
-    return any(isinstance(e, dict) and e.get("name") in KUBE_ONLY_DEFAULTS
-               for prof in doc.get("profiles") or [] if isinstance(prof, dict)
-               for e in ((prof.get("plugins") or {}).get("multiPoint") or {}).get("enabled") or [])
-
-
-def _add_kube_only_defaults(multi: Any) -> None:
-    """Put KUBE_ONLY_DEFAULTS where kube's merge of the default multiPoint list puts them: after the last
-    default plugin (plugins the user adds come after the defaults), unless disabled by name or `*`."""
-    if not isinstance(multi, dict):
-        return
-    from ..plugins import DEFAULT_MULTIPOINT
-
-    disabled = {e.get("name") for e in multi.get("disabled") or [] if isinstance(e, dict)}
-    enabled = multi.get("enabled")
-    if "*" in disabled or not isinstance(enabled, list):
-        return
-    defaults = {name for name, _ in DEFAULT_MULTIPOINT}
-    for name in KUBE_ONLY_DEFAULTS:
-        if name in disabled or any(isinstance(e, dict) and e.get("name") == name for e in enabled):
-            continue
-        last = max((i for i, e in enumerate(enabled) if isinstance(e, dict) and e.get("name") in defaults),
-                   default=-1)
-        enabled.insert(last + 1, {"name": name})
 
 
 class _GoStyleDumper(yaml.SafeDumper):

@@ -157,7 +157,7 @@ def run_on_cluster(flags: KubeFlags, warn: Callable[[str], None]) -> int:
     registry = load_registry(plugin_dirs or None)
     for w in registry.warnings:
         warn(w)
-    cfg = load_config(Path(config_path) if config_path else None, registry)
+    cfg = load_config(Path(config_path) if config_path else None, registry, feature_gates=gates)
     from ..config.profiles import no_default_profile_warning
 
     if (no_default := no_default_profile_warning(cfg)) is not None:

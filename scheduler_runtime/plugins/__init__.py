@@ -29,12 +29,13 @@ _IN_TREE: list[tuple[str, str]] = [
     ("noderesources", "NodeResourcesBalancedAllocation"),
     ("imagelocality", "ImageLocality"),
     ("defaultbinder", "DefaultBinder"),
+    ("nodedeclaredfeatures", "NodeDeclaredFeatures"),
 ]
 
 #: kube-scheduler v1.36 default multiPoint plugins with their weights (score plugins only).
-#: NodeDeclaredFeatures is left out: ksched does not implement it and refuses configs that enable it (see
-#: UNSUPPORTED_IN_TREE). DynamicResources sits right before DefaultPreemption, as kube's applyFeatureGates puts
-#: it. VolumeBinding has no Score: kube-scheduler v1.36 scores only with the alpha StorageCapacityScoring gate,
+#: DynamicResources sits right before DefaultPreemption, as kube's applyFeatureGates puts it;
+#: NodeDeclaredFeatures comes last, appended by applyFeatureGates while its gate is on (GATED_DEFAULTS).
+#: VolumeBinding has no Score: kube-scheduler v1.36 scores only with the alpha StorageCapacityScoring gate,
 #: off by default.
 DEFAULT_MULTIPOINT: list[tuple[str, int | None]] = [
     ("SchedulingGates", None), ("PrioritySort", None), ("NodeUnschedulable", None), ("NodeName", None),
@@ -44,10 +45,19 @@ DEFAULT_MULTIPOINT: list[tuple[str, int | None]] = [
     ("PodTopologySpread", 2), ("InterPodAffinity", 2), ("DynamicResources", 2),
     ("DefaultPreemption", None),
     ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1), ("DefaultBinder", None),
+    ("NodeDeclaredFeatures", None),
 ]
 
+#: default plugins kube-scheduler 1.36 adds only while a feature gate is on: plugin -> gate
+GATED_DEFAULTS: dict[str, str] = {"NodeDeclaredFeatures": "NodeDeclaredFeatures"}
+
+
+def default_multipoint(feature_gates: dict[str, bool] | None = None) -> list[tuple[str, int | None]]:
+    """DEFAULT_MULTIPOINT without the plugins whose gate `feature_gates` turns off (None: 1.36 defaults)."""
+    gates = feature_gates or {}
+    return [(n, w) for n, w in DEFAULT_MULTIPOINT if gates.get(GATED_DEFAULTS.get(n, ""), True)]
+
 UNSUPPORTED_IN_TREE: dict[str, str] = {
-    "NodeDeclaredFeatures": "NodeDeclaredFeatures is not supported by ksched yet",
     "GangScheduling": "the alpha GangScheduling plugin is not supported by ksched; use Coscheduling",
     "TopologyPlacement": "PodGroup placement plugins are not supported by ksched yet",
     "PodGroupPodsCount": "PodGroup placement plugins are not supported by ksched yet",

@@ -3,9 +3,9 @@ byte-identical text for every in-tree config of the corpus (test_config_default_
 the same defaulted values once ksched-only differences are set aside (the older comparison below).
 
 Known, documented differences are normalised away before comparing: kube-scheduler also writes empty
-extension points (`filter: {}`) and `weight: 0`, which mean the same as leaving them out; and its default
-profile also holds NodeDeclaredFeatures, which ksched does not run (UNSUPPORTED_IN_TREE; `ksched config
-validate` says so when a config enables it). The volume plugins and DynamicResources are compared.
+extension points (`filter: {}`) and `weight: 0`, which mean the same as leaving them out; in-tree plugins
+ksched does not run (UNSUPPORTED_IN_TREE) are set aside. The volume plugins, DynamicResources and
+NodeDeclaredFeatures are compared.
 """
 
 from __future__ import annotations
@@ -151,3 +151,31 @@ def test_config_default_text_is_byte_identical(config: Path | str | None, contro
                        text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert dropin.read_text() == kube_text
+
+
+NDF_OFF = ("NodeDeclaredFeatures=false,ExtendWebSocketsToKubelet=false,InPlacePodLevelResourcesVerticalScaling=false,"
+           "InPlacePodVerticalScalingInitContainers=false,RestartAllContainersOnContainerExits=false")
+
+
+EXPLICIT_NDF = "profiles:\n- plugins:\n    filter:\n      enabled: [{name: NodeDeclaredFeatures}]\n"
+
+
+@pytest.mark.parametrize("body", ["", EXPLICIT_NDF], ids=["default", "explicit"])
+def test_node_declared_features_gate_off_writes_what_kube_writes(body: str, control_plane: Any,
+                                                                  tmp_path: Path) -> None:
+    """With the gate (and the gates that depend on it) off, kube leaves NodeDeclaredFeatures out of the default
+    profile but keeps an explicit entry; ksched writes the same bytes."""
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(KUBECONFIG)
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                   f"clientConnection: {{kubeconfig: {kc}}}\n" + body)
+    kube, ours = tmp_path / "kube.yaml", tmp_path / "ours.yaml"
+    r = subprocess.run([str(control_plane.bin_dir / "kube-scheduler"), f"--config={cfg}", f"--feature-gates={NDF_OFF}",
+                        f"--write-config-to={kube}", "--secure-port=0"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and kube.exists(), r.stderr[-2000:]
+    r = subprocess.run([str(KSCHED), "run", f"--config={cfg}", f"--feature-gates={NDF_OFF}",
+                        f"--write-config-to={ours}"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert ours.read_text() == kube.read_text()
+    assert ("NodeDeclaredFeatures" in kube.read_text()) == bool(body)

@@ -35,7 +35,6 @@ RUNNING = "still running"
 DIFFERENCES: dict[str, tuple[str, str | None]] = {
     "invalid-args-unknown-plugin.yaml": ("ksched reports args given to a plugin it does not know; "
                                          "kube-scheduler ignores them", None),
-    "invalid-unsupported-node-declared-features.yaml": ("ksched does not implement this plugin", None),
     "invalid-duplicate-profile.yaml": ("kube-scheduler prints the value as {}", 'Duplicate value: {}'),
     "invalid-unknown-plugin.yaml": ("ksched lists the known plugins", 'PreFilterPlugin "Foo" does not exist'),
     "invalid-unknown-profile-field.yaml": ("ksched puts the path first, like every other field error",

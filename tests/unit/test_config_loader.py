@@ -38,7 +38,8 @@ def test_default_profile_plan_and_weights():
     assert [n for n, _ in prof.plan["filter"]] == ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity",
                                                    "NodePorts", "NodeResourcesFit", "VolumeRestrictions",
                                                    "NodeVolumeLimits", "VolumeBinding", "VolumeZone",
-                                                   "PodTopologySpread", "InterPodAffinity", "DynamicResources"]
+                                                   "PodTopologySpread", "InterPodAffinity", "DynamicResources",
+                                                   "NodeDeclaredFeatures"]
     assert dict(prof.plan["score"]) == {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1,
                                         "PodTopologySpread": 2, "InterPodAffinity": 2, "DynamicResources": 2,
                                         "NodeResourcesBalancedAllocation": 1, "ImageLocality": 1}
@@ -95,7 +96,7 @@ def test_plugin_args_are_validated_and_defaulted(tmp_path):
 @pytest.mark.parametrize("body, expect", [
     ("profiles:\n- plugins:\n    multiPoint:\n      enabled: [{name: NoSuchPlugin}]\n",
      'plugin "NoSuchPlugin" does not exist'),
-    ("profiles:\n- plugins:\n    filter:\n      enabled: [{name: NodeDeclaredFeatures}]\n",
+    ("profiles:\n- plugins:\n    filter:\n      enabled: [{name: TopologyPlacement}]\n",
      "not supported by ksched yet"),
     ("profiles:\n- plugins:\n    filter:\n      enabled: [{name: EBSLimits}]\n", 'was invalid in version "v1"'),
     ("profiles:\n- plugins:\n    filter:\n      enabled: [{name: ImageLocality}]\n",

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from scheduler_runtime.config.loader import build
-from scheduler_runtime.config.writeout import kube_only_enabled, kube_yaml, written_document
+from scheduler_runtime.config.writeout import kube_yaml, written_document
 from scheduler_runtime.options.registry import load_registry
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -24,7 +24,6 @@ def test_the_checked_in_write_config_to_output_is_reproduced() -> None:
     cfg = build(given, load_registry(None))
     doc = written_document(cfg.raw)
     assert kube_yaml(doc) == kube_text
-    assert kube_only_enabled(doc)
 
 
 def test_go_yaml_quoting() -> None:
