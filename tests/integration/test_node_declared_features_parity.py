@@ -6,7 +6,6 @@ ksched reads it through its kube backend."""
 
 from __future__ import annotations
 
-import subprocess
 import threading
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from scheduler_runtime.app import Runner, RunOptions
 from scheduler_runtime.cluster.kube import KubeClient, load_connection
 from scheduler_runtime.config import load_config
 from scheduler_runtime.plugins.registry import build_registry
-from scheduler_runtime.testing.kube import create_node, wait_for
+from scheduler_runtime.testing.kube import create_node, kube_scheduler, wait_for
 
 pytestmark = pytest.mark.integration
 FEATURE = "RestartAllContainersOnContainerExits"
@@ -73,18 +72,8 @@ def test_placement_and_message_match_kube_scheduler(control_plane: Any, namespac
     cfg = tmp_path / "kube.yaml"
     cfg.write_text(CONFIG.format(client=f"clientConnection: {{kubeconfig: {control_plane.kubeconfig_path}}}\n",
                                  name="ndf-kube"))
-    with open(tmp_path / "kube-scheduler.log", "wb") as log:
-        proc = subprocess.Popen([str(control_plane.bin_dir / "kube-scheduler"), f"--config={cfg}",
-                                 "--secure-port=0", "-v=1"], stdout=log, stderr=subprocess.STDOUT)
-        try:
-            kube = _schedule(admin, namespace, _pods(namespace, group, "ndf-kube", "kube"))
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(30)
+    with kube_scheduler(control_plane.bin_dir, cfg, tmp_path / "kube-scheduler.log"):
+        kube = _schedule(admin, namespace, _pods(namespace, group, "ndf-kube", "kube"))
 
     ours_cfg = tmp_path / "ksched.yaml"
     ours_cfg.write_text(CONFIG.format(client="", name="ndf-ksched"))
