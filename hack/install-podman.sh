@@ -105,6 +105,12 @@ fi
 # ------------------------------------------------------------------------------------------- 3. API service
 answers() { $SUDO podman --url "unix://$SOCK" version >/dev/null 2>&1; }
 PIDFILE=$SOCK_DIR/service.pid
+# conmon starts in the service's working directory: a service started from a checkout that was deleted since
+# ("Failed to get working directory", containers fail with "write child: broken pipe") must be restarted
+if [ -f "$PIDFILE" ] && $SUDO readlink "/proc/$(cat "$PIDFILE")/cwd" 2>/dev/null | grep -q ' (deleted)$'; then
+  say "the podman service's working directory was deleted"
+  restart=1
+fi
 if [ "$restart" = 1 ] && [ -f "$PIDFILE" ] && $SUDO kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
   say "restarting the podman service to apply the new settings"
   $SUDO kill "$(cat "$PIDFILE")"
@@ -116,8 +122,12 @@ else
   $SUDO mkdir -p "$SOCK_DIR"
   $SUDO rm -f "$SOCK"
   # setsid + nohup: the service outlives this script and the make process that ran it
-  $SUDO setsid nohup podman system service --time=0 "unix://$SOCK" >"$SOCK_DIR/service.log" 2>&1 </dev/null &
-  echo $! | $SUDO tee "$PIDFILE" >/dev/null
+  # from /: the service (and every conmon it starts) must not keep a checkout's folder as its working directory
+  (
+    cd / || exit 1
+    $SUDO setsid nohup podman system service --time=0 "unix://$SOCK" >"$SOCK_DIR/service.log" 2>&1 </dev/null &
+    echo $! | $SUDO tee "$PIDFILE" >/dev/null
+  )
   for _ in $(seq 100); do answers && break; sleep 0.1; done
   if ! answers; then
     say "podman service did not come up on $SOCK; its log:" >&2
