@@ -93,6 +93,11 @@ class SchedulerMetrics:
             "scheduler_queueing_hint_execution_duration_seconds",
             "Duration for running a queueing hint function of a plugin.", ["plugin", "event", "hint"],
             buckets=_exp(0.00001, 1.5, 20), registry=r)
+        # DRAExtendedResource (on in 1.36) registers it; kube-scheduler 1.37 renames it
+        # dynamic_resource_allocation_resourceclaim_creates_total
+        self.resourceclaim_creates = Counter(
+            "scheduler_resourceclaim_creates", "Number of ResourceClaims creation requests within scheduler",
+            ["status"], registry=r)
         self.plugin_sample_rate = plugin_sample_rate
         self._rng = random.Random()
         self._scheduler: Any = None

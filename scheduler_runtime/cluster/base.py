@@ -111,5 +111,15 @@ class ClusterBackend(ABC):
         updated object; raises PatchError (`status` 404 not found, 409 conflict)."""
         raise PatchError(f"{type(self).__name__} cannot patch {resource}", status=405)
 
+    def create_object(self, resource: str, namespace: str | None, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create any object (`metadata.generateName` gives it a generated name, as the API server does), as
+        DynamicResources' PreBind creates the claim of a pod's extended resources. Returns the created object;
+        raises PatchError (`status` as the API server answered)."""
+        raise PatchError(f"{type(self).__name__} cannot create {resource}", status=405)
+
+    def delete_object(self, resource: str, name: str, namespace: str | None) -> None:
+        """Delete any object; a missing one is not an error. Raises PatchError."""
+        raise PatchError(f"{type(self).__name__} cannot delete {resource}", status=405)
+
     def stop(self) -> None:
         """Release connections and threads."""

@@ -30,9 +30,11 @@ from ..framework.nodelist import NodeList
 from ..framework.plugin import FilterBatch, Plugin, PluginArgs
 from ..framework.snapshot import Snapshot
 from ..framework.status import Code, Status
-from ..framework.types import ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
+from ..framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
 from ..labelsel import label_key_errors
 from ..objects import Pod
+from .dynamicresources.claims import DraManager
+from .dynamicresources.extended import after_device_class_change, is_dra_extended_name
 
 MAX_CUSTOM_PRIORITY_SCORE = 10
 BASE_RESOURCES = ("cpu", "memory", "ephemeral-storage")
@@ -185,11 +187,14 @@ class _FitState:
     """PreFilter's computed request: resource columns and amounts (batch filter), and the same as
     (name, amount) pairs in message order for the per-node filter the preemption dry run calls per victim."""
 
-    __slots__ = ("cols", "amounts", "names", "empty", "pairs")
+    __slots__ = ("cols", "amounts", "names", "empty", "pairs", "dra")
 
-    def __init__(self, cols: np.ndarray, amounts: np.ndarray, names: list[str], empty: bool) -> None:
+    def __init__(self, cols: np.ndarray, amounts: np.ndarray, names: list[str], empty: bool,
+                 dra: frozenset[str] = frozenset()) -> None:
         self.cols, self.amounts, self.names, self.empty = cols, amounts, names, empty
         self.pairs = list(zip(names, amounts.tolist(), strict=True))
+        #: requested resources a DeviceClass backs: DRA provides them on nodes that do not advertise them
+        self.dra = dra
 
     def clone(self) -> _FitState:
         return self
@@ -229,9 +234,20 @@ class NodeResourcesFit(Plugin):
             names.sort(key=lambda n: (order.get(n, 3), n))
             cols = np.array([table.column(n) for n in names], dtype=np.int64)
             amounts = np.array([pod.requests[n] for n in names], dtype=np.int64)
-            st = _FitState(cols, amounts, names, not any(v > 0 for v in pod.requests.values()))
+            st = _FitState(cols, amounts, names, not any(v > 0 for v in pod.requests.values()),
+                           self._dra_backed(pod, names))
             state.write(_FIT_KEY, st)
         return st
+
+    def _dra_backed(self, pod: Pod, names: list[str]) -> frozenset[str]:
+        """shouldDelegateResourceToDRA's class lookup (DRAExtendedResource): the names some DeviceClass backs,
+        through the cluster's DRA manager (none without a cluster, as with a nil draManager)."""
+        if self.handle is None or getattr(self.handle, "cluster", None) is None:
+            return frozenset()
+        if not any(is_dra_extended_name(n) for n in names):
+            return frozenset()
+        mapping = DraManager.for_handle(self.handle).resolver.mapping()
+        return frozenset(n for n in names if n in mapping)
 
     def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeList) -> None:
         self._state(state, pod, nodes.snapshot.table)
@@ -249,12 +265,15 @@ class NodeResourcesFit(Plugin):
             names = [n for n, v in pod.requests.items() if v > 0 and n != "pods" and not self._skip_resource(n)]
             order = {"cpu": 0, "memory": 1, "ephemeral-storage": 2}
             pairs = [(n, pod.requests[n]) for n in sorted(names, key=lambda n: (order.get(n, 3), n))]
+            dra = self._dra_backed(pod, names)
         else:
-            pairs = fs.pairs
+            pairs, dra = fs.pairs, fs.dra
         if pairs:
             requested = node_info.requested
             for n, want in pairs:
                 have = alloc.get(n, 0)
+                if n in dra and have <= 0:
+                    continue  # DynamicResources allocates it from the node's devices
                 if want > have - requested.get(n, 0):
                     reasons.append(f"Insufficient {n}")
                     if want > have:
@@ -275,6 +294,9 @@ class NodeResourcesFit(Plugin):
         else:
             free = alloc[:, st.cols] - req[:, st.cols]
             res_ok = free >= st.amounts
+            for j, n in enumerate(st.names):
+                if n in st.dra:  # delegated to DynamicResources where the node does not advertise it
+                    res_ok[:, j] |= alloc[:, st.cols[j]] <= 0
             ok = pods_ok & res_ok.all(axis=1)
 
         shared: dict[tuple[bool, tuple[str, ...]], Status] = {}
@@ -300,7 +322,7 @@ class NodeResourcesFit(Plugin):
         def keys() -> np.ndarray:  # bit 0 pods, bits 1.. the failing resources, bit 62 unresolvable
             out = (~pods_ok).astype(np.int64)
             if res_ok is not None:
-                over = (st.amounts > alloc[:, st.cols]).any(axis=1)
+                over = ((st.amounts > alloc[:, st.cols]) & ~res_ok).any(axis=1)
                 out |= ((~res_ok).astype(np.int64) << np.arange(1, len(st.names) + 1, dtype=np.int64)).sum(axis=1)
                 out |= over.astype(np.int64) << 62
             return out
@@ -310,7 +332,10 @@ class NodeResourcesFit(Plugin):
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [ClusterEventWithHint(ClusterEvent("Pod", ActionType.Delete | ActionType.UpdatePodScaleDown)),
                 ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeAllocatable
-                                                  | ActionType.UpdateNodeTaint | ActionType.UpdateNodeLabel))]
+                                                  | ActionType.UpdateNodeTaint | ActionType.UpdateNodeLabel)),
+                # DRAExtendedResource: a class may now back an extended resource the pod requests
+                ClusterEventWithHint(ClusterEvent("resource.k8s.io/DeviceClass", ActionType.Add | ActionType.Update),
+                                     _after_device_class_change)]
 
     # ---------------------------------------------------------------- score
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeList) -> None:
@@ -391,6 +416,11 @@ class NodeResourcesFit(Plugin):
         for p in node_info.pods:
             s.add_pod(clone, p)
         return int(self.score_batch(state, pod, s, np.array([0]))[0])
+
+
+def _after_device_class_change(pod: Pod, old: object, new: object) -> int:
+    """isSchedulableAfterDeviceClassEvent."""
+    return QUEUE if after_device_class_change(pod, old, new) else QUEUE_SKIP
 
 
 # ------------------------------------------------------------------------------------------ Balanced

@@ -273,17 +273,6 @@ def test_cel_library_quantity_semver_and_unknown_domains():
     assert "undeclared reference" in (cache.get_or_compile("noSuchVar").error or "")
 
 
-def test_extended_resources_backed_by_a_device_class_are_refused_with_a_clear_error():
-    cls = device_class()
-    cls["spec"]["extendedResourceName"] = "example.com/gpu"
-    p = pod("ext")
-    p["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = "1"
-    m = run([node("n1"), cls, rslice("n1", ["t4"])], [p])
-    assert not where(m, "ext")
-    assert "extended resource example.com/gpu is backed by DeviceClass gpu.example.com (DRAExtendedResource), " \
-           "which ksched does not implement" in message(m, "ext")
-
-
 def test_the_dra_example_in_simulate():
     """examples/dra: placements, devices and the pending pods' reasons, as the example's comments promise."""
     from pathlib import Path

@@ -371,6 +371,34 @@ class KubeCluster(ClusterBackend):
             return strip_managed_fields(resp.json())
         raise PatchError(str(self.client.error(resp, "PATCH", path)), status=resp.status)
 
+    def create_object(self, resource: str, namespace: str | None, obj: dict[str, Any]) -> dict[str, Any]:
+        """POST an object; the error is the API server's message, as client-go's StatusError prints it."""
+        group, plural, version = parse_resource(resource)
+        try:
+            ref = self.discover(group, plural, version)
+        except ResourceNotServed as exc:
+            raise PatchError(str(exc), status=404) from None
+        path = ref.path(namespace if ref.namespaced else None)
+        resp = self.gated_write("POST", path, body=obj)
+        if resp is None:
+            raise PatchError(f"not creating {resource}: {NOT_LEADER}", status=0)
+        if resp.ok:
+            return strip_managed_fields(resp.json())
+        raise PatchError(resp.message(), status=resp.status)
+
+    def delete_object(self, resource: str, name: str, namespace: str | None) -> None:
+        group, plural, version = parse_resource(resource)
+        try:
+            ref = self.discover(group, plural, version)
+        except ResourceNotServed as exc:
+            raise PatchError(str(exc), status=404) from None
+        path = ref.path(namespace if ref.namespaced else None, name)
+        resp = self.gated_write("DELETE", path)
+        if resp is None:
+            raise PatchError(f"not deleting {resource} {name}: {NOT_LEADER}", status=0)
+        if not resp.ok and resp.status != 404:
+            raise PatchError(resp.message(), status=resp.status)
+
     # ----------------------------------------------------------------- events
     def _events(self) -> EventWriter:
         w = self._event_writer

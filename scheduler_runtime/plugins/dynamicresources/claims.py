@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Any
 
 from ...objects import Pod
+from .extended import ClassResolver
 
 CLAIMS = "resourceclaims.resource.k8s.io"
 CLASSES = "deviceclasses.resource.k8s.io"
@@ -93,6 +94,8 @@ class DraManager:
         self.claims = handle.informer(CLAIMS)
         self.classes = handle.informer(CLASSES)
         self.slices = handle.informer(SLICES)
+        #: which DeviceClass backs an extended resource name (DRAExtendedResource)
+        self.resolver = ClassResolver(self.classes)
         self._lock = threading.Lock()
         #: claim key -> (the version PreBind wrote, its resourceVersion), until the store has caught up with it
         self._assumed: dict[str, tuple[dict[str, Any], str]] = {}
