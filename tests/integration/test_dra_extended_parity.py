@@ -24,6 +24,7 @@ from scheduler_runtime.testing.kube import (
     put_node,
     scheduler_config,
     wait_decision,
+    wait_for,
 )
 
 pytestmark = pytest.mark.integration
@@ -134,7 +135,31 @@ def test_extended_resources_are_allocated_like_kube_scheduler(control_plane, nam
                     d = ("pending", d[1].replace(ctx[who]["ext"], "EXT"))
                     view = None
                 got[who][step] = (d, view)
+        # a claim left by an earlier attempt (as after a crash between PreBind and binding): Filter refuses it,
+        # PostFilter deletes it
+        for who, sched in (("kube", KUBE), ("ours", OURS)):
+            name = f"{who}-stale"
+            body = _pod(ns, name, sched, ctx[who], "stale")
+            body["spec"]["schedulingGates"] = [{"name": "example.com/wait"}]
+            uid = c.call("POST", f"/api/v1/namespaces/{ns}/pods", body=body)["metadata"]["uid"]
+            c.call("POST", f"{RES}/namespaces/{ns}/resourceclaims", body={
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"name": f"{name}-extended-resources-old00",
+                             "annotations": {"resource.kubernetes.io/extended-resource-claim": "true"},
+                             "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": name, "uid": uid,
+                                                  "controller": True}]},
+                "spec": {"devices": {"requests": [{"name": "container-0-request-1", "exactly": {
+                    "deviceClassName": ctx[who]["class"], "count": 1}}]}}})
+            c.call("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}", body={"spec": {"schedulingGates": None}},
+                   content_type="application/merge-patch+json")
+            d = wait_decision(c, ns, name, need_message=True)
+            got[who]["stale"] = (d[0], d[1].replace(ctx[who]["ext"], "EXT"))
+            wait_for(lambda n=name: not [x for x in c.call("GET", f"{RES}/namespaces/{ns}/resourceclaims")["items"]
+                                         if x["metadata"]["name"] == f"{n}-extended-resources-old00"],
+                     what=f"{name}'s stale claim deleted")
         assert got["ours"] == got["kube"]
+        assert "cannot schedule extended resource claim" in got["kube"]["stale"][1]
+        assert "deletion of ResourceClaim completed" in got["kube"]["stale"][1]
         # the scenario means something: each step as designed
         k = got["kube"]
         assert k["two"][0] == ("bound", "node-0")
