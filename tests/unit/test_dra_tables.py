@@ -413,18 +413,14 @@ class _FailingCluster:
 
 @pytest.mark.parametrize("case", PLUGIN_CASES, ids=[c["name"] for c in PLUGIN_CASES])
 def test_plugin_table(case: dict[str, Any]) -> None:
-    from scheduler_runtime.cluster.memory import MemoryCluster
-    from scheduler_runtime.framework.cycle_state import CycleState
-    from scheduler_runtime.framework.handle import Handle
-    from scheduler_runtime.framework.snapshot import Snapshot
-    from scheduler_runtime.framework.status import Code
-    from scheduler_runtime.framework.types import NodeInfo
-    from scheduler_runtime.objects import Pod
-    from scheduler_runtime.plugins.dynamicresources import DynamicResources
-
     from types import SimpleNamespace
 
+    from scheduler_runtime.cluster.memory import MemoryCluster
+    from scheduler_runtime.framework.handle import Handle
+    from scheduler_runtime.framework.snapshot import Snapshot
     from scheduler_runtime.metrics import SchedulerMetrics
+    from scheduler_runtime.objects import Pod
+    from scheduler_runtime.plugins.dynamicresources import DynamicResources
 
     m = _FailingCluster.make(case) if case.get("failPatch") or case.get("failCreate") else MemoryCluster()
     nodes = [Node.from_dict(_plugin_node(n)) for n in case.get("nodes", ["worker"])]
