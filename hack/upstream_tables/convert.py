@@ -270,8 +270,19 @@ ENOUGH_NODE = {"cpu": "10m", "memory": "20", "pods": "32", "example.com/aaa": "5
                "hugepages-2Mi": "5"}
 
 
-NR_DRA_EXT = {"na": "NOT IMPLEMENTED in ksched: DRAExtendedResource (beta, on in 1.36), extended resources backed "
-                    "by DRA device classes (ksched's DynamicResources reports such a pod as an error instead)"}
+#: the DeviceClass kube's testEnoughRequests gives its DRA manager when DRAExtendedResource is on
+NR_DRA_CLASS = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "device-class-name"},
+                "spec": {"extendedResourceName": "extended.resource.dra.io/something"}}
+
+
+def dra_objects(objs: Any) -> list[dict[str, Any]]:
+    """kube's draObjects (a DeviceClass and ResourceSlices) with their kinds."""
+    out = []
+    for o in objs or []:
+        o = clean(o)
+        kind = "ResourceSlice" if "driver" in (o.get("spec") or {}) else "DeviceClass"
+        out.append({"apiVersion": "resource.k8s.io/v1", "kind": kind, **o})
+    return out
 
 
 def fit_node(alloc: dict[str, str]) -> dict[str, Any]:
@@ -295,8 +306,6 @@ def fit_args(a: Any) -> dict[str, Any]:
 def fit_filter(alloc: dict[str, str], prefilter_want: str | None = None):
     def f(c):
         pod = pod_of(c)
-        if c.get("draExtendedResourceEnabled"):
-            return NR_DRA_EXT
         if c.get("podLevelResourcesEnabled") is False and _pod_level(pod):
             return {"na": "runs with PodLevelResources disabled (on in 1.36)"}
         if c.get("enableSidecarContainers") is False:
@@ -319,21 +328,25 @@ def fit_filter(alloc: dict[str, str], prefilter_want: str | None = None):
             steps.append({"op": "prefilter", "status": None})
         steps.append({"op": "filter", "node": "node",
                       "status": status(c.get("wantFilterStatus") if prefilter_want else c.get("wantStatus"))})
-        return {"plugin": "NodeResourcesFit", "args": fit_args(c.get("args")), "nodes": [node], "pods": pods,
-                "pod": pod, "steps": steps}
+        out = {"plugin": "NodeResourcesFit", "args": fit_args(c.get("args")), "nodes": [node], "pods": pods,
+               "pod": pod, "steps": steps}
+        if c.get("draExtendedResourceEnabled") and not c.get("nilDRAManager"):
+            out["objs"] = [NR_DRA_CLASS]  # the cluster's DRA manager knows this class
+        return out
     return f
 
 
 def fit_score(c):
-    if c.get("draObjects"):
-        return NR_DRA_EXT
     steps: list[dict[str, Any]] = []
     if c.get("runPreScore"):
         steps.append({"op": "prescore", "status": None})
     steps.append({"op": "score", "scores": scores(c["expectedPriorities"]), "normalize": False})
-    return {"plugin": "NodeResourcesFit", "args": fit_args(c.get("nodeResourcesFitArgs")),
-            "nodes": named(c["nodes"]), "pods": existing(c.get("existingPods")), "pod": pod_of(c, "requestedPod"),
-            "steps": steps}
+    out = {"plugin": "NodeResourcesFit", "args": fit_args(c.get("nodeResourcesFitArgs")),
+           "nodes": named(c["nodes"]), "pods": existing(c.get("existingPods")), "pod": pod_of(c, "requestedPod"),
+           "steps": steps}
+    if c.get("draObjects"):
+        out["objs"] = dra_objects(c["draObjects"])
+    return out
 
 
 def strategy_score(kind: str):
@@ -370,12 +383,12 @@ def binpacking(resources: list[dict[str, Any]]):
 
 
 def balanced(c):
-    if c.get("draObjects"):
-        return NR_DRA_EXT
     args = lower_keys(clean(c.get("args") or {}))
     steps: list[dict[str, Any]] = []
     base = {"plugin": "NodeResourcesBalancedAllocation", "args": args, "nodes": named(c["nodes"]),
             "pods": existing(c.get("existingPods")), "pod": pod_of(c, "requestedPod")}
+    if c.get("draObjects"):
+        base["objs"] = dra_objects(c["draObjects"])
     if c.get("runPreScore"):
         code = c.get("expectedPreScoreStatusCode")
         code = code if isinstance(code, str) else "Success"
@@ -737,8 +750,8 @@ def hint(plugin: str, resource: str, action: str, update_action: str | None = No
 
 NR_INTERNAL = na("private helper of the plugin package (no extension point); its effect is covered by the "
                  "Filter/Score tables")
-NR_NA_DRA = na("NOT IMPLEMENTED in ksched: DRA-backed extended resources (DRAExtendedResource) and "
-               "node-allocatable DRA claims (DRANodeAllocatableResources, alpha)")
+NR_NA_DRA = na("runs with DRANodeAllocatableResources (alpha, off in 1.36; ksched refuses turning it on): "
+               "node-allocatable DRA claims")
 
 PTS_STATE = na("compares the plugin's private PreFilter/PreScore state struct; ksched keeps its own state "
                "(verdicts and scores are covered by the filter and score tables)")
@@ -811,7 +824,8 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
         "testFitSignPod": na("SignPod (opportunistic batching signatures): ksched does not batch"),
         "TestEventsToRegister": na("EventsToRegister with queueing-hint gates: ksched's event lists are its own"),
         "Test_isSchedulableAfterPodChange": HINT, "Test_isSchedulableAfterNodeChange": HINT,
-        "Test_isSchedulableAfterDeviceClassChange": HINT,
+        "Test_isSchedulableAfterDeviceClassChange": hint("NodeResourcesFit", "resource.k8s.io/DeviceClass", "Add",
+                                                         "Update"),
         "TestIsFit": NR_INTERNAL, "testHaveAnyRequestedResourcesIncreased": NR_INTERNAL,
         "TestBrokenLinearFunction": NR_INTERNAL, "TestResourceAllocationScorerCalculateRequests": NR_INTERNAL,
         "testCalculateResourceAllocatableRequest": NR_INTERNAL, "TestNodeMatchCaching": NR_INTERNAL,

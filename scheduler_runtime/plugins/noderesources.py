@@ -34,7 +34,7 @@ from ..framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, Clust
 from ..labelsel import label_key_errors
 from ..objects import Pod
 from .dynamicresources.claims import DraManager
-from .dynamicresources.extended import after_device_class_change, is_dra_extended_name
+from .dynamicresources.extended import DraScorer, after_device_class_change, is_dra_extended_name
 
 MAX_CUSTOM_PRIORITY_SCORE = 10
 BASE_RESOURCES = ("cpu", "memory", "ephemeral-storage")
@@ -216,6 +216,7 @@ class NodeResourcesFit(Plugin):
         self.strategy = s.type
         self.resources = [(r.name, r.weight) for r in s.resources]
         self.shape: list[tuple[int, int]] = []
+        self.dra_scorer = DraScorer()
         if s.type == "RequestedToCapacityRatio" and s.requested_to_capacity_ratio is not None:
             scale = 100 // MAX_CUSTOM_PRIORITY_SCORE
             self.shape = [(p.utilization, p.score * scale) for p in s.requested_to_capacity_ratio.shape]
@@ -341,7 +342,7 @@ class NodeResourcesFit(Plugin):
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeList) -> None:
         return None
 
-    def _alloc_req(self, pod: Pod, table: NodeTable, rows: np.ndarray
+    def _alloc_req(self, pod: Pod, table: NodeTable, rows: np.ndarray, snapshot: Snapshot | None = None
                    ) -> list[tuple[np.ndarray, np.ndarray, int]]:
         """(allocatable, requested-with-pod, weight) per scored resource, over `rows`."""
         out = []
@@ -354,6 +355,11 @@ class NodeResourcesFit(Plugin):
             else:
                 want = pod.requests.get(name, 0)
                 col = table.columns.get(name)
+                dra = (dra_columns(self.handle, self.dra_scorer, name, snapshot, rows, col)
+                       if want and snapshot is not None else None)
+                if dra is not None:
+                    out.append((dra[0], dra[1] + want, weight))
+                    continue
                 if col is None or (is_extended(name) and want == 0):
                     z = np.zeros(len(rows), dtype=np.int64)
                     out.append((z, z, weight))
@@ -364,7 +370,7 @@ class NodeResourcesFit(Plugin):
         return out
 
     def score_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
-        parts = self._alloc_req(pod, snapshot.table, rows)
+        parts = self._alloc_req(pod, snapshot.table, rows, snapshot)
         total = np.zeros(len(rows), dtype=np.int64)
         wsum = np.zeros(len(rows), dtype=np.int64)
         for alloc, req, w in parts:
@@ -418,6 +424,27 @@ class NodeResourcesFit(Plugin):
         return int(self.score_batch(state, pod, s, np.array([0]))[0])
 
 
+def dra_columns(handle: Handle | None, scorer: DraScorer, name: str, snapshot: Snapshot, rows: np.ndarray,
+                col: int | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """DRAExtendedResource scoring: where a node does not advertise `name` and a class backs it, its capacity
+    and allocated count come from its devices (calculateResourceAllocatableRequest); elsewhere the node's
+    allocatable and requested. None when no class backs it (or there is no cluster)."""
+    if handle is None or getattr(handle, "cluster", None) is None or not is_dra_extended_name(name):
+        return None
+    table = snapshot.table
+    alloc = table.alloc[rows, col] if col is not None else np.zeros(len(rows), dtype=np.int64)
+    req = table.req[rows, col] if col is not None else np.zeros(len(rows), dtype=np.int64)
+    zero = np.flatnonzero(alloc == 0)
+    got = scorer.totals(DraManager.for_handle(handle), name,
+                        [snapshot.node_infos[int(r)].node for r in rows[zero]]) if len(zero) else ([], [])
+    if got is None:
+        return None
+    alloc, req = alloc.copy(), req.copy()
+    alloc[zero] = np.asarray(got[0], dtype=np.int64)
+    req[zero] = np.asarray(got[1], dtype=np.int64)
+    return alloc, req
+
+
 def _after_device_class_change(pod: Pod, old: object, new: object) -> int:
     """isSchedulableAfterDeviceClassEvent."""
     return QUEUE if after_device_class_change(pod, old, new) else QUEUE_SKIP
@@ -447,6 +474,7 @@ class NodeResourcesBalancedAllocation(Plugin):
     def __init__(self, args: NodeResourcesBalancedAllocationArgs | None = None, handle: Handle | None = None) -> None:
         super().__init__(args or NodeResourcesBalancedAllocationArgs(), handle)
         self.resources = [r.name for r in self.args.resources]
+        self.dra_scorer = DraScorer()
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
         if not any(pod.requests.get(r, 0) > 0 for r in self.resources):
@@ -462,10 +490,14 @@ class NodeResourcesBalancedAllocation(Plugin):
         for name in self.resources:
             want = pod.requests.get(name, 0)
             col = table.columns.get(name)
-            if col is None or (is_extended(name) and want == 0):
+            dra = dra_columns(self.handle, self.dra_scorer, name, snapshot, rows, col) if want else None
+            if dra is None and (col is None or (is_extended(name) and want == 0)):
                 continue
-            alloc = table.alloc[rows, col].astype(np.float64)
-            before = table.req[rows, col].astype(np.float64)
+            if dra is not None:
+                alloc, before = dra[0].astype(np.float64), dra[1].astype(np.float64)
+            else:
+                alloc = table.alloc[rows, col].astype(np.float64)
+                before = table.req[rows, col].astype(np.float64)
             has = alloc > 0
             safe = np.where(has, alloc, 1.0)
             with_pod.append(np.minimum((before + want) / safe, 1.0))
@@ -487,6 +519,14 @@ class NodeResourcesBalancedAllocation(Plugin):
         return 50 + (50 + a - b) // 2
 
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
+        if self.handle is not None and getattr(self.handle, "cluster", None) is not None and any(
+                pod.requests.get(n, 0) and is_dra_extended_name(n) for n in self.resources):
+            s = Snapshot()  # resources DRA may provide: the batch form reads the node's devices
+            clone = NodeInfo(node_info.node)
+            s.add_node(clone)
+            for p in node_info.pods:
+                s.add_pod(clone, p)
+            return int(self.score_batch(state, pod, s, np.array([0]))[0])
         fr_with, fr_without = [], []
         for name in self.resources:
             want = pod.requests.get(name, 0)

@@ -20,8 +20,10 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
-from ...objects import Pod
+from ...objects import Node, Pod
 from ...quantity import parse_quantity
+from .allocator import node_matches
+from .cel import CelCache, CelError, DeviceInput
 
 #: resourceapi.ResourceDeviceClassPrefix: every class backs the resource named by this prefix and its name
 IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
@@ -270,3 +272,73 @@ def after_device_class_change(pod: Pod, old: Any, new: Any) -> bool:
     elif IMPLICIT_PREFIX + str(meta(new).get("name") or "") in pod.requests:
         return True
     return bool(ext_new) and ext_new in pod.requests
+
+
+def dra_totals(resolver: ClassResolver, slices: list[dict[str, Any]], allocated: Any, node: Node, resource: str,
+               cel_cache: CelCache, device_inputs: dict[int, DeviceInput]) -> tuple[int, int]:
+    """calculateDRAResourceTotals, for NodeResourcesFit and BalancedAllocation scoring a resource some class
+    backs on a node that does not advertise it: the node's devices of that class, and how many are allocated
+    (0, 0 when a selector fails; kube logs it)."""
+    cls = resolver.get_device_class(resource)
+    if cls is None:
+        return 0, 0
+    selectors = [str((s.get("cel") or {}).get("expression") or "") for s in (cls.get("spec") or {}).get("selectors")
+                 or [] if s.get("cel")]
+    total = used = 0
+    try:
+        for s in slices:
+            sp = s.get("spec") or {}
+            if sp.get("perDeviceNodeSelection"):
+                devices = [d for d in sp.get("devices") or []
+                           if d.get("allNodes") or (d.get("nodeName") and d.get("nodeName") == node.name)
+                           or (d.get("nodeSelector") is not None
+                               and node_matches(node, d.get("nodeName"), False, d.get("nodeSelector")))]
+            else:
+                name, every = sp.get("nodeName") or "", bool(sp.get("allNodes"))
+                if not every and name != node.name and sp.get("nodeSelector") is not None:
+                    if not node_matches(node, name, every, sp.get("nodeSelector")):
+                        continue
+                elif not every and name and name != node.name:
+                    continue
+                devices = list(sp.get("devices") or [])
+            driver = str(sp.get("driver") or "")
+            pool = str((sp.get("pool") or {}).get("name") or "")
+            for d in devices:
+                if selectors:
+                    di = device_inputs.get(id(d))
+                    if di is None or di.raw is not d:
+                        di = device_inputs[id(d)] = DeviceInput(driver, d)
+                    if not all(cel_cache.get_or_compile(e).matches(di) for e in selectors):
+                        continue
+                total += 1
+                if (driver, pool, str(d.get("name") or "")) in allocated:
+                    used += 1
+    except CelError:
+        return 0, 0
+    return total, used
+
+
+class DraScorer:
+    """The DRA side of NodeResourcesFit's and BalancedAllocation's scoring (getDRAPreScoredParams and
+    calculateDRAExtendedResourceAllocatableRequest): for a scored resource some class backs, the capacity and
+    allocated count of each node from its devices. One per plugin instance (its own CEL cache, as kube's)."""
+
+    def __init__(self) -> None:
+        self.cel_cache = CelCache(10)
+        self._inputs: dict[int, DeviceInput] = {}
+
+    def totals(self, mgr: Any, resource: str, nodes: list[Node]) -> tuple[list[int], list[int]] | None:
+        """(capacity, allocated) per node from the DRA manager's slices and allocated devices, or None when no
+        class backs `resource`."""
+        if not is_dra_extended_name(resource) or mgr.resolver.get_device_class(resource) is None:
+            return None
+        slices = mgr.slices.list()
+        allocated = mgr.allocated()
+        if len(self._inputs) > 200_000:
+            self._inputs.clear()
+        caps, used = [], []
+        for node in nodes:
+            c, u = dra_totals(mgr.resolver, slices, allocated, node, resource, self.cel_cache, self._inputs)
+            caps.append(c)
+            used.append(u)
+        return caps, used
