@@ -208,3 +208,24 @@ def test_device_class_events_wake_pods_that_request_its_resource() -> None:
     events = [e for e in _fit(MemoryCluster()).events_to_register() if e.event.resource.endswith("DeviceClass")]
     assert len(events) == 1 and events[0].hint(pod, None, _cls("gpu", GPU)) == QUEUE
     assert events[0].hint(pod, None, _cls("x", None)) == QUEUE_SKIP
+
+
+def test_describe_pod_explains_a_pod_pending_on_extended_resources() -> None:
+    from scheduler_runtime.describe import describe
+
+    m, _ = _run([_node("n1"), _node("dp", gpus="1"), _cls("gpu", GPU), _slice("n1", 2)],
+                [_pod("a", "2"), _pod("b", "2")])
+    nodes = {n["metadata"]["name"]: Node.from_dict(n) for n in m.list("nodes")}
+    text = "\n".join(describe(m.get_pod(NS, "b"), [], nodes, m.list).summary)
+    assert (f"Extended resource {GPU} (2 requested) is backed by DeviceClass gpu (spec.extendedResourceName)"
+            in text)
+    assert "dp offers it through a device plugin (status.allocatable) and is checked by NodeResourcesFit" in text
+    assert ("The pod's extended resources, request container-0-request-1: no node has 2 free devices of class gpu: "
+            "none is free anywhere.") in text
+    # a claim an earlier attempt left behind is named
+    left = dict(_ext_claims(m)["a"])
+    left["metadata"] = {**left["metadata"], "ownerReferences": [
+        {**left["metadata"]["ownerReferences"][0], "name": "b", "uid": m.get_pod(NS, "b")["metadata"]["uid"]}]}
+    text = "\n".join(describe(m.get_pod(NS, "b"), [], nodes, lambda r: [left] if r == "resourceclaims"
+                              else m.list(r)).summary)
+    assert f"ResourceClaim {NS}/{left['metadata']['name']} (annotation {ANN_EXTENDED}) was created for the pod" in text
