@@ -172,3 +172,33 @@ def test_extended_resources_are_allocated_like_kube_scheduler(control_plane, nam
         assert [m["containerName"] for m in k["mixed"][1]["mappings"]] == ["main", "init"]
         assert k["more"][0][0] == "pending" and "Insufficient EXT" in k["more"][0][1]
         assert "cannot allocate all claims" in k["more"][0][1]
+
+
+def test_a_burst_of_pods_never_shares_a_device(control_plane, namespace, tmp_path: Path):
+    """Five pods asking for one device each, created at once: the claims created one after another in PreBind
+    must each see the devices the previous ones took (in flight, then written, then in the informer), so four
+    are bound (two devices on n0, one on n1, the device plugin's on n2), each with its own device, and one waits;
+    as with kube-scheduler."""
+    c = KubeClient(load_connection(str(control_plane.kubeconfig_path)))
+    ns, group = namespace, uuid.uuid4().hex[:6]
+    ctx = {who: _setup(c, who, group) for who in ("kube", "ours")}
+    cfg, ours_cfg = tmp_path / "kube.yaml", tmp_path / "ours.yaml"
+    cfg.write_text(scheduler_config(KUBE, control_plane.kubeconfig_path))
+    ours_cfg.write_text(scheduler_config(OURS))
+    with kube_scheduler(control_plane.bin_dir, cfg, tmp_path / "kube-scheduler.log"), \
+            ksched_runner(ours_cfg, control_plane.kubeconfig_path):
+        got = {}
+        for who, sched in (("kube", KUBE), ("ours", OURS)):
+            names = [f"{who}-burst-{i}" for i in range(5)]
+            for name in names:
+                c.call("POST", f"/api/v1/namespaces/{ns}/pods", body=_pod(ns, name, sched, ctx[who], "one"))
+            decisions = [wait_decision(c, ns, name) for name in names]
+            per_node = sorted(f"node-{ctx[who]['nodes'].index(d[1])}" if d[0] == "bound" else "pending"
+                              for d in decisions)
+            devices = []
+            for x in c.call("GET", f"{RES}/namespaces/{ns}/resourceclaims")["items"]:
+                if x["metadata"]["name"].startswith(f"{who}-burst-"):
+                    devices += [(r["pool"], r["device"]) for r in x["status"]["allocation"]["devices"]["results"]]
+            assert len(devices) == len(set(devices)) == 3, devices
+            got[who] = per_node
+        assert got["ours"] == got["kube"] == ["node-0", "node-0", "node-1", "node-2", "pending"]
