@@ -185,8 +185,11 @@ def test_a_burst_of_pods_never_shares_a_device(control_plane, namespace, tmp_pat
     cfg, ours_cfg = tmp_path / "kube.yaml", tmp_path / "ours.yaml"
     cfg.write_text(scheduler_config(KUBE, control_plane.kubeconfig_path))
     ours_cfg.write_text(scheduler_config(OURS))
-    with kube_scheduler(control_plane.bin_dir, cfg, tmp_path / "kube-scheduler.log"), \
-            ksched_runner(ours_cfg, control_plane.kubeconfig_path):
+    port = _free_port()
+    with kube_scheduler(control_plane.bin_dir, cfg, tmp_path / "kube-scheduler.log",
+                        args=(f"--secure-port={port}", "--bind-address=127.0.0.1",
+                              "--authorization-always-allow-paths=/metrics,/healthz")), \
+            ksched_runner(ours_cfg, control_plane.kubeconfig_path) as runner:
         got = {}
         for who, sched in (("kube", KUBE), ("ours", OURS)):
             names = [f"{who}-burst-{i}" for i in range(5)]
@@ -202,3 +205,27 @@ def test_a_burst_of_pods_never_shares_a_device(control_plane, namespace, tmp_pat
             assert len(devices) == len(set(devices)) == 3, devices
             got[who] = per_node
         assert got["ours"] == got["kube"] == ["node-0", "node-0", "node-1", "node-2", "pending"]
+        # one claim created per pod that got devices, counted under kube-scheduler 1.36's name and label
+        kube_metrics = _get_metrics(port)
+        ours = runner.metrics.registry.get_sample_value("scheduler_resourceclaim_creates_total", {"status": "success"})
+        assert 'scheduler_resourceclaim_creates_total{status="success"} 3' in kube_metrics
+        assert ours == 3
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _get_metrics(port: int) -> str:
+    import ssl
+    import urllib.request
+
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # kube-scheduler's self-signed serving certificate
+    return wait_for(lambda: urllib.request.urlopen(f"https://127.0.0.1:{port}/metrics", context=ctx,  # noqa: S310
+                                                   timeout=5).read().decode(), what="kube-scheduler's /metrics")

@@ -25,8 +25,9 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "kube-scheduler-1.36.3-met
 BATCHING_ONLY = {"scheduler_batch_attempts_total", "scheduler_batch_cache_flushed_total",
                  "scheduler_get_node_hint_duration_seconds", "scheduler_pod_scheduled_after_flush_total",
                  "scheduler_store_schedule_results_duration_seconds"}
-#: families kube-scheduler exports only once observed (no Permit wait happened in the reference run)
-NOT_IN_REFERENCE_RUN = {"scheduler_permit_wait_duration_seconds"}
+#: families kube-scheduler exports only once observed (no Permit wait happened in the reference run, and no claim
+#: was created for extended resources backed by DRA)
+NOT_IN_REFERENCE_RUN = {"scheduler_permit_wait_duration_seconds", "scheduler_resourceclaim_creates_total"}
 
 
 def kube_families() -> dict[str, dict[str, Any]]:
@@ -84,6 +85,14 @@ def test_families_labels_and_buckets_match_kube_scheduler() -> None:
         assert ours[name]["labels"] == kube[name]["labels"], name
         if kube[name]["buckets"] is not None:
             assert ours[name]["buckets"] == kube[name]["buckets"], name
+
+
+def test_resourceclaim_creates_has_kubes_name_and_label() -> None:
+    """kube-scheduler 1.36.3 (metrics.ResourceClaimCreatesTotal, registered while DRAExtendedResource is on):
+    scheduler_resourceclaim_creates_total{status="success"|"failure"}; 1.37 renames it
+    dynamic_resource_allocation_resourceclaim_creates_total."""
+    fams = declared_families(SchedulerMetrics())
+    assert fams["scheduler_resourceclaim_creates_total"] == {"type": "counter", "labels": ["status"], "buckets": None}
 
 
 def test_plugin_evaluation_counts_like_kube() -> None:
