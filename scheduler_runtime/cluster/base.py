@@ -118,7 +118,7 @@ class ClusterBackend(ABC):
         raise PatchError(f"{type(self).__name__} cannot create {resource}", status=405)
 
     def delete_object(self, resource: str, name: str, namespace: str | None) -> None:
-        """Delete any object; a missing one is not an error. Raises PatchError."""
+        """Delete any object. Raises PatchError (`status` 404 when it does not exist)."""
         raise PatchError(f"{type(self).__name__} cannot delete {resource}", status=405)
 
     def stop(self) -> None:

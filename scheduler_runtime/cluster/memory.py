@@ -237,7 +237,10 @@ class MemoryCluster(ClusterBackend):
         raise PatchError(f"{resource}: no free generated name for {base!r}", status=409)
 
     def delete_object(self, resource: str, name: str, namespace: str | None) -> None:
-        self.delete(self.informer(resource).resource, name, namespace)
+        resource = self.informer(resource).resource
+        if self.informer(resource).get(name, namespace or "default") is None:
+            raise PatchError(f'{resource} "{name}" not found', status=404)
+        self.delete(resource, name, namespace)
 
     # ------------------------------------------------------------------ the embedded PV controller
     def _put(self, resource: str, new: dict[str, Any], emit: bool, sync: bool = False,

@@ -396,7 +396,7 @@ class KubeCluster(ClusterBackend):
         resp = self.gated_write("DELETE", path)
         if resp is None:
             raise PatchError(f"not deleting {resource} {name}: {NOT_LEADER}", status=0)
-        if not resp.ok and resp.status != 404:
+        if not resp.ok:
             raise PatchError(resp.message(), status=resp.status)
 
     # ----------------------------------------------------------------- events

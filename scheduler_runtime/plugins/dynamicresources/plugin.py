@@ -387,7 +387,8 @@ class DynamicResources(Plugin):
         return None, Status.unschedulable("still not schedulable")
 
     def _delete_claim(self, claim: dict[str, Any]) -> None:
-        """deleteClaim: remove the delete-protection finalizer (retrying on conflict), then delete."""
+        """deleteClaim: remove the delete-protection finalizer (retrying on conflict), then delete (a claim
+        already gone is an error in 1.36; 1.37 ignores it)."""
         from ...cluster.base import PatchError
 
         m = meta(claim)
