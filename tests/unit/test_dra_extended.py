@@ -229,3 +229,28 @@ def test_describe_pod_explains_a_pod_pending_on_extended_resources() -> None:
     text = "\n".join(describe(m.get_pod(NS, "b"), [], nodes, lambda r: [left] if r == "resourceclaims"
                               else m.list(r)).summary)
     assert f"ResourceClaim {NS}/{left['metadata']['name']} (annotation {ANN_EXTENDED}) was created for the pod" in text
+
+
+def test_the_extended_resource_example_in_simulate() -> None:
+    """examples/dra/extended*.yaml: placements, the created claims and the pending pod's reason, as the example's
+    comments promise."""
+    from scheduler_runtime.describe import describe
+    from scheduler_runtime.simulate import simulate
+
+    root = Path(__file__).resolve().parents[2] / "examples" / "dra"
+    reg = build_registry([])
+    res = simulate([root / "cluster.yaml", root / "extended.yaml"], [root / "extended-pods.yaml"],
+                   load_config(None, reg), reg, seed=0, keep_cluster=True)
+    assert {k: v or "" for k, v in res.placements.items()} == {
+        "ml/t4-job": "gpu-2", "ml/any-gpu": "gpu-1", "ml/t4-big": ""}
+    m = res.cluster
+    assert m is not None
+    claims = {c["metadata"]["ownerReferences"][0]["name"]: c for c in m.list("resourceclaims")
+              if (c["metadata"].get("annotations") or {}).get(ANN_EXTENDED) == "true"}
+    assert sorted(claims) == ["any-gpu", "t4-job"]
+    assert len(claims["t4-job"]["status"]["allocation"]["devices"]["results"]) == 2
+    assert claims["any-gpu"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == "gpu.example.com"
+    assert res.devices["gpu-2"].allocated == 2 and res.devices["gpu-1"].allocated == 1
+    nodes = {n["metadata"]["name"]: Node.from_dict(n) for n in m.list("nodes")}
+    text = "\n".join(describe(m.get_pod("ml", "t4-big"), [], nodes, m.list).summary)
+    assert "no node has 3 free devices of class t4.example.com: the most on one node is 2 (gpu-2)" in text
