@@ -243,12 +243,10 @@ class NodeResourcesFit(Plugin):
     def _dra_backed(self, pod: Pod, names: list[str]) -> frozenset[str]:
         """shouldDelegateResourceToDRA's class lookup (DRAExtendedResource): the names some DeviceClass backs,
         through the cluster's DRA manager (none without a cluster, as with a nil draManager)."""
-        if self.handle is None or getattr(self.handle, "cluster", None) is None:
-            return frozenset()
-        if not any(is_dra_extended_name(n) for n in names):
+        if self.handle is None or getattr(self.handle, "cluster", None) is None or not any("/" in n for n in names):
             return frozenset()
         mapping = DraManager.for_handle(self.handle).resolver.mapping()
-        return frozenset(n for n in names if n in mapping)
+        return frozenset(n for n in names if n in mapping and is_dra_extended_name(n)) if mapping else frozenset()
 
     def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeList) -> None:
         self._state(state, pod, nodes.snapshot.table)

@@ -254,3 +254,18 @@ def test_the_extended_resource_example_in_simulate() -> None:
     nodes = {n["metadata"]["name"]: Node.from_dict(n) for n in m.list("nodes")}
     text = "\n".join(describe(m.get_pod("ml", "t4-big"), [], nodes, m.list).summary)
     assert "no node has 3 free devices of class t4.example.com: the most on one node is 2 (gpu-2)" in text
+
+
+def test_the_class_mapping_follows_class_events() -> None:
+    from scheduler_runtime.plugins.dynamicresources.claims import DraManager
+
+    m = MemoryCluster()
+    resolver = DraManager(Handle(Snapshot(), cluster=m)).resolver
+    assert resolver.get_device_class(GPU) is None
+    m.create(_cls("gpu", GPU))
+    assert resolver.get_device_class(GPU)["metadata"]["name"] == "gpu"
+    m.patch_object("deviceclasses", "gpu", None, {"spec": {"extendedResourceName": "example.com/other"}})
+    assert resolver.get_device_class(GPU) is None
+    assert resolver.get_device_class("example.com/other") is not None
+    m.delete("deviceclasses", "gpu", None)
+    assert resolver.get_device_class("deviceclass.resource.kubernetes.io/gpu") is None

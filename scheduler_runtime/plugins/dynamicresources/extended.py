@@ -78,24 +78,30 @@ def _newer(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 class ClassResolver:
-    """DeviceClassResolver over a class store: the mapping is rebuilt when a class changes (kube keeps it up to
-    date from the informer's events; here it is derived from the store, so it is never behind it)."""
+    """DeviceClassResolver over a class store: the mapping is rebuilt from the store after a class changed
+    (kube's ExtendedResourceCache follows the informer's events the same way)."""
 
     def __init__(self, store: Any) -> None:
         self._store = store
         self._lock = threading.Lock()
-        self._sig: tuple[tuple[str, str], ...] | None = None
+        self._version = 0
+        self._built = -1
         self._map: dict[str, dict[str, Any]] = {}
+        store.add_handler(self._changed)
+
+    def _changed(self, action: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        with self._lock:
+            self._version += 1
 
     def mapping(self) -> dict[str, dict[str, Any]]:
-        classes = self._store.list()
-        sig = tuple((str(meta(c).get("uid") or meta(c).get("name") or ""), str(meta(c).get("resourceVersion") or ""))
-                    for c in classes)
         with self._lock:
-            if sig != self._sig:
-                self._map = class_mapping(classes)
-                self._sig = sig
-            return self._map
+            if self._built == self._version:
+                return self._map
+            version = self._version
+        built = class_mapping(self._store.list())
+        with self._lock:
+            self._map, self._built = built, version
+            return built
 
     def get_device_class(self, resource: str) -> dict[str, Any] | None:
         return self.mapping().get(resource)

@@ -228,12 +228,10 @@ class DynamicResources(Plugin):
     def _pre_filter_extended(self, pod: Pod, s: _State) -> dict[str, Any] | None:
         """preFilterExtendedResources: when the pod requests an extended resource some DeviceClass backs, the
         claim an earlier cycle created for it, or a new one in memory (PreBind creates it)."""
-        if getattr(self.handle, "cluster", None) is None:
-            return None
-        if not any(v and is_dra_extended_name(n) for n, v in pod.requests.items()):
+        if getattr(self.handle, "cluster", None) is None or not any("/" in n for n in pod.requests):
             return None
         mapping = self.mgr.resolver.mapping()
-        if not mapped_requests(pod, mapping):
+        if not mapping or not mapped_requests(pod, mapping):
             return None
         s.ext_requests = dict(pod.requests)
         s.ext_mapping = mapping
