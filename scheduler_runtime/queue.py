@@ -164,6 +164,7 @@ class SchedulingQueue:
             stale = [q for q in self._unschedulable.values()
                      if not q.gated and now - q.timestamp > self.max_in_unschedulable]
             for q in stale:
+                q.flushed_from_unschedulable = True  # scheduler_pod_scheduled_after_flush_total
                 self._unschedulable.pop(q.pod.uid, None)
                 self._queue_after_backoff(q, "UnschedulableTimeout")
             if stale:
@@ -235,6 +236,7 @@ class SchedulingQueue:
                 self._prune_event_log()
                 return
             qpi.timestamp = self.clock()
+            qpi.flushed_from_unschedulable = False  # back after an attempt: the flush is behind it
             qpi.unschedulable_plugins = set(rejectors)
             qpi.pending_plugins = set(pending or ())
             if not rejectors and not pending:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .batching import OpportunisticBatch, PodSigner
 from .bindpool import BindingPool
 from .cache import Cache
 from .cluster.base import ClusterBackend
@@ -40,9 +41,11 @@ __all__ = ["Decision", "Scheduler", "build_frameworks"]
 
 
 def build_frameworks(config: Any, registry: Registry, snapshot: Any, cluster: ClusterBackend | None,
-                     rng: random.Random, metrics: Any = None) -> dict[str, Framework]:
+                     rng: random.Random, metrics: Any = None, opportunistic_batching: bool = True,
+                     clock: Callable[[], float] = time.monotonic) -> dict[str, Framework]:
     """One Framework per profile, plugin instances shared across extension points within a profile; the
-    configured extenders are shared by all of them (kube-scheduler's sched.Extenders)."""
+    configured extenders are shared by all of them (kube-scheduler's sched.Extenders). With the
+    OpportunisticBatching gate on, each profile signs pods and keeps its own batch cache."""
     out: dict[str, Framework] = {}
     extenders = build_extender_set(getattr(config, "extenders", None))
     for prof in config.profiles:
@@ -66,6 +69,9 @@ def build_frameworks(config: Any, registry: Registry, snapshot: Any, cluster: Cl
             pct = config.percentage_of_nodes_to_score
         fw = out[prof.scheduler_name] = Framework(prof.scheduler_name, handle, plan, pct, rng=rng, metrics=metrics)
         fw.extenders = handle.extenders = extenders
+        if opportunistic_batching:
+            fw.signer = PodSigner(fw, has_extenders=extenders is not None)
+            fw.batch = OpportunisticBatch(fw, clock)
     return out
 
 
@@ -102,7 +108,10 @@ class Scheduler(SchedulingCycle):
                  clock: Callable[[], float] = time.monotonic, bind_async: bool = False, bind_workers: int = 16,
                  results: ResultStore | None = None, observer: Callable[[Decision], None] | None = None,
                  metrics: Any = None, record_breakdown: bool = True, results_mode: str = "ksched",
-                 watchdog: CycleWatchdog | None = None, bind_deadline: float = 30.0) -> None:
+                 watchdog: CycleWatchdog | None = None, bind_deadline: float = 30.0,
+                 feature_gates: dict[str, bool] | None = None) -> None:
+        """`feature_gates`: the effective gates (featuregates.parse_feature_gates); only the ones the cycle
+        reads matter here (OpportunisticBatching, on unless turned off)."""
         self.cluster = cluster
         #: how long a binding cycle may take before it stops holding anything up: synchronous binding waits
         #: no longer for one with a plugin from outside the runtime; async binding replaces its worker
@@ -120,7 +129,9 @@ class Scheduler(SchedulingCycle):
         self.record_breakdown = record_breakdown and results_mode != "off"
         self.results_mode = results_mode
         self.recorder = recorder_for(results_mode, cluster)
-        self.frameworks = build_frameworks(config, registry, self.cache.snapshot, cluster, self.rng, metrics)
+        batching = (feature_gates or {}).get("OpportunisticBatching", True)  # beta, on by default since 1.36
+        self.frameworks = build_frameworks(config, registry, self.cache.snapshot, cluster, self.rng, metrics,
+                                           opportunistic_batching=batching, clock=clock)
         first = next(iter(self.frameworks.values()))
         self.extenders = first.extenders
         less = first.less()
@@ -150,6 +161,8 @@ class Scheduler(SchedulingCycle):
         self._stop = threading.Event()
         self.scheduled = 0
         self.attempts = 0
+        #: kube's SchedulingCycle(): one per pod popped (opportunistic batching reuses only the last cycle's)
+        self.scheduling_cycle = 0
         #: binding cycles dropped because the leader gate closed before the binding was sent
         self.binds_abandoned = 0
         self.cycle_seconds: list[float] = []

@@ -185,6 +185,11 @@ class QueuedPodInfo:
     gated: bool = False
     gating_plugin: str = ""
     seq: int = 0
+    #: moved out of the unschedulable pods by the 5-minute leftover flush since its last attempt
+    flushed_from_unschedulable: bool = False
+    #: opportunistic batching: the signature of `signed` (the pod as it was when signed; None: not batchable)
+    signature: str | None = None
+    signed: Pod | None = None
 
 
 @dataclass(slots=True)

@@ -13,7 +13,9 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from ..fielderrors import FieldErrors, invalid
+from ..framework import signers
 from ..framework.cycle_state import CycleState
+from ..framework.interface import SignFragment
 from ..framework.nodelist import NodeList
 from ..framework.plugin import FilterBatch, Plugin, PluginArgs
 from ..framework.podindex import (
@@ -117,6 +119,16 @@ class _ScoreState:
 class InterPodAffinity(Plugin):
     name = "InterPodAffinity"
     args_model = InterPodAffinityArgs
+
+    def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
+        """Opportunistic batching: this plugin's part of the pod's signature (kube's SignPod)."""
+        aff = (pod.raw.get("spec") or {}).get("affinity") or {}
+        if aff.get("podAffinity") is not None or aff.get("podAntiAffinity") is not None:
+            return Status.unschedulable("pods with InterPodAffinity are not signable")
+        # without existing pods' preferred terms, only pods with affinity terms of their own see each other
+        if self.args.ignore_preferred_terms_of_existing_pods:
+            return None
+        return [SignFragment(signers.LABELS, (pod.raw.get("metadata") or {}).get("labels"))]
 
     def __init__(self, args: InterPodAffinityArgs | None = None, handle: Any = None) -> None:
         super().__init__(args or InterPodAffinityArgs(), handle)

@@ -23,8 +23,9 @@ from ..fielderrors import (
     not_supported,
     required,
 )
+from ..framework import signers
 from ..framework.cycle_state import CycleState
-from ..framework.interface import Handle
+from ..framework.interface import Handle, SignFragment
 from ..framework.node_table import PODS, NodeTable
 from ..framework.nodelist import NodeList
 from ..framework.plugin import FilterBatch, Plugin, PluginArgs
@@ -201,6 +202,12 @@ _FIT_KEY = "PreFilterNodeResourcesFit"
 class NodeResourcesFit(Plugin):
     name = "NodeResourcesFit"
     args_model = NodeResourcesFitArgs
+
+    def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
+        """Opportunistic batching: the pod's requests, containers, init containers and overhead (kube's
+        SignPod; ksched refuses extended resources backed by a DeviceClass in DynamicResources, so it never
+        signs for them)."""
+        return [SignFragment(signers.RESOURCES, signers.resources(pod))]
 
     def __init__(self, args: NodeResourcesFitArgs | None = None, handle: Handle | None = None) -> None:
         super().__init__(args or NodeResourcesFitArgs(), handle)
@@ -413,6 +420,12 @@ def _balanced(fracs: list[np.ndarray]) -> np.ndarray:
 class NodeResourcesBalancedAllocation(Plugin):
     name = "NodeResourcesBalancedAllocation"
     args_model = NodeResourcesBalancedAllocationArgs
+
+    def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
+        """Opportunistic batching: the pod's requests, containers, init containers and overhead (kube's
+        SignPod; ksched refuses extended resources backed by a DeviceClass in DynamicResources, so it never
+        signs for them)."""
+        return [SignFragment(signers.RESOURCES, signers.resources(pod))]
 
     def __init__(self, args: NodeResourcesBalancedAllocationArgs | None = None, handle: Handle | None = None) -> None:
         super().__init__(args or NodeResourcesBalancedAllocationArgs(), handle)

@@ -27,6 +27,7 @@ from ..fielderrors import (
     required,
 )
 from ..framework.cycle_state import CycleState
+from ..framework.interface import SignFragment
 from ..framework.nodelist import NodeList
 from ..framework.plugin import FilterBatch, Plugin, PluginArgs
 from ..framework.podindex import Topology, selector_key
@@ -205,6 +206,14 @@ class _ScoreState:
 class PodTopologySpread(Plugin):
     name = "PodTopologySpread"
     args_model = PodTopologySpreadArgs
+
+    def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
+        """Opportunistic batching: this plugin's part of the pod's signature (kube's SignPod)."""
+        if pod.spread_constraints:
+            return Status.unschedulable("pods with topology constraints are not signable")
+        if self.defaults:
+            return Status.unschedulable("pods with default topology constraints are not signable")
+        return None
 
     def __init__(self, args: PodTopologySpreadArgs | None = None, handle: Any = None) -> None:
         super().__init__(args or PodTopologySpreadArgs(), handle)

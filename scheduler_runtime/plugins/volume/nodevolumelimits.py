@@ -16,7 +16,9 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from ...framework import signers
 from ...framework.cycle_state import CycleState
+from ...framework.interface import SignFragment
 from ...framework.nodelist import NodeList
 from ...framework.plugin import Plugin
 from ...framework.status import Status
@@ -68,6 +70,10 @@ def limit_key(driver: str) -> str:
 
 class NodeVolumeLimits(Plugin):
     name = "NodeVolumeLimits"
+
+    def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
+        """Opportunistic batching: this plugin's part of the pod's signature (kube's SignPod)."""
+        return [SignFragment(signers.VOLUMES, signers.volumes(pod))]
 
     def __init__(self, args: Any = None, handle: Any = None) -> None:
         super().__init__(args, handle)

@@ -30,7 +30,9 @@ from pydantic import model_validator
 
 from ...cluster.base import PatchError
 from ...fielderrors import FieldErrorList, invalid
+from ...framework import signers
 from ...framework.cycle_state import CycleState
+from ...framework.interface import SignFragment
 from ...framework.nodelist import NodeList
 from ...framework.plugin import Plugin, PluginArgs
 from ...framework.status import Status
@@ -274,6 +276,10 @@ def topology_fits(terms: list[dict[str, Any]] | None, labels: dict[str, str]) ->
 class VolumeBinding(Plugin):
     name = "VolumeBinding"
     args_model = VolumeBindingArgs
+
+    def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
+        """Opportunistic batching: this plugin's part of the pod's signature (kube's SignPod)."""
+        return [SignFragment(signers.VOLUMES, signers.volumes(pod))]
 
     def __init__(self, args: VolumeBindingArgs | None = None, handle: Any = None) -> None:
         super().__init__(args if args is not None else VolumeBindingArgs(), handle)

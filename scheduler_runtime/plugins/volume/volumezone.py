@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...framework import signers
 from ...framework.cycle_state import CycleState
+from ...framework.interface import SignFragment
 from ...framework.nodelist import NodeList
 from ...framework.plugin import Plugin
 from ...framework.status import Status
@@ -51,6 +53,10 @@ def label_zones(value: str) -> frozenset[str] | None:
 
 class VolumeZone(Plugin):
     name = "VolumeZone"
+
+    def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
+        """Opportunistic batching: this plugin's part of the pod's signature (kube's SignPod)."""
+        return [SignFragment(signers.VOLUMES, signers.volumes(pod))]
 
     def __init__(self, args: Any = None, handle: Any = None) -> None:
         super().__init__(args, handle)

@@ -1,0 +1,220 @@
+"""Opportunistic batching of equivalent pods: kube-scheduler 1.36's OpportunisticBatching gate (beta, on).
+
+Follows kube-scheduler v1.36.3 pkg/scheduler/framework/runtime/batch.go and framework.go (SignPod,
+computeBatchablePlugins) and the calls in schedule_one.go. A pod's signature joins the fragments of every
+PreFilter/Filter/PreScore/Score plugin (`PodSigner`); none when a plugin refuses, when any of those plugins
+cannot sign (a plugin without `sign_pod`) or when extenders are configured. After a full Filter+Score the
+cycle stores the other feasible nodes, best first (`OpportunisticBatch.store`); the next pod, if it is the
+very next cycle, has the same signature, comes within 500 ms and no longer fits the node just chosen (so
+pods go one per node and the cached ranking still holds), takes the next node of that ranking as a hint,
+which is filtered alone instead of searching all nodes. Every reason the cache is dropped is counted in
+scheduler_batch_cache_flushed_total{reason}.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .framework import signers
+from .framework.interface import SignFragment
+from .framework.invoke import ALL_CODES, PluginError, call_plugin
+from .framework.status import Code, Status
+from .objects import Pod
+
+if TYPE_CHECKING:
+    from .framework.cycle_state import CycleState
+    from .framework.invoke import ConfiguredPlugin
+    from .framework.runtime import Framework
+
+log = logging.getLogger("ksched.batching")
+
+#: a cached ranking older than this is not reused (kube's maxBatchAge)
+MAX_BATCH_AGE = 0.5
+
+# scheduler_batch_attempts_total{result}
+HINT_NO = "no_hint"
+HINT_USED = "hint_used"
+HINT_NOT_USED = "hint_not_used"
+# scheduler_batch_cache_flushed_total{reason}
+FLUSH_POD_FAILED = "pod_failed"
+FLUSH_POD_SKIPPED = "pod_skipped"
+FLUSH_NODE_MISSING = "node_missing"
+FLUSH_NODE_NOT_FULL = "node_not_full"
+FLUSH_EMPTY_LIST = "empty_list"
+FLUSH_EXPIRED = "expired"
+FLUSH_POD_INCOMPATIBLE = "pod_incompatible"
+FLUSH_POD_NOT_BATCHABLE = "pod_not_batchable"
+
+
+def _sign_return(ret: Any) -> tuple[Sequence[SignFragment] | None, Any]:
+    frags, st = ret if isinstance(ret, tuple) else ((None, ret) if isinstance(ret, Status) else (ret, None))
+    if frags is not None and not all(isinstance(f, SignFragment) for f in frags):
+        raise PluginError("sign_pod returned something other than a list of SignFragment")
+    return frags, st
+
+
+class PodSigner:
+    """A profile's signers, in kube's order (PreFilter, Filter, PreScore, Score plugins, each once)."""
+
+    def __init__(self, fw: Framework, has_extenders: bool) -> None:
+        self.fw = fw
+        self.plugins: list[ConfiguredPlugin] = []
+        seen: set[str] = set()
+        unsupported: list[str] = []
+        for cp in (*fw.pre_filter, *fw.filter, *fw.pre_score, *fw.score):
+            if cp.name in seen:
+                continue
+            seen.add(cp.name)
+            if callable(getattr(cp.plugin, "sign_pod", None)):
+                self.plugins.append(cp)
+            else:
+                unsupported.append(cp.name)
+        self.enabled = not has_extenders and not unsupported
+        if has_extenders:
+            log.info("Disabling signatures for profile %s because it has extenders configured.", fw.profile_name)
+        if unsupported:
+            log.info("Disabling signatures for profile %s because plugins do not support it: %s",
+                     fw.profile_name, ", ".join(unsupported))
+
+    def sign(self, pod: Pod) -> str | None:
+        """The pod's signature, or None when it cannot be batched."""
+        metrics = self.fw.metrics
+        start = time.perf_counter()
+        try:
+            return self._sign(pod) if self.enabled else None
+        finally:
+            if metrics is not None:
+                metrics.extension_point(self.fw.profile_name, "Sign", None, time.perf_counter() - start)
+
+    def _sign(self, pod: Pod) -> str | None:
+        metrics = self.fw.metrics
+        sig: dict[str, Any] = {signers.SCHEDULER_NAME: pod.scheduler_name}
+        for cp in self.plugins:
+            t0 = time.perf_counter()
+            frags, st = call_plugin("running Sign plugin {}", cp.name, cp.plugin.sign_pod,  # type: ignore[attr-defined]
+                                    pod, passes=ALL_CODES, unpack=_sign_return)
+            if metrics is not None:
+                metrics.plugin_duration.labels(cp.name, "Sign", st.code.name if st is not None else "Success") \
+                    .observe(time.perf_counter() - t0)
+            if st is not None:
+                if st.code == Code.Error:
+                    log.error("SignPod failed for plugin %s: %s", cp.name, st.message)
+                return None
+            for f in frags or ():
+                sig[f.key] = f.value
+        try:
+            return json.dumps(sig, sort_keys=True, separators=(",", ":"))
+        except (TypeError, ValueError) as exc:
+            log.error("SignPod failed to marshal signature object: %s", exc)
+            return None
+
+
+@dataclass
+class _Cached:
+    signature: str
+    #: the remaining nodes, worst first (the next hint is popped from the end)
+    nodes: list[str]
+    created: float
+
+
+@dataclass
+class _LastCycle:
+    cycle: int = -1
+    chosen: str = ""
+    succeeded: bool = False
+
+
+@dataclass
+class OpportunisticBatch:
+    """One profile's batch cache (kube's OpportunisticBatch)."""
+
+    fw: Framework
+    clock: Callable[[], float] = time.monotonic
+    state: _Cached | None = None
+    last: _LastCycle = field(default_factory=_LastCycle)
+    #: pods placed on a hint (kube's batchedPods, for tests)
+    batched_pods: int = 0
+
+    def _metric(self, name: str, *labels: str) -> None:
+        m = self.fw.metrics
+        if m is not None:
+            getattr(m, name)(self.fw.profile_name, *labels)
+
+    def _flush(self, reason: str) -> None:
+        self._metric("batch_flushed", reason)
+        log.debug("OpportunisticBatch found unusable state: profile=%s reason=%s", self.fw.profile_name, reason)
+
+    def node_hint(self, state: CycleState, pod: Pod, signature: str | None, cycle: int) -> str:
+        """The node the previous equivalent pod's ranking puts next, or "" (GetNodeHint)."""
+        start = time.perf_counter()
+        hint = ""
+        try:
+            if not self._compatible(state, pod, signature, cycle):
+                self._metric("batch_attempt", HINT_NO)
+                return ""
+            assert self.state is not None
+            hint = self.state.nodes.pop()
+            return hint
+        finally:
+            m = self.fw.metrics
+            if m is not None:
+                m.node_hint_duration("hint" if hint else "no_hint", self.fw.profile_name,
+                                     time.perf_counter() - start)
+
+    def store(self, signature: str | None, hinted: str, chosen: str, remaining: int,
+              ranking: Callable[[], list[str]], cycle: int) -> None:
+        """After the cycle chose `chosen` (StoreScheduleResults): `remaining` feasible nodes are left and
+        `ranking()` lists them best first; it is only called when they are kept."""
+        start = time.perf_counter()
+        try:
+            self.last = _LastCycle(cycle, chosen, True)
+            if hinted and hinted == chosen:
+                self._metric("batch_attempt", HINT_USED)
+                self.batched_pods += 1
+                return
+            if hinted:
+                self._metric("batch_attempt", HINT_NOT_USED)
+            if signature is not None and remaining > 0:
+                nodes = ranking()
+                nodes.reverse()
+                self.state = _Cached(signature, nodes, self.clock())
+                return
+            self._flush(FLUSH_EMPTY_LIST if remaining <= 0 else FLUSH_POD_NOT_BATCHABLE)
+            self.state = None
+        finally:
+            m = self.fw.metrics
+            if m is not None:
+                m.store_results_duration(self.fw.profile_name, time.perf_counter() - start)
+
+    def _compatible(self, state: CycleState, pod: Pod, signature: str | None, cycle: int) -> bool:
+        cached = self.state
+        if cached is None or not cached.nodes:
+            return False
+        if cycle != self.last.cycle + 1:  # a pod in between failed, was skipped or belongs to another profile
+            self._flush(FLUSH_POD_SKIPPED)
+            return False
+        if not self.last.succeeded:
+            self._flush(FLUSH_POD_FAILED)
+            return False
+        if signature is None or signature != cached.signature:
+            self._flush(FLUSH_POD_INCOMPATIBLE)
+            return False
+        if self.clock() > cached.created + MAX_BATCH_AGE:
+            self._flush(FLUSH_EXPIRED)
+            return False
+        # the ranking holds only if this pod no longer fits the node the previous one took: could it go
+        # there too, that node's new score is unknown
+        ni = self.fw.handle.snapshot.get(self.last.chosen)
+        if ni is None:
+            self._flush(FLUSH_NODE_MISSING)
+            return False
+        st = self.fw.run_filter(state, pod, ni)
+        if st is None or not st.is_rejected():
+            self._flush(FLUSH_NODE_NOT_FULL)
+            return False
+        return True
