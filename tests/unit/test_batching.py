@@ -233,3 +233,40 @@ def test_signatures_ignore_order_and_pod_specific_volumes() -> None:
                                            "whenUnsatisfiable": "DoNotSchedule"}]) is None
     assert sig(resourceClaims=[{"name": "gpu", "resourceClaimName": "c"}]) is None
     assert sig(nodeName="n1") != sig()
+
+
+class Gate(Plugin):
+    """Rejects every node until opened; registers no cluster event, so only the leftover flush retries."""
+
+    name = "Gate"
+    open = False
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        return None if Gate.open else Status.unschedulable("closed")
+
+    def events_to_register(self) -> list:
+        return []
+
+    def sign_pod(self, pod: Pod) -> None:
+        return None
+
+
+def test_pod_scheduled_after_the_unschedulable_flush_is_counted() -> None:
+    cluster = MemoryCluster()
+    for o in [node("n0"), pod("p")]:
+        cluster.create(o, emit=False)
+    reg = build_registry([])
+    reg.register(Gate, "test")
+    clock, metrics = Clock(), SchedulerMetrics()
+    s = Scheduler(cluster, build({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                                  **_with("Gate")}, reg), reg, seed=1, metrics=metrics, clock=clock)
+    Gate.open = False
+    s.start()
+    s.run(until_idle=True)
+    assert not cluster.get_pod("ns", "p")["spec"].get("nodeName")
+    Gate.open = True
+    clock.t += 301  # podMaxInUnschedulablePodsDuration is 5 minutes
+    assert s.queue.flush_unschedulable_leftover() == 1
+    s.run(until_idle=True)
+    assert cluster.get_pod("ns", "p")["spec"]["nodeName"] == "n0"
+    assert metrics.pod_scheduled_after_flush._value.get() == 1
