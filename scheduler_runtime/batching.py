@@ -9,6 +9,11 @@ very next cycle, has the same signature, comes within 500 ms and no longer fits 
 pods go one per node and the cached ranking still holds), takes the next node of that ranking as a hint,
 which is filtered alone instead of searching all nodes. Every reason the cache is dropped is counted in
 scheduler_batch_cache_flushed_total{reason}.
+
+kube-scheduler 1.37 (`rescore=True`, v1.37.2 batch.go) no longer drops the cache when the next pod still fits
+the node just chosen: that node is scored again for this pod (PreScore over the cached candidates and it, raw
+Score on it alone, NormalizeScore over all with the cached raw scores) and competes for the hint; pods with a
+nominated node are not batched.
 """
 
 from __future__ import annotations
@@ -20,10 +25,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from .framework import signers
 from .framework.interface import SignFragment
-from .framework.invoke import ALL_CODES, PluginError, call_plugin
-from .framework.status import Code, Status
+from .framework.invoke import ALL_CODES, CycleError, PluginError, call_plugin, value_return
+from .framework.nodelist import NodeList
+from .framework.status import MAX_SCORE, MIN_SCORE, Code, Status
 from .objects import Pod
 
 if TYPE_CHECKING:
@@ -49,6 +57,12 @@ FLUSH_EMPTY_LIST = "empty_list"
 FLUSH_EXPIRED = "expired"
 FLUSH_POD_INCOMPATIBLE = "pod_incompatible"
 FLUSH_POD_NOT_BATCHABLE = "pod_not_batchable"
+# kube-scheduler 1.37 (rescore)
+FLUSH_POD_NOMINATED = "pod_nominated"
+FLUSH_FILTER_ERROR = "filter_error"
+FLUSH_PRESCORE_ERROR = "prescore_error"
+FLUSH_RESCORE_ERROR = "rescore_error"
+FLUSH_NORMALIZE_ERROR = "normalize_error"
 
 
 def _sign_return(ret: Any) -> tuple[Sequence[SignFragment] | None, Any]:
@@ -115,11 +129,29 @@ class PodSigner:
 
 
 @dataclass
+class Ranking:
+    """The feasible nodes but the chosen one, best first: names, each score plugin's raw scores and the
+    random tie-breakers, aligned."""
+
+    nodes: list[str]
+    raw: dict[str, np.ndarray]
+    ties: np.ndarray
+
+
+@dataclass
 class _Cached:
     signature: str
-    #: the remaining nodes, worst first (the next hint is popped from the end)
+    #: the remaining nodes, worst first (the next hint is popped from the end), with their raw scores and
+    #: tie-breakers aligned (1.37's rescore normalises them again)
     nodes: list[str]
+    raw: dict[str, np.ndarray]
+    ties: np.ndarray
     created: float
+
+    def pop(self) -> str:
+        self.raw = {k: v[:-1] for k, v in self.raw.items()}
+        self.ties = self.ties[:-1]
+        return self.nodes.pop()
 
 
 @dataclass
@@ -135,6 +167,8 @@ class OpportunisticBatch:
 
     fw: Framework
     clock: Callable[[], float] = time.monotonic
+    #: kube-scheduler 1.37's behaviour: rescore the node just chosen when the next pod still fits it
+    rescore: bool = False
     state: _Cached | None = None
     last: _LastCycle = field(default_factory=_LastCycle)
     #: pods placed on a hint (kube's batchedPods, for tests)
@@ -158,7 +192,7 @@ class OpportunisticBatch:
                 self._metric("batch_attempt", HINT_NO)
                 return ""
             assert self.state is not None
-            hint = self.state.nodes.pop()
+            hint = self.state.pop()
             return hint
         finally:
             m = self.fw.metrics
@@ -167,7 +201,7 @@ class OpportunisticBatch:
                                      time.perf_counter() - start)
 
     def store(self, signature: str | None, hinted: str, chosen: str, remaining: int,
-              ranking: Callable[[], list[str]], cycle: int) -> None:
+              ranking: Callable[[], Ranking] | None, cycle: int) -> None:
         """After the cycle chose `chosen` (StoreScheduleResults): `remaining` feasible nodes are left and
         `ranking()` lists them best first; it is only called when they are kept."""
         start = time.perf_counter()
@@ -179,10 +213,10 @@ class OpportunisticBatch:
                 return
             if hinted:
                 self._metric("batch_attempt", HINT_NOT_USED)
-            if signature is not None and remaining > 0:
-                nodes = ranking()
-                nodes.reverse()
-                self.state = _Cached(signature, nodes, self.clock())
+            if signature is not None and remaining > 0 and ranking is not None:
+                r = ranking()
+                self.state = _Cached(signature, r.nodes[::-1], {k: v[::-1] for k, v in r.raw.items()}, r.ties[::-1],
+                                     self.clock())
                 return
             self._flush(FLUSH_EMPTY_LIST if remaining <= 0 else FLUSH_POD_NOT_BATCHABLE)
             self.state = None
@@ -201,6 +235,9 @@ class OpportunisticBatch:
         if not self.last.succeeded:
             self._flush(FLUSH_POD_FAILED)
             return False
+        if self.rescore and pod.nominated_node_name:
+            self._flush(FLUSH_POD_NOMINATED)
+            return False
         if signature is None or signature != cached.signature:
             self._flush(FLUSH_POD_INCOMPATIBLE)
             return False
@@ -214,7 +251,73 @@ class OpportunisticBatch:
             self._flush(FLUSH_NODE_MISSING)
             return False
         st = self.fw.run_filter(state, pod, ni)
+        if self.rescore:
+            if st is None:
+                return self._rescore_last(state, pod, ni)
+            if not st.is_rejected():
+                self._flush(FLUSH_FILTER_ERROR)
+                return False
+            return True
         if st is None or not st.is_rejected():
             self._flush(FLUSH_NODE_NOT_FULL)
             return False
+        return True
+
+    def _rescore_last(self, state: CycleState, pod: Pod, last: Any) -> bool:
+        """1.37: the node just chosen still fits: score it for this pod and put it back among the candidates
+        (rescoreHintedNode)."""
+        m = self.fw.metrics
+        start = time.perf_counter()
+        if m is not None:
+            m.batch_rescore_attempt(self.fw.profile_name)
+        try:
+            return self._rescore(state, pod, last)
+        finally:
+            if m is not None:
+                m.batch_rescore_duration(self.fw.profile_name, time.perf_counter() - start)
+
+    def _rescore(self, state: CycleState, pod: Pod, last: Any) -> bool:
+        fw, cached = self.fw, self.state
+        assert cached is not None
+        snap = fw.handle.snapshot
+        found = [snap.get(n) for n in cached.nodes]
+        if any(ni is None for ni in found):
+            self._flush(FLUSH_NODE_MISSING)
+            return False
+        rows = np.fromiter((ni.row for ni in [*found, last]), dtype=np.int64, count=len(found) + 1)
+        clone = state.clone()  # the rescore's PreScore state must not leak into this cycle's
+        if fw.run_pre_score(clone, pod, NodeList(snap, rows)) is not None:
+            self._flush(FLUSH_PRESCORE_ERROR)
+            return False
+        infos = snap.node_infos
+        plugins = [cp for cp in fw.score if cp.name not in clone.skip_score_plugins]
+        raw: dict[str, np.ndarray] = {}
+        for cp in plugins:
+            try:
+                fresh, err = fw._invoke("Score", cp.name, fw._score_one, cp, clone, pod, snap, rows[-1:], infos,
+                                        state=clone, timed=True, evaluations=1, unpack=value_return)
+            except CycleError:
+                err = Status.as_error("score failed")
+            if err is not None:
+                self._flush(FLUSH_RESCORE_ERROR)
+                return False
+            old = cached.raw.get(cp.name)
+            raw[cp.name] = np.concatenate([old if old is not None else np.zeros(len(found), dtype=np.int64), fresh])
+        totals = np.zeros(len(rows), dtype=np.int64)
+        for cp in plugins:
+            try:
+                norm, err = fw._invoke("Score", cp.name, fw._normalize, cp, clone, pod, rows, raw[cp.name], infos,
+                                       unpack=value_return)
+            except CycleError:
+                err = Status.as_error("normalize failed")
+            if err is not None or (len(norm) and (int(norm.max()) > MAX_SCORE or int(norm.min()) < MIN_SCORE)):
+                self._flush(FLUSH_NORMALIZE_ERROR)
+                return False
+            totals += norm * cp.weight
+        # the node put back has no tie-breaker of its own (kube's zero Randomizer): it loses every tie
+        ties = np.concatenate([cached.ties, np.asarray([-1.0])])
+        order = np.lexsort((ties, totals))  # worst first
+        names = [*cached.nodes, last.name]
+        self.state = _Cached(cached.signature, [names[i] for i in order.tolist()],
+                             {k: v[order] for k, v in raw.items()}, ties[order], cached.created)
         return True

@@ -105,6 +105,14 @@ class SchedulerMetrics:
         self.store_schedule_results_duration = Histogram(
             "scheduler_store_schedule_results_duration_seconds", "Latency for getting a no.", ["profile"],
             buckets=_exp(0.00001, 2, 12), registry=r)
+        # kube-scheduler 1.37: the rescore of the node just chosen
+        self.batch_rescore_attempts = Counter(
+            "scheduler_batch_rescore_attempts", "Counts of rescore attempts during opportunistic batching.",
+            ["profile"], registry=r)
+        self.batch_rescore_duration_seconds = Histogram(
+            "scheduler_batch_rescore_duration_seconds",
+            "Latency for rescoring a node during opportunistic batching.", ["profile"],
+            buckets=_exp(0.00001, 2, 12), registry=r)
         self.pod_scheduled_after_flush = Counter(
             "scheduler_pod_scheduled_after_flush",
             "Number of pods that were successfully scheduled after being flushed from unschedulablePods due to "
@@ -146,6 +154,12 @@ class SchedulerMetrics:
 
     def store_results_duration(self, profile: str, seconds: float) -> None:
         self.store_schedule_results_duration.labels(profile).observe(seconds)
+
+    def batch_rescore_attempt(self, profile: str) -> None:
+        self.batch_rescore_attempts.labels(profile).inc()
+
+    def batch_rescore_duration(self, profile: str, seconds: float) -> None:
+        self.batch_rescore_duration_seconds.labels(profile).observe(seconds)
 
     def queueing_hint(self, plugin: str, event: str, hint: str, seconds: float) -> None:
         self.queueing_hint_duration.labels(plugin, event, hint).observe(seconds)

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from .batching import Ranking
 from .bindpool import BindingPool
 from .cache import Cache
 from .cluster.base import BindError, ClusterBackend, LeadershipLost
@@ -261,7 +262,7 @@ class SchedulingCycle:
                 if fw.run_filter_with_nominated_pods(state, pod, ni) is None and (
                         ext is None or _passes_extenders(ext, state, pod, snap, ni.row)):
                     if batch is not None:
-                        batch.store(signature, hint, nnn, 0, list, cycle)
+                        batch.store(signature, hint, nnn, 0, None, cycle)
                     return nnn, None, 1
         feasible = fw.find_nodes_that_pass_filters(state, pod, snap, pre_result, diagnosis)
         rec.filters(fw, pod, snap, feasible, diagnosis.node_statuses)
@@ -274,14 +275,16 @@ class SchedulingCycle:
         if len(feasible) == 1:
             name = snap.node_infos[int(feasible[0])].name
             if batch is not None:
-                batch.store(signature, hint, name, 0, list, cycle)
+                batch.store(signature, hint, name, 0, None, cycle)
             return name, None, 1
         nodes = NodeList(snap, feasible)
         st = fw.run_pre_score(state, pod, nodes)
         rec.prescore(fw, pod, st)
         if st is not None:
             raise CycleError(st)
-        scores = fw.run_score(state, pod, snap, feasible, keep_breakdown=self.record_breakdown)
+        # 1.37's rescore normalises the cached nodes' raw scores again: keep them for a batchable pod
+        scores = fw.run_score(state, pod, snap, feasible, keep_breakdown=self.record_breakdown or (
+            batch is not None and batch.rescore and signature is not None))
         rec.scores(pod, scores, snap)  # plugins only: the simulator keeps extenders' answers apart
         if ext is not None:
             ext.prioritize(state, pod, snap, scores, self.record_breakdown, fw)
@@ -289,7 +292,7 @@ class SchedulingCycle:
         name = snap.node_infos[int(feasible[idx])].name
         if batch is not None:
             batch.store(signature, hint, name, len(feasible) - 1,
-                        lambda: _ranking(fw, scores.totals, feasible, idx, snap), cycle)
+                        lambda: _ranking(fw, scores, feasible, idx, snap), cycle)
         return name, scores, len(feasible)
 
     def _binding_cycle(self, fw: Framework, state: CycleState, qpi: QueuedPodInfo, node_name: str,
@@ -507,13 +510,15 @@ def _not_leader(st: Status) -> bool:
     return False
 
 
-def _ranking(fw: Framework, totals: np.ndarray, feasible: np.ndarray, chosen: int, snap: Any) -> list[str]:
+def _ranking(fw: Framework, scores: ScoreResult, feasible: np.ndarray, chosen: int, snap: Any) -> Ranking:
     """The feasible nodes but the chosen one, best total first, ties in random order (kube keeps them in a
-    heap ordered by score, then by a random number drawn per node)."""
-    tie = np.random.default_rng(fw.rng.getrandbits(64)).random(len(totals))
-    order = np.lexsort((-tie, -totals))
+    heap ordered by score, then by a random number drawn per node), with their raw scores."""
+    tie = np.random.default_rng(fw.rng.getrandbits(64)).random(len(scores.totals))
+    order = np.lexsort((-tie, -scores.totals))
+    order = order[order != chosen]
     infos = snap.node_infos
-    return [infos[int(feasible[i])].name for i in order.tolist() if i != chosen]
+    return Ranking([infos[int(feasible[i])].name for i in order.tolist()],
+                   {name: raw[order] for name, (raw, _norm, _w) in scores.per_plugin.items()}, tie[order])
 
 
 def _passes_extenders(ext: Any, state: CycleState, pod: Pod, snap: Any, row: int) -> bool:

@@ -42,10 +42,12 @@ __all__ = ["Decision", "Scheduler", "build_frameworks"]
 
 def build_frameworks(config: Any, registry: Registry, snapshot: Any, cluster: ClusterBackend | None,
                      rng: random.Random, metrics: Any = None, opportunistic_batching: bool = True,
-                     clock: Callable[[], float] = time.monotonic) -> dict[str, Framework]:
+                     clock: Callable[[], float] = time.monotonic, batch_rescore: bool = False
+                     ) -> dict[str, Framework]:
     """One Framework per profile, plugin instances shared across extension points within a profile; the
     configured extenders are shared by all of them (kube-scheduler's sched.Extenders). With the
-    OpportunisticBatching gate on, each profile signs pods and keeps its own batch cache."""
+    OpportunisticBatching gate on, each profile signs pods and keeps its own batch cache (`batch_rescore`:
+    kube-scheduler 1.37's, which rescores the node just chosen)."""
     out: dict[str, Framework] = {}
     extenders = build_extender_set(getattr(config, "extenders", None))
     for prof in config.profiles:
@@ -71,7 +73,7 @@ def build_frameworks(config: Any, registry: Registry, snapshot: Any, cluster: Cl
         fw.extenders = handle.extenders = extenders
         if opportunistic_batching:
             fw.signer = PodSigner(fw, has_extenders=extenders is not None)
-            fw.batch = OpportunisticBatch(fw, clock)
+            fw.batch = OpportunisticBatch(fw, clock, rescore=batch_rescore)
     return out
 
 
@@ -109,9 +111,10 @@ class Scheduler(SchedulingCycle):
                  results: ResultStore | None = None, observer: Callable[[Decision], None] | None = None,
                  metrics: Any = None, record_breakdown: bool = True, results_mode: str = "ksched",
                  watchdog: CycleWatchdog | None = None, bind_deadline: float = 30.0,
-                 feature_gates: dict[str, bool] | None = None) -> None:
+                 feature_gates: dict[str, bool] | None = None, kube_minor: int = 36) -> None:
         """`feature_gates`: the effective gates (featuregates.parse_feature_gates); only the ones the cycle
-        reads matter here (OpportunisticBatching, on unless turned off)."""
+        reads matter here (OpportunisticBatching, on unless turned off). `kube_minor`: the kube-scheduler
+        minor whose behaviour the cycle follows where minors differ (opportunistic batching rescores from 37)."""
         self.cluster = cluster
         #: how long a binding cycle may take before it stops holding anything up: synchronous binding waits
         #: no longer for one with a plugin from outside the runtime; async binding replaces its worker
@@ -131,7 +134,8 @@ class Scheduler(SchedulingCycle):
         self.recorder = recorder_for(results_mode, cluster)
         batching = (feature_gates or {}).get("OpportunisticBatching", True)  # beta, on by default since 1.36
         self.frameworks = build_frameworks(config, registry, self.cache.snapshot, cluster, self.rng, metrics,
-                                           opportunistic_batching=batching, clock=clock)
+                                           opportunistic_batching=batching, clock=clock,
+                                           batch_rescore=kube_minor >= 37)
         first = next(iter(self.frameworks.values()))
         self.extenders = first.extenders
         less = first.less()

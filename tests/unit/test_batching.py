@@ -4,6 +4,7 @@ decisions with the gate on and off, and the user plugin API (`sign_pod`)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -48,7 +49,7 @@ class Clock:
 
 
 def run(objs: list[dict], config: dict | None = NO_TOPOLOGY, gates: str = "", plugins: list[type] | None = None,
-        between: Any = None) -> tuple[Scheduler, dict[str, str], dict[tuple[str, ...], float]]:
+        between: Any = None, minor: int = 36) -> tuple[Scheduler, dict[str, str], dict[tuple[str, ...], float]]:
     """Schedule `objs`; returns the scheduler, pod -> node, and the batch counters by (family, label)."""
     cluster = MemoryCluster()
     for o in objs:
@@ -66,7 +67,7 @@ def run(objs: list[dict], config: dict | None = NO_TOPOLOGY, gates: str = "", pl
             between(cluster, clock)
 
     s = Scheduler(cluster, cfg, reg, seed=7, metrics=metrics, clock=clock, observer=observe,
-                  feature_gates=parse_feature_gates([gates] if gates else []))
+                  feature_gates=parse_feature_gates([gates] if gates else []), kube_minor=minor)
     s.start()
     s.run(until_idle=True)
     placed = {p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in cluster.list("pods")}
@@ -81,6 +82,10 @@ def run(objs: list[dict], config: dict | None = NO_TOPOLOGY, gates: str = "", pl
                 counts[("hint_duration", smp.labels["hinted"])] = smp.value
             elif smp.name == "scheduler_store_schedule_results_duration_seconds_count":
                 counts[("store_duration",)] = smp.value
+            elif smp.name == "scheduler_batch_rescore_attempts_total":
+                counts[("rescore",)] = smp.value
+            elif smp.name == "scheduler_batch_rescore_duration_seconds_count":
+                counts[("rescore_duration",)] = smp.value
     return s, placed, counts
 
 
@@ -129,6 +134,28 @@ def test_node_not_full_flushes_when_the_next_pod_still_fits() -> None:
     _, placed, counts = run(graded_nodes(3) + [pod(f"p{i}") for i in range(4)])
     assert counts[("flush", "node_not_full")] == 3 and ("attempt", "hint_used") not in counts
     assert all(placed.values())
+
+
+def test_kube_1_37_rescores_the_node_just_chosen_instead_of_flushing() -> None:
+    """1.37: the next pod still fits the node just chosen: that node is scored again and competes for the
+    hint; the pods spread as a full Filter+Score spreads them (LeastAllocated: 2 per node)."""
+    pods = [pod(f"p{i}", cpu="1") for i in range(6)]
+    _, on, counts = run(graded_nodes(3) + pods, minor=37)
+    _, off, _ = run(graded_nodes(3) + pods, gates="OpportunisticBatching=false", minor=37)
+    assert counts[("attempt", "no_hint")] == 1 and counts[("attempt", "hint_used")] == 5
+    assert counts[("rescore",)] == 5 and counts[("rescore_duration",)] == 5
+    assert not [k for k in counts if k[0] == "flush"]
+    assert sorted(Counter(on.values()).values()) == sorted(Counter(off.values()).values()) == [2, 2, 2]
+    # 1.36 drops the cache instead
+    _, _, old = run(graded_nodes(3) + pods)
+    assert old[("flush", "node_not_full")] == 5 and ("rescore",) not in old
+
+
+def test_kube_1_37_does_not_batch_a_nominated_pod() -> None:
+    objs = graded_nodes(3) + [pod("a", host_port=80), pod("b", host_port=80)]
+    objs[-1]["status"] = {"nominatedNodeName": "n0"}
+    _, placed, counts = run(objs, minor=37)
+    assert counts[("flush", "pod_nominated")] == 1 and placed["b"] == "n0"
 
 
 def test_different_labels_are_incompatible_and_failed_pod_skips() -> None:
