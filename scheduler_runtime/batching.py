@@ -29,7 +29,7 @@ import numpy as np
 
 from .framework import signers
 from .framework.interface import SignFragment
-from .framework.invoke import ALL_CODES, CycleError, PluginError, call_plugin, value_return
+from .framework.invoke import ALL_CODES, CycleError, PluginError, call_plugin, failure, value_return
 from .framework.nodelist import NodeList
 from .framework.status import MAX_SCORE, MIN_SCORE, Code, Status
 from .objects import Pod
@@ -65,8 +65,12 @@ FLUSH_RESCORE_ERROR = "rescore_error"
 FLUSH_NORMALIZE_ERROR = "normalize_error"
 
 
+_WHAT = "running Sign plugin {}"
+
+
 def _sign_return(ret: Any) -> tuple[Sequence[SignFragment] | None, Any]:
-    frags, st = ret if isinstance(ret, tuple) else ((None, ret) if isinstance(ret, Status) else (ret, None))
+    frags, st = ret if isinstance(ret, tuple) and not isinstance(ret, SignFragment) else (
+        (None, ret) if isinstance(ret, Status) else (ret, None))
     if frags is not None and not all(isinstance(f, SignFragment) for f in frags):
         raise PluginError("sign_pod returned something other than a list of SignFragment")
     return frags, st
@@ -109,9 +113,18 @@ class PodSigner:
         metrics = self.fw.metrics
         sig: dict[str, Any] = {signers.SCHEDULER_NAME: pod.scheduler_name}
         for cp in self.plugins:
-            t0 = time.perf_counter()
-            frags, st = call_plugin("running Sign plugin {}", cp.name, cp.plugin.sign_pod,  # type: ignore[attr-defined]
-                                    pod, passes=ALL_CODES, unpack=_sign_return)
+            t0 = time.perf_counter() if metrics is not None else 0.0
+            st: Status | None = None
+            frags: Sequence[SignFragment] | None = None
+            try:  # the common case first: a list of fragments; anything else goes through call_plugin's rules
+                ret = cp.plugin.sign_pod(pod)  # type: ignore[attr-defined]
+            except Exception as exc:  # noqa: BLE001 - an Error status, as a raise from any plugin call
+                st = failure(_WHAT, cp.name, exc)
+            else:
+                if ret.__class__ is list and all(f.__class__ is SignFragment for f in ret):
+                    frags = ret
+                elif ret is not None:
+                    frags, st = call_plugin(_WHAT, cp.name, lambda r=ret: r, passes=ALL_CODES, unpack=_sign_return)
             if metrics is not None:
                 metrics.plugin_duration.labels(cp.name, "Sign", st.code.name if st is not None else "Success") \
                     .observe(time.perf_counter() - t0)
@@ -120,7 +133,7 @@ class PodSigner:
                     log.error("SignPod failed for plugin %s: %s", cp.name, st.message)
                 return None
             for f in frags or ():
-                sig[f.key] = f.value
+                sig[f[0]] = f[1]
         try:
             return json.dumps(sig, sort_keys=True, separators=(",", ":"))
         except (TypeError, ValueError) as exc:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from ..objects import Node, Pod
 
@@ -197,11 +197,11 @@ class PostBindPlugin(Protocol):
     def post_bind(self, state: CycleState, pod: Pod, node_name: str, /) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class SignFragment:
+class SignFragment(NamedTuple):
     """One part of a pod's scheduling signature (kube's SignFragment): `key` names what the value is taken
     from (the names in `signers`, shared by plugins that look at the same thing: the framework keeps one
-    fragment per key), `value` is JSON-serialisable and canonical (order-free lists sorted)."""
+    fragment per key), `value` is JSON-serialisable and canonical (order-free lists sorted). A tuple: it is
+    built for every pod, so it must be cheap."""
 
     key: str
     value: Any

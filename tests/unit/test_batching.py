@@ -297,3 +297,27 @@ def test_pod_scheduled_after_the_unschedulable_flush_is_counted() -> None:
     s.run(until_idle=True)
     assert cluster.get_pod("ns", "p")["spec"]["nodeName"] == "n0"
     assert metrics.pod_scheduled_after_flush._value.get() == 1
+
+
+class Raises(Unsigned):
+    name = "Raises"
+
+    def sign_pod(self, pod: Pod) -> list[SignFragment]:
+        raise RuntimeError("cannot sign")
+
+
+class Refuses(Unsigned):
+    name = "Refuses"
+
+    def sign_pod(self, pod: Pod) -> Status:
+        return Status.unschedulable("not this one")
+
+
+@pytest.mark.parametrize("plugin", [Raises, Refuses])
+def test_a_plugin_that_raises_or_refuses_leaves_the_pod_unbatched(plugin: type,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    objs = graded_nodes(3) + [pod(f"p{i}", host_port=80) for i in range(3)]
+    s, placed, counts = run(objs, config=_with(plugin.name), plugins=[plugin])
+    assert s.frameworks["default-scheduler"].signer.enabled and all(placed.values())
+    assert ("attempt", "hint_used") not in counts and counts[("flush", "pod_not_batchable")] == 2
+    assert ("SignPod failed for plugin Raises" in caplog.text) == (plugin is Raises)
