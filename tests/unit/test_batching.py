@@ -72,20 +72,18 @@ def run(objs: list[dict], config: dict | None = NO_TOPOLOGY, gates: str = "", pl
     s.run(until_idle=True)
     placed = {p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in cluster.list("pods")}
     counts: dict[tuple[str, ...], float] = {}
+    names = {"scheduler_batch_attempts_total": ("attempt", "result"),
+             "scheduler_batch_cache_flushed_total": ("flush", "reason"),
+             "scheduler_get_node_hint_duration_seconds_count": ("hint_duration", "hinted"),
+             "scheduler_store_schedule_results_duration_seconds_count": ("store_duration", ""),
+             "scheduler_batch_rescore_attempts_total": ("rescore", ""),
+             "scheduler_batch_rescore_duration_seconds_count": ("rescore_duration", "")}
     for fam in text_string_to_metric_families(generate_latest(metrics.registry).decode()):
         for smp in fam.samples:
-            if smp.name == "scheduler_batch_attempts_total":
-                counts[("attempt", smp.labels["result"])] = smp.value
-            elif smp.name == "scheduler_batch_cache_flushed_total":
-                counts[("flush", smp.labels["reason"])] = smp.value
-            elif smp.name == "scheduler_get_node_hint_duration_seconds_count":
-                counts[("hint_duration", smp.labels["hinted"])] = smp.value
-            elif smp.name == "scheduler_store_schedule_results_duration_seconds_count":
-                counts[("store_duration",)] = smp.value
-            elif smp.name == "scheduler_batch_rescore_attempts_total":
-                counts[("rescore",)] = smp.value
-            elif smp.name == "scheduler_batch_rescore_duration_seconds_count":
-                counts[("rescore_duration",)] = smp.value
+            if smp.name in names:  # summed over the profiles
+                what, label = names[smp.name]
+                key = (what, smp.labels[label]) if label else (what,)
+                counts[key] = counts.get(key, 0) + smp.value
     return s, placed, counts
 
 
@@ -321,3 +319,24 @@ def test_a_plugin_that_raises_or_refuses_leaves_the_pod_unbatched(plugin: type,
     assert s.frameworks["default-scheduler"].signer.enabled and all(placed.values())
     assert ("attempt", "hint_used") not in counts and counts[("flush", "pod_not_batchable")] == 2
     assert ("SignPod failed for plugin Raises" in caplog.text) == (plugin is Raises)
+
+
+def test_extenders_turn_signatures_off_for_every_profile() -> None:
+    reg = build_registry([])
+    cfg = build({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                 "extenders": [{"urlPrefix": "http://127.0.0.1:9", "filterVerb": "filter"}],
+                 "profiles": [{**NO_TOPOLOGY["profiles"][0]}, {**NO_TOPOLOGY["profiles"][0], "schedulerName": "b"}]},
+                reg)
+    s = Scheduler(MemoryCluster(), cfg, reg, seed=1)
+    assert [fw.signer.enabled for fw in s.frameworks.values()] == [False, False]
+    assert s.frameworks["b"].signer.sign(Pod.from_dict(pod("x"))) is None
+
+
+def test_pods_of_another_profile_in_between_skip_the_cache() -> None:
+    """The cycle count is the scheduler's: profile a's cache is a cycle behind after b's pod."""
+    two = {"profiles": [NO_TOPOLOGY["profiles"][0], {**NO_TOPOLOGY["profiles"][0], "schedulerName": "b"}]}
+    objs = graded_nodes(4) + [pod(f"p{i}", host_port=80, schedulerName="b" if i % 2 else "default-scheduler")
+                              for i in range(4)]  # p0 (a), p1 (b), p2 (a), p3 (b)
+    _, placed, counts = run(objs, config=two)
+    assert all(placed.values())
+    assert counts[("flush", "pod_skipped")] == 2 and ("attempt", "hint_used") not in counts
