@@ -86,6 +86,20 @@ def _node_update_action(old: Node, new: Node) -> ActionType:
     return a
 
 
+def _assigned_pod_update_actions(old: Pod, new: Pod) -> list[ActionType]:
+    """PodSchedulingPropertiesChange for an assigned pod, in kube's order: labels changed, a request scaled
+    down or removed (from the spec; kube also reads the resize status), tolerations changed."""
+    out = []
+    if old.labels != new.labels:
+        out.append(ActionType.UpdatePodLabel)
+    if any(k not in new.requests or v > new.requests[k] for k, v in old.requests.items()):
+        out.append(ActionType.UpdatePodScaleDown)
+    if ((old.raw.get("spec") or {}).get("tolerations") or []) != ((new.raw.get("spec") or {}).get("tolerations")
+                                                                  or []):
+        out.append(ActionType.UpdatePodToleration)
+    return out
+
+
 def _event_resource(raw: dict[str, Any]) -> str:
     kind = raw.get("kind") or ""
     api = raw.get("apiVersion") or ""
@@ -213,8 +227,11 @@ class Scheduler(SchedulingCycle):
     def _apply_node(self, action: str, old_raw: dict | None, new_raw: dict | None) -> None:
         if action == "DELETED":
             name = (old_raw or {}).get("metadata", {}).get("name", "")
+            gone = self.cache.snapshot.get(name)
             self.cache.remove_node(name)
-            self.queue.move_on_event(ClusterEvent("Node", ActionType.Delete), old_raw, None)
+            # hints get the Node, as kube's get the *v1.Node the informer last held
+            self.queue.move_on_event(ClusterEvent("Node", ActionType.Delete),
+                                     gone.node if gone is not None and gone.node is not None else old_raw, None)
             return
         assert new_raw is not None
         node = Node.from_dict(new_raw)
@@ -256,9 +273,11 @@ class Scheduler(SchedulingCycle):
             self.queue.nominator.delete(pod)
             if not known:
                 self.queue.move_on_event(ClusterEvent("Pod", ActionType.Add), None, pod)
-            elif old_raw is not None and ((old_raw.get("metadata") or {}).get("labels")
-                                          != (new_raw.get("metadata") or {}).get("labels")):
-                self.queue.move_on_event(ClusterEvent("Pod", ActionType.UpdatePodLabel), None, pod)
+            elif old_raw is not None:
+                # kube's AssignedPodUpdate events, one per kind of change, each with the old and new pod
+                old_pod = Pod.from_dict(old_raw)
+                for act in _assigned_pod_update_actions(old_pod, pod):
+                    self.queue.move_on_event(ClusterEvent("Pod", act), old_pod, pod)
             return
         if pod.scheduler_name not in self.frameworks or pod.terminated or pod.deletion_timestamp:
             return

@@ -73,10 +73,6 @@ def na(reason: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
     return lambda c: {"na": reason}
 
 
-HINT = na("queueing hint (isSchedulableAfter*) for an event ksched's plugin registers without a hint function: "
-         "every such event requeues the pod, so there is no function to compare")
-
-
 def pod_of(c: dict[str, Any], key: str = "pod") -> dict[str, Any]:
     p = clean(c.get(key) or {})
     p.setdefault("metadata", {}).setdefault("name", "pod")
@@ -735,6 +731,67 @@ def hint(plugin: str, resource: str, action: str, update_action: str | None = No
     return f
 
 
+def hint_of(plugin: str, resource: str, old_key: str, new_key: str, want_key: str, *, add: str = "Add",
+            update: str = "Update", delete: str = "Delete", pod_key: str = "pod",
+            gate_off: Callable[[dict[str, Any]], str] | None = None):
+    """A queueing hint test whose table names its own fields: the hint ksched's plugin registers for `resource`
+    and the action the case's objects imply (both: `update`, only the new one: `add`, only the old: `delete`),
+    on (pod, old, new)."""
+    def f(c):
+        if c.get("expectedErr") or c.get("wantErr") or c.get("err") is True:
+            return {"na": "hands the hint a malformed object (not the event's kind): kube returns Queue with an "
+                          "error; ksched's informers only deliver objects of the registered kind"}
+        why = gate_off(c) if gate_off else ""
+        if why:
+            return {"na": why}
+        old, new = clean(c.get(old_key)), clean(c.get(new_key))
+        act = update if old is not None and new is not None else (add if new is not None else delete)
+        return {"plugin": plugin, "pod": pod_of(c, pod_key),
+                "steps": [{"op": "hint", "resource": resource, "action": act, "old": old, "new": new,
+                           "want": c[want_key]}]}
+    return f
+
+
+def _pts_hint_gate(c: dict[str, Any]) -> str:
+    if c.get("enableNodeInclusionPolicyInPodTopologySpread") is False and _sets_policies(pod_of(c)):
+        return "runs with NodeInclusionPolicyInPodTopologySpread disabled (on in 1.36)"
+    return ""
+
+
+def _fit_hint_gate(c: dict[str, Any]) -> str:
+    if c.get("enableInPlacePodVerticalScaling") is False and c.get("oldObj") and c.get("newObj"):
+        return "runs with InPlacePodVerticalScaling disabled (GA and locked on in 1.36)"
+    return ""
+
+
+IPA_POD_HINT = hint_of("InterPodAffinity", "Pod", "oldPod", "newPod", "expectedHint", update="UpdatePodLabel")
+IPA_NODE_HINT = hint_of("InterPodAffinity", "Node", "oldNode", "newNode", "expectedHint", update="UpdateNodeLabel")
+PTS_POD_HINT = hint_of("PodTopologySpread", "Pod", "oldPod", "newPod", "expectedHint", update="UpdatePodLabel",
+                       gate_off=_pts_hint_gate)
+PTS_NODE_HINT = hint_of("PodTopologySpread", "Node", "oldNode", "newNode", "expectedHint",
+                        update="UpdateNodeLabel")
+FIT_POD_HINT = hint_of("NodeResourcesFit", "Pod", "oldObj", "newObj", "expectedHint",
+                       update="UpdatePodScaleDown", gate_off=_fit_hint_gate)
+FIT_NODE_HINT = hint_of("NodeResourcesFit", "Node", "oldObj", "newObj", "expectedHint",
+                        update="UpdateNodeAllocatable")
+FIT_DEVICE_CLASS_HINT = na("NOT IMPLEMENTED in ksched: DRAExtendedResource (beta, on in 1.36): NodeResourcesFit's "
+                           "DeviceClass queueing hint for extended resources backed by device classes")
+
+
+def _vb_hint(resource: str, old_key: str, new_key: str):
+    return hint_of("VolumeBinding", resource, old_key, new_key, "expect")
+
+
+VB_HINTS = {
+    "TestIsSchedulableAfterCSINodeChange": _vb_hint("storage.k8s.io/CSINode", "oldObj", "newObj"),
+    "TestIsSchedulableAfterPersistentVolumeClaimChange": _vb_hint("PersistentVolumeClaim", "oldPVC", "newPVC"),
+    "TestIsSchedulableAfterStorageClassChange": _vb_hint("storage.k8s.io/StorageClass", "oldSC", "newSC"),
+    "TestIsSchedulableAfterCSIStorageCapacityChange": _vb_hint("storage.k8s.io/CSIStorageCapacity", "oldCap",
+                                                               "newCap"),
+    "TestIsSchedulableAfterCSIDriverChange": _vb_hint("storage.k8s.io/CSIDriver", "oldObj", "newObj"),
+}
+
+
 NR_INTERNAL = na("private helper of the plugin package (no extension point); its effect is covered by the "
                  "Filter/Score tables")
 NR_NA_DRA = na("NOT IMPLEMENTED in ksched: DRA-backed extended resources (DRAExtendedResource) and "
@@ -780,7 +837,7 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
                                              "ksched keeps different internal state (its Filter verdicts are "
                                              "covered by the filter tables)"),
         "TestGetTPMapMatchingIncomingAffinityAntiAffinity": na("private helper returning internal topology maps"),
-        "Test_isSchedulableAfterPodChange": HINT, "Test_isSchedulableAfterNodeChange": HINT,
+        "Test_isSchedulableAfterPodChange": IPA_POD_HINT, "Test_isSchedulableAfterNodeChange": IPA_NODE_HINT,
         "TestPodAffinitySignature": na("SignPod (opportunistic batching signatures): ksched does not batch"),
     },
     "podtopologyspread": {
@@ -789,7 +846,7 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
         "TestPreScoreStateEmptyNodes": PTS_STATE, "TestPreFilterState": PTS_STATE,
         "TestPreFilterStateAddPod": PTS_STATE, "TestPreFilterStateRemovePod": PTS_STATE,
         "TestPodTopoSignatures": na("SignPod (opportunistic batching signatures): ksched does not batch"),
-        "Test_isSchedulableAfterNodeChange": HINT, "Test_isSchedulableAfterPodChange": HINT,
+        "Test_isSchedulableAfterNodeChange": PTS_NODE_HINT, "Test_isSchedulableAfterPodChange": PTS_POD_HINT,
     },
     "noderesources": {
         "testEnoughRequests": fit_filter(ENOUGH_NODE),
@@ -810,8 +867,8 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
         "testBalancedAllocationSignPod": na("SignPod (opportunistic batching signatures): ksched does not batch"),
         "testFitSignPod": na("SignPod (opportunistic batching signatures): ksched does not batch"),
         "TestEventsToRegister": na("EventsToRegister with queueing-hint gates: ksched's event lists are its own"),
-        "Test_isSchedulableAfterPodChange": HINT, "Test_isSchedulableAfterNodeChange": HINT,
-        "Test_isSchedulableAfterDeviceClassChange": HINT,
+        "Test_isSchedulableAfterPodChange": FIT_POD_HINT, "Test_isSchedulableAfterNodeChange": FIT_NODE_HINT,
+        "Test_isSchedulableAfterDeviceClassChange": FIT_DEVICE_CLASS_HINT,
         "TestIsFit": NR_INTERNAL, "testHaveAnyRequestedResourcesIncreased": NR_INTERNAL,
         "TestBrokenLinearFunction": NR_INTERNAL, "TestResourceAllocationScorerCalculateRequests": NR_INTERNAL,
         "testCalculateResourceAllocatableRequest": NR_INTERNAL, "TestNodeMatchCaching": NR_INTERNAL,
@@ -844,9 +901,7 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
                                     "TestFindPodVolumesWithCSIMigration", "Test_PreBindPreFlight")},
         "TestCapacity": capacity,
         "TestScore": na("the StorageCapacityScoring shape function (alpha gate, off in 1.36 defaults)"),
-        **{t: HINT for t in ("TestIsSchedulableAfterCSIStorageCapacityChange", "TestIsSchedulableAfterCSIDriverChange",
-                             "TestIsSchedulableAfterPersistentVolumeClaimChange", "TestIsSchedulableAfterCSINodeChange",
-                             "TestIsSchedulableAfterStorageClassChange")},
+        **VB_HINTS,
     },
     "nodevolumelimits": {
         "TestCSILimits": csi_limits,

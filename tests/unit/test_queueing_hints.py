@@ -1,0 +1,115 @@
+"""Queueing hints of NodeResourcesFit, InterPodAffinity, PodTopologySpread and VolumeBinding, through the scheduler.
+
+The hint functions themselves are checked case by case by kube-scheduler's own tables
+(tests/unit/test_upstream_tables.py); these tests check what the scheduler hands them: the events kube-scheduler
+1.36 registers with queueing hints on, and the old and new objects of assigned-pod updates.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler_runtime.cluster.memory import MemoryCluster
+from scheduler_runtime.config import load_config
+from scheduler_runtime.plugins.registry import build_registry
+from scheduler_runtime.scheduler import Scheduler
+
+
+def _node(name: str, cpu: str = "4", labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+            "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "10"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def _pod(name: str, cpu: str = "100m", labels: dict[str, str] | None = None, node: str = "",
+         affinity: dict[str, Any] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "i",
+                                            "resources": {"requests": {"cpu": cpu}}}]}
+    if node:
+        spec["nodeName"] = node
+    if affinity:
+        spec["affinity"] = affinity
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "labels": labels or {}}, "spec": spec}
+
+
+class _Harness:
+    """A scheduler over an in-memory cluster whose clock only moves when told (no backoff flushes)."""
+
+    def __init__(self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
+        self.cluster = MemoryCluster()
+        for n in nodes:
+            self.cluster.create(n, emit=False)
+        for p in pods:
+            self.cluster.create(p, emit=False)
+        reg = build_registry([])
+        self.now = [0.0]
+        self.sched = Scheduler(self.cluster, load_config(None, reg), reg, seed=1, clock=lambda: self.now[0])
+        self.sched.start()
+
+    def schedule(self, pod: dict[str, Any]) -> None:
+        self.cluster.create(pod)
+        self.sched.run(until_idle=True)
+        assert self.where(pod["metadata"]["name"]) == "unschedulable"
+
+    def where(self, name: str) -> str | None:
+        for q in self.sched.queue.pods():
+            if q.pod.name == name:
+                return self.sched.queue.where(q.pod.uid)
+        return None
+
+    def update(self, obj: dict[str, Any]) -> None:
+        self.cluster.update(obj)
+        self.sched.drain_inbox()
+
+
+def _affinity(kind: str, app: str) -> dict[str, Any]:
+    return {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": "kubernetes.io/hostname"}]}}
+
+
+def test_pod_affinity_ignores_an_unrelated_relabel_and_queues_a_matching_one() -> None:
+    h = _Harness([_node("n1")], [_pod("other", labels={"app": "web"}, node="n1")])
+    h.schedule(_pod("p", affinity=_affinity("podAffinity", "db")))
+    other = h.cluster.get_pod("default", "other")
+    h.update({**other, "metadata": {**other["metadata"], "labels": {"app": "web", "tier": "x"}}})
+    assert h.where("p") == "unschedulable"  # QueueSkip: the pod's affinity still selects nothing
+    other = h.cluster.get_pod("default", "other")
+    h.update({**other, "metadata": {**other["metadata"], "labels": {"app": "db"}}})
+    assert h.where("p") in ("active", "backoff")
+
+
+def test_anti_affinity_hint_sees_the_old_labels_of_a_relabelled_pod() -> None:
+    """The update is judged on (old, new): the old pod matched the anti-affinity, the new one does not. Handed
+    only the new pod (an add), kube's hint would skip it."""
+    h = _Harness([_node("n1")], [_pod("other", labels={"app": "db"}, node="n1")])
+    h.schedule(_pod("p", affinity=_affinity("podAntiAffinity", "db")))
+    other = h.cluster.get_pod("default", "other")
+    h.update({**other, "metadata": {**other["metadata"], "labels": {"app": "web"}}})
+    assert h.where("p") in ("active", "backoff")
+
+
+def test_fit_hint_node_changes() -> None:
+    """With queueing hints kube's NodeResourcesFit registers node additions and allocatable changes only, and
+    requeues when the pod fits the node's allocatable and a resource it requests grew."""
+    node = _node("n1", cpu="1")
+    h = _Harness([node], [])
+    h.schedule(_pod("p", cpu="2"))
+    h.update({**node, "spec": {"taints": [{"key": "k", "effect": "PreferNoSchedule"}]}})
+    assert h.where("p") == "unschedulable"
+    h.update({**node, "status": {**node["status"], "allocatable": {**node["status"]["allocatable"],
+                                                                   "cpu": "1500m"}}})
+    assert h.where("p") == "unschedulable"  # grew, but the pod still does not fit
+    h.update({**node, "status": {**node["status"], "allocatable": {**node["status"]["allocatable"], "cpu": "3"}}})
+    assert h.where("p") in ("active", "backoff")
+
+
+def test_an_assigned_pod_scaling_down_requeues_a_pod_rejected_for_resources() -> None:
+    h = _Harness([_node("n1", cpu="3")], [_pod("other", cpu="2", node="n1")])
+    h.schedule(_pod("p", cpu="2"))
+    other = h.cluster.get_pod("default", "other")
+    spec = other["spec"]
+    h.update({**other, "spec": {**spec, "containers": [{**spec["containers"][0],
+                                                         "resources": {"requests": {"cpu": "1"}}}]}})
+    assert h.where("p") in ("active", "backoff")
