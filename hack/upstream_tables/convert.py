@@ -478,12 +478,6 @@ def volumebinding(c):
 def csi_limits(c, rec):
     """TestCSILimits: the node, CSINode, listers and VolumeAttachments the case loop builds (dumped after they
     exist); PreFilter, then Filter unless PreFilter skipped, as kube's test does."""
-    if c.get("migrationEnabled") or "nil csi node" in (c.get("test") or ""):
-        return {"na": "NOT IMPLEMENTED in ksched: in-tree volumes (inline or PV) counted as their CSI driver "
-                      "after CSI migration translation; ksched's NodeVolumeLimits counts CSI volumes only"}
-    if c.get("vaCount"):
-        return {"na": "NOT IMPLEMENTED in ksched: VolumeAttachments on the node counted towards its limit "
-                      "(ksched's NodeVolumeLimits counts the volumes of the node's pods only)"}
     fx = rec.get("fixtures") or {}
     ni = fx.get("node") or {}
     node = clean(ni.get("node") or {})
@@ -618,15 +612,8 @@ def capacity(c, rec):
             "objs": objs, "steps": [step]}
 
 
-MIGRATION_NA = {"na": "NOT IMPLEMENTED in ksched: in-tree volumes (inline or PV) counted as their CSI driver "
-                      "after CSI migration translation; ksched's NodeVolumeLimits counts CSI volumes only"}
-
-
 def csi_qhint_pod_deleted(c):
     deleted = clean(c.get("deletedPod") or {})
-    if any(k not in ("name", "persistentVolumeClaim", "ephemeral") for v in deleted.get("spec", {}).get("volumes") or []
-           for k in v):
-        return MIGRATION_NA  # an inline in-tree volume, migratable to CSI
     if not c.get("deletedPodNotScheduled"):
         deleted.setdefault("spec", {})["nodeName"] = "node-for-max-pd-test-1"
     return {"plugin": "NodeVolumeLimits", "pod": pod_of(c, "newPod"),
@@ -639,6 +626,16 @@ def csi_qhint_pvc_added(c):
             "steps": [{"op": "hint", "resource": "PersistentVolumeClaim", "action": "Add", "old": None,
                        "new": {"apiVersion": "v1", "kind": "PersistentVolumeClaim", **clean(c.get("addedPvc") or {})},
                        "want": c["wantQHint"]}]}
+
+
+def csi_qhint_va_deleted(c):
+    """TestCSILimitsDeletedVolumeAttachmentQHint: the hint for a deleted VolumeAttachment (the test's PVC lister
+    holds existingPVC; the hint does not read it)."""
+    return {"plugin": "NodeVolumeLimits", "pod": pod_of(c, "newPod"),
+            "objs": _kinded([c.get("existingPVC")], "PersistentVolumeClaim"),
+            "steps": [{"op": "hint", "resource": "storage.k8s.io/VolumeAttachment", "action": "Delete",
+                       "old": {"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment",
+                               **clean(c.get("deletedVA") or {})}, "new": None, "want": c["wantQHint"]}]}
 
 
 def csi_qhint_csinode_updated(c):
@@ -907,8 +904,7 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
         "TestCSILimits": csi_limits,
         "TestCSILimitsQHint": csi_qhint_pod_deleted, "TestCSILimitsAddedPVCQHint": csi_qhint_pvc_added,
         "TestCSILimitsAfterCSINodeUpdatedQHint": csi_qhint_csinode_updated,
-        "TestCSILimitsDeletedVolumeAttachmentQHint": na("NOT IMPLEMENTED in ksched: VolumeAttachment deletions "
-                                                        "(ksched's NodeVolumeLimits does not count VolumeAttachments)"),
+        "TestCSILimitsDeletedVolumeAttachmentQHint": csi_qhint_va_deleted,
         "TestVolumeLimitScalingGate": na("VolumeLimitScaling feature gate (alpha, off in 1.36 defaults)"),
     },
     "defaultpreemption": {

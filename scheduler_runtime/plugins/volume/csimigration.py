@@ -66,10 +66,10 @@ def plugin_by_name(name: str) -> InTreePlugin | None:
     return _BY_PLUGIN.get(name)
 
 
-def migration_on(csinode: dict[str, Any] | None, plugin: str) -> bool:
-    """isCSIMigrationOn as kube-scheduler 1.36.3 decides it: a CSINode exists and the plugin is one of those
-    migrated for good (the CSINode's migrated-plugins annotation is not consulted)."""
-    return csinode is not None and plugin in COUNTED
+def migration_on(has_csinode: bool, plugin: str) -> bool:
+    """isCSIMigrationOn as kube-scheduler 1.36.3 decides it: the node has a CSINode and the plugin is one of
+    those migrated for good (the CSINode's migrated-plugins annotation is not consulted)."""
+    return has_csinode and plugin in COUNTED
 
 
 def _ebs_handle(volume_id: str) -> str:
@@ -79,10 +79,12 @@ def _ebs_handle(volume_id: str) -> str:
         url = urlsplit(volume_id)
         url.port  # noqa: B018 - Go's url.Parse refuses a malformed port
     except ValueError as exc:
-        raise TranslationError(f"Invalid disk name ({volume_id}): {exc}") from exc
+        raise TranslationError(f"failed to translate Kubernetes ID to EBS Volume ID Invalid disk name "
+                               f"({volume_id}): {exc}") from exc
     handle = url.path.strip("/")
     if not _EBS_VOLUME.match(handle):
-        raise TranslationError(f"Invalid format for AWS volume ({volume_id})")
+        raise TranslationError(f"failed to translate Kubernetes ID to EBS Volume ID Invalid format for AWS volume "
+                               f"({volume_id})")
     return handle
 
 
