@@ -14,6 +14,7 @@ from .backoff import BackoffPolicy
 from .framework.status import Status
 from .framework.types import QUEUE, ClusterEvent, ClusterEventWithHint, QueuedPodInfo
 from .objects import Pod
+from .podevents import pod_update_actions
 
 ACTIVE, BACKOFF, UNSCHEDULABLE, GATED = "active", "backoff", "unschedulable", "gated"
 
@@ -47,11 +48,14 @@ class SchedulingQueue:
     def __init__(self, less: LessFn | None = None, pre_enqueue: PreEnqueueFn | None = None,
                  events_for: EventsFn | None = None, initial_backoff: float = 1.0, max_backoff: float = 10.0,
                  max_in_unschedulable: float = 300.0, clock: Callable[[], float] = time.monotonic,
-                 pop_from_backoff: bool = True) -> None:
+                 pop_from_backoff: bool = True, interested: Callable[[ClusterEvent], bool] | None = None) -> None:
         self._less = less or (lambda a, b: a.pod.priority > b.pod.priority or (
             a.pod.priority == b.pod.priority and a.timestamp < b.timestamp))
         self._pre_enqueue = pre_enqueue or (lambda pod: None)
         self._events_for = events_for or (lambda profile, plugin: None)
+        #: does some plugin of some profile register this event (kube's isEventOfInterest)? Others are dropped
+        #: before any pod is looked at
+        self._interested = interested or (lambda ev: True)
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
         self._backoff_policy = BackoffPolicy(initial_backoff, cap=max_backoff)
@@ -324,6 +328,8 @@ class SchedulingQueue:
     def move_on_event(self, ev: ClusterEvent, old: Any = None, new: Any = None,
                       precheck: Callable[[Pod], bool] | None = None) -> int:
         """A cluster event: move unschedulable pods whose rejecting plugins care about it."""
+        if ev.resource != "*" and not self._interested(ev):
+            return 0
         with self._cond:
             if self._in_flight:
                 self._event_seq += 1
@@ -353,11 +359,19 @@ class SchedulingQueue:
             return moved
 
     def update(self, old: Pod | None, new: Pod) -> None:
+        """An unscheduled pod changed. A pod being scheduled keeps the change's events for when its attempt
+        ends; an unschedulable one moves when a rejecting plugin's hint says the change may help, as kube's
+        queue does with queueing hints on (a change of no particular kind is a generic Pod Update)."""
+        events = [ClusterEvent("Pod", a) for a in pod_update_actions(old, new)] if old is not None else []
         with self._cond:
             uid = new.uid
             where = self._where.get(uid)
             if where is None:
                 if uid in self._in_flight:
+                    for ev in events:
+                        if self._interested(ev):
+                            self._event_seq += 1
+                            self._event_log.append((self._event_seq, ev, old, new))
                     return
                 qpi = QueuedPodInfo(new, timestamp=self.clock(), seq=next(self._seq))
                 self._enqueue_gated_or_active(qpi, "PodUpdate")
@@ -378,10 +392,20 @@ class SchedulingQueue:
                     self._push_active(qpi, "PodUpdate")
                     self._cond.notify()
                 return
-            if old is None or _spec_changed(old, new):
+            decision: str | None = "backoff" if old is None else None
+            label = "UnscheduledPodUpdate"
+            for ev in events:
+                decision = self._hint(qpi, ev, old, new) if self._interested(ev) else None
+                if decision is not None:
+                    label = f"UnschedulablePod{ev.action.name}"  # kube's event label
+                    break
+            if decision is not None:
                 del self._unschedulable[uid]
                 del self._where[uid]
-                self._queue_after_backoff(qpi, "PodUpdate")
+                if decision == "immediate":
+                    self._push_active(qpi, label)
+                else:
+                    self._queue_after_backoff(qpi, label)
                 self._cond.notify()
 
     def delete(self, pod: Pod) -> None:
@@ -440,13 +464,6 @@ class SchedulingQueue:
     def __len__(self) -> int:
         with self._cond:
             return len(self._where)
-
-
-def _spec_changed(old: Pod, new: Pod) -> bool:
-    """Only updates that may change schedulability move a pod out of the unschedulable pool."""
-    o, n = old.raw, new.raw
-    return (o.get("spec") != n.get("spec") or (o.get("metadata") or {}).get("labels")
-            != (n.get("metadata") or {}).get("labels"))
 
 
 class Nominator:

@@ -27,6 +27,7 @@ from .framework.runtime import Framework
 from .framework.status import Status
 from .framework.types import ActionType, ClusterEvent
 from .objects import Node, Pod
+from .podevents import pod_update_actions
 from .queue import SchedulingQueue
 from .recording import recorder_for
 from .results import ResultStore
@@ -86,20 +87,6 @@ def _node_update_action(old: Node, new: Node) -> ActionType:
     return a
 
 
-def _assigned_pod_update_actions(old: Pod, new: Pod) -> list[ActionType]:
-    """PodSchedulingPropertiesChange for an assigned pod, in kube's order: labels changed, a request scaled
-    down or removed (from the spec; kube also reads the resize status), tolerations changed."""
-    out = []
-    if old.labels != new.labels:
-        out.append(ActionType.UpdatePodLabel)
-    if any(k not in new.requests or v > new.requests[k] for k, v in old.requests.items()):
-        out.append(ActionType.UpdatePodScaleDown)
-    if ((old.raw.get("spec") or {}).get("tolerations") or []) != ((new.raw.get("spec") or {}).get("tolerations")
-                                                                  or []):
-        out.append(ActionType.UpdatePodToleration)
-    return out
-
-
 def _event_resource(raw: dict[str, Any]) -> str:
     kind = raw.get("kind") or ""
     api = raw.get("apiVersion") or ""
@@ -139,10 +126,11 @@ class Scheduler(SchedulingCycle):
         self.extenders = first.extenders
         less = first.less()
         self._events = {name: fw.events_to_register() for name, fw in self.frameworks.items()}
+        self._interest: dict[tuple[str, int], bool] = {}
         self.queue = SchedulingQueue(
             less=less, pre_enqueue=self._pre_enqueue, events_for=self._events_for,
             initial_backoff=float(config.pod_initial_backoff_seconds),
-            max_backoff=float(config.pod_max_backoff_seconds), clock=clock)
+            max_backoff=float(config.pod_max_backoff_seconds), clock=clock, interested=self._interested)
         for fw in self.frameworks.values():
             fw.handle.activate = self.queue.activate
             fw.handle.nominated_pods_for_node = self.queue.nominator.pods_for_node
@@ -176,6 +164,17 @@ class Scheduler(SchedulingCycle):
 
     def _events_for(self, profile: str, plugin: str) -> Any:
         return self._events.get(profile, {}).get(plugin)
+
+    def _interested(self, ev: ClusterEvent) -> bool:
+        """Does any plugin of any profile register `ev` (a plugin registering nothing takes every event)?
+        Kept per (resource, action): the queue asks this before looking at any pod."""
+        key = (ev.resource, int(ev.action))
+        got = self._interest.get(key)
+        if got is None:
+            got = any(regs is None or any(r.event.matches(ev) for r in regs)
+                      for plugins in self._events.values() for regs in plugins.values())
+            self._interest[key] = got
+        return got
 
     def start(self, **kwargs: Any) -> None:
         """Subscribe to the backend; initial objects arrive as ADDED events into the inbox."""
@@ -276,7 +275,7 @@ class Scheduler(SchedulingCycle):
             elif old_raw is not None:
                 # kube's AssignedPodUpdate events, one per kind of change, each with the old and new pod
                 old_pod = Pod.from_dict(old_raw)
-                for act in _assigned_pod_update_actions(old_pod, pod):
+                for act in pod_update_actions(old_pod, pod):
                     self.queue.move_on_event(ClusterEvent("Pod", act), old_pod, pod)
             return
         if pod.scheduler_name not in self.frameworks or pod.terminated or pod.deletion_timestamp:

@@ -113,3 +113,57 @@ def test_an_assigned_pod_scaling_down_requeues_a_pod_rejected_for_resources() ->
     h.update({**other, "spec": {**spec, "containers": [{**spec["containers"][0],
                                                          "resources": {"requests": {"cpu": "1"}}}]}})
     assert h.where("p") in ("active", "backoff")
+
+
+def test_event_lists_are_kube_1_36_with_queueing_hints_on() -> None:
+    """EventsToRegister of kube-scheduler 1.36.3 with SchedulerQueueingHints and InPlacePodVerticalScaling on
+    (locked), DRAExtendedResource's DeviceClass event aside: (resource, actions, has a hint function)."""
+    from scheduler_runtime.framework.types import ActionType as A
+    from scheduler_runtime.plugins import in_tree
+
+    want = {
+        "NodeResourcesFit": {("Pod", A.Delete | A.UpdatePodScaleDown, True),
+                             ("Node", A.Add | A.UpdateNodeAllocatable, True)},
+        "InterPodAffinity": {("Pod", A.Add | A.UpdatePodLabel | A.Delete, True),
+                             ("Node", A.Add | A.UpdateNodeLabel, True)},
+        "PodTopologySpread": {("Pod", A.Add | A.UpdatePodLabel | A.UpdatePodToleration | A.Delete, True),
+                              ("Node", A.Add | A.Delete | A.UpdateNodeLabel | A.UpdateNodeTaint, True)},
+        "VolumeBinding": {("storage.k8s.io/StorageClass", A.Add | A.Update, True),
+                          ("PersistentVolumeClaim", A.Add | A.Update, True),
+                          ("PersistentVolume", A.Add | A.Update, False),
+                          ("Node", A.Add | A.UpdateNodeLabel, False),
+                          ("storage.k8s.io/CSINode", A.Add | A.Update, True),
+                          ("storage.k8s.io/CSIDriver", A.Update, True),
+                          ("storage.k8s.io/CSIStorageCapacity", A.Add | A.Update, True)},
+        "NodeVolumeLimits": {("storage.k8s.io/CSINode", A.Add, False), ("storage.k8s.io/CSINode", A.Update, True),
+                             ("Pod", A.Delete, True), ("PersistentVolumeClaim", A.Add, True),
+                             ("storage.k8s.io/VolumeAttachment", A.Delete, True)},
+    }
+    plugins = {cls.name: cls for cls in in_tree()}
+    for name, events in want.items():
+        got = {(r.event.resource, r.event.action, r.hint is not None)
+               for r in plugins[name](None, None).events_to_register()}
+        assert got == events, name
+
+
+def test_an_unschedulable_pod_changing_itself_moves_only_when_a_rejecting_plugins_hint_says_so() -> None:
+    """kube with queueing hints: the pod's own update is a Pod event (one per kind of change, else a generic
+    Update) run through the hints of the plugins that rejected it, not a requeue on any spec change."""
+    h = _Harness([_node("n1", cpu="1")], [])
+    h.schedule(_pod("p", cpu="2"))
+    p = h.cluster.get_pod("default", "p")
+    c = p["spec"]["containers"][0]
+    h.update({**p, "spec": {**p["spec"], "containers": [{**c, "image": "other"}]}})
+    assert h.where("p") == "unschedulable"  # a generic update: NodeResourcesFit does not register every update
+    p = h.cluster.get_pod("default", "p")
+    c = p["spec"]["containers"][0]
+    h.update({**p, "spec": {**p["spec"], "containers": [{**c, "resources": {"requests": {"cpu": "500m"}}}]}})
+    assert h.where("p") in ("active", "backoff")  # UpdatePodScaleDown of the pod itself
+
+
+def test_an_unschedulable_pod_relabelled_requeues_for_inter_pod_affinity() -> None:
+    h = _Harness([_node("n1")], [_pod("other", labels={"app": "web"}, node="n1")])
+    h.schedule(_pod("p", labels={"v": "1"}, affinity=_affinity("podAffinity", "db")))
+    p = h.cluster.get_pod("default", "p")
+    h.update({**p, "metadata": {**p["metadata"], "labels": {"v": "2"}}})
+    assert h.where("p") in ("active", "backoff")
