@@ -126,11 +126,13 @@ class Scheduler(SchedulingCycle):
         self.extenders = first.extenders
         less = first.less()
         self._events = {name: fw.events_to_register() for name, fw in self.frameworks.items()}
-        self._interest: dict[tuple[str, int], bool] = {}
+        self._interest: dict[tuple[str, int], frozenset[str]] = {}
         self.queue = SchedulingQueue(
             less=less, pre_enqueue=self._pre_enqueue, events_for=self._events_for,
             initial_backoff=float(config.pod_initial_backoff_seconds),
-            max_backoff=float(config.pod_max_backoff_seconds), clock=clock, interested=self._interested)
+            max_backoff=float(config.pod_max_backoff_seconds), clock=clock, interested=self._interested,
+            plugin_index=(self._plugins_for, frozenset(n for plugins in self._events.values()
+                                                       for n, regs in plugins.items() if regs is not None)))
         for fw in self.frameworks.values():
             fw.handle.activate = self.queue.activate
             fw.handle.nominated_pods_for_node = self.queue.nominator.pods_for_node
@@ -165,16 +167,20 @@ class Scheduler(SchedulingCycle):
     def _events_for(self, profile: str, plugin: str) -> Any:
         return self._events.get(profile, {}).get(plugin)
 
-    def _interested(self, ev: ClusterEvent) -> bool:
-        """Does any plugin of any profile register `ev` (a plugin registering nothing takes every event)?
-        Kept per (resource, action): the queue asks this before looking at any pod."""
+    def _plugins_for(self, ev: ClusterEvent) -> frozenset[str]:
+        """The plugins (of any profile) that register `ev`, or register nothing and so take every event.
+        Kept per (resource, action): the queue asks this for every event."""
         key = (ev.resource, int(ev.action))
         got = self._interest.get(key)
         if got is None:
-            got = any(regs is None or any(r.event.matches(ev) for r in regs)
-                      for plugins in self._events.values() for regs in plugins.values())
+            got = frozenset(name for plugins in self._events.values() for name, regs in plugins.items()
+                            if regs is None or any(r.event.matches(ev) for r in regs))
             self._interest[key] = got
         return got
+
+    def _interested(self, ev: ClusterEvent) -> bool:
+        """kube's isEventOfInterest: an event no plugin registers moves no pod and is not even logged."""
+        return bool(self._plugins_for(ev))
 
     def start(self, **kwargs: Any) -> None:
         """Subscribe to the backend; initial objects arrive as ADDED events into the inbox."""
@@ -270,7 +276,8 @@ class Scheduler(SchedulingCycle):
             self.cache.add_pod(pod)
             self.queue.delete(pod)
             self.queue.nominator.delete(pod)
-            if not known:
+            if not known or (old_raw is not None and not (old_raw.get("spec") or {}).get("nodeName")):
+                # kube's assigned-pod informer sees a pod it (or this scheduler) just bound as added
                 self.queue.move_on_event(ClusterEvent("Pod", ActionType.Add), None, pod)
             elif old_raw is not None:
                 # kube's AssignedPodUpdate events, one per kind of change, each with the old and new pod

@@ -167,3 +167,45 @@ def test_an_unschedulable_pod_relabelled_requeues_for_inter_pod_affinity() -> No
     p = h.cluster.get_pod("default", "p")
     h.update({**p, "metadata": {**p["metadata"], "labels": {"v": "2"}}})
     assert h.where("p") in ("active", "backoff")
+
+
+def test_an_event_only_looks_at_pods_whose_rejecting_plugins_may_requeue_on_it() -> None:
+    """Per-event cost: the pool is indexed by rejecting plugin, so an event runs no hint of, and does not even
+    visit, pods rejected only by plugins that do not register it. Pods with no rejector, or one no profile
+    knows, take every event of interest."""
+    from scheduler_runtime.framework.types import QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint
+    from scheduler_runtime.objects import Pod
+    from scheduler_runtime.queue import SchedulingQueue
+
+    calls: list[str] = []
+
+    def hint(tag: str):  # noqa: ANN202
+        def fn(pod: Pod, old: Any, new: Any) -> int:
+            calls.append(f"{tag}:{pod.name}")
+            return QUEUE_SKIP
+        return fn
+
+    regs = {"A": [ClusterEventWithHint(ClusterEvent("Node", ActionType.Add), hint("A"))],
+            "B": [ClusterEventWithHint(ClusterEvent("Pod", ActionType.Delete), hint("B"))]}
+
+    def plugins_for(ev: ClusterEvent) -> frozenset[str]:
+        return frozenset(n for n, rs in regs.items() if any(r.event.matches(ev) for r in rs))
+
+    q = SchedulingQueue(events_for=lambda profile, plugin: regs.get(plugin),
+                        plugin_index=(plugins_for, frozenset(regs)))
+    for name, rejectors in (("a", {"A"}), ("b", {"B"}), ("x", {"X"}), ("none", set())):
+        q.add(Pod.from_dict({"metadata": {"name": name, "uid": name}}))
+        got = q.pop(timeout=0)
+        assert got is not None
+        q.add_unschedulable_if_not_present(got, rejectors, pending=set() if rejectors else {"B"})
+    visited: list[str] = []
+    real = q._hint
+
+    def spy(qpi: Any, ev: ClusterEvent, old: Any, new: Any) -> Any:
+        visited.append(qpi.pod.name)
+        return real(qpi, ev, old, new)
+    q._hint = spy  # type: ignore[method-assign]
+    moved = q.move_on_event(ClusterEvent("Node", ActionType.Add), None, None)
+    assert calls == ["A:a"]
+    assert sorted(visited) == ["a", "x"]  # "b" (B only) is not visited; "none" is pending on B
+    assert moved == 1 and q.where("x") == "backoff" and q.where("a") == "unschedulable"
