@@ -750,8 +750,12 @@ def hint_of(plugin: str, resource: str, old_key: str, new_key: str, want_key: st
 
 
 def _pts_hint_gate(c: dict[str, Any]) -> str:
-    if c.get("enableNodeInclusionPolicyInPodTopologySpread") is False and _sets_policies(pod_of(c)):
-        return "runs with NodeInclusionPolicyInPodTopologySpread disabled (on in 1.36)"
+    """The hints read only nodeTaintsPolicy; with the gate off kube takes every constraint as Ignore."""
+    honors = any(x.get("nodeTaintsPolicy") == "Honor"
+                 for x in (pod_of(c).get("spec") or {}).get("topologySpreadConstraints") or [])
+    if c.get("enableNodeInclusionPolicyInPodTopologySpread") is False and honors:
+        return "runs with NodeInclusionPolicyInPodTopologySpread disabled (on in 1.36): a nodeTaintsPolicy: Honor " \
+               "it reads as Ignore"
     return ""
 
 
