@@ -142,7 +142,8 @@ def test_event_lists_are_kube_1_36_with_queueing_hints_on() -> None:
     plugins = {cls.name: cls for cls in in_tree()}
     for name, events in want.items():
         got = {(r.event.resource, r.event.action, r.hint is not None)
-               for r in plugins[name](None, None).events_to_register()}
+               for r in plugins[name](None, None).events_to_register()
+               if r.event.resource != "resource.k8s.io/DeviceClass"}  # DRAExtendedResource's, checked with it
         assert got == events, name
 
 
