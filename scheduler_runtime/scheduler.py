@@ -28,6 +28,7 @@ from .framework.runtime import Framework
 from .framework.status import Status
 from .framework.types import ActionType, ClusterEvent
 from .objects import Node, Pod
+from .podevents import pod_update_actions
 from .queue import SchedulingQueue
 from .recording import recorder_for
 from .results import ResultStore
@@ -140,10 +141,13 @@ class Scheduler(SchedulingCycle):
         self.extenders = first.extenders
         less = first.less()
         self._events = {name: fw.events_to_register() for name, fw in self.frameworks.items()}
+        self._interest: dict[tuple[str, int], frozenset[str]] = {}
         self.queue = SchedulingQueue(
             less=less, pre_enqueue=self._pre_enqueue, events_for=self._events_for,
             initial_backoff=float(config.pod_initial_backoff_seconds),
-            max_backoff=float(config.pod_max_backoff_seconds), clock=clock)
+            max_backoff=float(config.pod_max_backoff_seconds), clock=clock, interested=self._interested,
+            plugin_index=(self._plugins_for, frozenset(n for plugins in self._events.values()
+                                                       for n, regs in plugins.items() if regs is not None)))
         for fw in self.frameworks.values():
             fw.handle.activate = self.queue.activate
             fw.handle.nominated_pods_for_node = self.queue.nominator.pods_for_node
@@ -179,6 +183,21 @@ class Scheduler(SchedulingCycle):
 
     def _events_for(self, profile: str, plugin: str) -> Any:
         return self._events.get(profile, {}).get(plugin)
+
+    def _plugins_for(self, ev: ClusterEvent) -> frozenset[str]:
+        """The plugins (of any profile) that register `ev`, or register nothing and so take every event.
+        Kept per (resource, action): the queue asks this for every event."""
+        key = (ev.resource, int(ev.action))
+        got = self._interest.get(key)
+        if got is None:
+            got = frozenset(name for plugins in self._events.values() for name, regs in plugins.items()
+                            if regs is None or any(r.event.matches(ev) for r in regs))
+            self._interest[key] = got
+        return got
+
+    def _interested(self, ev: ClusterEvent) -> bool:
+        """kube's isEventOfInterest: an event no plugin registers moves no pod and is not even logged."""
+        return bool(self._plugins_for(ev))
 
     def start(self, **kwargs: Any) -> None:
         """Subscribe to the backend; initial objects arrive as ADDED events into the inbox."""
@@ -230,8 +249,11 @@ class Scheduler(SchedulingCycle):
     def _apply_node(self, action: str, old_raw: dict | None, new_raw: dict | None) -> None:
         if action == "DELETED":
             name = (old_raw or {}).get("metadata", {}).get("name", "")
+            gone = self.cache.snapshot.get(name)
             self.cache.remove_node(name)
-            self.queue.move_on_event(ClusterEvent("Node", ActionType.Delete), old_raw, None)
+            # hints get the Node, as kube's get the *v1.Node the informer last held
+            self.queue.move_on_event(ClusterEvent("Node", ActionType.Delete),
+                                     gone.node if gone is not None and gone.node is not None else old_raw, None)
             return
         assert new_raw is not None
         node = Node.from_dict(new_raw)
@@ -271,11 +293,14 @@ class Scheduler(SchedulingCycle):
             self.cache.add_pod(pod)
             self.queue.delete(pod)
             self.queue.nominator.delete(pod)
-            if not known:
+            if not known or (old_raw is not None and not (old_raw.get("spec") or {}).get("nodeName")):
+                # kube's assigned-pod informer sees a pod it (or this scheduler) just bound as added
                 self.queue.move_on_event(ClusterEvent("Pod", ActionType.Add), None, pod)
-            elif old_raw is not None and ((old_raw.get("metadata") or {}).get("labels")
-                                          != (new_raw.get("metadata") or {}).get("labels")):
-                self.queue.move_on_event(ClusterEvent("Pod", ActionType.UpdatePodLabel), None, pod)
+            elif old_raw is not None:
+                # kube's AssignedPodUpdate events, one per kind of change, each with the old and new pod
+                old_pod = Pod.from_dict(old_raw)
+                for act in pod_update_actions(old_pod, pod):
+                    self.queue.move_on_event(ClusterEvent("Pod", act), old_pod, pod)
             return
         if pod.scheduler_name not in self.frameworks or pod.terminated or pod.deletion_timestamp:
             return

@@ -256,9 +256,13 @@ class ClusterEvent:
     label: str = ""
 
     def matches(self, other: ClusterEvent) -> bool:
-        """Does `other` (what happened) fall under this registration?"""
+        """Does `other` (what happened) fall under this registration? A generic Update (a change of no
+        particular kind) only falls under registrations of every kind of update, as kube's
+        MatchClusterEvents requires (its `incoming.ActionType <= registered.ActionType`)."""
         if self.resource == WILDCARD and self.action == ActionType.All:
             return True
+        if other.action == ActionType.Update and self.action & ActionType.Update != ActionType.Update:
+            return False
         return (self.resource == WILDCARD or self.resource == other.resource) and bool(self.action & other.action)
 
     def __str__(self) -> str:

@@ -11,6 +11,7 @@ zero in RequestedToCapacityRatio.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
@@ -31,9 +32,9 @@ from ..framework.nodelist import NodeList
 from ..framework.plugin import FilterBatch, Plugin, PluginArgs
 from ..framework.snapshot import Snapshot
 from ..framework.status import Code, Status
-from ..framework.types import ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
+from ..framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
 from ..labelsel import label_key_errors
-from ..objects import Pod
+from ..objects import Node, Pod
 
 MAX_CUSTOM_PRIORITY_SCORE = 10
 BASE_RESOURCES = ("cpu", "memory", "ephemeral-storage")
@@ -315,9 +316,12 @@ class NodeResourcesFit(Plugin):
         return FilterBatch(ok, status, keys if len(st.names) < 62 else None)
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
-        return [ClusterEventWithHint(ClusterEvent("Pod", ActionType.Delete | ActionType.UpdatePodScaleDown)),
-                ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeAllocatable
-                                                  | ActionType.UpdateNodeTaint | ActionType.UpdateNodeLabel))]
+        """kube-scheduler 1.36 with queueing hints (SchedulerQueueingHints and InPlacePodVerticalScaling are
+        locked on): pod deletions and scale-downs, node additions and allocatable changes."""
+        return [ClusterEventWithHint(ClusterEvent("Pod", ActionType.Delete | ActionType.UpdatePodScaleDown),
+                                     _after_pod_event),
+                ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeAllocatable),
+                                     _after_node_change)]
 
     # ---------------------------------------------------------------- score
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeList) -> None:
@@ -490,3 +494,44 @@ class NodeResourcesBalancedAllocation(Plugin):
 
 def round_half_away(x: float) -> int:
     return int(math.copysign(math.floor(abs(x) + 0.5), x))
+
+
+# ------------------------------------------------------------------------------------------ Fit's queueing hints
+def _after_pod_event(pod: Pod, old: Any, new: Any) -> int:
+    """isSchedulableAfterPodEvent: an assigned or nominated pod deleted; the pod itself scaled down, or an
+    assigned pod scaling down a resource this pod requests."""
+    if not isinstance(old, Pod) or not isinstance(new, Pod | None):
+        return QUEUE  # kube: unexpected objects are an error, which requeues
+    if new is None:
+        return QUEUE if old.node_name or old.nominated_node_name else QUEUE_SKIP
+    if new.uid == pod.uid:
+        return QUEUE
+    if not new.node_name:
+        return QUEUE_SKIP
+    for name, want in pod.requests.items():
+        if want and name != "pods" and old.requests.get(name, 0) > new.requests.get(name, 0):
+            return QUEUE
+    return QUEUE_SKIP
+
+
+def _after_node_change(pod: Pod, old: Any, new: Any) -> int:
+    """isSchedulableAfterNodeChange: the pod fits the (empty) node now, and the node is new or one of the
+    pod's requested resources (or its pod count) grew."""
+    if not isinstance(new, Node) or not isinstance(old, Node | None):
+        return QUEUE
+    if not _fits_empty(pod, new):
+        return QUEUE_SKIP
+    if old is None:
+        return QUEUE
+    if new.allocatable.get("pods", 0) > old.allocatable.get("pods", 0):
+        return QUEUE
+    return QUEUE if any(want > 0 and name != "pods" and new.allocatable.get(name, 0) > old.allocatable.get(name, 0)
+                        for name, want in pod.requests.items()) else QUEUE_SKIP
+
+
+def _fits_empty(pod: Pod, node: Node) -> bool:
+    """kube's isFit: the pod alone on the node (no ignored resources), room for one pod included."""
+    alloc = node.allocatable
+    if alloc.get("pods", 0) < 1:
+        return False
+    return all(want <= alloc.get(name, 0) for name, want in pod.requests.items() if want > 0 and name != "pods")

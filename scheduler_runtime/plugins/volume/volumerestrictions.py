@@ -152,8 +152,7 @@ class VolumeRestrictions(Plugin):
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
             ClusterEventWithHint(ClusterEvent("Pod", ActionType.Delete), _after_pod_deleted),
-            ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeTaint
-                                              | ActionType.UpdateNodeLabel)),
+            ClusterEventWithHint(ClusterEvent("Node", ActionType.Add)),  # kube 1.36 with queueing hints
             ClusterEventWithHint(ClusterEvent(EV_PVC, ActionType.Add),
                                  lambda pod, old, new: QUEUE if queue_if_pod_claims(pod, new) else QUEUE_SKIP),
         ]

@@ -132,8 +132,8 @@ class VolumeZone(Plugin):
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
             ClusterEventWithHint(ClusterEvent(EV_CLASS, ActionType.Add), _after_class_added),
-            ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeLabel
-                                              | ActionType.UpdateNodeTaint)),
+            # kube 1.36 with queueing hints: no UpdateNodeTaint
+            ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeLabel)),
             ClusterEventWithHint(ClusterEvent(EV_PVC, ActionType.Add | ActionType.Update),
                                  lambda pod, old, new: QUEUE if queue_if_pod_claims(pod, new) else QUEUE_SKIP),
             ClusterEventWithHint(ClusterEvent(EV_PV, ActionType.Add | ActionType.Update), _after_pv_change),
