@@ -166,12 +166,12 @@ KUBE_1_36: dict[str, tuple[bool, str]] = {
     "WorkloadWithJob": (False, "ALPHA"),
 }
 #: gates whose both settings ksched implements
-HONOURED = {"ComponentFlagz", "ComponentStatusz", "NodeDeclaredFeatures"}
-#: non-default values that describe what ksched does anyway: it has no opportunistic batching; it sizes
+HONOURED = {"ComponentFlagz", "ComponentStatusz", "NodeDeclaredFeatures", "OpportunisticBatching"}
+#: non-default values that describe what ksched does anyway: it sizes
 #: pod-level resources from the spec alone, as kube does with InPlacePodLevelResourcesVerticalScaling off;
 #: the other three change nothing in kube-scheduler 1.36.3 (no code path reads them there), they only have to
 #: go off with NodeDeclaredFeatures, which they depend on
-MATCHES_KSCHED = {("OpportunisticBatching", False), ("InPlacePodLevelResourcesVerticalScaling", False),
+MATCHES_KSCHED = {("InPlacePodLevelResourcesVerticalScaling", False),
                   ("ExtendWebSocketsToKubelet", False), ("InPlacePodVerticalScalingInitContainers", False),
                   ("RestartAllContainersOnContainerExits", False)}
 #: kube's feature dependencies (pkg/features defaultKubernetesFeatureGateDependencies) on the gates ksched

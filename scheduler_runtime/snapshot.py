@@ -30,7 +30,7 @@ from typing import Any
 from .cluster.kube import BUILTIN, POD_FIELD_SELECTOR, KubeClient, load_connection
 
 #: what is captured, in the order a reader would want it (cluster-scoped first, pods last)
-RESOURCES = ("namespaces", "priorityclasses", "nodes", "storageclasses", "csidrivers", "csinodes",
+RESOURCES = ("namespaces", "priorityclasses", "nodes", "storageclasses", "csidrivers", "csinodes", "volumeattachments",
              "persistentvolumes", "persistentvolumeclaims", "csistoragecapacities", "deviceclasses",
              "resourceslices", "resourceclaimtemplates", "resourceclaims", "poddisruptionbudgets", "services",
              "replicationcontrollers", "replicasets", "statefulsets", "pods")

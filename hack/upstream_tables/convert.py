@@ -73,10 +73,6 @@ def na(reason: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
     return lambda c: {"na": reason}
 
 
-HINT = na("queueing hint (isSchedulableAfter*) for an event ksched's plugin registers without a hint function: "
-         "every such event requeues the pod, so there is no function to compare")
-
-
 def pod_of(c: dict[str, Any], key: str = "pod") -> dict[str, Any]:
     p = clean(c.get(key) or {})
     p.setdefault("metadata", {}).setdefault("name", "pod")
@@ -495,12 +491,6 @@ def volumebinding(c):
 def csi_limits(c, rec):
     """TestCSILimits: the node, CSINode, listers and VolumeAttachments the case loop builds (dumped after they
     exist); PreFilter, then Filter unless PreFilter skipped, as kube's test does."""
-    if c.get("migrationEnabled") or "nil csi node" in (c.get("test") or ""):
-        return {"na": "NOT IMPLEMENTED in ksched: in-tree volumes (inline or PV) counted as their CSI driver "
-                      "after CSI migration translation; ksched's NodeVolumeLimits counts CSI volumes only"}
-    if c.get("vaCount"):
-        return {"na": "NOT IMPLEMENTED in ksched: VolumeAttachments on the node counted towards its limit "
-                      "(ksched's NodeVolumeLimits counts the volumes of the node's pods only)"}
     fx = rec.get("fixtures") or {}
     ni = fx.get("node") or {}
     node = clean(ni.get("node") or {})
@@ -635,15 +625,8 @@ def capacity(c, rec):
             "objs": objs, "steps": [step]}
 
 
-MIGRATION_NA = {"na": "NOT IMPLEMENTED in ksched: in-tree volumes (inline or PV) counted as their CSI driver "
-                      "after CSI migration translation; ksched's NodeVolumeLimits counts CSI volumes only"}
-
-
 def csi_qhint_pod_deleted(c):
     deleted = clean(c.get("deletedPod") or {})
-    if any(k not in ("name", "persistentVolumeClaim", "ephemeral") for v in deleted.get("spec", {}).get("volumes") or []
-           for k in v):
-        return MIGRATION_NA  # an inline in-tree volume, migratable to CSI
     if not c.get("deletedPodNotScheduled"):
         deleted.setdefault("spec", {})["nodeName"] = "node-for-max-pd-test-1"
     return {"plugin": "NodeVolumeLimits", "pod": pod_of(c, "newPod"),
@@ -656,6 +639,16 @@ def csi_qhint_pvc_added(c):
             "steps": [{"op": "hint", "resource": "PersistentVolumeClaim", "action": "Add", "old": None,
                        "new": {"apiVersion": "v1", "kind": "PersistentVolumeClaim", **clean(c.get("addedPvc") or {})},
                        "want": c["wantQHint"]}]}
+
+
+def csi_qhint_va_deleted(c):
+    """TestCSILimitsDeletedVolumeAttachmentQHint: the hint for a deleted VolumeAttachment (the test's PVC lister
+    holds existingPVC; the hint does not read it)."""
+    return {"plugin": "NodeVolumeLimits", "pod": pod_of(c, "newPod"),
+            "objs": _kinded([c.get("existingPVC")], "PersistentVolumeClaim"),
+            "steps": [{"op": "hint", "resource": "storage.k8s.io/VolumeAttachment", "action": "Delete",
+                       "old": {"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment",
+                               **clean(c.get("deletedVA") or {})}, "new": None, "want": c["wantQHint"]}]}
 
 
 def csi_qhint_csinode_updated(c):
@@ -748,6 +741,71 @@ def hint(plugin: str, resource: str, action: str, update_action: str | None = No
     return f
 
 
+def hint_of(plugin: str, resource: str, old_key: str, new_key: str, want_key: str, *, add: str = "Add",
+            update: str = "Update", delete: str = "Delete", pod_key: str = "pod",
+            gate_off: Callable[[dict[str, Any]], str] | None = None):
+    """A queueing hint test whose table names its own fields: the hint ksched's plugin registers for `resource`
+    and the action the case's objects imply (both: `update`, only the new one: `add`, only the old: `delete`),
+    on (pod, old, new)."""
+    def f(c):
+        if c.get("expectedErr") or c.get("wantErr") or c.get("err") is True:
+            return {"na": "hands the hint a malformed object (not the event's kind): kube returns Queue with an "
+                          "error; ksched's informers only deliver objects of the registered kind"}
+        why = gate_off(c) if gate_off else ""
+        if why:
+            return {"na": why}
+        old, new = clean(c.get(old_key)), clean(c.get(new_key))
+        act = update if old is not None and new is not None else (add if new is not None else delete)
+        return {"plugin": plugin, "pod": pod_of(c, pod_key),
+                "steps": [{"op": "hint", "resource": resource, "action": act, "old": old, "new": new,
+                           "want": c[want_key]}]}
+    return f
+
+
+def _pts_hint_gate(c: dict[str, Any]) -> str:
+    """The hints read only nodeTaintsPolicy; with the gate off kube takes every constraint as Ignore."""
+    honors = any(x.get("nodeTaintsPolicy") == "Honor"
+                 for x in (pod_of(c).get("spec") or {}).get("topologySpreadConstraints") or [])
+    if c.get("enableNodeInclusionPolicyInPodTopologySpread") is False and honors:
+        return "runs with NodeInclusionPolicyInPodTopologySpread disabled (on in 1.36): a nodeTaintsPolicy: Honor " \
+               "it reads as Ignore"
+    return ""
+
+
+def _fit_hint_gate(c: dict[str, Any]) -> str:
+    if c.get("enableInPlacePodVerticalScaling") is False and c.get("oldObj") and c.get("newObj"):
+        return "runs with InPlacePodVerticalScaling disabled (GA and locked on in 1.36)"
+    return ""
+
+
+IPA_POD_HINT = hint_of("InterPodAffinity", "Pod", "oldPod", "newPod", "expectedHint", update="UpdatePodLabel")
+IPA_NODE_HINT = hint_of("InterPodAffinity", "Node", "oldNode", "newNode", "expectedHint", update="UpdateNodeLabel")
+PTS_POD_HINT = hint_of("PodTopologySpread", "Pod", "oldPod", "newPod", "expectedHint", update="UpdatePodLabel",
+                       gate_off=_pts_hint_gate)
+PTS_NODE_HINT = hint_of("PodTopologySpread", "Node", "oldNode", "newNode", "expectedHint",
+                        update="UpdateNodeLabel")
+FIT_POD_HINT = hint_of("NodeResourcesFit", "Pod", "oldObj", "newObj", "expectedHint",
+                       update="UpdatePodScaleDown", gate_off=_fit_hint_gate)
+FIT_NODE_HINT = hint_of("NodeResourcesFit", "Node", "oldObj", "newObj", "expectedHint",
+                        update="UpdateNodeAllocatable")
+FIT_DEVICE_CLASS_HINT = hint_of("NodeResourcesFit", "resource.k8s.io/DeviceClass", "oldObj", "newObj",
+                                "expectedHint")
+
+
+def _vb_hint(resource: str, old_key: str, new_key: str):
+    return hint_of("VolumeBinding", resource, old_key, new_key, "expect")
+
+
+VB_HINTS = {
+    "TestIsSchedulableAfterCSINodeChange": _vb_hint("storage.k8s.io/CSINode", "oldObj", "newObj"),
+    "TestIsSchedulableAfterPersistentVolumeClaimChange": _vb_hint("PersistentVolumeClaim", "oldPVC", "newPVC"),
+    "TestIsSchedulableAfterStorageClassChange": _vb_hint("storage.k8s.io/StorageClass", "oldSC", "newSC"),
+    "TestIsSchedulableAfterCSIStorageCapacityChange": _vb_hint("storage.k8s.io/CSIStorageCapacity", "oldCap",
+                                                               "newCap"),
+    "TestIsSchedulableAfterCSIDriverChange": _vb_hint("storage.k8s.io/CSIDriver", "oldObj", "newObj"),
+}
+
+
 NR_INTERNAL = na("private helper of the plugin package (no extension point); its effect is covered by the "
                  "Filter/Score tables")
 NR_NA_DRA = na("runs with DRANodeAllocatableResources (alpha, off in 1.36; ksched refuses turning it on): "
@@ -793,7 +851,7 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
                                              "ksched keeps different internal state (its Filter verdicts are "
                                              "covered by the filter tables)"),
         "TestGetTPMapMatchingIncomingAffinityAntiAffinity": na("private helper returning internal topology maps"),
-        "Test_isSchedulableAfterPodChange": HINT, "Test_isSchedulableAfterNodeChange": HINT,
+        "Test_isSchedulableAfterPodChange": IPA_POD_HINT, "Test_isSchedulableAfterNodeChange": IPA_NODE_HINT,
         "TestPodAffinitySignature": na("SignPod (opportunistic batching signatures): ksched does not batch"),
     },
     "podtopologyspread": {
@@ -802,7 +860,7 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
         "TestPreScoreStateEmptyNodes": PTS_STATE, "TestPreFilterState": PTS_STATE,
         "TestPreFilterStateAddPod": PTS_STATE, "TestPreFilterStateRemovePod": PTS_STATE,
         "TestPodTopoSignatures": na("SignPod (opportunistic batching signatures): ksched does not batch"),
-        "Test_isSchedulableAfterNodeChange": HINT, "Test_isSchedulableAfterPodChange": HINT,
+        "Test_isSchedulableAfterNodeChange": PTS_NODE_HINT, "Test_isSchedulableAfterPodChange": PTS_POD_HINT,
     },
     "noderesources": {
         "testEnoughRequests": fit_filter(ENOUGH_NODE),
@@ -822,10 +880,11 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
         "testNodeResourcesBalancedAllocation": balanced,
         "testBalancedAllocationSignPod": na("SignPod (opportunistic batching signatures): ksched does not batch"),
         "testFitSignPod": na("SignPod (opportunistic batching signatures): ksched does not batch"),
-        "TestEventsToRegister": na("EventsToRegister with queueing-hint gates: ksched's event lists are its own"),
-        "Test_isSchedulableAfterPodChange": HINT, "Test_isSchedulableAfterNodeChange": HINT,
-        "Test_isSchedulableAfterDeviceClassChange": hint("NodeResourcesFit", "resource.k8s.io/DeviceClass", "Add",
-                                                         "Update"),
+        "TestEventsToRegister": na("EventsToRegister under gate settings kube-scheduler 1.36 cannot run: every case "
+                                   "turns SchedulerQueueingHints or InPlacePodVerticalScaling off (both locked on); "
+                                   "the 1.36 lists are checked in tests/unit/test_queueing_hints.py"),
+        "Test_isSchedulableAfterPodChange": FIT_POD_HINT, "Test_isSchedulableAfterNodeChange": FIT_NODE_HINT,
+        "Test_isSchedulableAfterDeviceClassChange": FIT_DEVICE_CLASS_HINT,
         "TestIsFit": NR_INTERNAL, "testHaveAnyRequestedResourcesIncreased": NR_INTERNAL,
         "TestBrokenLinearFunction": NR_INTERNAL, "TestResourceAllocationScorerCalculateRequests": NR_INTERNAL,
         "testCalculateResourceAllocatableRequest": NR_INTERNAL, "TestNodeMatchCaching": NR_INTERNAL,
@@ -858,16 +917,13 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
                                     "TestFindPodVolumesWithCSIMigration", "Test_PreBindPreFlight")},
         "TestCapacity": capacity,
         "TestScore": na("the StorageCapacityScoring shape function (alpha gate, off in 1.36 defaults)"),
-        **{t: HINT for t in ("TestIsSchedulableAfterCSIStorageCapacityChange", "TestIsSchedulableAfterCSIDriverChange",
-                             "TestIsSchedulableAfterPersistentVolumeClaimChange", "TestIsSchedulableAfterCSINodeChange",
-                             "TestIsSchedulableAfterStorageClassChange")},
+        **VB_HINTS,
     },
     "nodevolumelimits": {
         "TestCSILimits": csi_limits,
         "TestCSILimitsQHint": csi_qhint_pod_deleted, "TestCSILimitsAddedPVCQHint": csi_qhint_pvc_added,
         "TestCSILimitsAfterCSINodeUpdatedQHint": csi_qhint_csinode_updated,
-        "TestCSILimitsDeletedVolumeAttachmentQHint": na("NOT IMPLEMENTED in ksched: VolumeAttachment deletions "
-                                                        "(ksched's NodeVolumeLimits does not count VolumeAttachments)"),
+        "TestCSILimitsDeletedVolumeAttachmentQHint": csi_qhint_va_deleted,
         "TestVolumeLimitScalingGate": na("VolumeLimitScaling feature gate (alpha, off in 1.36 defaults)"),
     },
     "defaultpreemption": {

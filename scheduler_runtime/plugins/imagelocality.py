@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..framework import signers
 from ..framework.cycle_state import CycleState
+from ..framework.interface import SignFragment
 from ..framework.plugin import Plugin
 from ..framework.snapshot import Snapshot
-from ..framework.status import MAX_SCORE
+from ..framework.status import MAX_SCORE, Status
 from ..framework.types import NodeInfo
 from ..objects import Pod, normalized_image_name
 
@@ -21,6 +23,10 @@ MAX_CONTAINER_THRESHOLD = 1000 * MB
 
 class ImageLocality(Plugin):
     name = "ImageLocality"
+
+    def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
+        """Opportunistic batching: this plugin's part of the pod's signature (kube's SignPod)."""
+        return [SignFragment(signers.IMAGE_NAMES, signers.image_names(pod))]
 
     def score_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
         total_nodes = len(snapshot)

@@ -11,6 +11,7 @@ zero in RequestedToCapacityRatio.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
@@ -23,8 +24,9 @@ from ..fielderrors import (
     not_supported,
     required,
 )
+from ..framework import signers
 from ..framework.cycle_state import CycleState
-from ..framework.interface import Handle
+from ..framework.interface import Handle, SignFragment
 from ..framework.node_table import PODS, NodeTable
 from ..framework.nodelist import NodeList
 from ..framework.plugin import FilterBatch, Plugin, PluginArgs
@@ -32,7 +34,7 @@ from ..framework.snapshot import Snapshot
 from ..framework.status import Code, Status
 from ..framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
 from ..labelsel import label_key_errors
-from ..objects import Pod
+from ..objects import Node, Pod
 from .dynamicresources.claims import DraManager
 from .dynamicresources.extended import DraScorer, after_device_class_change, is_dra_extended_name
 
@@ -207,6 +209,14 @@ class NodeResourcesFit(Plugin):
     name = "NodeResourcesFit"
     args_model = NodeResourcesFitArgs
 
+    def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
+        """Opportunistic batching: the pod's requests, containers, init containers and overhead (kube's
+        SignPod); a pod requesting an extended resource a DeviceClass backs is not signed."""
+        unsignable = _dra_unsignable(self.handle, pod)
+        if unsignable is not None:
+            return unsignable
+        return [SignFragment(signers.RESOURCES, signers.resources(pod))]
+
     def __init__(self, args: NodeResourcesFitArgs | None = None, handle: Handle | None = None) -> None:
         super().__init__(args or NodeResourcesFitArgs(), handle)
         a: NodeResourcesFitArgs = self.args
@@ -329,12 +339,22 @@ class NodeResourcesFit(Plugin):
         return FilterBatch(ok, status, keys if len(st.names) < 62 else None)
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
-        return [ClusterEventWithHint(ClusterEvent("Pod", ActionType.Delete | ActionType.UpdatePodScaleDown)),
-                ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeAllocatable
-                                                  | ActionType.UpdateNodeTaint | ActionType.UpdateNodeLabel)),
+        """kube-scheduler 1.36 with queueing hints (SchedulerQueueingHints and InPlacePodVerticalScaling are
+        locked on): pod deletions and scale-downs, node additions and allocatable changes; with DRAExtendedResource
+        (on in 1.36) DeviceClass additions and updates."""
+        return [ClusterEventWithHint(ClusterEvent("Pod", ActionType.Delete | ActionType.UpdatePodScaleDown),
+                                     _after_pod_event),
+                ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeAllocatable),
+                                     self._after_node_change),
                 # DRAExtendedResource: a class may now back an extended resource the pod requests
                 ClusterEventWithHint(ClusterEvent("resource.k8s.io/DeviceClass", ActionType.Add | ActionType.Update),
                                      _after_device_class_change)]
+
+    def _after_node_change(self, pod: Pod, old: Any, new: Any) -> int:
+        """isSchedulableAfterNodeChange with the DRA manager: a resource some class backs is left to
+        DynamicResources on a node that does not advertise it."""
+        names = [n for n, v in pod.requests.items() if v > 0 and n != "pods"]
+        return _after_node_change(pod, old, new, self._dra_backed(pod, names))
 
     # ---------------------------------------------------------------- score
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeList) -> None:
@@ -443,6 +463,17 @@ def dra_columns(handle: Handle | None, scorer: DraScorer, name: str, snapshot: S
     return alloc, req
 
 
+def _dra_unsignable(handle: Handle | None, pod: Pod) -> Status | None:
+    """SignPod with DRAExtendedResource: a requested resource some DeviceClass backs may be allocated from
+    devices, which a signature does not capture."""
+    if handle is None or getattr(handle, "cluster", None) is None or not any("/" in n for n in pod.requests):
+        return None
+    mapping = DraManager.for_handle(handle).resolver.mapping()
+    if any(v and n in mapping and is_dra_extended_name(n) for n, v in pod.requests.items()):
+        return Status.unschedulable("signature disabled when dra extended resources are used in the cluster")
+    return None
+
+
 def _after_device_class_change(pod: Pod, old: object, new: object) -> int:
     """isSchedulableAfterDeviceClassEvent."""
     return QUEUE if after_device_class_change(pod, old, new) else QUEUE_SKIP
@@ -468,6 +499,14 @@ def _balanced(fracs: list[np.ndarray]) -> np.ndarray:
 class NodeResourcesBalancedAllocation(Plugin):
     name = "NodeResourcesBalancedAllocation"
     args_model = NodeResourcesBalancedAllocationArgs
+
+    def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
+        """Opportunistic batching: the pod's requests, containers, init containers and overhead (kube's
+        SignPod); a pod requesting an extended resource a DeviceClass backs is not signed."""
+        unsignable = _dra_unsignable(self.handle, pod)
+        if unsignable is not None:
+            return unsignable
+        return [SignFragment(signers.RESOURCES, signers.resources(pod))]
 
     def __init__(self, args: NodeResourcesBalancedAllocationArgs | None = None, handle: Handle | None = None) -> None:
         super().__init__(args or NodeResourcesBalancedAllocationArgs(), handle)
@@ -545,3 +584,48 @@ class NodeResourcesBalancedAllocation(Plugin):
 
 def round_half_away(x: float) -> int:
     return int(math.copysign(math.floor(abs(x) + 0.5), x))
+
+
+# ------------------------------------------------------------------------------------------ Fit's queueing hints
+def _after_pod_event(pod: Pod, old: Any, new: Any) -> int:
+    """isSchedulableAfterPodEvent: an assigned or nominated pod deleted; the pod itself scaled down, or an
+    assigned pod scaling down a resource this pod requests."""
+    if not isinstance(old, Pod) or not isinstance(new, Pod | None):
+        return QUEUE  # kube: unexpected objects are an error, which requeues
+    if new is None:
+        return QUEUE if old.node_name or old.nominated_node_name else QUEUE_SKIP
+    if new.uid == pod.uid:
+        return QUEUE
+    if not new.node_name:
+        return QUEUE_SKIP
+    for name, want in pod.requests.items():
+        if want and name != "pods" and old.requests.get(name, 0) > new.requests.get(name, 0):
+            return QUEUE
+    return QUEUE_SKIP
+
+
+def _after_node_change(pod: Pod, old: Any, new: Any, dra: frozenset[str] = frozenset()) -> int:
+    """isSchedulableAfterNodeChange: the pod fits the (empty) node now, and the node is new or one of the
+    pod's requested resources (or its pod count) grew; `dra`: requested resources a DeviceClass backs, which
+    a node that does not advertise them leaves to DynamicResources (and then counts as grown)."""
+    if not isinstance(new, Node) or not isinstance(old, Node | None):
+        return QUEUE
+    if not _fits_empty(pod, new, dra):
+        return QUEUE_SKIP
+    if old is None:
+        return QUEUE
+    if new.allocatable.get("pods", 0) > old.allocatable.get("pods", 0):
+        return QUEUE
+    return QUEUE if any(want > 0 and name != "pods" and (
+        new.allocatable.get(name, 0) > old.allocatable.get(name, 0)
+        or (name in dra and new.allocatable.get(name, 0) <= 0)) for name, want in pod.requests.items()) \
+        else QUEUE_SKIP
+
+
+def _fits_empty(pod: Pod, node: Node, dra: frozenset[str] = frozenset()) -> bool:
+    """kube's isFit: the pod alone on the node (no ignored resources), room for one pod included."""
+    alloc = node.allocatable
+    if alloc.get("pods", 0) < 1:
+        return False
+    return all(want <= alloc.get(name, 0) or (name in dra and alloc.get(name, 0) <= 0)
+               for name, want in pod.requests.items() if want > 0 and name != "pods")

@@ -269,3 +269,33 @@ def test_the_class_mapping_follows_class_events() -> None:
     assert resolver.get_device_class("example.com/other") is not None
     m.delete("deviceclasses", "gpu", None)
     assert resolver.get_device_class("deviceclass.resource.kubernetes.io/gpu") is None
+
+
+def test_pods_asking_for_class_backed_resources_are_not_signed() -> None:
+    """kube's SignPod (opportunistic batching) in NodeResourcesFit and BalancedAllocation."""
+    from scheduler_runtime.plugins.noderesources import NodeResourcesBalancedAllocation
+
+    m = MemoryCluster()
+    m.create(_cls("gpu", GPU), emit=False)
+    for plugin in (NodeResourcesFit(None, Handle(Snapshot(), cluster=m)),
+                   NodeResourcesBalancedAllocation(None, Handle(Snapshot(), cluster=m))):
+        got = plugin.sign_pod(Pod.from_dict(_pod("p")))
+        assert got is not None and not isinstance(got, list)
+        assert got.message == "signature disabled when dra extended resources are used in the cluster"
+        assert isinstance(plugin.sign_pod(Pod.from_dict(_pod("q", res="example.com/other"))), list)
+
+
+def test_node_events_wake_pods_whose_resources_dra_provides() -> None:
+    """isSchedulableAfterNodeChange with the DRA manager: a node that does not advertise a class-backed resource
+    fits as far as NodeResourcesFit is concerned, and counts as changed for it."""
+    m = MemoryCluster()
+    m.create(_cls("gpu", GPU), emit=False)
+    pl = NodeResourcesFit(None, Handle(Snapshot(), cluster=m))
+    hint = next(e.hint for e in pl.events_to_register() if e.event.resource == "Node")
+    pod = Pod.from_dict(_pod("p", "2"))
+    assert hint(pod, None, Node.from_dict(_node("new"))) == QUEUE
+    assert hint(pod, None, Node.from_dict(_node("plugin", gpus="1"))) == QUEUE_SKIP
+    assert hint(pod, Node.from_dict(_node("a")), Node.from_dict(_node("a"))) == QUEUE
+    no_dra = NodeResourcesFit(None, Handle(Snapshot(), cluster=MemoryCluster()))
+    hint = next(e.hint for e in no_dra.events_to_register() if e.event.resource == "Node")
+    assert hint(pod, None, Node.from_dict(_node("new"))) == QUEUE_SKIP

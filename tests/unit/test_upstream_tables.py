@@ -221,7 +221,8 @@ def run_case(case: dict[str, Any]) -> list[str]:
 
 def _run_hint(case: dict[str, Any]) -> list[str]:
     """A queueing hint: the function the plugin registers for the step's resource and action."""
-    plugin, _, pod = _build({**case, "objs": case.get("objs") or []})
+    case = {**case, "objs": case.get("objs") or [], "pod": _with_uid(case["pod"])}
+    plugin, _, pod = _build(case)
     diffs = []
     for step in case["steps"]:
         happened = ClusterEvent(step["resource"], ActionType[step["action"]])
@@ -235,13 +236,21 @@ def _run_hint(case: dict[str, Any]) -> list[str]:
                 return raw
             raw = json.loads(json.dumps(raw))
             raw.setdefault("metadata", {}).setdefault("name", "other")  # kube's test objects may be unnamed
-            return Pod.from_dict(raw) if resource == "Pod" else Node.from_dict(raw)
+            return Pod.from_dict(_with_uid(raw)) if resource == "Pod" else Node.from_dict(raw)
 
         got = fns[0](pod, obj(step["old"]), obj(step["new"]))
         want = QUEUE if step["want"] == "Queue" else QUEUE_SKIP
         if got != want:
             diffs.append(f"hint: want {step['want']}, got {'Queue' if got == QUEUE else 'QueueSkip'}")
     return diffs
+
+
+def _with_uid(raw: dict[str, Any]) -> dict[str, Any]:
+    """kube's test pods without a UID all have the empty UID (hints compare UIDs: such pods are the same pod);
+    ksched would name a pod without a UID by its key, so they all get one stand-in."""
+    if (raw.get("metadata") or {}).get("uid"):
+        return raw
+    return {**raw, "metadata": {**(raw.get("metadata") or {}), "uid": "(empty uid)"}}
 
 
 POSTFILTER_PROFILE = """apiVersion: kubescheduler.config.k8s.io/v1

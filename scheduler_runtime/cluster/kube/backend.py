@@ -63,6 +63,7 @@ REQUIRED_PERMISSIONS: tuple[tuple[str, str, str, str], ...] = (
     ("list", "", "persistentvolumes", ""), ("watch", "", "persistentvolumes", ""),
     ("list", "storage.k8s.io", "storageclasses", ""), ("watch", "storage.k8s.io", "storageclasses", ""),
     ("list", "storage.k8s.io", "csinodes", ""), ("watch", "storage.k8s.io", "csinodes", ""),
+    ("list", "storage.k8s.io", "volumeattachments", ""), ("watch", "storage.k8s.io", "volumeattachments", ""),
     ("patch", "", "persistentvolumes", ""), ("patch", "", "persistentvolumeclaims", ""),
 )
 #: what the DynamicResources plugin needs (system:kube-scheduler grants these); checked only when it runs

@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ...framework.cycle_state import CycleState
+from ...framework.interface import SignFragment
 from ...framework.nodelist import NodeList
 from ...framework.plugin import Plugin
 from ...framework.snapshot import Snapshot
@@ -124,6 +125,12 @@ class DynamicResources(Plugin):
     args_model = DynamicResourcesArgs
     #: nothing beyond system:kube-scheduler, which grants what this plugin reads and writes (see DRA_PERMISSIONS)
     rbac: ClassVar[list[dict[str, Any]]] = []
+
+    def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
+        """Opportunistic batching: this plugin's part of the pod's signature (kube's SignPod)."""
+        if (pod.raw.get("spec") or {}).get("resourceClaims"):
+            return Status.unschedulable("pods with dra resource claims are not signable")
+        return None
 
     def __init__(self, args: DynamicResourcesArgs | None = None, handle: Any = None) -> None:
         super().__init__(args if args is not None else DynamicResourcesArgs(), handle)

@@ -21,6 +21,7 @@ default in v1.36, so kube-scheduler does not score either).
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -30,11 +31,15 @@ from pydantic import model_validator
 
 from ...cluster.base import PatchError
 from ...fielderrors import FieldErrorList, invalid
+from ...framework import signers
 from ...framework.cycle_state import CycleState
+from ...framework.interface import SignFragment
 from ...framework.nodelist import NodeList
 from ...framework.plugin import Plugin, PluginArgs
 from ...framework.status import Status
 from ...framework.types import (
+    QUEUE,
+    QUEUE_SKIP,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
@@ -42,7 +47,9 @@ from ...framework.types import (
     PreFilterResult,
 )
 from ...objects import LabelSelector, Node, Pod
+from ...quantity import parse_quantity
 from ...storageapi import annotations
+from .csimigration import ANN_MIGRATED_PLUGINS
 from .volumeutil import (
     ANN_BIND_COMPLETED,
     ANN_BOUND_BY_CONTROLLER,
@@ -69,6 +76,7 @@ from .volumeutil import (
     pod_claim_names,
     pod_volumes,
     pv_matches_node,
+    queue_if_pod_claims,
     spec,
     storage_bytes,
 )
@@ -274,6 +282,10 @@ def topology_fits(terms: list[dict[str, Any]] | None, labels: dict[str, str]) ->
 class VolumeBinding(Plugin):
     name = "VolumeBinding"
     args_model = VolumeBindingArgs
+
+    def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
+        """Opportunistic batching: this plugin's part of the pod's signature (kube's SignPod)."""
+        return [SignFragment(signers.VOLUMES, signers.volumes(pod))]
 
     def __init__(self, args: VolumeBindingArgs | None = None, handle: Any = None) -> None:
         super().__init__(args if args is not None else VolumeBindingArgs(), handle)
@@ -569,17 +581,62 @@ class VolumeBinding(Plugin):
 
     # ------------------------------------------------------------------ events
     def events_to_register(self) -> list[ClusterEventWithHint]:
+        """kube-scheduler 1.36 with queueing hints: no UpdateNodeTaint, CSIDriver updates only."""
         au = ActionType.Add | ActionType.Update
         return [
-            ClusterEventWithHint(ClusterEvent(EV_CLASS, au)),
-            ClusterEventWithHint(ClusterEvent(EV_PVC, au)),
+            ClusterEventWithHint(ClusterEvent(EV_CLASS, au), _after_class_change),
+            ClusterEventWithHint(ClusterEvent(EV_PVC, au),
+                                 lambda pod, old, new: QUEUE if queue_if_pod_claims(pod, new) else QUEUE_SKIP),
             ClusterEventWithHint(ClusterEvent(EV_PV, au)),
-            ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeLabel
-                                              | ActionType.UpdateNodeTaint)),
-            ClusterEventWithHint(ClusterEvent(EV_CSINODE, au)),
-            ClusterEventWithHint(ClusterEvent(EV_CSIDRIVER, au)),
-            ClusterEventWithHint(ClusterEvent(EV_CAPACITY, au)),
+            ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeLabel)),
+            ClusterEventWithHint(ClusterEvent(EV_CSINODE, au), _after_csinode_change),
+            ClusterEventWithHint(ClusterEvent(EV_CSIDRIVER, ActionType.Update), _after_csidriver_change),
+            ClusterEventWithHint(ClusterEvent(EV_CAPACITY, au), _after_capacity_change),
         ]
+
+
+# ------------------------------------------------------------------------------------------ queueing hints
+def _after_class_change(pod: Pod, old: Any, new: Any) -> int:
+    """isSchedulableAfterStorageClassChange: any new class; an update only when allowedTopologies changed."""
+    if old is None:
+        return QUEUE
+    return QUEUE if (old.get("allowedTopologies") or []) != (new.get("allowedTopologies") or []) else QUEUE_SKIP
+
+
+def _after_csinode_change(pod: Pod, old: Any, new: Any) -> int:
+    """isSchedulableAfterCSINodeChange: any new CSINode; an update when its migrated-plugins annotation changed."""
+    if old is None:
+        return QUEUE
+    return QUEUE if annotations(old).get(ANN_MIGRATED_PLUGINS) != annotations(new).get(ANN_MIGRATED_PLUGINS) \
+        else QUEUE_SKIP
+
+
+def _after_csidriver_change(pod: Pod, old: Any, new: Any) -> int:
+    """isSchedulableAfterCSIDriverChange: a driver of one of the pod's inline CSI volumes stopped tracking
+    storage capacity."""
+    name = meta(new).get("name")
+    for v in pod_volumes(pod):
+        csi = v.get("csi")
+        if isinstance(csi, dict) and csi.get("driver") == name and spec(old).get("storageCapacity") is True \
+                and spec(new).get("storageCapacity") is not True:
+            return QUEUE
+    return QUEUE_SKIP
+
+
+def _volume_limit(capacity: dict[str, Any]) -> int | None:
+    """The largest volume a CSIStorageCapacity allows (maximumVolumeSize, else capacity), as Quantity.Value()."""
+    q = capacity.get("maximumVolumeSize")
+    if q is None:
+        q = capacity.get("capacity")
+    return None if q is None else math.ceil(parse_quantity(q))
+
+
+def _after_capacity_change(pod: Pod, old: Any, new: Any) -> int:
+    """isSchedulableAfterCSIStorageCapacityChange: any new capacity; an update that raised the volume limit."""
+    if old is None:
+        return QUEUE
+    before, after = _volume_limit(old), _volume_limit(new)
+    return QUEUE if after is not None and (before is None or after > before) else QUEUE_SKIP
 
 
 def _bind_volume_to_claim(pv: dict[str, Any], pvc: dict[str, Any]) -> dict[str, Any]:
