@@ -137,6 +137,8 @@ class Scheduler(SchedulingCycle):
         self.frameworks = build_frameworks(config, registry, self.cache.snapshot, cluster, self.rng, metrics,
                                            opportunistic_batching=batching, clock=clock,
                                            batch_rescore=kube_minor >= 37)
+        for fw in self.frameworks.values():
+            fw.handle.feature_gates = dict(feature_gates or {})  # before the plugins' event lists are read
         first = next(iter(self.frameworks.values()))
         self.extenders = first.extenders
         less = first.less()

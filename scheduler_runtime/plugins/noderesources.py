@@ -36,7 +36,7 @@ from ..framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, Clust
 from ..labelsel import label_key_errors
 from ..objects import Node, Pod
 from .dynamicresources.claims import DraManager
-from .dynamicresources.extended import DraScorer, after_device_class_change, is_dra_extended_name
+from .dynamicresources.extended import DraScorer, after_device_class_change, gate_on, is_dra_extended_name
 
 MAX_CUSTOM_PRIORITY_SCORE = 10
 BASE_RESOURCES = ("cpu", "memory", "ephemeral-storage")
@@ -253,7 +253,8 @@ class NodeResourcesFit(Plugin):
     def _dra_backed(self, pod: Pod, names: list[str]) -> frozenset[str]:
         """shouldDelegateResourceToDRA's class lookup (DRAExtendedResource): the names some DeviceClass backs,
         through the cluster's DRA manager (none without a cluster, as with a nil draManager)."""
-        if self.handle is None or getattr(self.handle, "cluster", None) is None or not any("/" in n for n in names):
+        if self.handle is None or getattr(self.handle, "cluster", None) is None or not any("/" in n for n in names) \
+                or not gate_on(self.handle):
             return frozenset()
         mapping = DraManager.for_handle(self.handle).resolver.mapping()
         return frozenset(n for n in names if n in mapping and is_dra_extended_name(n)) if mapping else frozenset()
@@ -342,13 +343,15 @@ class NodeResourcesFit(Plugin):
         """kube-scheduler 1.36 with queueing hints (SchedulerQueueingHints and InPlacePodVerticalScaling are
         locked on): pod deletions and scale-downs, node additions and allocatable changes; with DRAExtendedResource
         (on in 1.36) DeviceClass additions and updates."""
-        return [ClusterEventWithHint(ClusterEvent("Pod", ActionType.Delete | ActionType.UpdatePodScaleDown),
-                                     _after_pod_event),
-                ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeAllocatable),
-                                     self._after_node_change),
-                # DRAExtendedResource: a class may now back an extended resource the pod requests
-                ClusterEventWithHint(ClusterEvent("resource.k8s.io/DeviceClass", ActionType.Add | ActionType.Update),
-                                     _after_device_class_change)]
+        events = [ClusterEventWithHint(ClusterEvent("Pod", ActionType.Delete | ActionType.UpdatePodScaleDown),
+                                       _after_pod_event),
+                  ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeAllocatable),
+                                       self._after_node_change)]
+        if gate_on(self.handle):  # DRAExtendedResource: a class may now back an extended resource the pod requests
+            events.append(ClusterEventWithHint(ClusterEvent("resource.k8s.io/DeviceClass",
+                                                            ActionType.Add | ActionType.Update),
+                                               _after_device_class_change))
+        return events
 
     def _after_node_change(self, pod: Pod, old: Any, new: Any) -> int:
         """isSchedulableAfterNodeChange with the DRA manager: a resource some class backs is left to
@@ -447,7 +450,8 @@ def dra_columns(handle: Handle | None, scorer: DraScorer, name: str, snapshot: S
     """DRAExtendedResource scoring: where a node does not advertise `name` and a class backs it, its capacity
     and allocated count come from its devices (calculateResourceAllocatableRequest); elsewhere the node's
     allocatable and requested. None when no class backs it (or there is no cluster)."""
-    if handle is None or getattr(handle, "cluster", None) is None or not is_dra_extended_name(name):
+    if handle is None or getattr(handle, "cluster", None) is None or not is_dra_extended_name(name) \
+            or not gate_on(handle):
         return None
     table = snapshot.table
     alloc = table.alloc[rows, col] if col is not None else np.zeros(len(rows), dtype=np.int64)
@@ -466,7 +470,8 @@ def dra_columns(handle: Handle | None, scorer: DraScorer, name: str, snapshot: S
 def _dra_unsignable(handle: Handle | None, pod: Pod) -> Status | None:
     """SignPod with DRAExtendedResource: a requested resource some DeviceClass backs may be allocated from
     devices, which a signature does not capture."""
-    if handle is None or getattr(handle, "cluster", None) is None or not any("/" in n for n in pod.requests):
+    if handle is None or getattr(handle, "cluster", None) is None or not any("/" in n for n in pod.requests) \
+            or not gate_on(handle):
         return None
     mapping = DraManager.for_handle(handle).resolver.mapping()
     if any(v and n in mapping and is_dra_extended_name(n) for n, v in pod.requests.items()):

@@ -229,3 +229,32 @@ def _get_metrics(port: int) -> str:
     ctx.verify_mode = ssl.CERT_NONE  # kube-scheduler's self-signed serving certificate
     return wait_for(lambda: urllib.request.urlopen(f"https://127.0.0.1:{port}/metrics", context=ctx,  # noqa: S310
                                                    timeout=5).read().decode(), what="kube-scheduler's /metrics")
+
+
+def test_with_the_feature_gate_off_no_class_backs_an_extended_resource(control_plane, namespace, tmp_path: Path):
+    """--feature-gates=DRAExtendedResource=false on both schedulers (1.36 allows it): the resource is checked
+    like any extended resource, so only the device plugin's node fits, and no claim is created."""
+    from scheduler_runtime.featuregates import parse_feature_gates
+
+    c = KubeClient(load_connection(str(control_plane.kubeconfig_path)))
+    ns, group = namespace, uuid.uuid4().hex[:6]
+    ctx = {who: _setup(c, who, group) for who in ("kube", "ours")}
+    cfg, ours_cfg = tmp_path / "kube.yaml", tmp_path / "ours.yaml"
+    cfg.write_text(scheduler_config(KUBE, control_plane.kubeconfig_path))
+    ours_cfg.write_text(scheduler_config(OURS))
+    with kube_scheduler(control_plane.bin_dir, cfg, tmp_path / "kube-scheduler.log",
+                        args=("--feature-gates=DRAExtendedResource=false",)), \
+            ksched_runner(ours_cfg, control_plane.kubeconfig_path,
+                          feature_gates=parse_feature_gates(["DRAExtendedResource=false"])):
+        got: dict[str, list[Any]] = {"kube": [], "ours": []}
+        for step in ("one", "two"):
+            for who, sched in (("kube", KUBE), ("ours", OURS)):
+                name = f"{who}-off-{step}"
+                c.call("POST", f"/api/v1/namespaces/{ns}/pods", body=_pod(ns, name, sched, ctx[who], step))
+                d = wait_decision(c, ns, name, need_message=True)
+                got[who].append(("bound", f"node-{ctx[who]['nodes'].index(d[1])}") if d[0] == "bound"
+                                else ("pending", d[1].replace(ctx[who]["ext"], "EXT")))
+        claims = [x["metadata"]["name"] for x in c.call("GET", f"{RES}/namespaces/{ns}/resourceclaims")["items"]]
+        assert not claims
+        assert got["ours"] == got["kube"]
+        assert got["kube"][0] == ("bound", "node-2") and "3 Insufficient EXT" in got["kube"][1][1]

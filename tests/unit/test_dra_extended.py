@@ -299,3 +299,31 @@ def test_node_events_wake_pods_whose_resources_dra_provides() -> None:
     no_dra = NodeResourcesFit(None, Handle(Snapshot(), cluster=MemoryCluster()))
     hint = next(e.hint for e in no_dra.events_to_register() if e.event.resource == "Node")
     assert hint(pod, None, Node.from_dict(_node("new"))) == QUEUE_SKIP
+
+
+def test_feature_gate_off_means_no_class_backs_an_extended_resource() -> None:
+    """--feature-gates DRAExtendedResource=false (1.36; locked on in 1.37): NodeResourcesFit checks the resource
+    like any extended resource, DynamicResources creates no claim, no DeviceClass event is registered."""
+    from scheduler_runtime.featuregates import parse_feature_gates
+
+    gates = parse_feature_gates(["DRAExtendedResource=false"])
+    m = MemoryCluster()
+    for o in (_node("n1"), _cls("gpu", GPU), _slice("n1", 2)):
+        m.create(o, emit=False)
+    reg = build_registry([])
+    s = Scheduler(m, load_config(None, reg), reg, seed=1, feature_gates=gates)
+    s.start()
+    m.create(_pod("a"))
+    s.run(until_idle=True)
+    assert _where(m, "a") == "" and f"1 Insufficient {GPU}" in _message(m, "a")
+    assert not _ext_claims(m)
+    fit = s.frameworks["default-scheduler"].handle
+    assert fit.feature_gates["DRAExtendedResource"] is False
+    assert not [e for p in s._events.values() for regs in p.values() for e in regs or []
+                if e.event.resource.endswith("DeviceClass") and e.hint is _after_fit_device_class_hint()]
+
+
+def _after_fit_device_class_hint() -> Any:
+    from scheduler_runtime.plugins import noderesources
+
+    return noderesources._after_device_class_change

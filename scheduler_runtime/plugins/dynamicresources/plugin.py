@@ -71,6 +71,7 @@ from .extended import (
     ASSUME_TIMEOUT,
     creatable,
     find_extended_claim,
+    gate_on,
     has_requests,
     in_memory_claim,
     is_dra_extended_name,
@@ -235,7 +236,8 @@ class DynamicResources(Plugin):
     def _pre_filter_extended(self, pod: Pod, s: _State) -> dict[str, Any] | None:
         """preFilterExtendedResources: when the pod requests an extended resource some DeviceClass backs, the
         claim an earlier cycle created for it, or a new one in memory (PreBind creates it)."""
-        if getattr(self.handle, "cluster", None) is None or not any("/" in n for n in pod.requests):
+        if getattr(self.handle, "cluster", None) is None or not any("/" in n for n in pod.requests) or \
+                not gate_on(self.handle):
             return None
         mapping = self.mgr.resolver.mapping()
         if not mapping or not mapped_requests(pod, mapping):
