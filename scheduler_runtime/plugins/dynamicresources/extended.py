@@ -263,15 +263,6 @@ def creatable(claim: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def has_mapped_resource(pod: Pod, resolver: ClassResolver | None) -> bool:
-    """Whether any requested extended resource is backed by a class (the resolver of a cluster, or none)."""
-    if resolver is None:
-        return False
-    if not any(v and is_dra_extended_name(n) for n, v in pod.requests.items()):
-        return False
-    return bool(mapped_requests(pod, resolver.mapping()))
-
-
 def after_device_class_change(pod: Pod, old: Any, new: Any) -> bool:
     """NodeResourcesFit's isSchedulableAfterDeviceClassEvent: the class now names a resource the pod requests
     (explicitly, or by its implicit name when it is added)."""
