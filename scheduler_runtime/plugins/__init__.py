@@ -50,6 +50,8 @@ DEFAULT_MULTIPOINT: list[tuple[str, int | None]] = [
 
 #: default plugins kube-scheduler 1.36 adds only while a feature gate is on: plugin -> gate
 GATED_DEFAULTS: dict[str, str] = {"NodeDeclaredFeatures": "NodeDeclaredFeatures"}
+#: in-tree plugins without args that read feature gates (built with a gates.PluginFeatures as their args)
+GATE_READERS: frozenset[str] = frozenset({"NodeVolumeLimits"})
 
 
 def default_multipoint(feature_gates: dict[str, bool] | None = None) -> list[tuple[str, int | None]]:
