@@ -504,11 +504,11 @@ class VolumeBinding(Plugin):
         requests = (spec(pvc).get("resources") or {}).get("requests") or {}
         if "storage" not in requests:
             return True, None
-        driver = self.stores.store(CSIDRIVERS).get(provisioner)
+        driver = self.stores.synced_store(CSIDRIVERS).get(provisioner)
         if driver is None or not spec(driver).get("storageCapacity"):
             return True, None
         size = storage_bytes(requests)
-        for cap in self.stores.store(CAPACITIES).list():
+        for cap in self.stores.synced_store(CAPACITIES).list():
             if cap.get("storageClassName") != cls:
                 continue
             limit = cap.get("maximumVolumeSize") if cap.get("maximumVolumeSize") is not None else cap.get("capacity")
@@ -604,18 +604,24 @@ class VolumeBinding(Plugin):
         if volumes is None:
             return Status.as_error(f'no pod volumes found for node "{node_name}"')
         cluster = self.handle.cluster
+        #: resourceVersions the API server gave the objects written here: the watch cache may still hold
+        #: older ones, which checkBindings waits out instead of reading them
+        written: dict[str, str] = {}
         try:
             for pv, _pvc in volumes.static:
                 m = meta(pv)
-                cluster.patch_object(PVS, m["name"], None, {
+                new = cluster.patch_object(PVS, m["name"], None, {
                     "metadata": {"resourceVersion": m.get("resourceVersion"),
                                  "annotations": {ANN_BOUND_BY_CONTROLLER: "yes"}},
                     "spec": {"claimRef": spec(pv)["claimRef"]}})
+                written[f"pv/{m['name']}"] = str(meta(new).get("resourceVersion") or "")
             for pvc in volumes.provisions:
                 m = meta(pvc)
-                cluster.patch_object(PVCS, m["name"], m.get("namespace") or "default", {
+                new = cluster.patch_object(PVCS, m["name"], m.get("namespace") or "default", {
                     "metadata": {"resourceVersion": m.get("resourceVersion"),
                                  "annotations": {ANN_SELECTED_NODE: node_name}}})
+                written[f"pvc/{m.get('namespace') or 'default'}/{m['name']}"] = str(
+                    meta(new).get("resourceVersion") or "")
         except PatchError as exc:
             return Status.as_error(f"binding volumes: {exc}")
         ni = self.handle.snapshot.get(node_name)
@@ -623,7 +629,7 @@ class VolumeBinding(Plugin):
         deadline = time.monotonic() + self.args.bind_timeout_seconds
         while True:
             try:
-                if self._bindings_done(volumes, node_name, node):
+                if self._bindings_done(volumes, node_name, node, written):
                     return None
             except ValueError as exc:
                 return Status.as_error(f"binding volumes: {exc}")
@@ -631,12 +637,16 @@ class VolumeBinding(Plugin):
                 return Status.as_error("binding volumes: context deadline exceeded")
             time.sleep(min(self.poll_interval, max(0.0, deadline - time.monotonic())))
 
-    def _bindings_done(self, volumes: _PodVolumes, node_name: str, node: Node | None) -> bool:
+    def _bindings_done(self, volumes: _PodVolumes, node_name: str, node: Node | None,
+                       written: dict[str, str] | None = None) -> bool:
+        written = written or {}
         for pv, pvc in volumes.static:
             name = meta(pv).get("name", "")
             cur = self.stores.pv(name)
             if cur is None:
                 raise ValueError(f'failed to get pv "{name}" from cache')
+            if _older(cur, written.get(f"pv/{name}")):
+                return False
             ref = spec(cur).get("claimRef") or {}
             if not ref.get("name"):
                 raise ValueError(f'ClaimRef got reset for pv "{name}"')
@@ -651,6 +661,8 @@ class VolumeBinding(Plugin):
             claim = self.stores.pvc(m.get("namespace") or "default", m.get("name", ""))
             if claim is None:
                 raise ValueError(f'failed to get pvc "{m.get("namespace")}/{m.get("name")}" from cache')
+            if _older(claim, written.get(f"pvc/{m.get('namespace') or 'default'}/{m.get('name')}")):
+                return False
             selected = annotations(claim).get(ANN_SELECTED_NODE)
             if selected is None:
                 raise ValueError(f'selectedNode annotation reset for PVC "{m.get("name")}"')
@@ -680,6 +692,14 @@ class VolumeBinding(Plugin):
             ClusterEventWithHint(ClusterEvent(EV_CSIDRIVER, au)),
             ClusterEventWithHint(ClusterEvent(EV_CAPACITY, au)),
         ]
+
+
+def _older(cached: dict[str, Any], written_rv: str | None) -> bool:
+    """The cached object predates the version PreBind wrote (kube's CompareResourceVersion > 0)."""
+    try:
+        return written_rv is not None and int(meta(cached).get("resourceVersion") or 0) < int(written_rv)
+    except ValueError:
+        return False
 
 
 def _bind_volume_to_claim(pv: dict[str, Any], pvc: dict[str, Any]) -> dict[str, Any]:
