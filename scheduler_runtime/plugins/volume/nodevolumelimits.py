@@ -8,6 +8,11 @@ PV -> `spec.csi.driver` / `spec.csi.volumeHandle`; an unbound claim counts once 
 provisioner. Not done (documented differences): in-tree volumes (inline or PVs of GCE PD, AWS EBS, Azure Disk,
 Cinder, vSphere) are not translated to their CSI drivers, so they are not counted even on nodes whose CSINode
 lists the plugin as migrated.
+
+VolumeLimitScaling (kube-scheduler v1.37.2 csi.go; alpha and off in 1.36, beta and on in 1.37): with the gate
+on, a CSIDriver with `spec.preventPodSchedulingIfMissing: true` keeps a pod using its volumes off nodes whose
+CSINode does not list the driver ("<driver> CSI driver is not installed on the node", Unschedulable); a driver
+without a CSIDriver object, or without that field, is assumed present.
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ from ...framework.plugin import Plugin
 from ...framework.status import Status
 from ...framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
 from ...objects import Pod
+from ..gates import features_of
 from .volumeutil import (
     CLASSES,
+    CSIDRIVERS,
     CSINODES,
     EV_CSINODE,
     EV_PVC,
@@ -75,6 +82,8 @@ class NodeVolumeLimits(Plugin):
         self.stores.warm(PVCS, PVS, CLASSES, CSINODES)
         #: unbound claims get a handle unique to this scheduler, as kube's random prefix does
         self._prefix = secrets.token_hex(16)
+        #: the VolumeLimitScaling gate (the config loader hands the plugin the effective gates)
+        self.limit_scaling = features_of(args).enabled("VolumeLimitScaling")
 
     def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
         for v in pod_volumes(pod):
@@ -104,6 +113,10 @@ class NodeVolumeLimits(Plugin):
             return Status.unresolvable(str(exc)) if exc.not_found else Status.as_error(str(exc))
         if not s.new:
             return None
+        if self.limit_scaling:
+            for driver in sorted({key[len(LIMIT_PREFIX):] for key in s.new.values()}):
+                if not self._driver_installed(driver, node_info.name):
+                    return Status.unschedulable(f"{driver} CSI driver is not installed on the node")
         new = dict(s.new)
         limits = self._limits(node_info)
         if not limits:
@@ -126,6 +139,17 @@ class NodeVolumeLimits(Plugin):
             if limit is not None and attached_count.get(key, 0) + n > limit:
                 return Status.unschedulable(REASON_MAX_VOLUME_COUNT)
         return None
+
+    def _driver_installed(self, driver: str, node_name: str) -> bool:
+        """checkCSIDriverOnNode: only a CSIDriver that opts in (preventPodSchedulingIfMissing) is required to
+        be listed by the node's CSINode; a node without a CSINode then has no driver."""
+        obj = self.stores.synced_store(CSIDRIVERS).get(driver)
+        if obj is None or not spec(obj).get("preventPodSchedulingIfMissing"):
+            return True
+        csinode = self.stores.csinode(node_name)
+        if csinode is None:
+            return False
+        return any((d or {}).get("name") == driver for d in spec(csinode).get("drivers") or [])
 
     def _limits(self, node_info: NodeInfo) -> dict[str, int]:
         out = {k: int(v) for k, v in node_info.allocatable.items() if k.startswith(LIMIT_PREFIX)}
