@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from pydantic import ValidationError
 
@@ -137,6 +138,9 @@ def _run(case: str, gates: dict[str, bool]) -> tuple[dict[str, Any], Any, dict[s
             score, sst = pl.score(state, pod, ni)
             assert sst is None
             scores[ni.name] = score
+        # the batch form the runtime calls gives the same scores
+        batch = pl.score_batch(state, pod, snap, np.arange(len(snap.node_infos), dtype=np.int64))
+        assert dict(zip([ni.name for ni in snap.node_infos], batch.tolist(), strict=True)) == scores
     return got_filter, pre, scores
 
 

@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from pydantic import PrivateAttr, ValidationInfo, model_validator
 
 from ...cluster.base import PatchError
@@ -40,6 +41,7 @@ from ...fielderrors import FieldErrorList, invalid
 from ...framework.cycle_state import CycleState
 from ...framework.nodelist import NodeList
 from ...framework.plugin import Plugin, PluginArgs
+from ...framework.snapshot import Snapshot
 from ...framework.status import MAX_SCORE, Status
 from ...framework.types import (
     ActionType,
@@ -533,6 +535,19 @@ class VolumeBinding(Plugin):
             return Status.as_error(f'reading "{_STATE}" from cycleState: not found')
         return None
 
+    def score_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
+        """Score on many nodes: zeros at once for a pod with no claims to bind (most pods), else per node."""
+        out = np.zeros(len(rows), dtype=np.int64)
+        s: _State | None = state.get(_STATE)
+        if not self.args.storage_capacity_scoring or s is None or not s.by_node:
+            return out
+        infos = snapshot.node_infos
+        for i, r in enumerate(rows.tolist()):
+            volumes = s.by_node.get(infos[r].name)
+            if volumes is not None:
+                out[i] = self._score_volumes(volumes)
+        return out
+
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
         if not self.args.storage_capacity_scoring:
             return 0, None
@@ -542,6 +557,9 @@ class VolumeBinding(Plugin):
         volumes = s.by_node.get(node_info.name)
         if volumes is None:
             return 0, None
+        return self._score_volumes(volumes), None
+
+    def _score_volumes(self, volumes: _PodVolumes) -> int:
         classes: dict[str, list[int]] = {}  # class -> [requested, capacity]
         if volumes.static:
             for pv, pvc in volumes.static:
@@ -556,7 +574,7 @@ class VolumeBinding(Plugin):
                 # the class's capacity on the node is the capacity object's, however many claims use it
                 r[1] = storage_bytes({"storage": cap.get("capacity")}) if cap.get("capacity") is not None else 0
                 r[0] += storage_bytes((spec(pvc).get("resources") or {}).get("requests"))
-        return capacity_score(self._shape, classes), None
+        return capacity_score(self._shape, classes)
 
     # ------------------------------------------------------------------ Reserve / Unreserve
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
