@@ -95,6 +95,14 @@ def _dra_setup(c: KubeClient, who: str, group: str, ns: str) -> dict[str, Any]:
     return {"driver": driver, "nodes": nodes, "group": f"{who}-{group}"}
 
 
+def _without_dra_postfilter(msg: str) -> str:
+    """A FailedScheduling message without DynamicResources' PostFilter part, whose wording 1.37 changed (it no
+    longer says "no new claims to deallocate" / "still not schedulable"; not what these tests are about)."""
+    for part in ("no new claims to deallocate, ", "still not schedulable, "):
+        msg = msg.replace(part, "")
+    return msg
+
+
 def _devices(c: KubeClient, ns: str, claim: str, ctx: dict[str, Any]) -> list[tuple[str, str]]:
     got = c.call("GET", f"{RES}/namespaces/{ns}/resourceclaims/{claim}")
     alloc = (got.get("status") or {}).get("allocation") or {}
@@ -130,10 +138,8 @@ def test_device_taint_rules_match_kube_scheduler_137(cp137: ControlPlane, tmp_pa
     finally:
         runner.stop()
         t.join(30)
-    # DRA's PostFilter wording changed in 1.37 ("still not schedulable" is gone), which is not what this test is
-    # about: the verdicts, the devices and the filter part of the message are compared
     def view(g: dict[str, Any]) -> dict[str, Any]:
-        return {p: ((d[0], d[1].split(". ")[0] if d[0] == "pending" else d[1]), devs) for p, (d, devs) in g.items()}
+        return {p: ((d[0], _without_dra_postfilter(d[1])), devs) for p, (d, devs) in g.items()}
 
     assert view(got["ours"]) == view(got["kube"])
     k = got["kube"]
@@ -194,3 +200,64 @@ def test_storage_capacity_scoring_is_on_in_kube_scheduler_137(cp137: ControlPlan
         t.join(30)
     # 10Gi of 100Gi (score 90) beats 10Gi of 50Gi (80): the emptier node, for both
     assert selected == {"kube": f"cap-kube-{group}-big", "ours": f"cap-ours-{group}-big"}
+
+
+def test_volume_limit_scaling_is_on_in_kube_scheduler_137(cp137: ControlPlane, tmp_path: Path) -> None:
+    """A CSIDriver with preventPodSchedulingIfMissing keeps the pod off nodes whose CSINode lacks the driver."""
+    c = KubeClient(load_connection(str(cp137.kubeconfig_path)))
+    ns, group = f"t-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex[:8]
+    c.call("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    driver = f"vls-{group}.csi.example.com"
+    c.call("POST", "/apis/storage.k8s.io/v1/csidrivers", body={
+        "apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": driver},
+        "spec": {"attachRequired": False, "preventPodSchedulingIfMissing": True}})
+    for who in ("kube", "ours"):
+        for i, has_driver in enumerate((False, True)):
+            n = f"vls-{who}-{group}-{i}"
+            create_node(c, n, labels={"vls-group": f"{who}-{group}"})
+            c.call("POST", "/apis/storage.k8s.io/v1/csinodes", body={
+                "apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": n},
+                "spec": {"drivers": [{"name": driver, "nodeID": n, "allocatable": {"count": 10}}] if has_driver
+                         else []}})
+        for vol in ("any", "only-0"):
+            pv = f"vls-{who}-{vol}-{group}"
+            c.call("POST", "/api/v1/persistentvolumes", body={
+                "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
+                "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                         "csi": {"driver": driver, "volumeHandle": pv},
+                         "claimRef": {"namespace": ns, "name": f"{who}-{vol}"}}})
+            c.call("POST", f"/api/v1/namespaces/{ns}/persistentvolumeclaims", body={
+                "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": f"{who}-{vol}", "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "", "volumeName": pv,
+                         "resources": {"requests": {"storage": "1Gi"}}}})
+    cfg, ours_cfg = tmp_path / "kube.yaml", tmp_path / "ours.yaml"
+    cfg.write_text(scheduler_config(KUBE, cp137.kubeconfig_path))
+    ours_cfg.write_text(scheduler_config(OURS))
+    reg = build_registry([])
+    runner = Runner(load_config(ours_cfg, reg, feature_gates={"VolumeLimitScaling": True}), reg, RunOptions(
+        kubeconfig=str(cp137.kubeconfig_path), secure_port=0, leader_overrides={"leader_elect": False}, seed=1))
+    t = threading.Thread(target=runner.run, daemon=True)
+    t.start()
+    got: dict[str, Any] = {}
+    try:
+        with kube_scheduler(cp137.bin_dir, cfg, tmp_path / "kube-scheduler.log"):
+            for vol, selector in (("any", {}), ("only-0", {"kubernetes.io/hostname": "vls-{who}-{group}-0"})):
+                for who, sched in (("kube", KUBE), ("ours", OURS)):
+                    name = f"{who}-{vol}"
+                    sel = {k: v.format(who=who, group=group) for k, v in selector.items()}
+                    c.call("POST", f"/api/v1/namespaces/{ns}/pods", body={
+                        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                        "spec": {"schedulerName": sched, "nodeSelector": {"vls-group": f"{who}-{group}", **sel},
+                                 "containers": [{"name": "c", "image": "pause"}],
+                                 "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": name}}]}})
+                    d = wait_decision(c, ns, name, need_message=True)
+                    got[name] = (d[0], _without_dra_postfilter(d[1].replace(f"-{who}-", "-X-")))
+    finally:
+        runner.stop()
+        t.join(30)
+    assert got["kube-any"] == ("bound", f"vls-X-{group}-1")
+    assert got["ours-any"] == got["kube-any"]
+    assert got["kube-only-0"][0] == "pending"
+    assert f"1 {driver} CSI driver is not installed on the node" in got["kube-only-0"][1]
+    assert got["ours-only-0"] == got["kube-only-0"]
