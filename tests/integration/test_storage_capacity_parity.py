@@ -116,4 +116,13 @@ def test_storage_capacity_filter_and_scoring_match_kube_scheduler(control_plane,
     assert got["ours-fits"] == got["kube-fits"]
     assert got["kube-too-big"][0] == "pending"
     assert "3 node(s) did not have enough free storage" in got["kube-too-big"][1]
-    assert got["ours-too-big"] == got["kube-too-big"]
+    # DynamicResources' PostFilter part of the message is worded differently from 1.37 on, and is not this
+    # test's subject: the rest must be the same
+    assert _without_dra_postfilter(got["ours-too-big"]) == _without_dra_postfilter(got["kube-too-big"])
+
+
+def _without_dra_postfilter(d: tuple[str, str]) -> tuple[str, str]:
+    msg = d[1]
+    for part in ("no new claims to deallocate, ", "still not schedulable, "):
+        msg = msg.replace(part, "")
+    return d[0], msg
