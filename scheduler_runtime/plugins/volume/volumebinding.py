@@ -338,6 +338,8 @@ class VolumeBinding(Plugin):
         self.stores = VolumeStores(handle)
         self.stores.warm(PVCS, PVS, CLASSES, CSINODES)
         self.cache = AssumeCache(self.stores)
+        #: StorageCapacityScoring as the args were validated with (read once: pydantic private attributes are slow)
+        self.scoring = self.args.storage_capacity_scoring
         #: the shape with scores scaled to node scores (kube multiplies by MaxNodeScore / MaxCustomPriorityScore)
         self._shape = [(p.utilization, p.score * (MAX_SCORE // MAX_CUSTOM_PRIORITY_SCORE))
                        for p in self.args.shape or []]
@@ -529,7 +531,7 @@ class VolumeBinding(Plugin):
     # ------------------------------------------------------------------ PreScore / Score
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
         """Without StorageCapacityScoring kube builds no scorer and PreScore skips; with it, it scores."""
-        if not self.args.storage_capacity_scoring:
+        if not self.scoring:
             return Status.skip()
         if state.get(_STATE) is None:
             return Status.as_error(f'reading "{_STATE}" from cycleState: not found')
@@ -539,7 +541,7 @@ class VolumeBinding(Plugin):
         """Score on many nodes: zeros at once for a pod with no claims to bind (most pods), else per node."""
         out = np.zeros(len(rows), dtype=np.int64)
         s: _State | None = state.get(_STATE)
-        if not self.args.storage_capacity_scoring or s is None or not s.by_node:
+        if not self.scoring or s is None or not s.by_node:
             return out
         infos = snapshot.node_infos
         for i, r in enumerate(rows.tolist()):
@@ -549,7 +551,7 @@ class VolumeBinding(Plugin):
         return out
 
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
-        if not self.args.storage_capacity_scoring:
+        if not self.scoring:
             return 0, None
         s: _State | None = state.get(_STATE)
         if s is None:
