@@ -565,14 +565,14 @@ class VolumeBinding(Plugin):
         classes: dict[str, list[int]] = {}  # class -> [requested, capacity]
         if volumes.static:
             for pv, pvc in volumes.static:
-                r = classes.setdefault(class_of(pv), [0, 0])
+                r = classes.setdefault(str(spec(pv).get("storageClassName") or ""), [0, 0])  # spec only, as kube
                 r[0] += storage_bytes((spec(pvc).get("resources") or {}).get("requests"))
                 r[1] += storage_bytes(spec(pv).get("capacity"))
         else:
             for pvc, cap in zip(volumes.provisions, volumes.capacities, strict=False):
                 if cap is None:
                     continue
-                r = classes.setdefault(class_of(pvc), [0, 0])
+                r = classes.setdefault(str(spec(pvc).get("storageClassName") or ""), [0, 0])
                 # the class's capacity on the node is the capacity object's, however many claims use it
                 r[1] = storage_bytes({"storage": cap.get("capacity")}) if cap.get("capacity") is not None else 0
                 r[0] += storage_bytes((spec(pvc).get("resources") or {}).get("requests"))
