@@ -53,6 +53,7 @@ from .claims import (
     EV_CLAIM,
     EV_CLASS,
     EV_SLICE,
+    EV_TAINT_RULE,
     FINALIZER,
     ClaimNotUsable,
     DraManager,
@@ -103,6 +104,7 @@ class DynamicResources(Plugin):
     def __init__(self, args: DynamicResourcesArgs | None = None, handle: Any = None) -> None:
         super().__init__(args if args is not None else DynamicResourcesArgs(), handle)
         self.features = Features()
+        self.taint_rules = self.args.device_taint_rules  # DRADeviceTaintRules (see taintrules.py)
         ft = self.args.filter_timeout
         self.filter_timeout = decode_duration(ft) if ft is not None else 0.0
         bt = self.args.binding_timeout
@@ -185,12 +187,13 @@ class DynamicResources(Plugin):
                     return None, Status.unresolvable(f"resource claim {ck}, request {rname}: unknown request type")
         if s.to_allocate:
             mgr = self.mgr
+            slices = mgr.device_slices(self.taint_rules)
             if (self._caches_version != mgr.slices_version or len(self._caches.matches) > 500_000
                     or len(self._caches.eligible) > 500_000):
                 self._caches, self._caches_version = SliceCaches(), mgr.slices_version
                 self._device_inputs.clear()
             s.allocator = Allocator(features=self.features, allocated=mgr.allocated(),
-                                    class_lister=lambda n: mgr.classes.get(n), slices=mgr.slices.list(),
+                                    class_lister=lambda n: mgr.classes.get(n), slices=slices,
                                     cel_cache=self.cel_cache, device_inputs=self._device_inputs,
                                     caches=self._caches)
         s.claims = claims
@@ -531,6 +534,7 @@ class DynamicResources(Plugin):
                                  self._after_pod_change),
             ClusterEventWithHint(ClusterEvent(EV_CLASS, ActionType.Add | ActionType.Update)),
             ClusterEventWithHint(ClusterEvent(EV_SLICE, ActionType.Add | ActionType.Update)),
+            ClusterEventWithHint(ClusterEvent(EV_TAINT_RULE, ActionType.Add | ActionType.Update | ActionType.Delete)),
         ]
 
     def _after_claim_change(self, pod: Pod, old: Any, new: Any) -> int:
