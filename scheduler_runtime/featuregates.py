@@ -166,8 +166,8 @@ KUBE_1_36: dict[str, tuple[bool, str]] = {
     "WorkloadWithJob": (False, "ALPHA"),
 }
 #: gates whose both settings ksched implements
-HONOURED = {"ComponentFlagz", "ComponentStatusz", "NodeDeclaredFeatures", "OpportunisticBatching",
-            "DRAExtendedResource"}
+HONOURED = {"ComponentFlagz", "ComponentStatusz", "DRADeviceTaintRules", "NodeDeclaredFeatures",
+            "OpportunisticBatching", "StorageCapacityScoring", "VolumeLimitScaling", "DRAExtendedResource"}
 #: non-default values that describe what ksched does anyway: it sizes
 #: pod-level resources from the spec alone, as kube does with InPlacePodLevelResourcesVerticalScaling off;
 #: the other three change nothing in kube-scheduler 1.36.3 (no code path reads them there), they only have to

@@ -137,8 +137,6 @@ class Scheduler(SchedulingCycle):
         self.frameworks = build_frameworks(config, registry, self.cache.snapshot, cluster, self.rng, metrics,
                                            opportunistic_batching=batching, clock=clock,
                                            batch_rescore=kube_minor >= 37)
-        for fw in self.frameworks.values():
-            fw.handle.feature_gates = dict(feature_gates or {})  # before the plugins' event lists are read
         first = next(iter(self.frameworks.values()))
         self.extenders = first.extenders
         less = first.less()
@@ -310,10 +308,24 @@ class Scheduler(SchedulingCycle):
             return
         if action == "ADDED":
             self.queue.add(pod)
-            if pod.nominated_node_name:
+            if pod.nominated_node_name:  # gated or not (kube 1.37, #139057)
                 self.queue.nominator.add(pod, pod.nominated_node_name)
         else:
-            self.queue.update(Pod.from_dict(old_raw) if old_raw else None, pod)
+            old = Pod.from_dict(old_raw) if old_raw else None
+            self.queue.update(old, pod)
+            if self.queue.where(pod.uid) not in (None, "in-flight"):  # kube leaves in-flight pods' nominations
+                self._update_nomination(old, pod)
+
+    def _update_nomination(self, old: Pod | None, new: Pod) -> None:
+        """kube's UpdateNominatedPod for a queued pod (gated ones included): the nomination follows the pod's
+        status.nominatedNodeName, except that one made in memory is kept while neither version carries one."""
+        nominator = self.queue.nominator
+        if not new.nominated_node_name and (old is None or not old.nominated_node_name):
+            kept = nominator.node_of(new.uid)
+            if kept:
+                nominator.add(new, kept)
+            return
+        nominator.add(new, new.nominated_node_name)
 
     # ------------------------------------------------------------------ the loop
     def run(self, until_idle: bool = True, stop: threading.Event | None = None,

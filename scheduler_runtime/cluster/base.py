@@ -22,7 +22,8 @@ KIND_TO_RESOURCE = {
     "ResourceClaimTemplate": "resourceclaimtemplates",
 }
 CLUSTER_SCOPED = {"nodes", "namespaces", "priorityclasses", "customresourcedefinitions", "persistentvolumes",
-                  "storageclasses", "csinodes", "csidrivers", "volumeattachments", "deviceclasses", "resourceslices"}
+                  "storageclasses", "csinodes", "csidrivers", "volumeattachments", "deviceclasses", "resourceslices",
+                  "devicetaintrules"}
 
 
 def resource_of_kind(kind: str) -> str:

@@ -38,9 +38,6 @@ class Handle:
         #: the scheduler's extenders (scheduler_runtime.extenders.ExtenderSet) or None; DefaultPreemption asks
         #: them about its candidates
         self.extenders: Any = None
-        #: the effective feature gates (featuregates.parse_feature_gates) for plugins that follow one (in-tree:
-        #: DRAExtendedResource); empty means every gate at its default; set by the scheduler
-        self.feature_gates: dict[str, bool] = {}
 
     # waiting pods (Permit) -------------------------------------------------------------
     def get_waiting_pod(self, uid: str) -> WaitingPod | None:

@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 import numpy as np
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from ..fielderrors import (
     FieldErrorList,
@@ -35,8 +35,9 @@ from ..framework.status import Code, Status
 from ..framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
 from ..labelsel import label_key_errors
 from ..objects import Node, Pod
+from . import gates
 from .dynamicresources.claims import DraManager
-from .dynamicresources.extended import DraScorer, after_device_class_change, gate_on, is_dra_extended_name
+from .dynamicresources.extended import DraScorer, after_device_class_change, is_dra_extended_name
 
 MAX_CUSTOM_PRIORITY_SCORE = 10
 BASE_RESOURCES = ("cpu", "memory", "ephemeral-storage")
@@ -111,6 +112,18 @@ class NodeResourcesFitArgs(PluginArgs):
     ignored_resource_groups: list[str] = Field(default_factory=list)
     scoring_strategy: ScoringStrategy = Field(default_factory=_default_strategy)
 
+    #: the DRAExtendedResource gate the args were validated with (kube hands the plugin its feature.Features)
+    _extended_resource: bool = PrivateAttr(default=True)
+
+    @property
+    def extended_resource(self) -> bool:
+        return self._extended_resource
+
+    @model_validator(mode="after")
+    def _gates(self, info: ValidationInfo) -> NodeResourcesFitArgs:
+        self._extended_resource = gates.from_context("DRAExtendedResource", info.context)
+        return self
+
     @field_validator("scoring_strategy", mode="before")
     @classmethod
     def _null_strategy(cls, v: object) -> object:
@@ -151,6 +164,17 @@ class NodeResourcesFitArgs(PluginArgs):
 
 class NodeResourcesBalancedAllocationArgs(PluginArgs):
     resources: list[ResourceSpec] = Field(default_factory=_default_resources)
+    #: the DRAExtendedResource gate the args were validated with
+    _extended_resource: bool = PrivateAttr(default=True)
+
+    @property
+    def extended_resource(self) -> bool:
+        return self._extended_resource
+
+    @model_validator(mode="after")
+    def _gates(self, info: ValidationInfo) -> NodeResourcesBalancedAllocationArgs:
+        self._extended_resource = gates.from_context("DRAExtendedResource", info.context)
+        return self
 
     @field_validator("resources")
     @classmethod
@@ -212,7 +236,7 @@ class NodeResourcesFit(Plugin):
     def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
         """Opportunistic batching: the pod's requests, containers, init containers and overhead (kube's
         SignPod); a pod requesting an extended resource a DeviceClass backs is not signed."""
-        unsignable = _dra_unsignable(self.handle, pod)
+        unsignable = _dra_unsignable(self._dra_handle(), pod)
         if unsignable is not None:
             return unsignable
         return [SignFragment(signers.RESOURCES, signers.resources(pod))]
@@ -230,6 +254,10 @@ class NodeResourcesFit(Plugin):
         if s.type == "RequestedToCapacityRatio" and s.requested_to_capacity_ratio is not None:
             scale = 100 // MAX_CUSTOM_PRIORITY_SCORE
             self.shape = [(p.utilization, p.score * scale) for p in s.requested_to_capacity_ratio.shape]
+
+    def _dra_handle(self) -> Handle | None:
+        """The handle DRA-backed extended resources are looked up through, None with DRAExtendedResource off."""
+        return self.handle if self.args.extended_resource else None
 
     # ---------------------------------------------------------------- filter
     def _skip_resource(self, name: str) -> bool:
@@ -254,7 +282,7 @@ class NodeResourcesFit(Plugin):
         """shouldDelegateResourceToDRA's class lookup (DRAExtendedResource): the names some DeviceClass backs,
         through the cluster's DRA manager (none without a cluster, as with a nil draManager)."""
         if self.handle is None or getattr(self.handle, "cluster", None) is None or not any("/" in n for n in names) \
-                or not gate_on(self.handle):
+                or not self.args.extended_resource:
             return frozenset()
         mapping = DraManager.for_handle(self.handle).resolver.mapping()
         return frozenset(n for n in names if n in mapping and is_dra_extended_name(n)) if mapping else frozenset()
@@ -347,7 +375,7 @@ class NodeResourcesFit(Plugin):
                                        _after_pod_event),
                   ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeAllocatable),
                                        self._after_node_change)]
-        if gate_on(self.handle):  # DRAExtendedResource: a class may now back an extended resource the pod requests
+        if self.args.extended_resource:  # DRAExtendedResource: a class may now back a resource the pod requests
             events.append(ClusterEventWithHint(ClusterEvent("resource.k8s.io/DeviceClass",
                                                             ActionType.Add | ActionType.Update),
                                                _after_device_class_change))
@@ -376,7 +404,7 @@ class NodeResourcesFit(Plugin):
             else:
                 want = pod.requests.get(name, 0)
                 col = table.columns.get(name)
-                dra = (dra_columns(self.handle, self.dra_scorer, name, snapshot, rows, col)
+                dra = (dra_columns(self._dra_handle(), self.dra_scorer, name, snapshot, rows, col)
                        if want and snapshot is not None else None)
                 if dra is not None:
                     out.append((dra[0], dra[1] + want, weight))
@@ -450,8 +478,7 @@ def dra_columns(handle: Handle | None, scorer: DraScorer, name: str, snapshot: S
     """DRAExtendedResource scoring: where a node does not advertise `name` and a class backs it, its capacity
     and allocated count come from its devices (calculateResourceAllocatableRequest); elsewhere the node's
     allocatable and requested. None when no class backs it (or there is no cluster)."""
-    if handle is None or getattr(handle, "cluster", None) is None or not is_dra_extended_name(name) \
-            or not gate_on(handle):
+    if handle is None or getattr(handle, "cluster", None) is None or not is_dra_extended_name(name):
         return None
     table = snapshot.table
     alloc = table.alloc[rows, col] if col is not None else np.zeros(len(rows), dtype=np.int64)
@@ -470,8 +497,7 @@ def dra_columns(handle: Handle | None, scorer: DraScorer, name: str, snapshot: S
 def _dra_unsignable(handle: Handle | None, pod: Pod) -> Status | None:
     """SignPod with DRAExtendedResource: a requested resource some DeviceClass backs may be allocated from
     devices, which a signature does not capture."""
-    if handle is None or getattr(handle, "cluster", None) is None or not any("/" in n for n in pod.requests) \
-            or not gate_on(handle):
+    if handle is None or getattr(handle, "cluster", None) is None or not any("/" in n for n in pod.requests):
         return None
     mapping = DraManager.for_handle(handle).resolver.mapping()
     if any(v and n in mapping and is_dra_extended_name(n) for n, v in pod.requests.items()):
@@ -508,7 +534,7 @@ class NodeResourcesBalancedAllocation(Plugin):
     def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
         """Opportunistic batching: the pod's requests, containers, init containers and overhead (kube's
         SignPod); a pod requesting an extended resource a DeviceClass backs is not signed."""
-        unsignable = _dra_unsignable(self.handle, pod)
+        unsignable = _dra_unsignable(self._dra_handle(), pod)
         if unsignable is not None:
             return unsignable
         return [SignFragment(signers.RESOURCES, signers.resources(pod))]
@@ -517,6 +543,10 @@ class NodeResourcesBalancedAllocation(Plugin):
         super().__init__(args or NodeResourcesBalancedAllocationArgs(), handle)
         self.resources = [r.name for r in self.args.resources]
         self.dra_scorer = DraScorer()
+
+    def _dra_handle(self) -> Handle | None:
+        """The handle DRA-backed extended resources are looked up through, None with DRAExtendedResource off."""
+        return self.handle if self.args.extended_resource else None
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
         if not any(pod.requests.get(r, 0) > 0 for r in self.resources):
@@ -532,7 +562,7 @@ class NodeResourcesBalancedAllocation(Plugin):
         for name in self.resources:
             want = pod.requests.get(name, 0)
             col = table.columns.get(name)
-            dra = dra_columns(self.handle, self.dra_scorer, name, snapshot, rows, col) if want else None
+            dra = dra_columns(self._dra_handle(), self.dra_scorer, name, snapshot, rows, col) if want else None
             if dra is None and (col is None or (is_extended(name) and want == 0)):
                 continue
             if dra is not None:

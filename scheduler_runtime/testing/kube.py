@@ -109,7 +109,7 @@ def ksched_runner(config: str | Path, kubeconfig: str | Path, seed: int = 1,
     from ..plugins.registry import build_registry
 
     reg = build_registry([])
-    runner = Runner(load_config(Path(config), reg), reg, RunOptions(
+    runner = Runner(load_config(Path(config), reg, feature_gates=feature_gates), reg, RunOptions(
         kubeconfig=str(kubeconfig), secure_port=0, leader_overrides={"leader_elect": False}, seed=seed,
         feature_gates=dict(feature_gates or {})))
     t = threading.Thread(target=runner.run, daemon=True)

@@ -311,14 +311,12 @@ def test_feature_gate_off_means_no_class_backs_an_extended_resource() -> None:
     for o in (_node("n1"), _cls("gpu", GPU), _slice("n1", 2)):
         m.create(o, emit=False)
     reg = build_registry([])
-    s = Scheduler(m, load_config(None, reg), reg, seed=1, feature_gates=gates)
+    s = Scheduler(m, load_config(None, reg, feature_gates=gates), reg, seed=1, feature_gates=gates)
     s.start()
     m.create(_pod("a"))
     s.run(until_idle=True)
     assert _where(m, "a") == "" and f"1 Insufficient {GPU}" in _message(m, "a")
     assert not _ext_claims(m)
-    fit = s.frameworks["default-scheduler"].handle
-    assert fit.feature_gates["DRAExtendedResource"] is False
     assert not [e for p in s._events.values() for regs in p.values() for e in regs or []
                 if e.event.resource.endswith("DeviceClass") and e.hint is _after_fit_device_class_hint()]
 

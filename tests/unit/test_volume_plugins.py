@@ -596,7 +596,8 @@ def test_volume_binding_args_validation():
     with pytest.raises(ValueError, match="invalid BindTimeoutSeconds, should not be a negative value"):
         VolumeBindingArgs(bind_timeout_seconds=-1)
     with pytest.raises(ValueError, match="turn on the feature gate StorageCapacityScoring"):
-        VolumeBindingArgs.model_validate({"shape": [{"utilization": 0, "score": 10}]})
+        VolumeBindingArgs.model_validate({"shape": [{"utilization": 0, "score": 10}]},
+                                         context={"feature_gates": {"StorageCapacityScoring": False}})
 
 
 def test_volume_binding_events():

@@ -84,7 +84,7 @@ class KubeCluster(ClusterBackend):
                  page_size: int = 500, resources: Iterable[str] = CORE_RESOURCES,
                  pod_field_selector: str | None = POD_FIELD_SELECTOR, min_watch_timeout: float = 300.0,
                  watch_read_timeout: float = 150.0, request_timeout: float = 30.0, list_timeout: float = 60.0,
-                 backoff_initial: float = 0.8, backoff_cap: float = 30.0, bind_retries: int = 2,
+                 backoff_initial: float = 0.8, backoff_cap: float = 30.0, bind_retries: int = 3,
                  check_permissions: bool = True, event_queue: int = 2000,
                  hostname: str | None = None, headers: dict[str, str] | None = None,
                  user_agent: str = USER_AGENT) -> None:

@@ -40,12 +40,6 @@ def meta(obj: dict[str, Any] | None) -> dict[str, Any]:
     return (obj or {}).get("metadata") or {}
 
 
-def gate_on(handle: Any) -> bool:
-    """DRAExtendedResource as the scheduler's `--feature-gates` set it (on by default in 1.36, locked on in
-    1.37): off, no extended resource is backed by a class and the scheduler creates no claims."""
-    return bool((getattr(handle, "feature_gates", None) or {}).get("DRAExtendedResource", True))
-
-
 def is_extended_name(name: str) -> bool:
     """v1helper.IsExtendedResourceName: a qualified name with a domain that is not kubernetes.io's."""
     return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")

@@ -58,6 +58,7 @@ from .claims import (
     EV_CLAIM,
     EV_CLASS,
     EV_SLICE,
+    EV_TAINT_RULE,
     FINALIZER,
     ClaimNotUsable,
     DraManager,
@@ -71,7 +72,6 @@ from .extended import (
     ASSUME_TIMEOUT,
     creatable,
     find_extended_claim,
-    gate_on,
     has_requests,
     in_memory_claim,
     is_dra_extended_name,
@@ -136,6 +136,7 @@ class DynamicResources(Plugin):
     def __init__(self, args: DynamicResourcesArgs | None = None, handle: Any = None) -> None:
         super().__init__(args if args is not None else DynamicResourcesArgs(), handle)
         self.features = Features()
+        self.taint_rules = self.args.device_taint_rules  # DRADeviceTaintRules (see taintrules.py)
         ft = self.args.filter_timeout
         self.filter_timeout = decode_duration(ft) if ft is not None else 0.0
         bt = self.args.binding_timeout
@@ -222,12 +223,13 @@ class DynamicResources(Plugin):
                     return None, Status.unresolvable(f"resource claim {ck}, request {rname}: unknown request type")
         if s.to_allocate:
             mgr = self.mgr
+            slices = mgr.device_slices(self.taint_rules)
             if (self._caches_version != mgr.slices_version or len(self._caches.matches) > 500_000
                     or len(self._caches.eligible) > 500_000):
                 self._caches, self._caches_version = SliceCaches(), mgr.slices_version
                 self._device_inputs.clear()
             s.allocator = Allocator(features=self.features, allocated=mgr.allocated(),
-                                    class_lister=lambda n: mgr.classes.get(n), slices=mgr.slices.list(),
+                                    class_lister=lambda n: mgr.classes.get(n), slices=slices,
                                     cel_cache=self.cel_cache, device_inputs=self._device_inputs,
                                     caches=self._caches)
         s.claims = claims
@@ -237,7 +239,7 @@ class DynamicResources(Plugin):
         """preFilterExtendedResources: when the pod requests an extended resource some DeviceClass backs, the
         claim an earlier cycle created for it, or a new one in memory (PreBind creates it)."""
         if getattr(self.handle, "cluster", None) is None or not any("/" in n for n in pod.requests) or \
-                not gate_on(self.handle):
+                not self.args.extended_resource:
             return None
         mapping = self.mgr.resolver.mapping()
         if not mapping or not mapped_requests(pod, mapping):
@@ -727,6 +729,7 @@ class DynamicResources(Plugin):
                                  self._after_pod_change),
             ClusterEventWithHint(ClusterEvent(EV_CLASS, ActionType.Add | ActionType.Update)),
             ClusterEventWithHint(ClusterEvent(EV_SLICE, ActionType.Add | ActionType.Update)),
+            ClusterEventWithHint(ClusterEvent(EV_TAINT_RULE, ActionType.Add | ActionType.Update | ActionType.Delete)),
         ]
 
     def _after_claim_change(self, pod: Pod, old: Any, new: Any) -> int:

@@ -10,6 +10,11 @@ provisioner. In-tree volumes (inline, or PVs / provisioners of AWS EBS, GCE PD, 
 count against the CSI driver they migrated to on every node that has a CSINode, as kube does. VolumeAttachments
 of the node to CSI PVs count too, once per volume. As in kube 1.36, limits come from the CSINode only (a node's
 `attachable-volumes-csi-*` allocatable is no longer read).
+
+VolumeLimitScaling (kube-scheduler v1.37.2 csi.go; alpha and off in 1.36, beta and on in 1.37): with the gate
+on, a CSIDriver with `spec.preventPodSchedulingIfMissing: true` keeps a pod using its volumes off nodes whose
+CSINode does not list the driver ("<driver> CSI driver is not installed on the node", Unschedulable); a driver
+without a CSIDriver object, or without that field, is assumed present.
 """
 
 from __future__ import annotations
@@ -27,9 +32,11 @@ from ...framework.plugin import Plugin
 from ...framework.status import Status
 from ...framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
 from ...objects import Pod
+from ..gates import features_of
 from .csimigration import TranslationError, inline_handle, migration_on, plugin_by_name, plugin_of, pv_handle
 from .volumeutil import (
     CLASSES,
+    CSIDRIVERS,
     CSINODES,
     EV_CSINODE,
     EV_PVC,
@@ -134,6 +141,8 @@ class NodeVolumeLimits(Plugin):
         self._prefix = secrets.token_hex(16)
         self._attachments: _AttachmentIndex | None = None
         self._attachments_lock = threading.Lock()
+        #: the VolumeLimitScaling gate (the config loader hands the plugin the effective gates)
+        self.limit_scaling = features_of(args).enabled("VolumeLimitScaling")
 
     def _vas(self, node: str) -> list[dict[str, Any]]:
         if self._attachments is None:
@@ -177,6 +186,10 @@ class NodeVolumeLimits(Plugin):
             return Status.unresolvable(str(exc)) if exc.not_found else Status.as_error(str(exc))
         if not vols.new:
             return None
+        if self.limit_scaling:
+            for driver in sorted(set(vols.new.values())):
+                if not self._driver_installed(driver, csinode):
+                    return Status.unschedulable(f"{driver} CSI driver is not installed on the node")
         limits = _csinode_counts(csinode)
         if not limits:
             return None
@@ -202,6 +215,16 @@ class NodeVolumeLimits(Plugin):
             if limit is not None and attached_count.get(driver, 0) + n > limit:
                 return Status.unschedulable(REASON_MAX_VOLUME_COUNT)
         return None
+
+    def _driver_installed(self, driver: str, csinode: dict[str, Any] | None) -> bool:
+        """checkCSIDriverOnNode: only a CSIDriver that opts in (preventPodSchedulingIfMissing) is required to
+        be listed by the node's CSINode; a node without a CSINode then has no driver."""
+        obj = self.stores.synced_store(CSIDRIVERS).get(driver)
+        if obj is None or not spec(obj).get("preventPodSchedulingIfMissing"):
+            return True
+        if csinode is None:
+            return False
+        return any((d or {}).get("name") == driver for d in spec(csinode).get("drivers") or [])
 
     def _attached_by_node(self, node: str) -> dict[str, str]:
         """getNodeVolumeAttachmentInfo: the node's VolumeAttachments of CSI PVs, as driver/handle -> driver."""
