@@ -30,6 +30,7 @@ attributes and capacities); expressions using the Kubernetes libraries not provi
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections import OrderedDict
@@ -38,6 +39,7 @@ from typing import Any
 
 from ...errors import InputError
 from ...quantity import parse_quantity
+from . import cel_ast, cel_checks, cel_k8s
 
 try:  # the runtime must import without it (only DRA needs CEL); missing -> a clear error at compile time
     from cel_expr_python import cel as _cel
@@ -49,6 +51,7 @@ except ImportError:  # pragma: no cover - exercised only when the dependency is 
 CEL_SELECTOR_MAX_COST = 1_000_000
 #: apiserver's maximum length of a stored CEL expression (bytes)
 MAX_EXPRESSION_LENGTH = 10 * 1024
+_log = logging.getLogger(__name__)
 _QKEY = "__k8s_quantity_nano__"
 _SKEY = "__k8s_semver__"
 _NANO = Decimal(10) ** 9
@@ -211,10 +214,16 @@ def _environment() -> Any:
             fn("minor", ("k8s_semver_minor", T.INT, [S], True, lambda v: _sv(v)[1])),
             fn("patch", ("k8s_semver_patch", T.INT, [S], True, lambda v: _sv(v)[2])),
         ]
-        _env = _cel.NewEnv(variables={"device": T.Map(T.STRING, T.DYN)},
+        k8s_funcs, k8s_overloads = cel_k8s.declarations(_cel)
+        # cel-go extensions of kube's base environment that cel-cpp provides only through an env config
+        config = _cel.NewEnvConfigFromYaml("name: kubernetes-dra\nextensions:\n  - name: sets\n"
+                                           "  - name: lists\n    version: 2\n"
+                                           "  - name: two-var-comprehensions\n")
+        _env = _cel.NewEnv(config=config, variables={"device": T.Map(T.STRING, T.DYN)},
                            extensions=[ext_optional.ExtOptional(), ext_bindings.ExtBindings(),
-                                       ext_strings.ExtStrings()],
-                           functions=funcs)
+                                       ext_strings.ExtStrings(2),
+                                       _cel.CelExtension("kubernetes", k8s_overloads)],
+                           functions=funcs + k8s_funcs)
     return _env
 
 
@@ -296,6 +305,13 @@ def compile_expression(expression: str) -> Compiled:
         text = re.sub(r"^INVALID_ARGUMENT: ", "", text)
         text = re.sub(r"\s*\[INVALID_ARGUMENT\]$", "", text)
         return Compiled(expression, error="compilation failed: " + text)
+    try:
+        issues = cel_checks.check(expression, cel_ast.decode_checked(program.serialize()))
+    except (ValueError, IndexError) as exc:  # a checked AST ksched cannot read: kube's checks are skipped
+        issues = []
+        _log.debug("CEL AST of %r not decoded: %s", expression, exc)
+    if issues:
+        return Compiled(expression, error="compilation failed: " + "\n".join(issues))
     rtype = program.return_type().name()
     if rtype not in ("BOOL", "DYN", "ANY"):
         tname = _TYPE_NAMES.get(rtype, rtype.lower())
