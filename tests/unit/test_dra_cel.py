@@ -37,7 +37,20 @@ GAPS = {
                                                                 "(docs/dra.md)",
     "device.attributes['dra.example.com'].model": "a dyn result is refused at run time, not at compile time",
     "device.driver": "a dyn result is refused at run time, not at compile time",
-    "device.attributes['dra.example.com'].numa + 1": "a dyn result is refused at run time, not at compile time",
+    "[duration('1m'), duration('1s')].sum() == duration('1m1s')": "a cel-expr-python function serving several "
+                                                                  "result types cannot return a duration",
+    "lists.range(100).all(i, lists.range(100).all(j, true))": "cel-expr-python stops an evaluation after 10,000 "
+                                                              "comprehension iterations (docs/dra.md)",
+    'type(ip("192.168.0.1")) == net.IP == type(ip("192.168.0.1")) == net.IP': "ksched's IP is a map: no net.IP "
+                                                                               "type identifier",
+    'type(cidr("192.168.0.0/24")) == net.CIDR == type(cidr("192.168.0.0/24")) == net.CIDR': "ksched's CIDR is a "
+                                                                                           "map: no net.CIDR type "
+                                                                                           "identifier",
+}
+#: kube table cases ksched does not pass, and why
+KUBE_GAPS = {
+    "expensive": "kube: runtime cost limit 1,000,000 exceeded; ksched: cel-expr-python's 10,000-iteration budget "
+                 "stops it first (another message, same refusal)",
 }
 
 
@@ -61,6 +74,9 @@ def test_kube_dra_cel_table(case: dict[str, Any]) -> None:
     if case.get("na"):
         pytest.skip(f"n/a: {case['na']}")
     got, want = _outcome(case["expression"], case), _expected(case)
+    if case["name"] in KUBE_GAPS:
+        assert "iteration budget exceeded" in got.get("matchError", ""), got
+        return
     assert got.keys() == want.keys(), (got, want)
     key = next(iter(want))
     if key == "match":
@@ -81,5 +97,5 @@ def test_kubernetes_cel_libraries(case: dict[str, Any]) -> None:
 def test_table_counts() -> None:
     """The shape the report quotes: applicable / n/a cases of kube's table and the library gaps."""
     na = Counter(c["na"] for c in KUBE if c.get("na"))
-    assert len(KUBE) == 69 and sum(na.values()) == 35
+    assert len(KUBE) == 69 and sum(na.values()) == 34 and len(KUBE_GAPS) == 1
     assert set(GAPS) <= {c["expression"] for c in LIBRARY}

@@ -49,6 +49,11 @@ except ImportError:  # pragma: no cover - exercised only when the dependency is 
 
 #: kube's resourceapi.CELSelectorExpressionMaxCost; see the module docstring for how ksched bounds the cost
 CEL_SELECTOR_MAX_COST = 1_000_000
+#: cel-expr-python stops an evaluation after this many comprehension iterations (fixed in its binding)
+CEL_ITERATION_BUDGET = 10_000
+ITERATION_BUDGET_ERROR = (f"operation cancelled: iteration budget exceeded (ksched evaluates at most "
+                          f"{CEL_ITERATION_BUDGET} comprehension iterations per selector, kube-scheduler a cost "
+                          f"of {CEL_SELECTOR_MAX_COST})")
 #: apiserver's maximum length of a stored CEL expression (bytes)
 MAX_EXPRESSION_LENGTH = 10 * 1024
 _log = logging.getLogger(__name__)
@@ -280,10 +285,14 @@ def _runtime_text(msg: str) -> str:
     m = re.match(r'^(?:NOT_FOUND: )?Key not found in map ?: ?"?(.*?)"?$', msg)
     if m:
         return f"no such key: {m.group(1)}"
+    if "Iteration budget exceeded" in msg:
+        return ITERATION_BUDGET_ERROR
     m = re.match(r"^[A-Z_]+: (.*)$", msg)
     if m:
         msg = m.group(1)
-    return msg.removesuffix(" [UNKNOWN]").removesuffix(" [INVALID_ARGUMENT]")
+    msg = msg.removesuffix(" [UNKNOWN]").removesuffix(" [INVALID_ARGUMENT]")
+    # cel-cpp prefixes some extension errors with the function; cel-go does not
+    return re.sub(r"^(flatten|sortBy|sort|slice)\(\): ", "", msg)
 
 
 def compile_expression(expression: str) -> Compiled:
@@ -304,18 +313,22 @@ def compile_expression(expression: str) -> Compiled:
         text = str(exc).strip()
         text = re.sub(r"^INVALID_ARGUMENT: ", "", text)
         text = re.sub(r"\s*\[INVALID_ARGUMENT\]$", "", text)
-        return Compiled(expression, error="compilation failed: " + text)
+        return Compiled(expression, error="compilation failed: " + cel_checks.kube_type_names(text, expression))
     try:
-        issues = cel_checks.check(expression, cel_ast.decode_checked(program.serialize()))
+        ast = cel_ast.decode_checked(program.serialize())
     except (ValueError, IndexError) as exc:  # a checked AST ksched cannot read: kube's checks are skipped
-        issues = []
+        ast = None
         _log.debug("CEL AST of %r not decoded: %s", expression, exc)
+    issues = cel_checks.check(expression, ast) if ast is not None else []
     if issues:
         return Compiled(expression, error="compilation failed: " + "\n".join(issues))
     rtype = program.return_type().name()
     if rtype not in ("BOOL", "DYN", "ANY"):
         tname = _TYPE_NAMES.get(rtype, rtype.lower())
         return Compiled(expression, error=f"must evaluate to bool or the unknown type, not {tname}")
+    instantiation = cel_checks.program_errors(ast) if ast is not None else None
+    if instantiation:
+        return Compiled(expression, error=instantiation)
     for m in _DOMAIN_LOOKUP.finditer(expression):
         dom = m.group(1) if m.group(1) is not None else m.group(2)
         if dom not in _known_domains:

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from .cel_ast import CheckedAst, Node, walk
+from .cel_k8s import regex_error
 
 ANY, STRING, QUANTITY = ("any",), ("string",), ("kubernetes.Quantity",)
 _ATTRS = ("map", STRING, ("map", STRING, ANY))
@@ -87,14 +88,15 @@ class _Types:
                 return base[2]
             return self._checked(n)
         if n.kind == "list" and n.args:
-            first = self.of(n.args[0])
-            if 0 in n.optional and first[0] == "optional_type":
-                first = first[1]
-            return ("list", first)
+            elems = [self.of(e) for e in n.args]
+            elems = [t[1] if i in n.optional and t[0] == "optional_type" else t for i, t in enumerate(elems)]
+            return ("list", _joined(elems))
         if n.kind == "map" and n.entries:
-            k, v, opt = n.entries[0]
-            tv = self.of(v)
-            return ("map", self.of(k), tv[1] if opt and tv[0] == "optional_type" else tv)
+            keys = [self.of(k) for k, _v, _o in n.entries]
+            vals = [self.of(v) for _k, v, _o in n.entries]
+            vals = [t[1] if o and t[0] == "optional_type" else t
+                    for t, (_k, _v, o) in zip(vals, n.entries, strict=True)]
+            return ("map", _joined(keys), _joined(vals))
         if n.kind == "call" and n.value == "_[_]" and len(n.args) == 2:
             base = self.of(n.args[0])
             if base in (_ATTRS, _CAPS, _ATTRS[2], _CAPS[2]):
@@ -196,6 +198,30 @@ def check(source: str, ast: CheckedAst) -> list[str]:
     return [format_issue(source, ast, node_id, msg) for _order, node_id, msg in issues]
 
 
+def _joined(types: list[Any]) -> Any:
+    """The element type cel-go's checker gives a literal: the common type, dyn when elements differ."""
+    return types[0] if all(_equivalent(types[0], t) for t in types[1:]) else ("dyn",)
+
+
+#: ksched's stand-in type names in cel-cpp's messages, by the constructor whose presence makes them kube types
+_MESSAGE_NAMES = [("map(string, int)", "net.IP", "ip("), ("map(string, uint)", "net.CIDR", "cidr("),
+                  ("map(string, double)", "kubernetes.URL", "url("),
+                  ("map(string, string)", "kubernetes.Quantity", "quantity("),
+                  ("list(string)", "kubernetes.Semver", "semver(")]
+
+
+def kube_type_names(message: str, expression: str) -> str:
+    """A cel-cpp check error with ksched's stand-in types named as kube names them (only the stand-ins the
+    expression can produce, in the argument lists of overload errors)."""
+    def rename(m: re.Match[str]) -> str:
+        text = m.group(0)
+        for standin, name, ctor in _MESSAGE_NAMES:
+            if ctor in expression:
+                text = text.replace(standin, name)
+        return text
+    return re.sub(r"applied to '\(.*?\)'", rename, message)
+
+
 def _equivalent(a: Any, b: Any) -> bool:
     if a[0] == "param" and b[0] == "param":
         return True
@@ -217,10 +243,17 @@ def _valid_timestamp(s: str) -> bool:
 
 
 def _valid_regex(pattern: str) -> bool:
-    from .cel_k8s import _regex
+    return regex_error(pattern) is None
 
-    try:
-        _regex(pattern)
-    except ValueError:
-        return False
-    return True
+
+def program_errors(ast: CheckedAst) -> str | None:
+    """kube's program instantiation error: its find/findAll regex optimization compiles a literal pattern when the
+    program is built (`program instantiation failed: error parsing regexp: ...`)."""
+    for n in walk(ast.root):
+        if n.kind == "call" and n.value in ("find", "findAll") and n.operand is not None and n.args:
+            lit = n.args[0]
+            if lit.kind == "const" and lit.const_kind == "string":
+                err = regex_error(lit.value)
+                if err:
+                    return f"program instantiation failed: {err}"
+    return None

@@ -77,20 +77,54 @@ def parse_ip(raw: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
         except ValueError:
             raise _go_ip_error(raw, "unable to parse IP") from None
         raise ValueError(f"IP address {_goq(raw)} with zone value is not allowed")
-    if ":" not in raw:
-        parts = raw.split(".")
-        if len(parts) == 4 and all(p.isdigit() for p in parts):
-            if any(len(p) > 1 and p[0] == "0" for p in parts):
-                raise _go_ip_error(raw, "IPv4 field has octet with leading zero")
-            if any(int(p) > 255 for p in parts):
-                raise _go_ip_error(raw, "IPv4 field has value >255")
+    if ":" not in raw and "." in raw:
+        why = _ipv4_error(raw)
+        if why:
+            raise _go_ip_error(raw, why)
     try:
         addr = ipaddress.ip_address(raw)
     except ValueError:
-        raise _go_ip_error(raw, "unable to parse IP") from None
+        raise _go_ip_error(raw, _ipv6_error(raw) if ":" in raw else "unable to parse IP") from None
     if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
         raise ValueError(f"IPv4-mapped IPv6 address {_goq(raw)} is not allowed")
     return addr
+
+
+def _ipv4_error(raw: str) -> str:
+    """net/netip's reason for refusing a dotted IPv4 address, "" if it is valid."""
+    fields = 0
+    val, digits = 0, 0
+    for i, ch in enumerate(raw):
+        if ch.isdigit() and ch.isascii():
+            if digits == 1 and val == 0:
+                return "IPv4 field has octet with leading zero"
+            val = val * 10 + int(ch)
+            digits += 1
+            if val > 255:
+                return "IPv4 field has value >255"
+        elif ch == ".":
+            if i == 0 or i == len(raw) - 1 or raw[i - 1] == ".":
+                return "IPv4 field must have at least one digit"
+            if fields == 3:
+                return "IPv4 address too long"
+            fields += 1
+            val, digits = 0, 0
+        else:
+            return "unexpected character"
+    if fields < 3:
+        return "IPv4 address too short"
+    return ""
+
+
+def _ipv6_error(raw: str) -> str:
+    """net/netip's reason for refusing an IPv6 address (the common cases)."""
+    if ":::" in raw:
+        return f'each colon-separated field must have at least one digit (at {_goq(raw[raw.index(":::") + 2:])})'
+    if raw.count("::") > 1:
+        return "multiple :: in address"
+    if raw.count(":") > 7 + ("::" in raw):
+        return "trailing garbage after address"
+    return "unable to parse IP"
 
 
 def _ip_text(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
@@ -240,7 +274,14 @@ def parse_request_uri(raw: str) -> urllib.parse.SplitResult:
         raise bad("invalid URI for request")
     if scheme and not rest.startswith("/") and rest:
         return urllib.parse.SplitResult(scheme.lower(), "", rest, "", "")
-    return urllib.parse.urlsplit(raw)
+    u = urllib.parse.urlsplit(raw)
+    host = u.netloc.rsplit("@", 1)[-1]
+    colon = host.rfind(":")
+    if colon >= 0 and not host.endswith("]"):
+        port = host[colon:]
+        if not host.startswith("[") and host.count(":") > 1 or not port[1:].isdigit() and port != ":":
+            raise bad(f"invalid port {_goq(port)} after host")
+    return u
 
 
 def url_value(raw: str) -> dict[str, str]:
@@ -305,7 +346,24 @@ def _query(u: urllib.parse.SplitResult) -> dict[str, list[str]]:
 
 
 # ----------------------------------------------------------------------------------------- regex
-def _regex(pattern: str) -> Any:
+#: RE2's error codes in Go regexp/syntax's words (Go's regexp is the RE2 syntax kube evaluates)
+_RE2_TO_GO = {"missing ]": "missing closing ]", "missing )": "missing closing )",
+              "no argument for repetition operator": "missing argument to repetition operator",
+              "bad repetition operator": "invalid nested repetition operator",
+              "invalid repetition size": "invalid repeat count", "invalid perl operator":
+              "invalid or unsupported Perl syntax", "invalid named capture group": "invalid named capture"}
+
+
+def regex_error(pattern: str) -> str | None:
+    """Go's `error parsing regexp: <code>: `<text>`` for a pattern RE2 refuses, None when it compiles."""
+    try:
+        _compile_re2(pattern)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _compile_re2(pattern: str) -> Any:
     if _re2 is None:
         raise ValueError("the Python package google-re2 is not installed (pip install google-re2)")
     options = _re2.Options()
@@ -313,7 +371,18 @@ def _regex(pattern: str) -> Any:
     try:
         return _re2.compile(pattern, options)
     except Exception as exc:  # noqa: BLE001 - re2's error type varies between versions
-        raise ValueError(f"Illegal regex: error parsing regexp: {exc}") from None
+        text = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        code, _, arg = text.partition(": ")
+        if code.startswith("trailing \\"):
+            code, arg = "trailing backslash at end of expression", ""
+        raise ValueError(f"error parsing regexp: {_RE2_TO_GO.get(code, code)}: `{arg}`") from None
+
+
+def _regex(pattern: str) -> Any:
+    try:
+        return _compile_re2(pattern)
+    except ValueError as exc:
+        raise ValueError(f"Illegal regex: {exc}") from None
 
 
 def _find(s: str, pattern: str) -> str:
@@ -356,8 +425,7 @@ def _sum(xs: list[Any]) -> Any:
     if not xs:
         return 0
     if isinstance(xs[0], timedelta):
-        total = sum(xs, timedelta())
-        return total
+        return sum(xs, timedelta())
     acc = xs[0]
     for x in xs[1:]:
         acc = acc + x
