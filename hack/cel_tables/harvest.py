@@ -292,7 +292,8 @@ def main() -> None:
               "# library cases (apiserver v0.36.3 pkg/cel/library ip_test.go, cidr_test.go, library docs, cel-go\n"
               "# extensions of the base environment) with the outcome kube's compiler gives on `device`.\n"
               "# compileError/matchError: kube's text (substring for `kube`, whole for `library`); cost: kube's\n"
-              "# actual runtime cost; estimate: kube-apiserver's compile-time estimate; na: why a case does not apply to kube-scheduler 1.36 / ksched.\n")
+              "# actual runtime cost; estimate: kube-apiserver's compile-time estimate;\n"
+              "# na: why a case does not apply to kube-scheduler 1.36 / ksched.\n")
     body = yaml.safe_dump({"device": DEVICE, "kube": kube_rows, "library": library}, sort_keys=False,
                           allow_unicode=True, width=120)
     OUT.write_text(header + body)

@@ -165,6 +165,7 @@ def test_random_dra_scenarios_match_kube_scheduler(control_plane, namespace, tmp
     decisions = 0
     counts = {k: [0, 0] for k in ("placements", "allocations", "reservedFor", "messages")}
     pending = 0
+    by_kind: dict[str, list[int]] = {}  # claim kind -> [bound, pending] (kube's outcome)
     start = time.monotonic()
     with kube_scheduler(control_plane.bin_dir, cfg, tmp_path / "kube-scheduler.log"), \
             ksched_runner(ours_cfg, control_plane.kubeconfig_path):
@@ -191,6 +192,11 @@ def test_random_dra_scenarios_match_kube_scheduler(control_plane, namespace, tmp
                         c, ns, pod, claim, cx, who, tg), 60, f"a decision for {pod}")
                 decisions += 1
                 pending += got["kube"][0][0] == "pending"
+                spec = next(cl for cl in sc["claims"] if cl["name"] == claim_name)
+                kind = spec["kind"] if spec["kind"] != "library" else "exact"
+                kind += "+library" if spec["sel"] and spec["sel"][0] == "library" else ""
+                kind += "+shared" if i == len(order) - 1 else ""
+                by_kind.setdefault(kind, [0, 0])[got["kube"][0][0] == "pending"] += 1
                 for kind, same in _kinds(got["kube"], got["ours"]).items():
                     counts[kind][0] += 1
                     counts[kind][1] += not same
@@ -198,7 +204,8 @@ def test_random_dra_scenarios_match_kube_scheduler(control_plane, namespace, tmp
                     disagreements.append((seed, i, got["kube"], got["ours"]))
     report = {"seeds": SEEDS, "first": FIRST, "decisions": decisions, "pending": pending,
               "compared": {k: v[0] for k, v in counts.items()}, "disagreements": {k: v[1] for k, v in counts.items()},
-              "seconds": round(time.monotonic() - start, 1), "details": [repr(d) for d in disagreements]}
+              "seconds": round(time.monotonic() - start, 1), "by_kind_bound_pending": by_kind,
+              "details": [repr(d) for d in disagreements]}
     if os.environ.get("KSCHED_DRA_REPORT"):
         Path(os.environ["KSCHED_DRA_REPORT"]).write_text(json.dumps(report, indent=1))
     assert not disagreements, disagreements

@@ -21,11 +21,14 @@ CEL in ways reproduced here:
 - an expression must evaluate to bool (or an untyped value); anything else fails to compile with kube's
   `must evaluate to bool or the unknown type, not <type>`; an expression longer than 10 Ki fails to compile.
 
-Differences (documented in docs/dra.md): cel-cpp has no Kubernetes cost estimator and its Python binding no
-runtime cost tracking, so kube's runtime cost limit (1 000 000) is replaced by a bound on the input: CEL has no
-unbounded loops, and a selector's work is bounded by its length (10 Ki) times the device's size (at most 32
-attributes and capacities); expressions using the Kubernetes libraries not provided here (IP, CIDR, URL, regex
-`find`, format, sets, lists) fail to compile, so pods using them stay pending with the compile error.
+The Kubernetes IP, CIDR, URL, regex and lists libraries are in cel_k8s.py, kube's AST validators in
+cel_checks.py; cel-go's strings, sets, lists and two-variable comprehension extensions come with cel-cpp.
+
+Differences (documented in docs/dra.md): cel-expr-python has no cost tracking, so kube's runtime cost limit
+(1 000 000) cannot be counted; its fixed budget of 10 000 comprehension iterations per evaluation is reported as
+ITERATION_BUDGET_ERROR (on a real cluster kube-apiserver refuses selectors whose estimated cost exceeds the
+limit, so stored selectors never reach it in kube-scheduler); kube's format library (optional results) and
+cross-type numeric comparisons are not available.
 """
 
 from __future__ import annotations
