@@ -1,5 +1,8 @@
 """The checked AST of a compiled selector, read from cel-expr-python's serialized `cel.expr.CheckedExpr`.
 
+Upstream: kube-scheduler v1.36 checks selectors with cel-go (checker/checker.go), whose checked AST is the same
+`cel.expr.CheckedExpr` message (cel-spec checked.proto) this module decodes.
+
 cel-expr-python exposes no AST, only `Expression.serialize()` (a `google.protobuf.Any` holding the CheckedExpr);
 this module decodes the protobuf wire format of the few messages needed (Expr, Type, SourceInfo) without a
 protobuf dependency. ksched needs the AST for the compile-time checks kube's CEL environment adds to plain CEL

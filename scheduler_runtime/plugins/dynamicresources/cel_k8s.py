@@ -1,7 +1,8 @@
 """The Kubernetes CEL libraries kube-scheduler's DRA environment enables, as cel-expr-python functions.
 
-Upstream: k8s.io/apiserver v0.36 pkg/cel/environment/base.go (the base environment, StoredExpressions type, which
-k8s.io/dynamic-resource-allocation/cel compiles selectors in) and pkg/cel/library/{ip,cidr,urls,regex,lists}.go.
+Upstream: kube-scheduler v1.36 compiles selectors in k8s.io/apiserver v0.36 pkg/cel/environment/base.go (the
+StoredExpressions environment, via k8s.io/dynamic-resource-allocation/cel/compile.go); the libraries are
+pkg/cel/library/ip.go, cidr.go, urls.go, regex.go and lists.go.
 The cel-go extensions the base environment enables (strings v2, sets, lists, two-variable comprehensions,
 bindings, optional types) come with cel-cpp and are switched on in cel.py.
 
