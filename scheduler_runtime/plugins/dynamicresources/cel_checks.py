@@ -1,9 +1,10 @@
 """Compile-time checks of kube's CEL base environment that cel-cpp does not make, run on the checked AST.
 
-Upstream: kube-scheduler v1.36's environment (k8s.io/apiserver v0.36 pkg/cel/environment/base.go) enables cel-go's AST validators
-`ValidateHomogeneousAggregateLiterals`, `ValidateDurationLiterals`, `ValidateTimestampLiterals` and
-`ValidateRegexLiterals` (cel-go cel/validator.go). Their errors are reported like cel-go's issues (`ERROR: <input>:L:C: msg`, the source
-line and a caret), so a selector refused by kube-scheduler is refused here with the same text.
+Upstream: kube-scheduler v1.36's environment (k8s.io/apiserver v0.36 pkg/cel/environment/base.go) enables
+cel-go's AST validators `ValidateHomogeneousAggregateLiterals`, `ValidateDurationLiterals`,
+`ValidateTimestampLiterals` and `ValidateRegexLiterals` (cel-go cel/validator.go). Their errors are reported
+like cel-go's issues (`ERROR: <input>:L:C: msg`, the source line and a caret), so a selector refused by
+kube-scheduler is refused here with the same text.
 
 Types are kube's: in its DRA environment `device` is an object whose attributes are of type `any` and
 capacities `kubernetes.Quantity`, while ksched declares `device` as `map(string, dyn)`; the types of
