@@ -174,17 +174,30 @@ def _is_semver(s: str, normalize: bool = False) -> bool:
 
 
 # ----------------------------------------------------------------------------------------- environment
-_env = None
+#: [core, with the Kubernetes IP/CIDR/URL/regex/lists libraries]: cel-expr-python's per-evaluation overhead
+#: grows with the number of Python functions in an environment (~2.5 µs without any, ~11 µs with the libraries),
+#: so a selector naming none of the libraries' functions is compiled and evaluated in the core environment
+_envs: list[Any] = [None, None]
 _env_lock = threading.Lock()
+_LIBRARY_NAMES: frozenset[str] | None = None
 
 
-def _environment() -> Any:
-    global _env
-    if _env is not None:
-        return _env
+def _uses_libraries(expression: str) -> bool:
+    """Whether an identifier of the expression names a function of cel_k8s's libraries (then the expression must
+    see their declarations, including their overloads of `string` and `indexOf`)."""
+    global _LIBRARY_NAMES
+    if _LIBRARY_NAMES is None:
+        _LIBRARY_NAMES = cel_k8s.FUNCTION_NAMES
+    return not _LIBRARY_NAMES.isdisjoint(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", expression))
+
+
+def _environment(full: bool = True) -> Any:
+    env = _envs[full]
+    if env is not None:
+        return env
     with _env_lock:
-        if _env is not None:
-            return _env
+        if _envs[full] is not None:
+            return _envs[full]
         if _cel is None:
             raise CelError("the Python package cel-expr-python is not installed (pip install cel-expr-python)")
         T = _cel.Type
@@ -222,17 +235,18 @@ def _environment() -> Any:
             fn("minor", ("k8s_semver_minor", T.INT, [S], True, lambda v: _sv(v)[1])),
             fn("patch", ("k8s_semver_patch", T.INT, [S], True, lambda v: _sv(v)[2])),
         ]
-        k8s_funcs, k8s_overloads = cel_k8s.declarations(_cel)
+        k8s_funcs, k8s_overloads = cel_k8s.declarations(_cel) if full else ([], [])
         # cel-go extensions of kube's base environment that cel-cpp provides only through an env config
         config = _cel.NewEnvConfigFromYaml("name: kubernetes-dra\nextensions:\n  - name: sets\n"
                                            "  - name: lists\n    version: 2\n"
                                            "  - name: two-var-comprehensions\n")
-        _env = _cel.NewEnv(config=config, variables={"device": T.Map(T.STRING, T.DYN)},
+        env = _cel.NewEnv(config=config, variables={"device": T.Map(T.STRING, T.DYN)},
                            extensions=[ext_optional.ExtOptional(), ext_bindings.ExtBindings(),
                                        ext_strings.ExtStrings(2),
-                                       _cel.CelExtension("kubernetes", k8s_overloads)],
-                           functions=funcs + k8s_funcs)
-    return _env
+                                      *([_cel.CelExtension("kubernetes", k8s_overloads)] if full else [])],
+                          functions=funcs + k8s_funcs)
+        _envs[full] = env
+    return env
 
 
 def _semver_or_error(s: str, normalize: bool) -> list[str]:
@@ -256,19 +270,20 @@ _known_domains: set[str] = set()
 class Compiled:
     """One compiled selector: `error` (a compile error's text) or a program to evaluate per device."""
 
-    __slots__ = ("expression", "program", "error")
+    __slots__ = ("expression", "program", "error", "full")
 
-    def __init__(self, expression: str, program: Any = None, error: str | None = None) -> None:
+    def __init__(self, expression: str, program: Any = None, error: str | None = None, full: bool = True) -> None:
         self.expression = expression
         self.program = program
         self.error = error
+        self.full = full
 
     def matches(self, device: DeviceInput) -> bool:
         """Evaluate against a device; raises CelError (kube's runtime error text) on a runtime error."""
         if self.program is None:
             raise CelError(self.error or "not compiled")
         try:
-            value = self.program.eval(device.activation())
+            value = self.program.eval(device.activation(self.full))
         except Exception as exc:  # noqa: BLE001 - any engine failure is the claim's error, never a crash
             raise CelError(_runtime_text(str(exc))) from None
         kind = value.type()
@@ -308,7 +323,8 @@ def compile_expression(expression: str) -> Compiled:
             return Compiled(expression, error=f"compilation failed: ERROR: <input>:1:{m.start(1)}: undefined field "
                                               f"'{m.group(1)}'")
     try:
-        env = _environment()
+        full = _uses_libraries(expression)
+        env = _environment(full)
         program = env.compile(expression)
     except CelError as exc:
         return Compiled(expression, error=str(exc))
@@ -337,7 +353,7 @@ def compile_expression(expression: str) -> Compiled:
         if dom not in _known_domains:
             _known_domains.add(dom)
             DeviceInput.domains_version += 1
-    return Compiled(expression, program=program)
+    return Compiled(expression, program=program, full=full)
 
 
 class CelCache:
@@ -394,13 +410,14 @@ class DeviceInput:
     #: bumped when a newly compiled selector looks up a new domain literal
     domains_version = 0
     __slots__ = ("driver", "raw", "_data", "_act", "_version", "_error")
+    # _act / _version: one activation per environment (core, full)
 
     def __init__(self, driver: str, raw: dict[str, Any]) -> None:
         self.driver = driver
         self.raw = raw
         self._data: dict[str, Any] | None = None
-        self._act: Any = None
-        self._version = -1
+        self._act: list[Any] = [None, None]
+        self._version = [-1, -1]
         self._error: str | None = None
 
     def _build(self) -> dict[str, Any]:
@@ -422,10 +439,10 @@ class DeviceInput:
         return {"driver": self.driver, "attributes": attrs, "capacity": caps,
                 "allowMultipleAllocations": bool(self.raw.get("allowMultipleAllocations") or False)}
 
-    def activation(self) -> Any:
+    def activation(self, full: bool = True) -> Any:
         if self._error is not None:
             raise CelError(self._error)
-        if self._act is None or self._version != DeviceInput.domains_version:
+        if self._act[full] is None or self._version[full] != DeviceInput.domains_version:
             if self._data is None:
                 try:
                     self._data = self._build()
@@ -437,6 +454,6 @@ class DeviceInput:
             for dom in list(_known_domains):
                 data["attributes"].setdefault(dom, {})
                 data["capacity"].setdefault(dom, {})
-            self._act = _environment().Activation(data={"device": data})
-            self._version = version
-        return self._act
+            self._act[full] = _environment(full).Activation(data={"device": data})
+            self._version[full] = version
+        return self._act[full]

@@ -574,6 +574,15 @@ def declarations(cel: Any) -> tuple[list[Any], list[Any]]:
     return funcs, extension
 
 
+#: the identifiers the libraries declare (`ip.isCanonical` is `ip` and `isCanonical` to a tokenizer); cel.py
+#: compiles an expression naming none of them without the libraries (tests/unit/test_dra_cel.py covers each)
+FUNCTION_NAMES = frozenset({
+    "ip", "isIP", "isCanonical", "family", "isUnspecified", "isLoopback", "isLinkLocalMulticast", "isLinkLocalUnicast",
+    "isGlobalUnicast", "cidr", "isCIDR", "containsIP", "containsCIDR", "prefixLength", "masked", "url", "isURL",
+    "getScheme", "getHost", "getHostname", "getPort", "getEscapedPath", "getQuery", "find", "findAll", "isSorted",
+    "sum", "max", "min", "indexOf", "lastIndexOf", "string"})
+
+
 def _sum_typed(xs: list[Any]) -> Any:
     if xs and isinstance(xs[0], datetime):
         raise ValueError("no such overload")
