@@ -100,3 +100,14 @@ def test_table_counts() -> None:
     assert len(KUBE) == 69 and sum(na.values()) == 34 and len(APPLICABLE) == 35 and len(KUBE_GAPS) == 1
     assert all(reason.strip() for reason in na)
     assert set(GAPS) <= {c["expression"] for c in LIBRARY}
+
+
+def test_library_functions_are_declared_only_where_a_selector_names_them():
+    """A plain selector runs in the environment without the libraries (cheaper per evaluation); naming any
+    library function, even as `ip.isCanonical`, selects the full one, so no selector misses a declaration."""
+    plain = compile_expression('device.attributes["d"].model == "a100"')
+    lib = compile_expression('ip.isCanonical("::1") && device.attributes["d"].model == "a100"')
+    assert plain.error is None and lib.error is None
+    assert (plain.full, lib.full) == (False, True)
+    dev = DeviceInput("d", {"attributes": {"model": {"string": "a100"}}})
+    assert plain.matches(dev) and lib.matches(dev)
