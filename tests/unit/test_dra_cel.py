@@ -37,6 +37,11 @@ GAPS = {
                                                                     "transformMapEntry (cel.@mapInsert)",
     "lists.range(2000).all(i, lists.range(2000).all(j, true))": "runtime cost limit: cel-expr-python tracks no cost "
                                                                 "(docs/dra.md)",
+    "true || lists.range(2000000).size() > 0": "ksched refuses a lists.range beyond the cost limit wherever it "
+                                               "is (kube-apiserver refuses to store it: estimate 2000013)",
+    "lists.range(device.attributes['dra.example.com'].numa).size() == 1": "ksched refuses lists.range of a value "
+                                                                           "not known before evaluation "
+                                                                           "(kube-apiserver: estimate unbounded)",
     "device.attributes['dra.example.com'].model": "a dyn result is refused at run time, not at compile time",
     "device.driver": "a dyn result is refused at run time, not at compile time",
     "[duration('1m'), duration('1s')].sum() == duration('1m1s')": "a cel-expr-python function serving several "

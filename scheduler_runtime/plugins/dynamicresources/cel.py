@@ -52,6 +52,8 @@ except ImportError:  # pragma: no cover - exercised only when the dependency is 
 
 #: kube's resourceapi.CELSelectorExpressionMaxCost; see the module docstring for how ksched bounds the cost
 CEL_SELECTOR_MAX_COST = 1_000_000
+#: cel-go's error when an evaluation exceeds the runtime cost limit
+COST_LIMIT_ERROR = "operation cancelled: actual cost limit exceeded"
 #: cel-expr-python stops an evaluation after this many comprehension iterations (fixed in its binding)
 CEL_ITERATION_BUDGET = 10_000
 ITERATION_BUDGET_ERROR = (f"operation cancelled: iteration budget exceeded (ksched evaluates at most "
@@ -270,18 +272,23 @@ _known_domains: set[str] = set()
 class Compiled:
     """One compiled selector: `error` (a compile error's text) or a program to evaluate per device."""
 
-    __slots__ = ("expression", "program", "error", "full")
+    __slots__ = ("expression", "program", "error", "full", "over_limit")
 
-    def __init__(self, expression: str, program: Any = None, error: str | None = None, full: bool = True) -> None:
+    def __init__(self, expression: str, program: Any = None, error: str | None = None, full: bool = True,
+                 over_limit: str | None = None) -> None:
         self.expression = expression
         self.program = program
         self.error = error
         self.full = full
+        #: why evaluating would exceed kube's cost limit (cel_checks.unbounded_ranges), then not evaluated
+        self.over_limit = over_limit
 
     def matches(self, device: DeviceInput) -> bool:
         """Evaluate against a device; raises CelError (kube's runtime error text) on a runtime error."""
         if self.program is None:
             raise CelError(self.error or "not compiled")
+        if self.over_limit is not None:
+            raise CelError(COST_LIMIT_ERROR)
         try:
             value = self.program.eval(device.activation(self.full))
         except Exception as exc:  # noqa: BLE001 - any engine failure is the claim's error, never a crash
@@ -353,7 +360,8 @@ def compile_expression(expression: str) -> Compiled:
         if dom not in _known_domains:
             _known_domains.add(dom)
             DeviceInput.domains_version += 1
-    return Compiled(expression, program=program, full=full)
+    over = cel_checks.unbounded_ranges(ast) if ast is not None else None
+    return Compiled(expression, program=program, full=full, over_limit=over)
 
 
 class CelCache:

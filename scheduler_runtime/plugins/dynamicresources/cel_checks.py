@@ -258,3 +258,24 @@ def program_errors(ast: CheckedAst) -> str | None:
                 if err:
                     return f"program instantiation failed: {err}"
     return None
+
+
+def unbounded_ranges(ast: CheckedAst) -> str | None:
+    """Why evaluating the expression would exceed kube's cost limit by a `lists.range(n)` alone, else None.
+
+    kube's cost tracker charges `lists.range(n)` the n elements it creates, so n above the limit (1,000,000)
+    exceeds it; kube-apiserver's estimate of a non-literal n is unbounded, so such a selector is never stored.
+    cel-expr-python has no cost tracking and would build the list (a large n exhausts memory), so ksched
+    refuses to evaluate these selectors with kube's runtime error instead (docs/dra.md, Cost limit)."""
+    for n in walk(ast.root):
+        if n.kind == "call" and n.value == "lists.range" and n.operand is None and len(n.args) == 1:
+            arg = n.args[0]
+            if arg.kind != "const" or arg.const_kind not in ("int", "uint"):
+                return "lists.range of a value not known before evaluation"
+            if arg.value > RANGE_LIMIT:
+                return f"lists.range({arg.value})"
+    return None
+
+
+#: kube's CELSelectorExpressionMaxCost: a list of more elements costs more than a selector may
+RANGE_LIMIT = 1_000_000
