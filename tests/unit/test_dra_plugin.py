@@ -452,3 +452,13 @@ def test_kubes_literal_checks_refuse_a_selector_at_compile_time():
     assert "invalid matches argument" in (cache.get_or_compile("'a'.matches('[')").error or "")
     assert (cache.get_or_compile("'a'.find('(') == ''").error
             == "program instantiation failed: error parsing regexp: missing closing ): `(`")
+
+
+def test_a_selector_over_kubes_cost_limit_gets_kubes_error_without_being_evaluated():
+    c = claim("c")
+    c["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [{"cel": {"expression": (
+        "lists.range(1000000000).size() > 0")}}]  # built, this list would exhaust memory
+    m = run([node("n1"), device_class(), rslice("n1", ["a100"]), c], [pod("p", claim_name="c"), pod("q")])
+    assert where(m, "p") == "" and where(m, "q") == "n1"
+    assert ("claim ml/c: selector #0: CEL runtime error: operation cancelled: actual cost limit exceeded"
+            in message(m, "p"))
