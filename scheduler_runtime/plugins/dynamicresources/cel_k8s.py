@@ -19,7 +19,6 @@ dispatching on the value's key (`_declare`).
 from __future__ import annotations
 
 import ipaddress
-import math
 import urllib.parse
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -58,8 +57,8 @@ def cel_equal(a: Any, b: Any) -> bool:
 
 # ----------------------------------------------------------------------------------------- IP
 def _go_ip_error(raw: str, why: str) -> ValueError:
-    return ValueError(f"IP Address {raw!r} parse error during conversion from string: ParseAddr({_goq(raw)}): "
-                      f"{why}".replace(f"{raw!r}", _goq(raw)))
+    return ValueError(f"IP Address {_goq(raw)} parse error during conversion from string: ParseAddr({_goq(raw)}): "
+                      f"{why}")
 
 
 def _goq(s: str) -> str:
@@ -423,6 +422,7 @@ def _is_sorted(xs: list[Any]) -> bool:
 
 
 def _sum(xs: list[Any]) -> Any:
+    """kube's sum: int64 overflow is an error (a uint list shares the check: Python does not tell them apart)."""
     if not xs:
         return 0
     if isinstance(xs[0], timedelta):
@@ -432,8 +432,6 @@ def _sum(xs: list[Any]) -> Any:
         acc = acc + x
         if isinstance(acc, int) and not _INT64[0] <= acc <= _INT64[1]:
             raise ValueError("integer overflow")
-    if isinstance(acc, float) and math.isinf(acc):
-        return acc
     return acc
 
 
