@@ -342,10 +342,10 @@ def compile_expression(expression: str) -> Compiled:
         return Compiled(expression, error="compilation failed: " + cel_checks.kube_type_names(text, expression))
     try:
         ast = cel_ast.decode_checked(program.serialize())
-    except (ValueError, IndexError) as exc:  # a checked AST ksched cannot read: kube's checks are skipped
-        ast = None
-        _log.debug("CEL AST of %r not decoded: %s", expression, exc)
-    issues = cel_checks.check(expression, ast) if ast is not None else []
+        issues = cel_checks.check(expression, ast)
+    except Exception as exc:  # noqa: BLE001 - an AST ksched cannot read: kube's extra checks are skipped, no crash
+        ast, issues = None, []
+        _log.warning("CEL selector %r: kube's compile-time checks skipped: %s", expression, exc)
     if issues:
         return Compiled(expression, error="compilation failed: " + "\n".join(issues))
     rtype = program.return_type().name()
