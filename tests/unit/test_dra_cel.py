@@ -17,6 +17,7 @@ KUBE = TABLE["kube"]
 #: kube's cases that apply to kube-scheduler 1.36 (the others carry `na` with the reason and are not run)
 APPLICABLE = [c for c in KUBE if not c.get("na")]
 LIBRARY = TABLE["library"]
+COMPOSITIONS = TABLE["compositions"]
 
 #: library cases where ksched's outcome differs from kube's, and why (cel-expr-python limits); each must still
 #: differ, so a gap that closes shows up here
@@ -97,6 +98,16 @@ def test_kubernetes_cel_libraries(case: dict[str, Any]) -> None:
         assert got != want, f"known gap closed, remove it from GAPS: {case['expression']}"
         return
     assert got == want
+
+
+def _composed_of_gap(expression: str) -> bool:
+    return any(gap in expression for gap in GAPS)
+
+
+@pytest.mark.parametrize("case", [c for c in COMPOSITIONS if not _composed_of_gap(c["expression"])],
+                         ids=lambda c: c["expression"][:70])
+def test_compositions_of_library_cases(case: dict[str, Any]) -> None:
+    assert _outcome(case["expression"], TABLE["device"]) == _expected(case)
 
 
 def test_table_counts() -> None:

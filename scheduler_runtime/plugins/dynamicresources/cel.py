@@ -339,7 +339,7 @@ def compile_expression(expression: str) -> Compiled:
         text = str(exc).strip()
         text = re.sub(r"^INVALID_ARGUMENT: ", "", text)
         text = re.sub(r"\s*\[INVALID_ARGUMENT\]$", "", text)
-        return Compiled(expression, error="compilation failed: " + cel_checks.kube_type_names(text, expression))
+        return Compiled(expression, error="compilation failed: " + _kube_wording(text, expression))
     try:
         ast = cel_ast.decode_checked(program.serialize())
         issues = cel_checks.check(expression, ast)
@@ -362,6 +362,28 @@ def compile_expression(expression: str) -> Compiled:
             DeviceInput.domains_version += 1
     over = cel_checks.unbounded_ranges(ast) if ast is not None else None
     return Compiled(expression, program=program, full=full, over_limit=over)
+
+
+def _kube_wording(text: str, expression: str) -> str:
+    """A cel-cpp check error in cel-go's words where they differ (operands of && and ||, Kubernetes types)."""
+    if text.startswith("ERROR: ") and ("'_&&_'" in text or "'_||_'" in text):
+        try:
+            parsed = cel_ast.decode_parsed(_environment(_uses_libraries(expression)).compile(
+                expression, disable_check=True).serialize())
+        except Exception as exc:  # noqa: BLE001 - keep cel-cpp's text
+            _log.debug("CEL selector %r: no parsed AST: %s", expression, exc)
+            parsed = None
+        if parsed is not None:
+            issues: list[str] = []
+            for issue in re.split(r"\n(?=ERROR: )", text):
+                converted = cel_checks.logical_operand_issues(issue + "\n", expression, parsed)
+                issues.extend(re.split(r"\n(?=ERROR: )", converted) if converted else [issue])
+
+            def where(issue: str) -> tuple[int, int]:
+                m = re.match(r"ERROR: <input>:(\d+):(\d+):", issue)
+                return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+            text = "\n".join(sorted(issues, key=where))
+    return cel_checks.kube_type_names(text, expression)
 
 
 class CelCache:

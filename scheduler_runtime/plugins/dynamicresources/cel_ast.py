@@ -78,7 +78,7 @@ class Node:
 
 
 _PRIMITIVES = {1: "bool", 2: "int", 3: "uint", 4: "double", 5: "string", 6: "bytes"}
-_WELL_KNOWN = {1: "any", 2: "google.protobuf.Timestamp", 3: "google.protobuf.Duration"}
+_WELL_KNOWN = {1: "any", 2: "timestamp", 3: "duration"}  # as cel-go prints them
 
 
 def decode_type(buf: bytes) -> Any:
@@ -207,6 +207,36 @@ class CheckedAst:
     line_offsets: list[int]
 
 
+def _source_info(buf: bytes, positions: dict[int, int], line_offsets: list[int]) -> None:
+    for n, wt, x in fields(buf):
+        if n == 3 and wt == 2:
+            j = 0
+            while j < len(x):
+                off, j = _varint(x, j)
+                line_offsets.append(off)
+        elif n == 3:
+            line_offsets.append(x)
+        elif n == 4:
+            kv = {m: y for m, _, y in fields(x)}
+            positions[_signed(kv.get(1, 0))] = kv.get(2, 0)
+
+
+def decode_parsed(serialized: bytes) -> CheckedAst:
+    """The ParsedExpr of an expression compiled with `disable_check=True` (no types)."""
+    top = fields(serialized)
+    if top and top[0][0] == 1 and isinstance(top[0][2], bytes) and top[0][2].startswith(b"type.googleapis.com/"):
+        serialized = next(v for n, _, v in top if n == 2)
+    root = Node(0, "const")
+    positions: dict[int, int] = {}
+    line_offsets: list[int] = []
+    for num, _wt, v in fields(serialized):
+        if num == 2:
+            root = decode_expr(v)
+        elif num == 3:
+            _source_info(v, positions, line_offsets)
+    return CheckedAst(root, {}, positions, line_offsets)
+
+
 def decode_checked(serialized: bytes) -> CheckedAst:
     """The CheckedExpr inside cel-expr-python's serialized expression (an Any, or the bare message)."""
     top = fields(serialized)
@@ -223,17 +253,7 @@ def decode_checked(serialized: bytes) -> CheckedAst:
             kv = {n: x for n, _, x in fields(v)}
             types[_signed(kv.get(1, 0))] = decode_type(kv.get(2, b""))
         elif num == 5:
-            for n, wt, x in fields(v):
-                if n == 3 and wt == 2:
-                    j = 0
-                    while j < len(x):
-                        off, j = _varint(x, j)
-                        line_offsets.append(off)
-                elif n == 3:
-                    line_offsets.append(x)
-                elif n == 4:
-                    kv = {m: y for m, _, y in fields(x)}
-                    positions[_signed(kv.get(1, 0))] = kv.get(2, 0)
+            _source_info(v, positions, line_offsets)
     return CheckedAst(root, types, positions, line_offsets)
 
 

@@ -215,7 +215,9 @@ def kube_type_names(message: str, expression: str) -> str:
     """A cel-cpp check error with ksched's stand-in types named as kube names them (only the stand-ins the
     expression can produce, in the argument lists of overload errors)."""
     def rename(m: re.Match[str]) -> str:
-        text = m.group(0)
+        text = m.group(0).replace("google.protobuf.Duration", "duration")
+        text = re.sub(r"google\.protobuf\.Timestamp", "timestamp", text)
+        text = re.sub(r"\bT%\d+\b", "dyn", text)  # cel-cpp's unresolved type parameters; cel-go prints dyn
         for standin, name, ctor in _MESSAGE_NAMES:
             if ctor in expression:
                 text = text.replace(standin, name)
@@ -279,3 +281,37 @@ def unbounded_ranges(ast: CheckedAst) -> str | None:
 
 #: kube's CELSelectorExpressionMaxCost: a list of more elements costs more than a selector may
 RANGE_LIMIT = 1_000_000
+
+
+_LOGICAL = re.compile(r"^ERROR: <input>:(\d+):(\d+): found no matching overload for '(_&&_|_\|\|_)' applied to "
+                      r"'\((.*)\)'\n")
+
+
+def _split_types(text: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+            continue
+        depth += ch == "("
+        depth -= ch == ")"
+        cur += ch
+    return [*out, cur.strip()]
+
+
+def logical_operand_issues(message: str, source: str, parsed: CheckedAst) -> str | None:
+    """cel-go's wording for a non-bool operand of `&&` / `||`: cel-cpp reports no matching overload for the
+    operator, cel-go `expected type 'bool' but found '<type>'` at each such operand."""
+    m = _LOGICAL.match(message)
+    if not m:
+        return None
+    line, col, op, types = int(m.group(1)), int(m.group(2)), m.group(3), _split_types(m.group(4))
+    for n in walk(parsed.root):
+        if n.kind == "call" and n.value == op and _location(parsed, n.id) == (line, col) and len(n.args) == len(types):
+            bad = [(a, t) for a, t in zip(n.args, types, strict=True) if t not in ("bool", "dyn")]
+            if not bad:
+                return None
+            return "\n".join(format_issue(source, parsed, a.id, f"expected type 'bool' but found '{t}'")
+                             for a, t in bad)
+    return None
