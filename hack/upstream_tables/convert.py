@@ -14,9 +14,9 @@ Format of one case (JSON):
              SignPod (opportunistic batching): `fragments` as kube's test compares them (its Go values: a
              ResourcesSignerName value is kube's framework.Resource), present only when the test compares
              them; `code`: the exact status code it expects; `must_succeed`: it only fails a non-success
-  gates    feature gates the case's plugin is built with (kube's feature.Features fields it sets)
            where S is null (Success) or {"code": "<Code name>", "reasons": [...]}
   na       why the case does not apply to ksched (then it has no steps)
+  gates    feature gates the case's plugin is built with (kube's feature.Features fields it sets)
 
 Usage: python hack/upstream_tables/convert.py   (reads raw/, writes tests/data/upstream_tables/<pkg>.json)
 """
