@@ -21,6 +21,8 @@ from typing import Any
 
 import orjson
 
+from scheduler_runtime import processes
+
 #: both schedulers read the same file: same clientConnection QPS/burst, leader election off
 CONFIG = """apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
@@ -103,7 +105,7 @@ def measure_scheduler(client: Any, log_path: Path, label: str, cmd: list[str], n
     time.sleep(0.5)
     log = open(log_path, "wb")  # noqa: SIM115 - closed below
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=processes.die_with_parent)
     stop_background = during() if during is not None else None
     peak_cpu, peak_rss, cpu, rss = 0.0, 0.0, 0.0, 0.0
     try:

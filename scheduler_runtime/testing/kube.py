@@ -9,6 +9,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .. import processes
+
 
 def wait_for(cond: Callable[[], Any], timeout: float = 30.0, what: str = "condition", interval: float = 0.1) -> Any:
     """Poll until `cond()` is truthy and return it; an AssertionError naming `what` after `timeout`."""
@@ -59,7 +61,8 @@ def kube_scheduler(bin_dir: str | Path, config: str | Path, log: str | Path, ver
     stopped with SIGTERM, then SIGKILL after 30 s."""
     out = open(log, "ab")  # noqa: SIM115 - handed to the child process, closed below
     proc = subprocess.Popen([str(Path(bin_dir) / "kube-scheduler"), f"--config={config}", "--secure-port=0",
-                             f"-v={verbosity}", *args], stdout=out, stderr=subprocess.STDOUT)
+                             f"-v={verbosity}", *args], stdout=out, stderr=subprocess.STDOUT,
+                            preexec_fn=processes.die_with_parent)
     try:
         yield proc
     finally:
