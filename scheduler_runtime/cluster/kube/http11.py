@@ -31,7 +31,7 @@ class ProtocolError(OSError):
 class Headers(dict[str, str]):
     """Response headers keyed by lower-cased name; `get` takes any case."""
 
-    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, key: str, default: Any = None) -> Any:
         return dict.get(self, key.lower(), default)
 
     def __getitem__(self, key: str) -> str:

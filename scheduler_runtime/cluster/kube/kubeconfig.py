@@ -169,7 +169,7 @@ def load_connection(kubeconfig: str | os.PathLike[str] | None = None, context: s
     with no kubeconfig is used alone (no credentials), as kube-scheduler's --master."""
     if master and not kubeconfig and not fallbacks:
         return Connection(host=master.rstrip("/"), source=f"--master {master}")
-    import yaml
+    import yaml  # type: ignore[import-untyped]
     from kubernetes import client as kclient
     from kubernetes import config as kconfig
     from kubernetes.config.config_exception import ConfigException
@@ -179,7 +179,7 @@ def load_connection(kubeconfig: str | os.PathLike[str] | None = None, context: s
     source = ""
     try:
         if path is None and (in_cluster() or not fallbacks):
-            kconfig.load_incluster_config(client_configuration=cfg)
+            kconfig.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
             source = "in-cluster service account"
         else:
             if path is None:
@@ -189,8 +189,8 @@ def load_connection(kubeconfig: str | os.PathLike[str] | None = None, context: s
                                     "clientConnection.kubeconfig, or run in a pod with a service account", usage=True)
                 path = str(home)
             check_kubeconfig(path, context)
-            kconfig.load_kube_config(config_file=path, context=context, client_configuration=cfg,
-                                     persist_config=False)
+            kconfig.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=path, context=context, client_configuration=cfg, persist_config=False)
             source = f"kubeconfig {path}"
     except KubeConfigError:
         raise
@@ -203,7 +203,7 @@ def load_connection(kubeconfig: str | os.PathLike[str] | None = None, context: s
         raise KubeConfigError(f"kubeconfig {path}: {msg}", usage=isinstance(exc, OSError)) from None
 
     lock = threading.Lock()
-    cache: dict[str, Any] = {"at": -1e9, "value": None}
+    cache: dict[str, Any] = {"at": -1e9, "value": None}  # value: str | None
 
     def auth(force: bool = False) -> str | None:
         with lock:
@@ -215,7 +215,8 @@ def load_connection(kubeconfig: str | os.PathLike[str] | None = None, context: s
                 if not value and (cfg.username or cfg.password):
                     value = cfg.get_basic_auth_token()
                 cache["value"], cache["at"] = value, now
-            return cache["value"]
+            cached: str | None = cache["value"]
+            return cached
 
     host = (master or cfg.host).rstrip("/")
     return Connection(host=host, ca_file=cfg.ssl_ca_cert, cert_file=cfg.cert_file, key_file=cfg.key_file,

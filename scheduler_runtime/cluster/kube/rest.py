@@ -128,8 +128,8 @@ def error_from_response(resp: Response, method: str, path: str, query: dict[str,
             reason = str(body.get("reason") or "")
     except orjson.JSONDecodeError:
         pass
-    kw = dict(status=resp.status, reason=reason, verb=verb, resource=resource, group=group, namespace=namespace,
-              retry_after=resp.retry_after())
+    kw: dict[str, Any] = dict(status=resp.status, reason=reason, verb=verb, resource=resource, group=group,
+                              namespace=namespace, retry_after=resp.retry_after())
     if resp.status == 401:
         return ApiUnauthorizedError(
             f"the API server at {host} rejected the credentials from {source or 'the kubeconfig'} "

@@ -44,8 +44,8 @@ def write_status(host: StatusHost, pod: Pod, condition: dict[str, Any] | None, n
         unchanged = old is not None and all(old.get(k) == cond[k] for k in ("status", "reason", "message"))
         if not unchanged:
             same_status = old is not None and old.get("status") == cond["status"]
-            cond["lastTransitionTime"] = (old.get("lastTransitionTime") if same_status and
-                                          old.get("lastTransitionTime") else rfc3339())
+            kept = old.get("lastTransitionTime") if old is not None and same_status else None
+            cond["lastTransitionTime"] = kept or rfc3339()
             patch_status["conditions"] = [cond]
     if nnn is not None:
         cur = status.get("nominatedNodeName") or ""
