@@ -193,3 +193,10 @@ def test_headers_any_case() -> None:
     h = Headers()
     dict.__setitem__(h, "retry-after", "1")
     assert h.get("Retry-After") == "1" and "RETRY-AFTER" in h and h["retry-after"] == "1"
+
+
+def test_unreadable_tls_files_fail_the_request_not_the_client() -> None:
+    """As with urllib3: the client is built, the first request reports the problem as unreachable."""
+    client = KubeClient(Connection(host="https://127.0.0.1:1", ca_file="/nonexistent/ca.crt"))
+    with pytest.raises(ApiUnreachableError, match="cannot reach the API server"):
+        client.request("GET", "/api", conn_retries=0)

@@ -16,6 +16,7 @@ import select
 import socket
 import ssl
 import threading
+from collections.abc import Callable
 from typing import Any
 
 #: the longest status line or header line accepted (Go's net/http server writes far shorter ones)
@@ -79,13 +80,16 @@ class Http11Pool:
     """Keep-alive connections to one server (`scheme://host:port`), at most `maxsize` kept idle; more are
     opened when all are busy and closed after use (urllib3's `block=False`). Thread-safe."""
 
-    def __init__(self, scheme: str, host: str, port: int | None, *, ssl_context: ssl.SSLContext | None = None,
+    def __init__(self, scheme: str, host: str, port: int | None, *,
+                 ssl_context: ssl.SSLContext | Callable[[], ssl.SSLContext] | None = None,
                  server_hostname: str | None = None, connect_timeout: float = 5.0,
                  socket_options: list[tuple[int, int, int]] | None = None, maxsize: int = 32) -> None:
         self.tls = scheme == "https"
         self.host = host
         self.port = port or (443 if self.tls else 80)
-        self.ssl_context = ssl_context if self.tls else None
+        # a factory is called at the first connection, so unreadable TLS files fail a request (as with
+        # urllib3), not the client's construction
+        self._ssl_context = ssl_context if self.tls else None
         self.server_hostname = server_hostname or host
         self.connect_timeout = connect_timeout
         self.socket_options = socket_options or []
@@ -102,12 +106,22 @@ class Http11Pool:
         try:
             for level, opt, value in self.socket_options:
                 sock.setsockopt(level, opt, value)
-            if self.ssl_context is not None:
-                sock = self.ssl_context.wrap_socket(sock, server_hostname=self.server_hostname)
+            ctx = self._tls()
+            if ctx is not None:
+                sock = ctx.wrap_socket(sock, server_hostname=self.server_hostname)
         except BaseException:
             sock.close()
             raise
         return _Conn(sock)
+
+    def _tls(self) -> ssl.SSLContext | None:
+        ctx = self._ssl_context
+        if ctx is None or isinstance(ctx, ssl.SSLContext):
+            return ctx
+        with self._lock:
+            if not isinstance(self._ssl_context, ssl.SSLContext) and self._ssl_context is not None:
+                self._ssl_context = self._ssl_context()
+            return self._ssl_context
 
     def _get(self) -> _Conn:
         while True:

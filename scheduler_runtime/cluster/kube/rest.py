@@ -245,9 +245,9 @@ class KubeClient:
         parts = urllib.parse.urlsplit(self.host)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             return None
-        ctx = None
-        if parts.scheme == "https":
-            ctx = tls_context(self.conn.ca_file, self.conn.cert_file, self.conn.key_file, self.conn.verify)
+        conn = self.conn
+        ctx = (lambda: tls_context(conn.ca_file, conn.cert_file, conn.key_file, conn.verify)) \
+            if parts.scheme == "https" else None
         return Http11Pool(parts.scheme, parts.hostname, parts.port, ssl_context=ctx,
                           server_hostname=self.conn.tls_server_name, connect_timeout=self.connect_timeout,
                           socket_options=_keepalive_options(), maxsize=size)
