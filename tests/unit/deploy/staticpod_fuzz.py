@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +88,8 @@ def staticpod_case_problems(data: bytes, tmpdir: Path) -> list[str]:
         lines = stderr.splitlines()
         if len(lines) != 1 or not lines[0].startswith("error: "):
             problems.append(f"stderr is not one `error:` line: {stderr!r}")
-        elif str(tmpdir) not in lines[0]:
+        elif str(tmpdir) not in lines[0] and not re.match(r"error: /[^:\s]*: ", lines[0]):
+            # a manifest may point at a host path outside the test's folder (a mutated `--kubeconfig=/etc`)
             problems.append(f"the error names no file: {lines[0]!r}")
         if not unchanged:
             problems.append("a refusal wrote or changed files")
