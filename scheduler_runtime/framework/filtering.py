@@ -20,7 +20,7 @@ from ..objects import Pod
 from .cycle_state import CycleState
 from .handle import Handle
 from .interface import FilterBatchPlugin, FilterPlugin
-from .invoke import ConfiguredPlugin, CycleError, PluginCaller, failure, filter_batch_return, verdict
+from .invoke import WHAT, ConfiguredPlugin, CycleError, PluginCaller, failure, filter_batch_return, verdict
 from .outcomes import Diagnosis, num_feasible_nodes_to_find
 from .plugin import FilterBatch
 from .snapshot import Snapshot
@@ -28,6 +28,7 @@ from .status import Code, Status
 from .types import NodeInfo, PreFilterResult
 
 _NO_CODES: frozenset[Code] = frozenset()
+_FILTER = WHAT["Filter"]
 
 
 class FilterRunner(PluginCaller):
@@ -74,14 +75,30 @@ class FilterRunner(PluginCaller):
         return None
 
     def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
-        """All Filter plugins on one node, per-node methods; first non-success stops (Error aborts)."""
+        """All Filter plugins on one node, per-node methods; first non-success stops (Error aborts).
+
+        A per-node method is called as `_invoke("Filter", ..., evaluations=1)` would, written out: the
+        preemption dry run runs this several times per node it examines."""
         skip = state.skip_filter_plugins
+        metrics = self.metrics
+        st: Status | None
         for cp in self.filter:
-            if cp.name in skip:
+            name = cp.name
+            if name in skip:
                 continue
             fn = getattr(cp.plugin, "filter", None)
             if fn is not None:
-                _, st = self._invoke("Filter", cp.name, fn, state, pod, node_info, evaluations=1)
+                if metrics is not None:
+                    self._evaluated("Filter", name, 1)
+                try:
+                    ret = fn(state, pod, node_info)
+                except CycleError:
+                    raise
+                except Exception as exc:
+                    return failure(_FILTER, name, exc)
+                if ret is None:
+                    continue
+                st = verdict(_FILTER, name, ret)
             else:  # batch-only plugin: evaluate on the node's table row
                 fb, st = self._invoke("Filter", cp.name, cast(FilterBatchPlugin, cp.plugin).filter_batch, state, pod,
                                       self.handle.snapshot, evaluations=1, unpack=filter_batch_return)
@@ -91,10 +108,17 @@ class FilterRunner(PluginCaller):
                 return st
         return None
 
-    def run_filter_with_nominated_pods(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
-        """Filter with higher-or-equal priority nominated pods added (pass 1) and without (pass 2)."""
-        nominated = [p for p in self.handle.nominated_pods_for_node(node_info.name)
-                     if p.priority >= pod.priority and p.uid != pod.uid]
+    def nominated_pods_to_add(self, pod: Pod, node_name: str) -> list[Pod]:
+        """The pods nominated to `node_name` that the two-pass filter adds for `pod`: priority >= pod's."""
+        return [p for p in self.handle.nominated_pods_for_node(node_name)
+                if p.priority >= pod.priority and p.uid != pod.uid]
+
+    def run_filter_with_nominated_pods(self, state: CycleState, pod: Pod, node_info: NodeInfo,
+                                       nominated: list[Pod] | None = None) -> Status | None:
+        """Filter with higher-or-equal priority nominated pods added (pass 1) and without (pass 2).
+        `nominated`: `nominated_pods_to_add` for this node when the caller already has it."""
+        if nominated is None:
+            nominated = self.nominated_pods_to_add(pod, node_info.name)
         if not nominated:
             return self.run_filter(state, pod, node_info)
         cloned_state = state.clone()

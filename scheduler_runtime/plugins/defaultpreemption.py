@@ -187,17 +187,21 @@ class DefaultPreemption(Plugin):
                         ) -> tuple[list[Pod], int, Status | None]:
         """SelectVictimsOnNode: (victims, PDB violations, None) or the status saying why the node cannot help."""
         fw = self.handle.framework
-        lower = [p for p in ni.pods if p.priority < pod.priority]
-        st = state.clone()
-        clone = ni.clone()
-        for v in lower:
-            clone.remove_pod(v)
-            err = fw.run_pre_filter_remove_pod(st, pod, v, clone)
-            if err is not None:
-                return [], 0, Status(Code.Error, err.message)
+        prio = pod.priority
+        lower = [p for p in ni.pods if p.priority < prio]
         if not lower:
             return [], 0, Status(Code.UnschedulableAndUnresolvable, NO_VICTIMS)
-        fst = fw.run_filter_with_nominated_pods(st, pod, clone)
+        st = state.clone()
+        clone = ni.clone()
+        remove_ext = fw.run_pre_filter_remove_pod
+        for v in lower:
+            clone.remove_pod(v)
+            err = remove_ext(st, pod, v, clone)
+            if err is not None:
+                return [], 0, Status(Code.Error, err.message)
+        # the nominated pods the two-pass filter adds do not change during the dry run: looked up once
+        nominated = fw.nominated_pods_to_add(pod, ni.name)
+        fst = fw.run_filter_with_nominated_pods(st, pod, clone, nominated)
         if fst is not None and fst.code != Code.Success:
             return [], 0, fst
         lower.sort(key=_more_important_key)
@@ -208,10 +212,10 @@ class DefaultPreemption(Plugin):
         def reprieve(p: Pod) -> bool:
             clone.add_pod(p)
             fw.run_pre_filter_add_pod(st, pod, p, clone)
-            if fw.run_filter_with_nominated_pods(st, pod, clone) is None:
+            if fw.run_filter_with_nominated_pods(st, pod, clone, nominated) is None:
                 return True
             clone.remove_pod(p)
-            fw.run_pre_filter_remove_pod(st, pod, p, clone)
+            remove_ext(st, pod, p, clone)
             victims.append(p)
             return False
 

@@ -156,14 +156,16 @@ class InterPodAffinity(Plugin):
             nsl = self._ns_labels(pod.namespace)
             for e in snap.terms.entries(snap.node_infos):
                 if e.kind == ANTI_REQUIRED and e.term.matches(e.owner_ns, pod, nsl):
-                    s.existing_anti.add_rows(e.term.topology_key, e.counts, 1)
+                    key = e.term.topology_key
+                    top = snap.topology(key)
+                    s.existing_anti.add_domains(key, top, e.domain_counts(top), 1)
             if pod.affinity_required:
                 counts = self._matching_all(snap, pod.affinity_required, pod.namespace)
                 for t in pod.affinity_required:
                     s.affinity.add_rows(t.topology_key, counts, 1)
             for t in pod.anti_affinity_required:
                 s.anti.add_rows(t.topology_key, self._matching_all(snap, (t,), pod.namespace), 1)
-        if not needs_all and not any(v > 0 for v in s.existing_anti.values()):
+        if not needs_all and not s.existing_anti.any_positive():
             return Status.skip()  # no required terms and no existing pod's anti-affinity matches this pod
         state.write(_PRE_FILTER, s)
         return None
@@ -252,9 +254,9 @@ class InterPodAffinity(Plugin):
         ok = code == 0
         statuses = {1: Status.unresolvable(REASON_AFFINITY), 2: Status.unschedulable(REASON_ANTI),
                     3: Status.unschedulable(REASON_EXISTING_ANTI)}
-        used = set(np.unique(code[~ok]).tolist())
+        used = np.flatnonzero(np.bincount(code, minlength=4)[1:]) + 1  # the failure codes present
         if len(used) <= 1:
-            return FilterBatch(ok, statuses[used.pop()] if used else statuses[2])
+            return FilterBatch(ok, statuses[int(used[0])] if len(used) else statuses[2])
         return FilterBatch(ok, lambda row: Status(statuses[int(code[row])].code, *statuses[int(code[row])].reasons))
 
     # ---------------------------------------------------------------- score
