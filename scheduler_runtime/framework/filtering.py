@@ -108,6 +108,26 @@ class FilterRunner(PluginCaller):
                 return st
         return None
 
+    def run_filter_calls(self, state: CycleState, pod: Pod, node_info: NodeInfo,
+                         calls: list[tuple[str, Any]]) -> Status | None:
+        """`run_filter` over prepared (name, per-node filter) pairs of the plugins `state` does not skip, in
+        order; a pair without a method is a plugin known to pass this node: counted as evaluated, not called."""
+        metrics = self.metrics
+        for name, fn in calls:
+            if metrics is not None:
+                self._evaluated("Filter", name, 1)
+            if fn is None:
+                continue
+            try:
+                ret = fn(state, pod, node_info)
+            except CycleError:
+                raise
+            except Exception as exc:
+                return failure(_FILTER, name, exc)
+            if ret is not None and (st := verdict(_FILTER, name, ret)) is not None:
+                return st
+        return None
+
     def nominated_pods_to_add(self, pod: Pod, node_name: str) -> list[Pod]:
         """The pods nominated to `node_name` that the two-pass filter adds for `pod`: priority >= pod's."""
         return [p for p in self.handle.nominated_pods_for_node(node_name)

@@ -107,6 +107,7 @@ class DefaultPreemption(Plugin):
         want = n * self.args.min_candidate_nodes_percentage // 100
         want = min(max(want, self.args.min_candidate_nodes_absolute), n)
         offset = fw.rng.randrange(n)
+        dry = _DryRun(fw, state, pod)
         candidates: list[Candidate] = []
         # the dry run's verdict per node that gave no candidate: kube-scheduler's nested FitError counts each
         # reason of each node's status (the Filter status when evicting every lower-priority pod is not enough)
@@ -114,7 +115,7 @@ class DefaultPreemption(Plugin):
         errors: list[str] = []
         for i in range(n):
             ni = potential[(offset + i) % n]
-            victims, violations, st = self._select_victims(state, pod, ni, pdbs)
+            victims, violations, st = self._select_victims(state, pod, ni, pdbs, dry)
             if st is None and victims:
                 candidates.append(Candidate(ni.name, victims, violations))
                 if any(c.pdb_violations == 0 for c in candidates) and len(candidates) >= want:
@@ -183,39 +184,45 @@ class DefaultPreemption(Plugin):
             (violating if violated else fine).append(pod)
         return violating, fine
 
-    def _select_victims(self, state: CycleState, pod: Pod, ni: NodeInfo, pdbs: list[PodDisruptionBudget]
-                        ) -> tuple[list[Pod], int, Status | None]:
+    def _select_victims(self, state: CycleState, pod: Pod, ni: NodeInfo, pdbs: list[PodDisruptionBudget],
+                        dry: _DryRun | None = None) -> tuple[list[Pod], int, Status | None]:
         """SelectVictimsOnNode: (victims, PDB violations, None) or the status saying why the node cannot help."""
         fw = self.handle.framework
+        if dry is None:
+            dry = _DryRun(fw, state, pod)
         prio = pod.priority
         lower = [p for p in ni.pods if p.priority < prio]
         if not lower:
             return [], 0, Status(Code.UnschedulableAndUnresolvable, NO_VICTIMS)
-        st = state.clone()
+        st = state.clone() if dry.extensions or not dry.read_only else state
         clone = ni.clone()
         remove_ext = fw.run_pre_filter_remove_pod
         for v in lower:
             clone.remove_pod(v)
-            err = remove_ext(st, pod, v, clone)
-            if err is not None:
-                return [], 0, Status(Code.Error, err.message)
+            if dry.extensions:
+                err = remove_ext(st, pod, v, clone)
+                if err is not None:
+                    return [], 0, Status(Code.Error, err.message)
         # the nominated pods the two-pass filter adds do not change during the dry run: looked up once
         nominated = fw.nominated_pods_to_add(pod, ni.name)
         fst = fw.run_filter_with_nominated_pods(st, pod, clone, nominated)
         if fst is not None and fst.code != Code.Success:
             return [], 0, fst
         lower.sort(key=_more_important_key)
-        violating, fine = self._split_by_pdb(lower, pdbs)
+        violating, fine = self._split_by_pdb(lower, pdbs) if pdbs else ((), lower)
         victims: list[Pod] = []
         violations = 0
 
         def reprieve(p: Pod) -> bool:
             clone.add_pod(p)
-            fw.run_pre_filter_add_pod(st, pod, p, clone)
-            if fw.run_filter_with_nominated_pods(st, pod, clone, nominated) is None:
+            if dry.extensions:
+                fw.run_pre_filter_add_pod(st, pod, p, clone)
+            if (dry.refilter(st, clone) if not nominated
+                    else fw.run_filter_with_nominated_pods(st, pod, clone, nominated)) is None:
                 return True
             clone.remove_pod(p)
-            remove_ext(st, pod, p, clone)
+            if dry.extensions:
+                remove_ext(st, pod, p, clone)
             victims.append(p)
             return False
 
@@ -238,6 +245,58 @@ class DefaultPreemption(Plugin):
             return (c.pdb_violations, highest, total, len(c.victims), _invert(earliest))
 
         return min(cands, key=key)
+
+
+#: in-tree Filter plugins whose verdict depends on the pod and the Node object only (never on the pods on the
+#: node or on state that AddPod/RemovePod change), and that only read the CycleState
+_NODE_ONLY_FILTERS = frozenset({"NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity"})
+_READ_ONLY_FILTERS = _NODE_ONLY_FILTERS | {"NodeResourcesFit"}
+
+
+class _DryRun:
+    """What one pod's dry run does per node, worked out once per preemption attempt.
+
+    `extensions`: some PreFilter plugin not skipped has AddPod/RemovePod (otherwise those calls do nothing
+    and are left out). `read_only`: every Filter plugin that runs is an in-tree one that only reads the
+    CycleState, so without extensions the dry run needs no copy of it. `refilter` re-runs Filter on a node
+    whose every plugin has passed once in this dry run, after a pod was added back: the plugins that look at
+    the Node only cannot change their verdict, so they are counted as evaluated (as kube-scheduler counts
+    them) without being called again; the others run as `run_filter` runs them.
+    """
+
+    __slots__ = ("fw", "pod", "extensions", "read_only", "calls")
+
+    def __init__(self, fw: Any, state: CycleState, pod: Pod) -> None:
+        self.fw = fw
+        self.pod = pod
+        skip = state.skip_filter_plugins
+        self.extensions = any(name not in skip for m in ("add_pod", "remove_pod") for name, _ in fw._extensions(m))
+        active = [cp for cp in fw.filter if cp.name not in skip]
+        known = [_in_tree(cp.name, cp.plugin) for cp in active]
+        self.read_only = all(k and cp.name in _READ_ONLY_FILTERS for k, cp in zip(known, active, strict=True))
+        # (name, bound filter or None when the Node-only verdict is already known to pass)
+        self.calls: list[tuple[str, Any]] | None = None
+        if callable(getattr(fw, "run_filter_calls", None)) and all(callable(getattr(cp.plugin, "filter", None))
+                                                                   for cp in active):
+            self.calls = [(cp.name, None if k and cp.name in _NODE_ONLY_FILTERS else cp.plugin.filter)
+                          for k, cp in zip(known, active, strict=True)]
+
+    def refilter(self, state: CycleState, node_info: NodeInfo) -> Status | None:
+        calls = self.calls
+        if calls is None:
+            return self.fw.run_filter(state, self.pod, node_info)  # type: ignore[no-any-return]
+        return self.fw.run_filter_calls(state, self.pod, node_info, calls)  # type: ignore[no-any-return]
+
+
+#: the modules of those in-tree plugins (a plugin of the same name from elsewhere is not trusted with this)
+_FILTER_MODULES = {"NodeUnschedulable": "nodeunschedulable", "NodeName": "nodename",
+                   "TaintToleration": "tainttoleration", "NodeAffinity": "nodeaffinity",
+                   "NodeResourcesFit": "noderesources"}
+
+
+def _in_tree(name: str, plugin: Any) -> bool:
+    mod = _FILTER_MODULES.get(name)
+    return mod is not None and type(plugin).__name__ == name and type(plugin).__module__ == f"{__package__}.{mod}"
 
 
 def _invert(ts: str) -> str:
