@@ -194,6 +194,13 @@ class DefaultPreemption(Plugin):
         lower = [p for p in ni.pods if p.priority < prio]
         if not lower:
             return [], 0, Status(Code.UnschedulableAndUnresolvable, NO_VICTIMS)
+        if dry.memo is not None and not pdbs and not fw.nominated_pods_to_add(pod, ni.name):
+            return dry.select_remembered(ni, lower, lambda: self._select_victims_on(state, pod, ni, pdbs, dry, lower))
+        return self._select_victims_on(state, pod, ni, pdbs, dry, lower)
+
+    def _select_victims_on(self, state: CycleState, pod: Pod, ni: NodeInfo, pdbs: list[PodDisruptionBudget],
+                           dry: _DryRun, lower: list[Pod]) -> tuple[list[Pod], int, Status | None]:
+        fw = self.handle.framework
         st = state.clone() if dry.extensions or not dry.read_only else state
         clone = ni.clone()
         remove_ext = fw.run_pre_filter_remove_pod
@@ -264,10 +271,11 @@ class _DryRun:
     them) without being called again; the others run as `run_filter` runs them.
     """
 
-    __slots__ = ("fw", "pod", "extensions", "read_only", "calls")
+    __slots__ = ("fw", "state", "pod", "extensions", "read_only", "calls", "node_only", "memo")
 
     def __init__(self, fw: Any, state: CycleState, pod: Pod) -> None:
         self.fw = fw
+        self.state = state
         self.pod = pod
         skip = state.skip_filter_plugins
         self.extensions = any(name not in skip for m in ("add_pod", "remove_pod") for name, _ in fw._extensions(m))
@@ -280,6 +288,51 @@ class _DryRun:
                                                                    for cp in active):
             self.calls = [(cp.name, None if k and cp.name in _NODE_ONLY_FILTERS else cp.plugin.filter)
                           for k, cp in zip(known, active, strict=True)]
+        self.node_only = [cp.plugin.filter for cp in active if cp.name in _NODE_ONLY_FILTERS]
+        #: outcomes by what decides them (see `select_remembered`); None: this pod's dry run cannot use them
+        self.memo: dict[Any, tuple[list[int], Status | None, list[tuple[str, str, int]]]] | None = (
+            {} if self.read_only and not self.extensions and self.calls is not None else None)
+
+    def select_remembered(self, ni: NodeInfo, lower: list[Pod], compute: Any
+                          ) -> tuple[list[Pod], int, Status | None]:
+        """SelectVictimsOnNode for a node without nominated pods, no PDBs, and only the in-tree readers of
+        `_READ_ONLY_FILTERS` running: their verdicts on the node (with pods removed or added back) depend on
+        the Node-only verdicts, the allocatable, the number of pods and the summed requests; so the outcome,
+        as positions in the victims' priority order, is the same on every node where those and the requests
+        of the lower-priority pods in that order are. Computed on the first such node, reused on the others
+        with the same Filter evaluation counts."""
+        pod, state = self.pod, self.state
+        ordered = sorted(lower, key=_more_important_key)
+        node = ni.node
+        if node is None or any(fn(state, pod, ni) is not None for fn in self.node_only):
+            return compute()  # (rare on a node preemption might help) its statuses may name the node's own data
+        key = (tuple(node.allocatable.items()),
+               len(ni.pods), tuple(ni.requested.items()), tuple(tuple(p.requests.items()) for p in ordered))
+        fw = self.fw
+        got = self.memo.get(key) if self.memo is not None else None
+        if got is not None:
+            positions, st, evaluations = got
+            for point, name, n in evaluations:
+                fw._evaluated(point, name, n)
+            return ([ordered[i] for i in positions], 0, None) if st is None else ([], 0, st)
+        evaluations: list[tuple[str, str, int]] = []
+        if fw.metrics is not None:  # the evaluation counts this node adds, to add them again on a reuse
+            real = fw._evaluated
+
+            def record(point: str, name: str, n: int = 1) -> None:
+                evaluations.append((point, name, n))
+                real(point, name, n)
+            fw._evaluated = record
+        try:
+            victims, violations, st = compute()
+        finally:
+            if fw.metrics is not None:
+                del fw._evaluated
+        if st is None or st.code != Code.Error:
+            where = {id(p): i for i, p in enumerate(ordered)}
+            assert self.memo is not None
+            self.memo[key] = ([where[id(v)] for v in victims], st, evaluations)
+        return victims, violations, st
 
     def refilter(self, state: CycleState, node_info: NodeInfo) -> Status | None:
         calls = self.calls
