@@ -194,8 +194,9 @@ class DefaultPreemption(Plugin):
         lower = [p for p in ni.pods if p.priority < prio]
         if not lower:
             return [], 0, Status(Code.UnschedulableAndUnresolvable, NO_VICTIMS)
-        if dry.memo is not None and not pdbs and not fw.nominated_pods_to_add(pod, ni.name):
-            return dry.select_remembered(ni, lower, lambda: self._select_victims_on(state, pod, ni, pdbs, dry, lower))
+        if dry.memo is not None and not pdbs:
+            return dry.select_remembered(ni, lower, fw.nominated_pods_to_add(pod, ni.name),
+                                         lambda: self._select_victims_on(state, pod, ni, pdbs, dry, lower))
         return self._select_victims_on(state, pod, ni, pdbs, dry, lower)
 
     def _select_victims_on(self, state: CycleState, pod: Pod, ni: NodeInfo, pdbs: list[PodDisruptionBudget],
@@ -293,21 +294,23 @@ class _DryRun:
         self.memo: dict[Any, tuple[list[int], Status | None, list[tuple[str, str, int]]]] | None = (
             {} if self.read_only and not self.extensions and self.calls is not None else None)
 
-    def select_remembered(self, ni: NodeInfo, lower: list[Pod], compute: Any
+    def select_remembered(self, ni: NodeInfo, lower: list[Pod], nominated: list[Pod], compute: Any
                           ) -> tuple[list[Pod], int, Status | None]:
-        """SelectVictimsOnNode for a node without nominated pods, no PDBs, and only the in-tree readers of
-        `_READ_ONLY_FILTERS` running: their verdicts on the node (with pods removed or added back) depend on
-        the Node-only verdicts, the allocatable, the number of pods and the summed requests; so the outcome,
-        as positions in the victims' priority order, is the same on every node where those and the requests
-        of the lower-priority pods in that order are. Computed on the first such node, reused on the others
-        with the same Filter evaluation counts."""
+        """SelectVictimsOnNode with no PDBs and only the in-tree readers of `_READ_ONLY_FILTERS` running: on
+        a node every Node-only filter passes, their verdicts (with pods removed or added back, and with the
+        node's nominated pods added in the first pass) depend on the allocatable, the number of pods and the
+        summed requests; so the outcome, as positions in the victims' priority order, is the same on every
+        node where those, the requests of the lower-priority pods in that order and those of the nominated
+        pods are. Computed on the first such node, reused on the others with the same Filter evaluation
+        counts."""
         pod, state = self.pod, self.state
         ordered = sorted(lower, key=_more_important_key)
         node = ni.node
         if node is None or any(fn(state, pod, ni) is not None for fn in self.node_only):
             return compute()  # (rare on a node preemption might help) its statuses may name the node's own data
         key = (tuple(node.allocatable.items()),
-               len(ni.pods), tuple(ni.requested.items()), tuple(tuple(p.requests.items()) for p in ordered))
+               len(ni.pods), tuple(ni.requested.items()), tuple(tuple(p.requests.items()) for p in ordered),
+               tuple(sorted(tuple(sorted(p.requests.items())) for p in nominated)) if nominated else ())
         fw = self.fw
         got = self.memo.get(key) if self.memo is not None else None
         if got is not None:

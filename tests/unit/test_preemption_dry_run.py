@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 from scheduler_runtime.cluster.memory import MemoryCluster
 from scheduler_runtime.config import load_config
 from scheduler_runtime.metrics import SchedulerMetrics
+from scheduler_runtime.objects import Pod
 from scheduler_runtime.plugins import defaultpreemption
 from scheduler_runtime.plugins.noderesources import NodeResourcesFit
 from scheduler_runtime.plugins.registry import build_registry
@@ -60,7 +61,7 @@ def _scenario(seed: int) -> tuple[list[dict], list[dict]]:
                      "metadata": {"name": "pdb", "namespace": "ns"},
                      "spec": {"selector": {"matchLabels": {"app": "a"}}}, "status": {"disruptionsAllowed": 1}})
     preemptors = [_pod(f"hi{j}", rng.choice(["1", "2", "3"]), rng.choice([3, 10, 10]),
-                       port=8080 if rng.random() < 0.1 else 0) for j in range(rng.randint(1, 6))]
+                       port=8080 if rng.random() < 0.1 else 0) for j in range(rng.randint(1, 10))]
     return objs, preemptors
 
 
@@ -72,6 +73,13 @@ def _run(objs: list[dict], preemptors: list[dict]) -> tuple[list[str], dict, lis
     metrics = SchedulerMetrics(CollectorRegistry())
     s = Scheduler(cluster, load_config(None, reg), reg, seed=7, metrics=metrics)
     s.start()
+    # pods nominated to some nodes (as by an earlier preemption whose preemptor waits): the first Filter pass
+    # of the dry run adds them; nodes alike but for them must not share an outcome
+    extra = {f"n{i}": [Pod.from_dict(_pod(f"nominated-{i}", rng_cpu, 20))]
+             for i, rng_cpu in enumerate(["1", "", "3", "", "1", "2", "", "3"] * 4) if rng_cpu and i % 3 == 0}
+    for fw in s.frameworks.values():
+        real = fw.handle.nominated_pods_for_node
+        fw.handle.nominated_pods_for_node = lambda name, real=real: extra.get(name, []) + real(name)
     for p in preemptors:
         cluster.create(p)
     s.run(until_idle=True)
@@ -93,7 +101,7 @@ def _samples(metrics: SchedulerMetrics):
 def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
     """The dry run without its shortcuts: no reuse, every Filter plugin run on every re-check."""
     monkeypatch.setattr(defaultpreemption._DryRun, "select_remembered",
-                        lambda self, ni, lower, compute: compute())
+                        lambda self, ni, lower, nominated, compute: compute())
     monkeypatch.setattr(defaultpreemption._DryRun, "refilter",
                         lambda self, state, ni: self.fw.run_filter(state, self.pod, ni))
 
