@@ -134,10 +134,16 @@ def _pod_terms(pod: Pod) -> Iterable[tuple[int, PodAffinityTerm]]:
         yield ANTI_PREFERRED, t
 
 
+_term_versions = iter(range(1, 2**62))
+
+
 class TermIndex:
     def __init__(self) -> None:
         self._entries: dict[Hashable, TermEntry] | None = None  # None: rebuild from the nodes on next read
         self._n = 0
+        #: changes whenever some entry's counts may have (unique across TermIndex objects and resets), so a
+        #: result computed from the entries can be kept while it stays the same
+        self.version = next(_term_versions)
 
     def entries(self, infos: list[NodeInfo]) -> Iterable[TermEntry]:
         if self._entries is None:
@@ -150,6 +156,7 @@ class TermIndex:
 
     def _add(self, row: int, pod: Pod, sign: int) -> None:
         assert self._entries is not None
+        self.version = next(_term_versions)
         for kind, t in _pod_terms(pod):
             key = (kind, term_key(t), t.topology_key, t.weight, pod.namespace)
             e = self._entries.get(key)
@@ -164,6 +171,7 @@ class TermIndex:
 
     def reset(self) -> None:
         self._entries = None
+        self.version = next(_term_versions)
 
 
 class DomainCounts:

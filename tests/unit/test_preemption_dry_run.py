@@ -135,3 +135,4 @@ def test_alike_nodes_are_dry_run_once(monkeypatch: pytest.MonkeyPatch) -> None:
     deleted, placed, _, _ = _run(objs, [_pod("hi", "3", 10)])
     assert len(deleted) == 3 and placed["hi"][0]
     assert calls < 20, calls
+
