@@ -257,6 +257,10 @@ class InterPodAffinity(Plugin):
         code = np.zeros(n, dtype=np.int8)
         if s is None:
             return FilterBatch(code == 0, Status.unschedulable(REASON_ANTI))
+        rows = s.existing_rows
+        if rows is not None and len(rows) == n and not pod.anti_affinity_required and not pod.affinity_required:
+            # only existing pods' anti-affinity can reject (a ReplicaSet's pods matched by others' terms)
+            return FilterBatch(~rows, Status.unschedulable(REASON_EXISTING_ANTI if rows.any() else REASON_ANTI))
         if s.existing_rows is not None and len(s.existing_rows) == n:
             code[s.existing_rows] = 3
         elif s.existing_anti:
