@@ -11,6 +11,7 @@ and the same ordering when picking the node.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -255,6 +256,9 @@ class DefaultPreemption(Plugin):
         return min(cands, key=key)
 
 
+_Outcome = tuple[list[Pod], int, "Status | None"]
+_Selection = Callable[[], _Outcome]
+
 #: in-tree Filter plugins whose verdict depends on the pod and the Node object only (never on the pods on the
 #: node or on state that AddPod/RemovePod change), and that only read the CycleState
 _NODE_ONLY_FILTERS = frozenset({"NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity"})
@@ -294,8 +298,8 @@ class _DryRun:
         self.memo: dict[Any, tuple[list[int], Status | None, list[tuple[str, str, int]]]] | None = (
             {} if self.read_only and not self.extensions and self.calls is not None else None)
 
-    def select_remembered(self, ni: NodeInfo, lower: list[Pod], nominated: list[Pod], compute: Any
-                          ) -> tuple[list[Pod], int, Status | None]:
+    def select_remembered(self, ni: NodeInfo, lower: list[Pod], nominated: list[Pod], compute: _Selection
+                          ) -> _Outcome:
         """SelectVictimsOnNode with no PDBs and only the in-tree readers of `_READ_ONLY_FILTERS` running: on
         a node every Node-only filter passes, their verdicts (with pods removed or added back, and with the
         node's nominated pods added in the first pass) depend on the allocatable, the number of pods and the
@@ -314,8 +318,8 @@ class _DryRun:
         fw = self.fw
         got = self.memo.get(key) if self.memo is not None else None
         if got is not None:
-            positions, st, evaluations = got
-            for point, name, n in evaluations:
+            positions, st, counted = got
+            for point, name, n in counted:
                 fw._evaluated(point, name, n)
             return ([ordered[i] for i in positions], 0, None) if st is None else ([], 0, st)
         evaluations: list[tuple[str, str, int]] = []
