@@ -17,6 +17,7 @@ from typing import Any, cast
 import numpy as np
 
 from ..objects import Pod
+from . import filter_readers
 from .cycle_state import CycleState
 from .handle import Handle
 from .interface import FilterBatchPlugin, FilterPlugin
@@ -200,6 +201,35 @@ class FilterRunner(PluginCaller):
         self.next_start_node_index = (self.next_start_node_index + processed) % n
         return feasible
 
+    def _nominated_reuse(self, state: CycleState, pod: Pod) -> Any:
+        """None, or a function giving `run_filter_with_nominated_pods` on a node that reuses the outcome of an
+        earlier node alike (see filter_readers) in this cycle: a preemption wave leaves many nodes holding the
+        same pods and the same kind of nominated preemptor, each checked per node in every cycle."""
+        skip = state.skip_filter_plugins
+        active = [cp for cp in self.filter if cp.name not in skip]
+        if not all(cp.name in filter_readers.READ_ONLY and filter_readers.in_tree(cp.name, cp.plugin)
+                   for cp in active) or any(name not in skip for name, _ in self._extensions("add_pod")):
+            return None
+        node_only = [cast(FilterPlugin, cp.plugin).filter for cp in active if cp.name in filter_readers.NODE_ONLY]
+        memo: dict[Any, tuple[Status | None, list[tuple[str, str, int]]]] = {}
+
+        def check(ni: NodeInfo) -> Status | None:
+            nominated = self.nominated_pods_to_add(pod, ni.name)
+            if ni.node is None or any(fn(state, pod, ni) is not None for fn in node_only):
+                return self.run_filter_with_nominated_pods(state, pod, ni, nominated)
+            key = filter_readers.resource_key(ni, nominated)
+            got = memo.get(key)
+            if got is not None:
+                for point, name, n in got[1]:
+                    self._evaluated(point, name, n)
+                return got[0]
+            st, counted = filter_readers.recording_evaluations(
+                self, lambda: self.run_filter_with_nominated_pods(state, pod, ni, nominated))
+            if st is None or st.code != Code.Error:
+                memo[key] = (st, counted)
+            return st  # type: ignore[no-any-return]
+        return check
+
     def _nominated_node_names(self) -> set[str]:
         fn = getattr(self.handle, "nominated_node_names", None)
         return fn() if callable(fn) else set()
@@ -222,10 +252,12 @@ class FilterRunner(PluginCaller):
         assert ok is not None
         nominated_statuses: dict[int, Status] = {}
         if nominated_nodes:
+            reuse = self._nominated_reuse(state, pod)
             for nm in nominated_nodes:  # nodes with nominated pods get the exact per-node two-pass check
                 ni = snapshot.by_name.get(nm)
                 if ni is not None:
-                    found = self.run_filter_with_nominated_pods(state, pod, ni)
+                    found = (self.run_filter_with_nominated_pods(state, pod, ni) if reuse is None
+                             else reuse(ni))
                     ok[ni.row] = found is None
                     if found is not None:
                         nominated_statuses[ni.row] = found

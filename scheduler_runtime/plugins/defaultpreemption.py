@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from ..fielderrors import FieldErrorList, invalid
+from ..framework import filter_readers
 from ..framework.cycle_state import CycleState
 from ..framework.plugin import Plugin, PluginArgs
 from ..framework.status import Code, Status
@@ -259,12 +260,6 @@ class DefaultPreemption(Plugin):
 _Outcome = tuple[list[Pod], int, "Status | None"]
 _Selection = Callable[[], _Outcome]
 
-#: in-tree Filter plugins whose verdict depends on the pod and the Node object only (never on the pods on the
-#: node or on state that AddPod/RemovePod change), and that only read the CycleState
-_NODE_ONLY_FILTERS = frozenset({"NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity"})
-_READ_ONLY_FILTERS = _NODE_ONLY_FILTERS | {"NodeResourcesFit"}
-
-
 class _DryRun:
     """What one pod's dry run does per node, worked out once per preemption attempt.
 
@@ -285,22 +280,22 @@ class _DryRun:
         skip = state.skip_filter_plugins
         self.extensions = any(name not in skip for m in ("add_pod", "remove_pod") for name, _ in fw._extensions(m))
         active = [cp for cp in fw.filter if cp.name not in skip]
-        known = [_in_tree(cp.name, cp.plugin) for cp in active]
-        self.read_only = all(k and cp.name in _READ_ONLY_FILTERS for k, cp in zip(known, active, strict=True))
+        known = [filter_readers.in_tree(cp.name, cp.plugin) for cp in active]
+        self.read_only = all(k and cp.name in filter_readers.READ_ONLY for k, cp in zip(known, active, strict=True))
         # (name, bound filter or None when the Node-only verdict is already known to pass)
         self.calls: list[tuple[str, Any]] | None = None
         if callable(getattr(fw, "run_filter_calls", None)) and all(callable(getattr(cp.plugin, "filter", None))
                                                                    for cp in active):
-            self.calls = [(cp.name, None if k and cp.name in _NODE_ONLY_FILTERS else cp.plugin.filter)
+            self.calls = [(cp.name, None if k and cp.name in filter_readers.NODE_ONLY else cp.plugin.filter)
                           for k, cp in zip(known, active, strict=True)]
-        self.node_only = [cp.plugin.filter for cp in active if cp.name in _NODE_ONLY_FILTERS]
+        self.node_only = [cp.plugin.filter for cp in active if cp.name in filter_readers.NODE_ONLY]
         #: outcomes by what decides them (see `select_remembered`); None: this pod's dry run cannot use them
         self.memo: dict[Any, tuple[list[int], Status | None, list[tuple[str, str, int]]]] | None = (
             {} if self.read_only and not self.extensions and self.calls is not None else None)
 
     def select_remembered(self, ni: NodeInfo, lower: list[Pod], nominated: list[Pod], compute: _Selection
                           ) -> _Outcome:
-        """SelectVictimsOnNode with no PDBs and only the in-tree readers of `_READ_ONLY_FILTERS` running: on
+        """SelectVictimsOnNode with no PDBs and only the in-tree readers of `filter_readers.READ_ONLY` running: on
         a node every Node-only filter passes, their verdicts (with pods removed or added back, and with the
         node's nominated pods added in the first pass) depend on the allocatable, the number of pods and the
         summed requests; so the outcome, as positions in the victims' priority order, is the same on every
@@ -312,9 +307,7 @@ class _DryRun:
         node = ni.node
         if node is None or any(fn(state, pod, ni) is not None for fn in self.node_only):
             return compute()  # (rare on a node preemption might help) its statuses may name the node's own data
-        key = (tuple(node.allocatable.items()),
-               len(ni.pods), tuple(ni.requested.items()), tuple(tuple(p.requests.items()) for p in ordered),
-               tuple(sorted(tuple(sorted(p.requests.items())) for p in nominated)) if nominated else ())
+        key = (filter_readers.resource_key(ni, nominated), tuple(tuple(p.requests.items()) for p in ordered))
         fw = self.fw
         got = self.memo.get(key) if self.memo is not None else None
         if got is not None:
@@ -322,19 +315,7 @@ class _DryRun:
             for point, name, n in counted:
                 fw._evaluated(point, name, n)
             return ([ordered[i] for i in positions], 0, None) if st is None else ([], 0, st)
-        evaluations: list[tuple[str, str, int]] = []
-        if fw.metrics is not None:  # the evaluation counts this node adds, to add them again on a reuse
-            real = fw._evaluated
-
-            def record(point: str, name: str, n: int = 1) -> None:
-                evaluations.append((point, name, n))
-                real(point, name, n)
-            fw._evaluated = record
-        try:
-            victims, violations, st = compute()
-        finally:
-            if fw.metrics is not None:
-                del fw._evaluated
+        (victims, violations, st), evaluations = filter_readers.recording_evaluations(fw, compute)
         if st is None or st.code != Code.Error:
             where = {id(p): i for i, p in enumerate(ordered)}
             assert self.memo is not None
@@ -346,17 +327,6 @@ class _DryRun:
         if calls is None:
             return self.fw.run_filter(state, self.pod, node_info)  # type: ignore[no-any-return]
         return self.fw.run_filter_calls(state, self.pod, node_info, calls)  # type: ignore[no-any-return]
-
-
-#: the modules of those in-tree plugins (a plugin of the same name from elsewhere is not trusted with this)
-_FILTER_MODULES = {"NodeUnschedulable": "nodeunschedulable", "NodeName": "nodename",
-                   "TaintToleration": "tainttoleration", "NodeAffinity": "nodeaffinity",
-                   "NodeResourcesFit": "noderesources"}
-
-
-def _in_tree(name: str, plugin: Any) -> bool:
-    mod = _FILTER_MODULES.get(name)
-    return mod is not None and type(plugin).__name__ == name and type(plugin).__module__ == f"{__package__}.{mod}"
 
 
 def _invert(ts: str) -> str:

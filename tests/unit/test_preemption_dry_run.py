@@ -1,6 +1,7 @@
 """The preemption dry run's shortcuts (outcomes reused across nodes alike, Node-only filters not re-run when a
-victim is added back) decide exactly as the plain per-node walk: same victims, nominations, messages and
-scheduler_plugin_evaluation_total, on clusters where some nodes look alike and others do not."""
+victim is added back) and Filter's reuse of nominated-pods outcomes between nodes alike decide exactly as
+the plain per-node walk: same victims, nominations, messages and scheduler_plugin_evaluation_total, on
+clusters where some nodes look alike and others do not."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from scheduler_runtime.cluster.memory import MemoryCluster
 from scheduler_runtime.config import load_config
+from scheduler_runtime.framework.filtering import FilterRunner
 from scheduler_runtime.metrics import SchedulerMetrics
 from scheduler_runtime.objects import Pod
 from scheduler_runtime.plugins import defaultpreemption
@@ -80,6 +82,8 @@ def _run(objs: list[dict], preemptors: list[dict]) -> tuple[list[str], dict, lis
     for fw in s.frameworks.values():
         real = fw.handle.nominated_pods_for_node
         fw.handle.nominated_pods_for_node = lambda name, real=real: extra.get(name, []) + real(name)
+        names = fw.handle.nominated_node_names
+        fw.handle.nominated_node_names = lambda names=names: set(extra) | names()
     for p in preemptors:
         cluster.create(p)
     s.run(until_idle=True)
@@ -104,6 +108,7 @@ def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
                         lambda self, ni, lower, nominated, compute: compute())
     monkeypatch.setattr(defaultpreemption._DryRun, "refilter",
                         lambda self, state, ni: self.fw.run_filter(state, self.pod, ni))
+    monkeypatch.setattr(FilterRunner, "_nominated_reuse", lambda self, state, pod: None)
 
 
 @pytest.mark.parametrize("seed", range(40))
