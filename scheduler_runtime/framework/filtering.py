@@ -17,10 +17,11 @@ from typing import Any, cast
 import numpy as np
 
 from ..objects import Pod
+from . import filter_readers
 from .cycle_state import CycleState
 from .handle import Handle
 from .interface import FilterBatchPlugin, FilterPlugin
-from .invoke import ConfiguredPlugin, CycleError, PluginCaller, failure, filter_batch_return, verdict
+from .invoke import WHAT, ConfiguredPlugin, CycleError, PluginCaller, failure, filter_batch_return, verdict
 from .outcomes import Diagnosis, num_feasible_nodes_to_find
 from .plugin import FilterBatch
 from .snapshot import Snapshot
@@ -28,6 +29,7 @@ from .status import Code, Status
 from .types import NodeInfo, PreFilterResult
 
 _NO_CODES: frozenset[Code] = frozenset()
+_FILTER = WHAT["Filter"]
 
 
 class FilterRunner(PluginCaller):
@@ -74,14 +76,30 @@ class FilterRunner(PluginCaller):
         return None
 
     def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
-        """All Filter plugins on one node, per-node methods; first non-success stops (Error aborts)."""
+        """All Filter plugins on one node, per-node methods; first non-success stops (Error aborts).
+
+        A per-node method is called as `_invoke("Filter", ..., evaluations=1)` would, written out: the
+        preemption dry run runs this several times per node it examines."""
         skip = state.skip_filter_plugins
+        metrics = self.metrics
+        st: Status | None
         for cp in self.filter:
-            if cp.name in skip:
+            name = cp.name
+            if name in skip:
                 continue
             fn = getattr(cp.plugin, "filter", None)
             if fn is not None:
-                _, st = self._invoke("Filter", cp.name, fn, state, pod, node_info, evaluations=1)
+                if metrics is not None:
+                    self._evaluated("Filter", name, 1)
+                try:
+                    ret = fn(state, pod, node_info)
+                except CycleError:
+                    raise
+                except Exception as exc:
+                    return failure(_FILTER, name, exc)
+                if ret is None:
+                    continue
+                st = verdict(_FILTER, name, ret)
             else:  # batch-only plugin: evaluate on the node's table row
                 fb, st = self._invoke("Filter", cp.name, cast(FilterBatchPlugin, cp.plugin).filter_batch, state, pod,
                                       self.handle.snapshot, evaluations=1, unpack=filter_batch_return)
@@ -91,10 +109,37 @@ class FilterRunner(PluginCaller):
                 return st
         return None
 
-    def run_filter_with_nominated_pods(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
-        """Filter with higher-or-equal priority nominated pods added (pass 1) and without (pass 2)."""
-        nominated = [p for p in self.handle.nominated_pods_for_node(node_info.name)
-                     if p.priority >= pod.priority and p.uid != pod.uid]
+    def run_filter_calls(self, state: CycleState, pod: Pod, node_info: NodeInfo,
+                         calls: list[tuple[str, Any]]) -> Status | None:
+        """`run_filter` over prepared (name, per-node filter) pairs of the plugins `state` does not skip, in
+        order; a pair without a method is a plugin known to pass this node: counted as evaluated, not called."""
+        metrics = self.metrics
+        for name, fn in calls:
+            if metrics is not None:
+                self._evaluated("Filter", name, 1)
+            if fn is None:
+                continue
+            try:
+                ret = fn(state, pod, node_info)
+            except CycleError:
+                raise
+            except Exception as exc:
+                return failure(_FILTER, name, exc)
+            if ret is not None and (st := verdict(_FILTER, name, ret)) is not None:
+                return st
+        return None
+
+    def nominated_pods_to_add(self, pod: Pod, node_name: str) -> list[Pod]:
+        """The pods nominated to `node_name` that the two-pass filter adds for `pod`: priority >= pod's."""
+        return [p for p in self.handle.nominated_pods_for_node(node_name)
+                if p.priority >= pod.priority and p.uid != pod.uid]
+
+    def run_filter_with_nominated_pods(self, state: CycleState, pod: Pod, node_info: NodeInfo,
+                                       nominated: list[Pod] | None = None) -> Status | None:
+        """Filter with higher-or-equal priority nominated pods added (pass 1) and without (pass 2).
+        `nominated`: `nominated_pods_to_add` for this node when the caller already has it."""
+        if nominated is None:
+            nominated = self.nominated_pods_to_add(pod, node_info.name)
         if not nominated:
             return self.run_filter(state, pod, node_info)
         cloned_state = state.clone()
@@ -156,6 +201,35 @@ class FilterRunner(PluginCaller):
         self.next_start_node_index = (self.next_start_node_index + processed) % n
         return feasible
 
+    def _nominated_reuse(self, state: CycleState, pod: Pod) -> Any:
+        """None, or a function giving `run_filter_with_nominated_pods` on a node that reuses the outcome of an
+        earlier node alike (see filter_readers) in this cycle: a preemption wave leaves many nodes holding the
+        same pods and the same kind of nominated preemptor, each checked per node in every cycle."""
+        skip = state.skip_filter_plugins
+        active = [cp for cp in self.filter if cp.name not in skip]
+        if not all(cp.name in filter_readers.READ_ONLY and filter_readers.in_tree(cp.name, cp.plugin)
+                   for cp in active) or any(name not in skip for name, _ in self._extensions("add_pod")):
+            return None
+        node_only = [cast(FilterPlugin, cp.plugin).filter for cp in active if cp.name in filter_readers.NODE_ONLY]
+        memo: dict[Any, tuple[Status | None, list[tuple[str, str, int]]]] = {}
+
+        def check(ni: NodeInfo) -> Status | None:
+            nominated = self.nominated_pods_to_add(pod, ni.name)
+            if ni.node is None or any(fn(state, pod, ni) is not None for fn in node_only):
+                return self.run_filter_with_nominated_pods(state, pod, ni, nominated)
+            key = filter_readers.resource_key(ni, nominated)
+            got = memo.get(key)
+            if got is not None:
+                for point, name, n in got[1]:
+                    self._evaluated(point, name, n)
+                return got[0]
+            st, counted = filter_readers.recording_evaluations(
+                self, lambda: self.run_filter_with_nominated_pods(state, pod, ni, nominated))
+            if st is None or st.code != Code.Error:
+                memo[key] = (st, counted)
+            return st  # type: ignore[no-any-return]
+        return check
+
     def _nominated_node_names(self) -> set[str]:
         fn = getattr(self.handle, "nominated_node_names", None)
         return fn() if callable(fn) else set()
@@ -178,10 +252,12 @@ class FilterRunner(PluginCaller):
         assert ok is not None
         nominated_statuses: dict[int, Status] = {}
         if nominated_nodes:
+            reuse = self._nominated_reuse(state, pod)
             for nm in nominated_nodes:  # nodes with nominated pods get the exact per-node two-pass check
                 ni = snapshot.by_name.get(nm)
                 if ni is not None:
-                    found = self.run_filter_with_nominated_pods(state, pod, ni)
+                    found = (self.run_filter_with_nominated_pods(state, pod, ni) if reuse is None
+                             else reuse(ni))
                     ok[ni.row] = found is None
                     if found is not None:
                         nominated_statuses[ni.row] = found

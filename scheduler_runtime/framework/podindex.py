@@ -99,6 +99,28 @@ class TermEntry:
     owner_ns: str
     counts: np.ndarray
     total: int = 0
+    #: (the Topology of the term's key it was summed over, pods per domain), kept up to date per pod event
+    #: while that Topology is the snapshot's current one
+    by_domain: tuple[Topology, np.ndarray] | None = None
+
+    def domain_counts(self, top: Topology) -> np.ndarray:
+        """Pods carrying the term per domain of `top` (read-only): summed once, then updated per pod."""
+        got = self.by_domain
+        if got is not None and got[0] is top:
+            return got[1]
+        mask = top.ids >= 0
+        arr = np.bincount(top.ids[mask], weights=self.counts[mask], minlength=len(top.values)).astype(np.int64)
+        self.by_domain = (top, arr)
+        return arr
+
+    def count(self, row: int, sign: int) -> None:
+        self.counts[row] += sign
+        self.total += sign
+        got = self.by_domain
+        if got is not None:
+            d = got[0].ids[row]
+            if d >= 0:
+                got[1][d] += sign
 
 
 def _pod_terms(pod: Pod) -> Iterable[tuple[int, PodAffinityTerm]]:
@@ -112,10 +134,16 @@ def _pod_terms(pod: Pod) -> Iterable[tuple[int, PodAffinityTerm]]:
         yield ANTI_PREFERRED, t
 
 
+_term_versions = iter(range(1, 2**62))
+
+
 class TermIndex:
     def __init__(self) -> None:
         self._entries: dict[Hashable, TermEntry] | None = None  # None: rebuild from the nodes on next read
         self._n = 0
+        #: changes whenever some entry's counts may have (unique across TermIndex objects and resets), so a
+        #: result computed from the entries can be kept while it stays the same
+        self.version = next(_term_versions)
 
     def entries(self, infos: list[NodeInfo]) -> Iterable[TermEntry]:
         if self._entries is None:
@@ -128,13 +156,13 @@ class TermIndex:
 
     def _add(self, row: int, pod: Pod, sign: int) -> None:
         assert self._entries is not None
+        self.version = next(_term_versions)
         for kind, t in _pod_terms(pod):
             key = (kind, term_key(t), t.topology_key, t.weight, pod.namespace)
             e = self._entries.get(key)
             if e is None:
                 e = self._entries[key] = TermEntry(kind, t, pod.namespace, np.zeros(self._n, dtype=np.int64))
-            e.counts[row] += sign
-            e.total += sign
+            e.count(row, sign)
 
     def on_pod(self, row: int, pod: Pod, sign: int) -> None:
         if self._entries is not None and (pod.anti_affinity_required or pod.affinity_required
@@ -143,6 +171,7 @@ class TermIndex:
 
     def reset(self) -> None:
         self._entries = None
+        self.version = next(_term_versions)
 
 
 class DomainCounts:
@@ -177,6 +206,24 @@ class DomainCounts:
         per_domain = np.bincount(top.ids[mask], weights=per_row[mask], minlength=len(top.values)).astype(np.int64)
         self.arrays[key] += weight * per_domain
         self.touched[key] |= per_domain > 0
+
+    def add_domains(self, key: str, top: Topology, per_domain: np.ndarray, weight: int) -> None:
+        """self[(key, d)] += weight * per_domain[d] for every domain d of `top` (the snapshot's topology of
+        `key`) with per_domain[d] > 0: `add_rows` with the per-row sum already done."""
+        pos = per_domain > 0
+        if not pos.any():
+            return
+        if key not in self.tops:
+            self.tops[key] = top
+            self.arrays[key] = np.zeros(len(top.values), dtype=np.int64)
+            self.touched[key] = np.zeros(len(top.values), dtype=bool)
+        self.arrays[key] += weight * per_domain
+        self.touched[key] |= pos
+
+    def any_positive(self) -> bool:
+        """any(v > 0 for v in self.values()), without walking the entries."""
+        return any(v > 0 for v in self.extra.values()) or any(
+            bool(((arr > 0) & self.touched[key]).any()) for key, arr in self.arrays.items())
 
     def get(self, pair: tuple[str, str], default: int = 0) -> int:
         key, val = pair

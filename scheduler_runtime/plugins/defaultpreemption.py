@@ -11,12 +11,14 @@ and the same ordering when picking the node.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import Field, model_validator
 
 from ..fielderrors import FieldErrorList, invalid
+from ..framework import filter_readers
 from ..framework.cycle_state import CycleState
 from ..framework.plugin import Plugin, PluginArgs
 from ..framework.status import Code, Status
@@ -107,6 +109,7 @@ class DefaultPreemption(Plugin):
         want = n * self.args.min_candidate_nodes_percentage // 100
         want = min(max(want, self.args.min_candidate_nodes_absolute), n)
         offset = fw.rng.randrange(n)
+        dry = _DryRun(fw, state, pod)
         candidates: list[Candidate] = []
         # the dry run's verdict per node that gave no candidate: kube-scheduler's nested FitError counts each
         # reason of each node's status (the Filter status when evicting every lower-priority pod is not enough)
@@ -114,7 +117,7 @@ class DefaultPreemption(Plugin):
         errors: list[str] = []
         for i in range(n):
             ni = potential[(offset + i) % n]
-            victims, violations, st = self._select_victims(state, pod, ni, pdbs)
+            victims, violations, st = self._select_victims(state, pod, ni, pdbs, dry)
             if st is None and victims:
                 candidates.append(Candidate(ni.name, victims, violations))
                 if any(c.pdb_violations == 0 for c in candidates) and len(candidates) >= want:
@@ -183,35 +186,53 @@ class DefaultPreemption(Plugin):
             (violating if violated else fine).append(pod)
         return violating, fine
 
-    def _select_victims(self, state: CycleState, pod: Pod, ni: NodeInfo, pdbs: list[PodDisruptionBudget]
-                        ) -> tuple[list[Pod], int, Status | None]:
+    def _select_victims(self, state: CycleState, pod: Pod, ni: NodeInfo, pdbs: list[PodDisruptionBudget],
+                        dry: _DryRun | None = None) -> tuple[list[Pod], int, Status | None]:
         """SelectVictimsOnNode: (victims, PDB violations, None) or the status saying why the node cannot help."""
         fw = self.handle.framework
-        lower = [p for p in ni.pods if p.priority < pod.priority]
-        st = state.clone()
-        clone = ni.clone()
-        for v in lower:
-            clone.remove_pod(v)
-            err = fw.run_pre_filter_remove_pod(st, pod, v, clone)
-            if err is not None:
-                return [], 0, Status(Code.Error, err.message)
+        if dry is None:
+            dry = _DryRun(fw, state, pod)
+        prio = pod.priority
+        lower = [p for p in ni.pods if p.priority < prio]
         if not lower:
             return [], 0, Status(Code.UnschedulableAndUnresolvable, NO_VICTIMS)
-        fst = fw.run_filter_with_nominated_pods(st, pod, clone)
+        if dry.memo is not None and not pdbs:
+            return dry.select_remembered(ni, lower, fw.nominated_pods_to_add(pod, ni.name),
+                                         lambda: self._select_victims_on(state, pod, ni, pdbs, dry, lower))
+        return self._select_victims_on(state, pod, ni, pdbs, dry, lower)
+
+    def _select_victims_on(self, state: CycleState, pod: Pod, ni: NodeInfo, pdbs: list[PodDisruptionBudget],
+                           dry: _DryRun, lower: list[Pod]) -> tuple[list[Pod], int, Status | None]:
+        fw = self.handle.framework
+        st = state.clone() if dry.extensions or not dry.read_only else state
+        clone = ni.clone()
+        remove_ext = fw.run_pre_filter_remove_pod
+        for v in lower:
+            clone.remove_pod(v)
+            if dry.extensions:
+                err = remove_ext(st, pod, v, clone)
+                if err is not None:
+                    return [], 0, Status(Code.Error, err.message)
+        # the nominated pods the two-pass filter adds do not change during the dry run: looked up once
+        nominated = fw.nominated_pods_to_add(pod, ni.name)
+        fst = fw.run_filter_with_nominated_pods(st, pod, clone, nominated)
         if fst is not None and fst.code != Code.Success:
             return [], 0, fst
         lower.sort(key=_more_important_key)
-        violating, fine = self._split_by_pdb(lower, pdbs)
+        violating, fine = self._split_by_pdb(lower, pdbs) if pdbs else ((), lower)
         victims: list[Pod] = []
         violations = 0
 
         def reprieve(p: Pod) -> bool:
             clone.add_pod(p)
-            fw.run_pre_filter_add_pod(st, pod, p, clone)
-            if fw.run_filter_with_nominated_pods(st, pod, clone) is None:
+            if dry.extensions:
+                fw.run_pre_filter_add_pod(st, pod, p, clone)
+            if (dry.refilter(st, clone) if not nominated
+                    else fw.run_filter_with_nominated_pods(st, pod, clone, nominated)) is None:
                 return True
             clone.remove_pod(p)
-            fw.run_pre_filter_remove_pod(st, pod, p, clone)
+            if dry.extensions:
+                remove_ext(st, pod, p, clone)
             victims.append(p)
             return False
 
@@ -234,6 +255,78 @@ class DefaultPreemption(Plugin):
             return (c.pdb_violations, highest, total, len(c.victims), _invert(earliest))
 
         return min(cands, key=key)
+
+
+_Outcome = tuple[list[Pod], int, "Status | None"]
+_Selection = Callable[[], _Outcome]
+
+class _DryRun:
+    """What one pod's dry run does per node, worked out once per preemption attempt.
+
+    `extensions`: some PreFilter plugin not skipped has AddPod/RemovePod (otherwise those calls do nothing
+    and are left out). `read_only`: every Filter plugin that runs is an in-tree one that only reads the
+    CycleState, so without extensions the dry run needs no copy of it. `refilter` re-runs Filter on a node
+    whose every plugin has passed once in this dry run, after a pod was added back: the plugins that look at
+    the Node only cannot change their verdict, so they are counted as evaluated (as kube-scheduler counts
+    them) without being called again; the others run as `run_filter` runs them.
+    """
+
+    __slots__ = ("fw", "state", "pod", "extensions", "read_only", "calls", "node_only", "memo")
+
+    def __init__(self, fw: Any, state: CycleState, pod: Pod) -> None:
+        self.fw = fw
+        self.state = state
+        self.pod = pod
+        skip = state.skip_filter_plugins
+        self.extensions = any(name not in skip for m in ("add_pod", "remove_pod") for name, _ in fw._extensions(m))
+        active = [cp for cp in fw.filter if cp.name not in skip]
+        known = [filter_readers.in_tree(cp.name, cp.plugin) for cp in active]
+        self.read_only = all(k and cp.name in filter_readers.READ_ONLY for k, cp in zip(known, active, strict=True))
+        # (name, bound filter or None when the Node-only verdict is already known to pass)
+        self.calls: list[tuple[str, Any]] | None = None
+        if callable(getattr(fw, "run_filter_calls", None)) and all(callable(getattr(cp.plugin, "filter", None))
+                                                                   for cp in active):
+            self.calls = [(cp.name, None if k and cp.name in filter_readers.NODE_ONLY else cp.plugin.filter)
+                          for k, cp in zip(known, active, strict=True)]
+        self.node_only = [cp.plugin.filter for cp in active if cp.name in filter_readers.NODE_ONLY]
+        #: outcomes by what decides them (see `select_remembered`); None: this pod's dry run cannot use them
+        self.memo: dict[Any, tuple[list[int], Status | None, list[tuple[str, str, int]]]] | None = (
+            {} if self.read_only and not self.extensions and self.calls is not None else None)
+
+    def select_remembered(self, ni: NodeInfo, lower: list[Pod], nominated: list[Pod], compute: _Selection
+                          ) -> _Outcome:
+        """SelectVictimsOnNode with no PDBs and only the in-tree readers of `filter_readers.READ_ONLY` running: on
+        a node every Node-only filter passes, their verdicts (with pods removed or added back, and with the
+        node's nominated pods added in the first pass) depend on the allocatable, the number of pods and the
+        summed requests; so the outcome, as positions in the victims' priority order, is the same on every
+        node where those, the requests of the lower-priority pods in that order and those of the nominated
+        pods are. Computed on the first such node, reused on the others with the same Filter evaluation
+        counts."""
+        pod, state = self.pod, self.state
+        ordered = sorted(lower, key=_more_important_key)
+        node = ni.node
+        if node is None or any(fn(state, pod, ni) is not None for fn in self.node_only):
+            return compute()  # (rare on a node preemption might help) its statuses may name the node's own data
+        key = (filter_readers.resource_key(ni, nominated), tuple(tuple(p.requests.items()) for p in ordered))
+        fw = self.fw
+        got = self.memo.get(key) if self.memo is not None else None
+        if got is not None:
+            positions, st, counted = got
+            for point, name, n in counted:
+                fw._evaluated(point, name, n)
+            return ([ordered[i] for i in positions], 0, None) if st is None else ([], 0, st)
+        (victims, violations, st), evaluations = filter_readers.recording_evaluations(fw, compute)
+        if st is None or st.code != Code.Error:
+            where = {id(p): i for i, p in enumerate(ordered)}
+            assert self.memo is not None
+            self.memo[key] = ([where[id(v)] for v in victims], st, evaluations)
+        return victims, violations, st
+
+    def refilter(self, state: CycleState, node_info: NodeInfo) -> Status | None:
+        calls = self.calls
+        if calls is None:
+            return self.fw.run_filter(state, self.pod, node_info)  # type: ignore[no-any-return]
+        return self.fw.run_filter_calls(state, self.pod, node_info, calls)  # type: ignore[no-any-return]
 
 
 def _invert(ts: str) -> str:

@@ -65,11 +65,13 @@ class InterPodAffinityArgs(PluginArgs):
 @dataclass
 class _FilterState:
     """Matching pods per (topology key, domain): existing pods' anti-affinity against this pod, this pod's
-    affinity and anti-affinity terms against existing pods."""
+    affinity and anti-affinity terms against existing pods. `existing_rows`: the rows `existing_anti` rejects,
+    when known (dropped whenever AddPod/RemovePod change the counts)."""
 
     existing_anti: DomainCounts
     affinity: DomainCounts
     anti: DomainCounts
+    existing_rows: np.ndarray | None = None
 
     def clone(self) -> _FilterState:
         return _FilterState(self.existing_anti.copy(), self.affinity.copy(), self.anti.copy())
@@ -172,21 +174,40 @@ class InterPodAffinity(Plugin):
         if pod.uid in snap.pod_nodes:
             s = self._pre_filter_scan(pod, snap, needs_all)  # the pod itself is in the cache: leave it out
         else:
-            s = _FilterState(DomainCounts(snap), DomainCounts(snap), DomainCounts(snap))
-            nsl = self._ns_labels(pod.namespace)
-            for e in snap.terms.entries(snap.node_infos):
-                if e.kind == ANTI_REQUIRED and e.term.matches(e.owner_ns, pod, nsl):
-                    s.existing_anti.add_rows(e.term.topology_key, e.counts, 1)
+            existing, rows = self._existing_anti(pod, snap)
+            s = _FilterState(existing, DomainCounts(snap), DomainCounts(snap), rows)
             if pod.affinity_required:
                 counts = self._matching_all(snap, pod.affinity_required, pod.namespace)
                 for t in pod.affinity_required:
                     s.affinity.add_rows(t.topology_key, counts, 1)
             for t in pod.anti_affinity_required:
                 s.anti.add_rows(t.topology_key, self._matching_all(snap, (t,), pod.namespace), 1)
-        if not needs_all and not any(v > 0 for v in s.existing_anti.values()):
+        if not needs_all and not s.existing_anti.any_positive():
             return Status.skip()  # no required terms and no existing pod's anti-affinity matches this pod
         state.write(_PRE_FILTER, s)
         return None
+
+    def _existing_anti(self, pod: Pod, snap: Snapshot) -> tuple[DomainCounts, np.ndarray]:
+        """Existing pods' required anti-affinity terms that match `pod`, summed per domain. Pods alike (a
+        ReplicaSet's) match the same terms: while the term index has not changed, the sums of the last pod
+        with the same matching terms are reused (copied: AddPod/RemovePod may change a cycle's counts), with
+        the rows they reject."""
+        nsl = self._ns_labels(pod.namespace)
+        terms = snap.terms
+        matching = [e for e in terms.entries(snap.node_infos)
+                    if e.kind == ANTI_REQUIRED and e.term.matches(e.owner_ns, pod, nsl)]
+        tops = [snap.topology(e.term.topology_key) for e in matching]
+        last = self.__dict__.get("_anti_cache")
+        if (last is not None and last[0] is snap and last[1] == terms.version and len(last[2]) == len(matching)
+                and all(a is b for a, b in zip(last[2], matching, strict=True))
+                and all(a is b for a, b in zip(last[3], tops, strict=True))):
+            return last[4].copy(), last[5]
+        out = DomainCounts(snap)
+        for e, top in zip(matching, tops, strict=True):
+            out.add_domains(e.term.topology_key, top, e.domain_counts(top), 1)
+        rows = out.rows_positive(len(snap))
+        self.__dict__["_anti_cache"] = (snap, terms.version, matching, tops, out.copy(), rows)
+        return out, rows
 
     def _matching_all(self, snap: Snapshot, terms: tuple[PodAffinityTerm, ...], owner_ns: str) -> np.ndarray:
         """Per row: existing pods that every one of `terms` (owned by a pod in `owner_ns`) matches."""
@@ -212,11 +233,13 @@ class InterPodAffinity(Plugin):
     def add_pod(self, state: CycleState, pod: Pod, to_add: Pod, node_info: NodeInfo) -> None:
         s = state.get(_PRE_FILTER)
         if s is not None and node_info.node is not None:
+            s.existing_rows = None
             self._account(s, pod, to_add, node_info.node, 1)
 
     def remove_pod(self, state: CycleState, pod: Pod, to_remove: Pod, node_info: NodeInfo) -> None:
         s = state.get(_PRE_FILTER)
         if s is not None and node_info.node is not None:
+            s.existing_rows = None
             self._account(s, pod, to_remove, node_info.node, -1)
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
@@ -254,7 +277,13 @@ class InterPodAffinity(Plugin):
         code = np.zeros(n, dtype=np.int8)
         if s is None:
             return FilterBatch(code == 0, Status.unschedulable(REASON_ANTI))
-        if s.existing_anti:
+        rows = s.existing_rows
+        if rows is not None and len(rows) == n and not pod.anti_affinity_required and not pod.affinity_required:
+            # only existing pods' anti-affinity can reject (a ReplicaSet's pods matched by others' terms)
+            return FilterBatch(~rows, Status.unschedulable(REASON_EXISTING_ANTI if rows.any() else REASON_ANTI))
+        if s.existing_rows is not None and len(s.existing_rows) == n:
+            code[s.existing_rows] = 3
+        elif s.existing_anti:
             code[s.existing_anti.rows_positive(n)] = 3
         if pod.anti_affinity_required:
             anti = s.anti.rows_positive(n, {t.topology_key for t in pod.anti_affinity_required})
@@ -272,9 +301,9 @@ class InterPodAffinity(Plugin):
         ok = code == 0
         statuses = {1: Status.unresolvable(REASON_AFFINITY), 2: Status.unschedulable(REASON_ANTI),
                     3: Status.unschedulable(REASON_EXISTING_ANTI)}
-        used = set(np.unique(code[~ok]).tolist())
+        used = np.flatnonzero(np.bincount(code, minlength=4)[1:]) + 1  # the failure codes present
         if len(used) <= 1:
-            return FilterBatch(ok, statuses[used.pop()] if used else statuses[2])
+            return FilterBatch(ok, statuses[int(used[0])] if len(used) else statuses[2])
         return FilterBatch(ok, lambda row: Status(statuses[int(code[row])].code, *statuses[int(code[row])].reasons))
 
     # ---------------------------------------------------------------- score

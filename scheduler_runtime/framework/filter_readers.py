@@ -1,0 +1,54 @@
+"""What some in-tree Filter plugins read, so a Filter outcome can be reused on nodes that are alike for them.
+
+NodeUnschedulable, NodeName, TaintToleration and NodeAffinity decide from the pod and the Node object only;
+NodeResourcesFit from the node's allocatable, its number of pods and their summed requests (kube-scheduler's
+Fits). None of them writes to the CycleState. So while only these run and no PreFilter AddPod/RemovePod
+extension changes the state, on nodes where the Node-only ones pass, the outcome of Filter (with or without
+nominated pods added) is a function of `resource_key`. Only the in-tree classes are trusted with this, never
+a plugin of the same name from elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..objects import Pod
+from .types import NodeInfo
+
+NODE_ONLY = frozenset({"NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity"})
+READ_ONLY = NODE_ONLY | {"NodeResourcesFit"}
+_MODULES = {"NodeUnschedulable": "nodeunschedulable", "NodeName": "nodename", "TaintToleration": "tainttoleration",
+            "NodeAffinity": "nodeaffinity", "NodeResourcesFit": "noderesources"}
+_PLUGINS_PACKAGE = __package__.rsplit(".", 1)[0] + ".plugins"
+
+
+def in_tree(name: str, plugin: Any) -> bool:
+    mod = _MODULES.get(name)
+    return mod is not None and type(plugin).__name__ == name and type(plugin).__module__ == f"{_PLUGINS_PACKAGE}.{mod}"
+
+
+def resource_key(ni: NodeInfo, nominated: list[Pod]) -> tuple[Any, ...]:
+    """What NodeResourcesFit reads of a node (with `nominated` added), as a hashable value."""
+    node = ni.node
+    assert node is not None
+    return (tuple(node.allocatable.items()), len(ni.pods), tuple(ni.requested.items()),
+            tuple(sorted(tuple(sorted(p.requests.items())) for p in nominated)) if nominated else ())
+
+
+def recording_evaluations(fw: Any, compute: Callable[[], Any]) -> tuple[Any, list[tuple[str, str, int]]]:
+    """compute() and the scheduler_plugin_evaluation_total increments it made (when metrics are on), so that
+    reusing its outcome can add them again."""
+    counted: list[tuple[str, str, int]] = []
+    if fw.metrics is None:
+        return compute(), counted
+    real = fw._evaluated
+
+    def record(point: str, name: str, n: int = 1) -> None:
+        counted.append((point, name, n))
+        real(point, name, n)
+    fw._evaluated = record
+    try:
+        return compute(), counted
+    finally:
+        del fw._evaluated
