@@ -6,7 +6,7 @@ is the cache's live structure rather than a per-cycle copy: no O(nodes) work per
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
 import numpy as np
@@ -32,17 +32,25 @@ class _NamespaceLabels(dict[str, dict[str, str]]):
 
     version = 0
 
+    def __init__(self, on_change: Callable[[], None]) -> None:
+        super().__init__()
+        self._on_change = on_change
+
+    def _changed(self) -> None:
+        self.version += 1
+        self._on_change()
+
     def __setitem__(self, key: str, value: dict[str, str]) -> None:
         if self.get(key) != value:
-            self.version += 1
+            self._changed()
         super().__setitem__(key, value)
 
     def __delitem__(self, key: str) -> None:
-        self.version += 1
+        self._changed()
         super().__delitem__(key)
 
     def pop(self, key: Any, *default: Any) -> Any:
-        self.version += 1
+        self._changed()
         return super().pop(key, *default)
 
 
@@ -55,10 +63,10 @@ class Snapshot:
         self.table = NodeTable()
         self.group_keys: dict[GroupKey, int] = {}
         self.group_nodes: list[Node] = []  # a representative node per group (labels/taints/unschedulable)
-        self.namespace_labels: dict[str, dict[str, str]] = _NamespaceLabels()
+        self.matches = MatchIndex()
+        self.namespace_labels: dict[str, dict[str, str]] = _NamespaceLabels(self.matches.reset)
         self.pod_nodes: dict[str, NodeInfo] = {}  # uid -> the node it is on, for every pod in the snapshot
         self.topologies = TopologyIndex()
-        self.matches = MatchIndex()
         self.terms = TermIndex()
         self._row_names: np.ndarray | None = None
         self.generation = 0
@@ -81,7 +89,9 @@ class Snapshot:
         return self.topologies.get(key, self.node_infos)
 
     def match_counts(self, key: Hashable, pred: PodPredicate) -> np.ndarray:
-        """Per row, the pods `pred` accepts; `key` names the predicate (see podindex.MatchIndex)."""
+        """Per row, the pods `pred` accepts; `key` names the predicate (see podindex.MatchIndex). A predicate
+        may read namespace labels (a namespaceSelector): a label change drops every kept count (see
+        _NamespaceLabels) rather than leave entries whose counts no longer follow their predicate."""
         return self.matches.counts(key, pred, self.node_infos)
 
     @property
