@@ -25,7 +25,10 @@ from .atomicfile import atomic_write
 from .errors import KschedError
 
 VERSION_FILE = Path(__file__).resolve().parents[1] / "hack" / "controlplane" / "VERSION"
-DEFAULT_VERSION = "1.36.3"
+DEFAULT_VERSION = "1.37.2"
+#: the previous minor's kube-scheduler (the oracle of `--emulated-version <previous minor>` parity tests)
+PREV_VERSION_FILE = VERSION_FILE.parents[1] / "controlplane-prev" / "VERSION"
+DEFAULT_PREV_VERSION = "1.36.3"
 
 
 class ControlPlaneUnavailable(KschedError):
@@ -37,6 +40,25 @@ def _version() -> str:
         return VERSION_FILE.read_text().strip()
     except OSError:
         return DEFAULT_VERSION
+
+
+def prev_version() -> str:
+    try:
+        return PREV_VERSION_FILE.read_text().strip()
+    except OSError:
+        return DEFAULT_PREV_VERSION
+
+
+def find_prev_scheduler() -> Path:
+    """The previous minor's kube-scheduler: KSCHED_PREV_SCHEDULER, or the cache `hack/build-prev-scheduler.sh`
+    fills."""
+    env = os.environ.get("KSCHED_PREV_SCHEDULER")
+    cache = Path(os.environ.get("KSCHED_CACHE", Path.home() / ".cache" / "ksched"))
+    exe = Path(env) if env else cache / "controlplane" / prev_version() / "bin" / "kube-scheduler"
+    if exe.is_file():
+        return exe
+    raise ControlPlaneUnavailable(f"no kube-scheduler v{prev_version()} at {exe}: run `bash "
+                                  "hack/build-prev-scheduler.sh` (builds it from Go modules)")
 
 
 def find_binaries() -> Path:

@@ -35,7 +35,7 @@ def test_default_profile_plan_and_weights():
     assert prof.scheduler_name == "default-scheduler"
     assert prof.plan["queueSort"] == [("PrioritySort", 0)]
     assert prof.plan["bind"] == [("DefaultBinder", 0)]
-    assert [n for n, _ in prof.plan["filter"]] == ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity",
+    assert [n for n, _ in prof.plan["filter"]] == ["NodeName", "NodeUnschedulable", "TaintToleration", "NodeAffinity",
                                                    "NodePorts", "NodeResourcesFit", "VolumeRestrictions",
                                                    "NodeVolumeLimits", "VolumeBinding", "VolumeZone",
                                                    "PodTopologySpread", "InterPodAffinity", "DynamicResources",
