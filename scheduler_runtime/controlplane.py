@@ -197,7 +197,10 @@ class ControlPlane:
                 "--disable-admission-plugins=ServiceAccount", "--authorization-mode=RBAC",
                 f"--service-account-issuer=https://127.0.0.1:{self.api_port}/",
                 f"--service-account-key-file={pki / 'sa.pub'}",
-                f"--service-account-signing-key-file={pki / 'sa.key'}", "--v=0"]
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                # 1.37 refuses a loopback advertise address with an endpoint reconciler; nothing here can reach
+                # the `kubernetes` Service's endpoints anyway (no kube-proxy), so none are kept
+                "--endpoint-reconciler-type=none", "--v=0"]
         self.apiserver = subprocess.Popen(args, stdout=self._log("kube-apiserver"), stderr=subprocess.STDOUT,
                                           start_new_session=True)
         self._wait(f"{self.server_url}/readyz", "kube-apiserver", self.apiserver)
