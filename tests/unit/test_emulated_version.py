@@ -68,9 +68,10 @@ def test_kube_errors_for_unknown_locked_and_not_yet_available_gates() -> None:
     with pytest.raises(UsageError, match="cannot set feature gate CompositePodGroup to true, feature is PreAlpha at "
                                          "emulated version 1.36, min compatibility version 1.35"):
         parse_feature_gates(["CompositePodGroup=true"], "1.36")  # added in 1.37
-    with pytest.raises(UsageError, match="StorageCapacityScoring=true is not supported by ksched: it implements "
-                                         r"kube-scheduler 1.36's default \(StorageCapacityScoring=false, ALPHA"):
-        parse_feature_gates(["StorageCapacityScoring=true"], "1.36")
+    with pytest.raises(UsageError, match="HPAScaleToZero=true is not supported by ksched: it implements "
+                                         r"kube-scheduler 1.36's default \(HPAScaleToZero=false, ALPHA"):
+        parse_feature_gates(["HPAScaleToZero=true"], "1.36")  # alpha in 1.36, beta-on in 1.37
+    parse_feature_gates(["HPAScaleToZero=true"], "1.37")  # the 1.37 default
     with pytest.raises(UsageError, match="component not registered: wardle"):
         parse_feature_gates(["wardle:Foo=true"])
 
