@@ -58,6 +58,29 @@ def test_emulated_version_switches_gate_defaults_and_default_plugins() -> None:
     assert default_gates("1.35")["ComponentFlagz"] is False and default_gates("1.37")["ComponentStatusz"] is True
 
 
+def test_dra_switches_follow_the_emulated_minor() -> None:
+    """DynamicResources is built with the gates the configuration was built with (through its handle): 1.35 has
+    partitionable devices, device taints, binding conditions and consumable capacity off (alpha there)."""
+    from types import SimpleNamespace
+
+    from scheduler_runtime.config import load_config
+    from scheduler_runtime.plugins.dynamicresources.allocator import Features
+    from scheduler_runtime.plugins.dynamicresources.plugin import DynamicResources
+    from scheduler_runtime.scheduler import build_frameworks
+
+    old = DynamicResources(handle=SimpleNamespace(feature_gates=default_gates("1.35"), cluster=None)).features
+    assert old == Features(admin_access=True, prioritized_list=True, partitionable_devices=False,
+                           device_taints=False, device_binding_and_status=False, consumable_capacity=False)
+    assert DynamicResources(handle=SimpleNamespace(feature_gates=default_gates("1.37"), cluster=None)).features == \
+        Features()
+    reg = build_registry([])
+    cfg = load_config(None, reg, feature_gates=default_gates("1.35"))
+    fw = build_frameworks(cfg, reg, None, None, __import__("random").Random(0))["default-scheduler"]
+    assert fw.handle.feature_gates is cfg.feature_gates
+    dra = next(c.plugin for c in fw.filter if c.name == "DynamicResources")
+    assert dra.features == old
+
+
 def test_kube_errors_for_unknown_locked_and_not_yet_available_gates() -> None:
     with pytest.raises(UsageError, match="unrecognized feature gate: GangScheduling$"):
         parse_feature_gates(["GangScheduling=true"])  # removed in 1.37 (GenericWorkload gates the plugin)

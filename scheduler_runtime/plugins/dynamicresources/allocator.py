@@ -26,7 +26,7 @@ passed around.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Container, Hashable
+from collections.abc import Callable, Container, Hashable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -70,6 +70,21 @@ class Features:
     device_taints: bool = True  # DRADeviceTaints, beta on
     device_binding_and_status: bool = True  # DRADeviceBindingConditions + DRAResourceClaimDeviceStatus, beta on
     consumable_capacity: bool = True  # DRAConsumableCapacity, beta on
+
+    @classmethod
+    def from_gates(cls, gates: Mapping[str, bool] | None) -> Features:
+        """The switches as the effective feature gates set them (None: the defaults above); an earlier
+        `--emulated-version` (1.35) has several of these beta gates off."""
+        if gates is None:
+            return cls()
+
+        def on(name: str) -> bool:
+            return bool(gates.get(name, True))
+
+        return cls(admin_access=on("DRAAdminAccess"), prioritized_list=on("DRAPrioritizedList"),
+                   partitionable_devices=on("DRAPartitionableDevices"), device_taints=on("DRADeviceTaints"),
+                   device_binding_and_status=on("DRADeviceBindingConditions") and on("DRAResourceClaimDeviceStatus"),
+                   consumable_capacity=on("DRAConsumableCapacity"))
 
 
 def name_of(obj: dict[str, Any]) -> str:

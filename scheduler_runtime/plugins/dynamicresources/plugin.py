@@ -95,7 +95,7 @@ class DynamicResources(Plugin):
 
     def __init__(self, args: DynamicResourcesArgs | None = None, handle: Any = None) -> None:
         super().__init__(args if args is not None else DynamicResourcesArgs(), handle)
-        self.features = Features()
+        self.features = Features.from_gates(getattr(handle, "feature_gates", None))
         ft = self.args.filter_timeout
         self.filter_timeout = decode_duration(ft) if ft is not None else 0.0
         bt = self.args.binding_timeout
