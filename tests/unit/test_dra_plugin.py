@@ -108,7 +108,7 @@ def test_template_claims_are_created_allocated_and_reserved():
             [pod("a", tmpl="one-t4"), pod("b", tmpl="one-t4"), pod("c", tmpl="one-t4")])
     assert where(m, "a") == where(m, "b") == "n2"
     assert not where(m, "c")
-    assert "0/2 nodes are available: 2 cannot allocate all claims. still not schedulable" in message(m, "c")
+    assert "0/2 nodes are available: 2 cannot allocate all claims. preemption:" in message(m, "c")
     names = {s["name"]: s["resourceClaimName"] for p in ("a", "b")
              for s in m.get_pod(NS, p)["status"]["resourceClaimStatuses"]}
     assert len(names) == 1  # same entry name "gpu"; check each claim individually below
@@ -157,7 +157,7 @@ def test_bad_input_leaves_pods_pending_with_kubes_messages_and_the_scheduler_run
              pod("pooled", claim_name="pooled"), pod("fine", cpu="100m")])
     assert where(m, "fine")
     assert message(m, "nocls").startswith("0/3 nodes are available: request gpu: device class missing does not "
-                                          "exist. no new claims to deallocate, preemption:")
+                                          "exist. preemption:")
     assert "class broken: selector #0: CEL compile error: compilation failed" in message(m, "badcel")
     assert not where(m, "typo") and message(m, "typo") == ""  # held back by PreEnqueue: never attempted
     # n3's pool has two slices with the same device name: invalid, and nothing else fits the a100 request

@@ -308,6 +308,7 @@ def _check_claim(m: Any, want: dict[str, Any]) -> None:
 @pytest.mark.parametrize("case", PLUGIN_CASES, ids=[c["name"] for c in PLUGIN_CASES])
 def test_plugin_table(case: dict[str, Any]) -> None:
     from scheduler_runtime.cluster.memory import MemoryCluster
+    from scheduler_runtime.featuregates import default_gates
     from scheduler_runtime.framework.cycle_state import CycleState
     from scheduler_runtime.framework.handle import Handle
     from scheduler_runtime.framework.snapshot import Snapshot
@@ -329,7 +330,9 @@ def test_plugin_table(case: dict[str, Any]) -> None:
     for s in case.get("slices") or []:
         m.create(_plugin_slice(s), emit=False)
     pod = Pod.from_dict(_plugin_pod(case["pod"]))
-    pl = DynamicResources(None, Handle(Snapshot(), cluster=m))
+    handle = Handle(Snapshot(), cluster=m)
+    handle.feature_gates = default_gates("1.36")  # the tables are kube 1.36.3's (1.37 drops PostFilter's reasons)
+    pl = DynamicResources(None, handle)
     want = case.get("want") or {}
     assert _status_text(pl.pre_enqueue(pod)) == want.get("preenqueue", "Success")
     if "preenqueue" in want:

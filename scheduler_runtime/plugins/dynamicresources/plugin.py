@@ -283,7 +283,7 @@ class DynamicResources(Plugin):
         if s is None:
             return None, Status.as_error("not found")
         if not s.claims:
-            return None, Status.unschedulable("no new claims to deallocate")
+            return None, self._post_filter_miss("no new claims to deallocate")
         for i in list(s.unavailable):
             claim = s.claims[i]
             rf = status(claim).get("reservedFor") or []
@@ -298,7 +298,16 @@ class DynamicResources(Plugin):
                 except Exception as exc:  # noqa: BLE001 - kube: statusError
                     return None, Status.as_error(str(exc))
                 return None, Status.unschedulable("deallocation of ResourceClaim completed")
-        return None, Status.unschedulable("still not schedulable")
+        return None, self._post_filter_miss("still not schedulable")
+
+    def _post_filter_miss(self, reason: str) -> Status:
+        """Unschedulable with kube 1.36's reason; kube 1.37 gives none (so the FailedScheduling message has no
+        DynamicResources part before `preemption:`). The minor is the emulated one (`--emulated-version`)."""
+        from ...featuregates import emulated_minor
+
+        if tuple(int(p) for p in emulated_minor(getattr(self.handle, "feature_gates", None)).split(".")) >= (1, 37):
+            return Status.unschedulable()
+        return Status.unschedulable(reason)
 
     # ------------------------------------------------------------------ Score
     def _score_for(self, s: _State, node_name: str) -> int:
