@@ -108,6 +108,16 @@ def test_feature_gates_switch_flagz_and_statusz(kubeconfig: str) -> None:
         r._install_endpoints(holder)  # type: ignore[arg-type]
         assert holder.endpoints.zpages.flagz_enabled is False
         assert holder.endpoints.zpages.statusz_enabled is True
+        assert holder.endpoints.zpages.emulation_version == "1.37"
+    finally:
+        r.cluster.stop()
+    # /statusz names the emulated minor
+    r = _runner(RunOptions(kubeconfig=kubeconfig, secure_port=0, feature_gates=parse_feature_gates([], "1.36")))
+    try:
+        holder = type("S", (), {"endpoints": Endpoints()})()
+        r._install_endpoints(holder)  # type: ignore[arg-type]
+        assert holder.endpoints.zpages.emulation_version == "1.36"
+        assert holder.endpoints.zpages.binary_version.startswith("1.37.2-ksched.")
     finally:
         r.cluster.stop()
     assert parse_feature_gates(["kube:ComponentFlagz=false"])["ComponentFlagz"] is False
