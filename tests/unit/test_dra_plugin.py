@@ -248,7 +248,10 @@ def test_runtime_cel_error_is_the_claims_error_not_a_crash():
     pl, _ = _plugin(m)
     _s, st = _cycle(pl, Pod.from_dict(m.get_pod(NS, "p")), Node.from_dict(node("n1")))
     assert st.code == Code.Error
-    assert st.message == "claim ml/c: selector #0: CEL runtime error: no such key: memory"
+    # kube 1.37 names the device and hints at optional chaining (cel.EnhanceRuntimeError)
+    assert st.message == ("claim ml/c: selector #0 on device gpu.example.com/n1/gpu-0: CEL runtime error: no such "
+                          "key: memory. consider using CEL optional chaining (.? followed by orValue()) or guarding "
+                          "the check with has() for optional fields")
 
 
 def test_cel_library_quantity_semver_and_unknown_domains():
