@@ -15,7 +15,8 @@ Modes:
           clientConnection QPS/burst, ksched with results recording on); pods/s (first to last bind), p50/p99
           start-to-bound seconds, scheduler CPU seconds, peak RSS and the ratios ksched/kube.
 
-Not a test: `python bench/scheduler_perf.py [--mode memory|e2e] [--scale 0.1] [--only A,B] [--growth]`.
+Not a test: `python bench/scheduler_perf.py [--mode memory|e2e] [--scale 0.1] [--only A,B] [--growth]
+[--feature-gates OpportunisticBatching=false]`.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from e2e_common import CONFIG, ksched_command, measure_scheduler, parallel  # no
 from scheduler_runtime import gcpolicy  # noqa: E402
 from scheduler_runtime.cluster.memory import MemoryCluster  # noqa: E402
 from scheduler_runtime.config import load_config  # noqa: E402
+from scheduler_runtime.featuregates import parse_feature_gates  # noqa: E402
 from scheduler_runtime.plugins.registry import build_registry  # noqa: E402
 from scheduler_runtime.scheduler import Scheduler  # noqa: E402
 
@@ -172,6 +174,21 @@ def slice_tpl(devices: int) -> Template:
 
 
 NODE_DEFAULT = node_tpl()
+#: test/integration/scheduler_perf/templates at v1.37: pod-hostport-80.yaml and pod-saturation.yaml
+POD_HOSTPORT_80 = pod_tpl(container={"name": "pause", "image": "registry.k8s.io/pause:3.10.1",
+                                     "ports": [{"containerPort": 80, "hostPort": 80}],
+                                     "resources": {"requests": {"cpu": "100m", "memory": "100Mi"}}})
+POD_SATURATION = pod_tpl(container={"name": "pause", "image": "registry.k8s.io/pause:3.10.1",
+                                    "resources": {"requests": {"cpu": "3", "memory": "1Gi"}}})
+#: scheduler_perf/batching/scheduler-config-no-topology.yaml
+NO_TOPOLOGY = """profiles:
+- schedulerName: default-scheduler
+  pluginConfig:
+  - name: PodTopologySpread
+    args:
+      defaultingType: List
+      defaultConstraints: []
+"""
 NODE_NAMED = node_tpl(pods="90000", name="scheduler-perf-node")
 NODE_TAINTED = node_tpl(taints=[{"key": "foo", "effect": "NoSchedule"}])
 NODE_EXTENDED = node_tpl(labels=lambda i: {"node-with-extended-resource": "true"},
@@ -204,6 +221,8 @@ class Workload:
     ops: list[Op]
     threshold: int | None = None  # upstream CI's pods/s floor for that size
     objects: list[dict[str, Any]] = field(default_factory=list)
+    #: YAML of the profile list (`profiles:` onwards) when the workload has its own scheduler configuration
+    profiles: str = ""
 
     def size(self) -> str:
         return "/".join(str(v) for v in self.params.values())
@@ -279,6 +298,16 @@ WORKLOADS = [
        Op("pods", "initPods", POD_WITH_CLAIM, DRA_NAMESPACE),
        Op("measure", "measurePods", POD_WITH_CLAIM, DRA_NAMESPACE)], 56, [DEVICE_CLASS, CLAIM_TEMPLATE]),
 ]
+# test/integration/scheduler_perf/batching at v1.37 (opportunistic batching, KEP-5598): one pod per node, every
+# `signatureBatchSize` measured pods share a "signature" label; upstream has no pods/s floor for them
+WORKLOADS += [
+    W("HostPortConflict", {"initNodes": 20000, "measurePods": 20000, "signatureBatchSize": 1000},
+      [Op("nodes", "initNodes", NODE_DEFAULT), Op("measure", "measurePods", POD_HOSTPORT_80)],
+      profiles=NO_TOPOLOGY),
+    W("ResourceSaturation", {"initNodes": 20000, "measurePods": 20000, "signatureBatchSize": 1000},
+      [Op("nodes", "initNodes", NODE_DEFAULT), Op("measure", "measurePods", POD_SATURATION)],
+      profiles=NO_TOPOLOGY),
+]
 BY_NAME = {w.name: w for w in WORKLOADS}
 
 
@@ -297,6 +326,25 @@ def _named(tpl: Template, i: int, ns: str, prefix: str) -> dict[str, Any]:
     obj["metadata"]["name"] = f"{prefix}-{i}"
     obj["metadata"]["namespace"] = ns
     return obj
+
+
+def _measured(measure: Op, i: int, params: dict[str, int]) -> dict[str, Any]:
+    """Measured pod `i`; with a signatureBatchSize, scheduler_perf's "signature" label changes every so many."""
+    obj = _named(measure.template, i, measure.namespace, "m")  # type: ignore[arg-type]
+    batch = params.get("signatureBatchSize")
+    if batch:
+        obj["metadata"].setdefault("labels", {})["signature"] = f"signature-label-{i // batch}"
+    return obj
+
+
+def _feature_gates() -> list[str]:
+    """--feature-gates for both schedulers, passed to the memory child through the environment."""
+    g = os.environ.get("SCHED_PERF_FEATURE_GATES", "")
+    return [g] if g else []
+
+
+def _config_yaml(w: Workload) -> str:
+    return "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n" + w.profiles
 
 
 def _namespaces(w: Workload) -> set[str]:
@@ -353,7 +401,13 @@ def run_memory(w: Workload, params: dict[str, int], seed: int = 1,
                placements: dict[str, str] | None = None) -> dict[str, Any]:
     """Schedule the init pods (not measured), then the measured ones; `placements` collects init binds."""
     reg = build_registry([])
-    cfg = load_config(None, reg)
+    gates = parse_feature_gates(_feature_gates())
+    if w.profiles:
+        path = Path(tempfile.mkdtemp()) / "config.yaml"
+        path.write_text(_config_yaml(w))
+        cfg = load_config(path, reg, feature_gates=gates)
+    else:
+        cfg = load_config(None, reg, feature_gates=gates)
     cluster = MemoryCluster()
     for ns in sorted(_namespaces(w)):
         cluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}, emit=False)
@@ -361,7 +415,7 @@ def run_memory(w: Workload, params: dict[str, int], seed: int = 1,
         cluster.create(obj, emit=False)
     for n in _node_objects(w, params) + _node_objects(w, params, "slices"):
         cluster.create(n, emit=False)
-    sched = Scheduler(cluster, cfg, reg, seed=seed, record_breakdown=False)
+    sched = Scheduler(cluster, cfg, reg, seed=seed, record_breakdown=False, feature_gates=gates)
     gcpolicy.tune()  # as the kube-scheduler drop-in does (scheduler_runtime.app)
     sched.start()
     gcpolicy.freeze_synced_state()
@@ -377,7 +431,7 @@ def run_memory(w: Workload, params: dict[str, int], seed: int = 1,
     measure = next(op for op in w.ops if op.kind == "measure")
     n_measure = count_of(measure, params)
     for i in range(n_measure):
-        cluster.create(_named(measure.template, i, measure.namespace, "m"), emit=True)  # type: ignore[arg-type]
+        cluster.create(_measured(measure, i, params), emit=True)
     sched.drain_inbox()
     sched.keep_cycle_times = True
     sched.cycle_seconds.clear()
@@ -516,16 +570,17 @@ def _measure_e2e(cp: Any, client: Any, w: Workload, params: dict[str, int], labe
     measure = next(op for op in w.ops if op.kind == "measure")
     ns, n_pods = measure.namespace, count_of(measure, params)
     parallel(lambda i: client.call("POST", f"/api/v1/namespaces/{ns}/pods", body=_for_apiserver(
-        _named(measure.template, i, ns, "m"))), range(n_pods))  # type: ignore[arg-type]
+        _measured(measure, i, params))), range(n_pods))
     if _uses_claims(w):
         _wait_for_claims(client, ns, n_pods + sum(count_of(op, params) for _, op in _pod_ops(w)
                                                   if op.namespace == ns))
     cfg = Path(tempfile.mkdtemp()) / "config.yaml"
-    cfg.write_text(CONFIG.format(kubeconfig=cp.kubeconfig_path, qps=qps, burst=qps))
+    cfg.write_text(CONFIG.format(kubeconfig=cp.kubeconfig_path, qps=qps, burst=qps) + w.profiles)
+    gate_flags = [f"--feature-gates={g}" for g in _feature_gates()]
     if label == "kube-scheduler":
-        cmd = [str(cp.bin_dir / "kube-scheduler"), f"--config={cfg}", "--secure-port=0"]
+        cmd = [str(cp.bin_dir / "kube-scheduler"), f"--config={cfg}", "--secure-port=0", *gate_flags]
     else:
-        cmd = ksched_command(cfg, "--results=ksched")
+        cmd = ksched_command(cfg, "--results=ksched", *gate_flags)
 
     def create(o: dict[str, Any]) -> None:
         client.call("POST", f"/api/v1/namespaces/{o['metadata']['namespace']}/pods", body=_for_apiserver(o))
@@ -574,10 +629,15 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every count (nodes, pods) by this")
     ap.add_argument("--only", default="", help="comma-separated workload names (default: all)")
     ap.add_argument("--qps", type=int, default=5000, help="e2e: clientConnection qps and burst for both")
+    ap.add_argument("--feature-gates", default="",
+                    help="kube-scheduler's --feature-gates for both schedulers, e.g. OpportunisticBatching=false")
     ap.add_argument("--growth", action="store_true",
                     help="memory: per-pod CPU µs at 1k/5k/15k nodes for " + ", ".join(GROWTH))
     ap.add_argument("--_child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.feature_gates:
+        parse_feature_gates([args.feature_gates])  # refused here, with kube's message, before any run
+        os.environ["SCHED_PERF_FEATURE_GATES"] = args.feature_gates
     if args._child:
         import json
         print(json.dumps(run_memory(BY_NAME[args._child[0]], json.loads(args._child[1]))))

@@ -15,6 +15,7 @@ the queue, the cache or a cluster backend.
 from __future__ import annotations
 
 from .errors import InputError
+from .framework import signers
 from .framework.cycle_state import CycleState
 from .framework.interface import (
     BindPlugin,
@@ -36,6 +37,8 @@ from .framework.interface import (
     ReservePlugin,
     ScoreBatchPlugin,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
     WaitingPodView,
 )
 from .framework.interface import NodeInfoView as NodeInfo
@@ -81,4 +84,6 @@ __all__ = [
     "FilterBatchPlugin", "PostFilterPlugin", "PreScorePlugin", "ScorePlugin", "ScoreBatchPlugin",
     "NormalizeScorePlugin", "NormalizeScoreBatchPlugin", "ReservePlugin", "PermitPlugin", "PreBindPlugin",
     "BindPlugin", "PostBindPlugin", "EnqueueExtensions",
+    # opportunistic batching: a plugin's part of the pod signature (`signers` holds kube's keys and signers)
+    "SignPlugin", "SignFragment", "signers",
 ]

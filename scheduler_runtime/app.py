@@ -83,7 +83,8 @@ class Runner:
         self.watchdog = CycleWatchdog(opts.hang_deadline)
         self.scheduler = Scheduler(self.cluster, config, registry, seed=opts.seed, bind_async=True,
                                    bind_workers=opts.bind_workers, metrics=self.metrics, results_mode=opts.results,
-                                   watchdog=self.watchdog, bind_deadline=opts.hang_deadline)
+                                   watchdog=self.watchdog, bind_deadline=opts.hang_deadline,
+                                   feature_gates=opts.feature_gates)
         self.scheduler.queue.max_in_unschedulable = opts.pod_max_in_unschedulable
         gcpolicy.tune()
         le = config.leader_election

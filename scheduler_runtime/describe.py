@@ -244,7 +244,8 @@ def describe(pod_raw: dict[str, Any], events: list[dict[str, Any]], nodes: dict[
                        pod.scheduler_name, pod.priority, list(status.get("conditions") or []), events, result)
     if not pod.node_name:
         dra: list[str] = []
-        if list_objects is not None and (pod_raw.get("spec") or {}).get("resourceClaims"):
+        if list_objects is not None and ((pod_raw.get("spec") or {}).get("resourceClaims") or any(
+                "/" in n for n in pod.requests)):  # claims, or extended resources a DeviceClass may back
             from .plugins.dynamicresources.explain import explain_claims
 
             try:

@@ -109,12 +109,13 @@ def dependencies() -> dict[str, tuple[str, ...]]:
 
 DEPENDENCIES = dependencies()
 #: gates whose both settings ksched implements
-HONOURED = {"ComponentFlagz", "ComponentStatusz", "NodeDeclaredFeatures"}
-#: non-default values that describe what ksched does anyway: it has no opportunistic batching; it sizes
+HONOURED = {"ComponentFlagz", "ComponentStatusz", "DRADeviceTaintRules", "NodeDeclaredFeatures",
+            "OpportunisticBatching", "StorageCapacityScoring", "VolumeLimitScaling", "DRAExtendedResource"}
+#: non-default values that describe what ksched does anyway: it sizes
 #: pod-level resources from the spec alone, as kube does with InPlacePodLevelResourcesVerticalScaling off;
 #: the other three change nothing in kube-scheduler 1.36.3 (no code path reads them there), they only have to
 #: go off with NodeDeclaredFeatures, which they depend on
-MATCHES_KSCHED = {("OpportunisticBatching", False), ("InPlacePodLevelResourcesVerticalScaling", False),
+MATCHES_KSCHED = {("InPlacePodLevelResourcesVerticalScaling", False),
                   ("ExtendWebSocketsToKubelet", False), ("InPlacePodVerticalScalingInitContainers", False),
                   ("RestartAllContainersOnContainerExits", False)}
 

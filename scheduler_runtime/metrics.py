@@ -99,6 +99,36 @@ class SchedulerMetrics:
             "scheduler_queueing_hint_execution_duration_seconds",
             "Duration for running a queueing hint function of a plugin.", ["plugin", "event", "hint"],
             buckets=_exp(0.00001, 1.5, 20), registry=r)
+        # DRAExtendedResource (on in 1.36) registers it; kube-scheduler 1.37 renames it
+        # dynamic_resource_allocation_resourceclaim_creates_total
+        self.resourceclaim_creates = Counter(
+            "scheduler_resourceclaim_creates", "Number of ResourceClaims creation requests within scheduler",
+            ["status"], registry=r)
+        # opportunistic batching (batching.py) and the unschedulable-pods flush
+        self.batch_attempts = Counter(
+            "scheduler_batch_attempts", "Counts of results when we attempt to use batching.", ["profile", "result"],
+            registry=r)
+        self.batch_cache_flushed = Counter(
+            "scheduler_batch_cache_flushed", "Counts of cache flushes by reason.", ["profile", "reason"], registry=r)
+        self.get_node_hint_duration = Histogram(
+            "scheduler_get_node_hint_duration_seconds", "Latency for getting a node hint.", ["hinted", "profile"],
+            buckets=_exp(0.00001, 2, 12), registry=r)
+        self.store_schedule_results_duration = Histogram(
+            "scheduler_store_schedule_results_duration_seconds", "Latency for getting a no.", ["profile"],
+            buckets=_exp(0.00001, 2, 12), registry=r)
+        # kube-scheduler 1.37: the rescore of the node just chosen
+        self.batch_rescore_attempts = Counter(
+            "scheduler_batch_rescore_attempts", "Counts of rescore attempts during opportunistic batching.",
+            ["profile"], registry=r)
+        self.batch_rescore_duration_seconds = Histogram(
+            "scheduler_batch_rescore_duration_seconds",
+            "Latency for rescoring a node during opportunistic batching.", ["profile"],
+            buckets=_exp(0.00001, 2, 12), registry=r)
+        self.pod_scheduled_after_flush = Counter(
+            "scheduler_pod_scheduled_after_flush",
+            "Number of pods that were successfully scheduled after being flushed from unschedulablePods due to "
+            "timeout. This metric helps detect potential queueing hint misconfigurations or event handling "
+            "issues.", registry=r)
         self.plugin_sample_rate = plugin_sample_rate
         self._rng = random.Random()
         self._scheduler: Any = None
@@ -123,6 +153,24 @@ class SchedulerMetrics:
         if child is None:
             child = self._evaluation_children[key] = self.plugin_evaluation.labels(*key)
         child.inc(n)
+
+    def batch_attempt(self, profile: str, result: str) -> None:
+        self.batch_attempts.labels(profile, result).inc()
+
+    def batch_flushed(self, profile: str, reason: str) -> None:
+        self.batch_cache_flushed.labels(profile, reason).inc()
+
+    def node_hint_duration(self, hinted: str, profile: str, seconds: float) -> None:
+        self.get_node_hint_duration.labels(hinted, profile).observe(seconds)
+
+    def store_results_duration(self, profile: str, seconds: float) -> None:
+        self.store_schedule_results_duration.labels(profile).observe(seconds)
+
+    def batch_rescore_attempt(self, profile: str) -> None:
+        self.batch_rescore_attempts.labels(profile).inc()
+
+    def batch_rescore_duration(self, profile: str, seconds: float) -> None:
+        self.batch_rescore_duration_seconds.labels(profile).observe(seconds)
 
     def queueing_hint(self, plugin: str, event: str, hint: str, seconds: float) -> None:
         self.queueing_hint_duration.labels(plugin, event, hint).observe(seconds)
@@ -161,6 +209,8 @@ class SchedulerMetrics:
         self.attempt_duration.labels(result, profile).observe(seconds)
         if result == "scheduled":
             self.pod_attempts.observe(qpi.attempts)
+            if qpi.flushed_from_unschedulable:
+                self.pod_scheduled_after_flush.inc()
             if qpi.initial_attempt_timestamp is not None:
                 label = str(qpi.attempts) if qpi.attempts < 15 else "15+"
                 self.sli_duration.labels(label).observe(max(0.0, time.monotonic() - qpi.initial_attempt_timestamp))

@@ -14,6 +14,7 @@ from .backoff import BackoffPolicy
 from .framework.status import Status
 from .framework.types import QUEUE, ClusterEvent, ClusterEventWithHint, QueuedPodInfo
 from .objects import Pod
+from .podevents import pod_update_actions
 
 ACTIVE, BACKOFF, UNSCHEDULABLE, GATED = "active", "backoff", "unschedulable", "gated"
 
@@ -47,11 +48,21 @@ class SchedulingQueue:
     def __init__(self, less: LessFn | None = None, pre_enqueue: PreEnqueueFn | None = None,
                  events_for: EventsFn | None = None, initial_backoff: float = 1.0, max_backoff: float = 10.0,
                  max_in_unschedulable: float = 300.0, clock: Callable[[], float] = time.monotonic,
-                 pop_from_backoff: bool = True) -> None:
+                 pop_from_backoff: bool = True, interested: Callable[[ClusterEvent], bool] | None = None,
+                 plugin_index: tuple[Callable[[ClusterEvent], frozenset[str]], frozenset[str]] | None = None
+                 ) -> None:
         self._less = less or (lambda a, b: a.pod.priority > b.pod.priority or (
             a.pod.priority == b.pod.priority and a.timestamp < b.timestamp))
         self._pre_enqueue = pre_enqueue or (lambda pod: None)
         self._events_for = events_for or (lambda profile, plugin: None)
+        #: does some plugin of some profile register this event (kube's isEventOfInterest)? Others are dropped
+        #: before any pod is looked at
+        self._interested = interested or (lambda ev: True)
+        #: (plugins that may requeue a pod on an event, every plugin that registered events): an event then
+        #: looks only at the pods some of whose rejecting plugins are among the first (or unknown, or none)
+        self._plugin_index = plugin_index
+        self._by_rejector: dict[str, set[str]] = {}  # rejecting plugin ("" for none) -> uids, not gated
+        self._gated: set[str] = set()
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
         self._backoff_policy = BackoffPolicy(initial_backoff, cap=max_backoff)
@@ -62,7 +73,7 @@ class SchedulingQueue:
         self._seq = itertools.count()
         self._active: list[_Entry] = []
         self._backoff: list[tuple[float, int, _Entry]] = []
-        self._unschedulable: dict[str, QueuedPodInfo] = {}
+        self._unschedulable: dict[str, QueuedPodInfo] = {}  # unschedulable and gated pods, kept by _park
         self._where: dict[str, tuple[str, Any]] = {}  # uid -> (queue, entry/qpi)
         self._in_flight: dict[str, int] = {}  # uid -> event-log position at pop
         self._event_log: deque[tuple[int, ClusterEvent, Any, Any]] = deque()
@@ -87,7 +98,7 @@ class SchedulingQueue:
         if st is not None and not st.is_success():
             qpi.gated = True
             qpi.gating_plugin = st.plugin
-            self._unschedulable[qpi.pod.uid] = qpi
+            self._park(qpi)
             self._where[qpi.pod.uid] = (GATED, qpi)
             self.on_incoming(GATED, event)
             return
@@ -116,8 +127,49 @@ class SchedulingQueue:
         if kind in (ACTIVE, BACKOFF):
             obj.removed = True
             return obj.qpi
-        self._unschedulable.pop(uid, None)
+        self._unpark(uid)
         return obj
+
+    @staticmethod
+    def _rejector_keys(qpi: QueuedPodInfo) -> set[str]:
+        return (qpi.unschedulable_plugins | qpi.pending_plugins) or {""}
+
+    def _park(self, qpi: QueuedPodInfo) -> None:
+        """Into the unschedulable pool (gated or not), indexed by the plugins that rejected it."""
+        uid = qpi.pod.uid
+        self._unschedulable[uid] = qpi
+        if qpi.gated:
+            self._gated.add(uid)
+            return
+        for k in self._rejector_keys(qpi):
+            self._by_rejector.setdefault(k, set()).add(uid)
+
+    def _unpark(self, uid: str) -> QueuedPodInfo | None:
+        qpi = self._unschedulable.pop(uid, None)
+        if qpi is None:
+            return None
+        self._gated.discard(uid)
+        for k in self._rejector_keys(qpi):
+            bucket = self._by_rejector.get(k)
+            if bucket is not None:
+                bucket.discard(uid)
+                if not bucket:
+                    del self._by_rejector[k]
+        return qpi
+
+    def _candidates(self, ev: ClusterEvent) -> list[QueuedPodInfo]:
+        """The pooled pods an event may move: gated ones, and those a plugin that may requeue on it rejected."""
+        if self._plugin_index is None or ev.resource == "*":
+            return list(self._unschedulable.values())
+        may_requeue, known = self._plugin_index
+        plugins = may_requeue(ev)
+        uids = set(self._gated)
+        for k, bucket in self._by_rejector.items():
+            if k in plugins or k not in known:  # "" (no rejector) and unknown names take every event
+                uids |= bucket
+        out = [self._unschedulable[u] for u in uids if u in self._unschedulable]
+        out.sort(key=lambda q: q.seq)
+        return out
 
     # ------------------------------------------------------------------ backoff
     def backoff_duration(self, qpi: QueuedPodInfo) -> float:
@@ -164,7 +216,8 @@ class SchedulingQueue:
             stale = [q for q in self._unschedulable.values()
                      if not q.gated and now - q.timestamp > self.max_in_unschedulable]
             for q in stale:
-                self._unschedulable.pop(q.pod.uid, None)
+                q.flushed_from_unschedulable = True  # scheduler_pod_scheduled_after_flush_total
+                self._unpark(q.pod.uid)
                 self._queue_after_backoff(q, "UnschedulableTimeout")
             if stale:
                 self._cond.notify_all()
@@ -235,6 +288,7 @@ class SchedulingQueue:
                 self._prune_event_log()
                 return
             qpi.timestamp = self.clock()
+            qpi.flushed_from_unschedulable = False  # back after an attempt: the flush is behind it
             qpi.unschedulable_plugins = set(rejectors)
             qpi.pending_plugins = set(pending or ())
             if not rejectors and not pending:
@@ -254,7 +308,7 @@ class SchedulingQueue:
                 elif decision == "backoff":
                     self._queue_after_backoff(qpi, "ScheduleAttemptFailure")
                 else:
-                    self._unschedulable[uid] = qpi
+                    self._park(qpi)
                     self._where[uid] = (UNSCHEDULABLE, qpi)
                     self.on_incoming(UNSCHEDULABLE, "ScheduleAttemptFailure")
             self._prune_event_log()
@@ -324,15 +378,18 @@ class SchedulingQueue:
     def move_on_event(self, ev: ClusterEvent, old: Any = None, new: Any = None,
                       precheck: Callable[[Pod], bool] | None = None) -> int:
         """A cluster event: move unschedulable pods whose rejecting plugins care about it."""
+        if ev.resource != "*" and not self._interested(ev):
+            return 0
         with self._cond:
             if self._in_flight:
                 self._event_seq += 1
                 self._event_log.append((self._event_seq, ev, old, new))
             moved = 0
-            for uid, qpi in list(self._unschedulable.items()):
+            for qpi in self._candidates(ev):
+                uid = qpi.pod.uid
                 if qpi.gated:
                     if self._gate_lifted(qpi, ev, old, new):
-                        del self._unschedulable[uid]
+                        self._unpark(uid)
                         qpi.gated = False
                         self._push_active(qpi, str(ev))
                         moved += 1
@@ -342,7 +399,7 @@ class SchedulingQueue:
                 d = self._hint(qpi, ev, old, new)
                 if d is None:
                     continue
-                del self._unschedulable[uid]
+                self._unpark(uid)
                 if d == "immediate":
                     self._push_active(qpi, str(ev))
                 else:
@@ -353,11 +410,19 @@ class SchedulingQueue:
             return moved
 
     def update(self, old: Pod | None, new: Pod) -> None:
+        """An unscheduled pod changed. A pod being scheduled keeps the change's events for when its attempt
+        ends; an unschedulable one moves when a rejecting plugin's hint says the change may help, as kube's
+        queue does with queueing hints on (a change of no particular kind is a generic Pod Update)."""
+        events = [ClusterEvent("Pod", a) for a in pod_update_actions(old, new)] if old is not None else []
         with self._cond:
             uid = new.uid
             where = self._where.get(uid)
             if where is None:
                 if uid in self._in_flight:
+                    for ev in events:
+                        if self._interested(ev):
+                            self._event_seq += 1
+                            self._event_log.append((self._event_seq, ev, old, new))
                     return
                 qpi = QueuedPodInfo(new, timestamp=self.clock(), seq=next(self._seq))
                 self._enqueue_gated_or_active(qpi, "PodUpdate")
@@ -372,16 +437,26 @@ class SchedulingQueue:
             if kind == GATED:
                 st = self._pre_enqueue(new)
                 if st is None or st.is_success():
-                    del self._unschedulable[uid]
+                    self._unpark(uid)
                     del self._where[uid]
                     qpi.gated = False
                     self._push_active(qpi, "PodUpdate")
                     self._cond.notify()
                 return
-            if old is None or _spec_changed(old, new):
-                del self._unschedulable[uid]
+            decision: str | None = "backoff" if old is None else None
+            label = "UnscheduledPodUpdate"
+            for ev in events:
+                decision = self._hint(qpi, ev, old, new) if self._interested(ev) else None
+                if decision is not None:
+                    label = f"UnschedulablePod{ev.action.name}"  # kube's event label
+                    break
+            if decision is not None:
+                self._unpark(uid)
                 del self._where[uid]
-                self._queue_after_backoff(qpi, "PodUpdate")
+                if decision == "immediate":
+                    self._push_active(qpi, label)
+                else:
+                    self._queue_after_backoff(qpi, label)
                 self._cond.notify()
 
     def delete(self, pod: Pod) -> None:
@@ -440,13 +515,6 @@ class SchedulingQueue:
     def __len__(self) -> int:
         with self._cond:
             return len(self._where)
-
-
-def _spec_changed(old: Pod, new: Pod) -> bool:
-    """Only updates that may change schedulability move a pod out of the unschedulable pool."""
-    o, n = old.raw, new.raw
-    return (o.get("spec") != n.get("spec") or (o.get("metadata") or {}).get("labels")
-            != (n.get("metadata") or {}).get("labels"))
 
 
 class Nominator:

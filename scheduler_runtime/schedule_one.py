@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from .batching import Ranking
 from .bindpool import BindingPool
 from .cache import Cache
 from .cluster.base import BindError, ClusterBackend, LeadershipLost
@@ -83,6 +84,7 @@ class SchedulingCycle:
     _victims_deleted: int
     scheduled: int
     attempts: int
+    scheduling_cycle: int
     binds_abandoned: int
     cycle_seconds: list[float]
     keep_cycle_times: bool
@@ -106,10 +108,13 @@ class SchedulingCycle:
 
     def _schedule_one(self, qpi: QueuedPodInfo) -> None:
         pod = qpi.pod
+        self.scheduling_cycle += 1
         fw = self.frameworks.get(pod.scheduler_name)
         if fw is None or self.cache.pod_node(pod.uid) is not None:
             self.queue.done(pod.uid)
             return
+        if fw.signer is not None and qpi.signed is not pod:  # kube signs a pod when it is queued or updated
+            qpi.signature, qpi.signed = fw.signer.sign(pod), pod
         start = time.perf_counter()
         self.attempts += 1
         state = CycleState()
@@ -120,7 +125,7 @@ class SchedulingCycle:
         rec = self.recorder
         rec.begin(pod)
         try:
-            node_name, scores, feasible = self._schedule_pod(fw, state, pod, result)
+            node_name, scores, feasible = self._schedule_pod(fw, state, pod, result, qpi.signature)
         except FitError as fe:
             self._handle_fit_error(fw, state, qpi, fe, result, start)
             return
@@ -217,8 +222,8 @@ class SchedulingCycle:
             with self._inflight_lock:
                 self._inflight_bindings -= 1
 
-    def _schedule_pod(self, fw: Framework, state: CycleState, pod: Pod,
-                      result: AttemptResult) -> tuple[str, ScoreResult | None, int]:
+    def _schedule_pod(self, fw: Framework, state: CycleState, pod: Pod, result: AttemptResult,
+                      signature: str | None = None) -> tuple[str, ScoreResult | None, int]:
         snap = self.cache.snapshot
         n = len(snap)
         diagnosis = Diagnosis()
@@ -245,14 +250,19 @@ class SchedulingCycle:
             ext_record = record_of(state)
             result.extenders = ext_record.summary
             rec.extenders(pod, ext_record.raw)
-        # nominated node fast path
-        nnn = pod.nominated_node_name or self.queue.nominator.node_of(pod.uid)
+        batch = fw.batch
+        cycle = self.scheduling_cycle
+        hint = batch.node_hint(state, pod, signature, cycle) if batch is not None else ""
+        # nominated node fast path; opportunistic batching's hint takes it too (a nomination comes first)
+        nnn = pod.nominated_node_name or self.queue.nominator.node_of(pod.uid) or hint
         if nnn:
             ni = snap.get(nnn)
             if ni is not None and (pre_result is None or pre_result.node_names is None
                                    or nnn in pre_result.node_names):
                 if fw.run_filter_with_nominated_pods(state, pod, ni) is None and (
                         ext is None or _passes_extenders(ext, state, pod, snap, ni.row)):
+                    if batch is not None:
+                        batch.store(signature, hint, nnn, 0, None, cycle)
                     return nnn, None, 1
         feasible = fw.find_nodes_that_pass_filters(state, pod, snap, pre_result, diagnosis)
         rec.filters(fw, pod, snap, feasible, diagnosis.node_statuses)
@@ -263,18 +273,27 @@ class SchedulingCycle:
         result.filter_reasons = group_filter_reasons(diagnosis.node_statuses, diagnosis.absent_status,
                                                      diagnosis.num_absent) if diagnosis.node_statuses else {}
         if len(feasible) == 1:
-            return snap.node_infos[int(feasible[0])].name, None, 1
+            name = snap.node_infos[int(feasible[0])].name
+            if batch is not None:
+                batch.store(signature, hint, name, 0, None, cycle)
+            return name, None, 1
         nodes = NodeList(snap, feasible)
         st = fw.run_pre_score(state, pod, nodes)
         rec.prescore(fw, pod, st)
         if st is not None:
             raise CycleError(st)
-        scores = fw.run_score(state, pod, snap, feasible, keep_breakdown=self.record_breakdown)
+        # 1.37's rescore normalises the cached nodes' raw scores again: keep them for a batchable pod
+        scores = fw.run_score(state, pod, snap, feasible, keep_breakdown=self.record_breakdown or (
+            batch is not None and batch.rescore and signature is not None))
         rec.scores(pod, scores, snap)  # plugins only: the simulator keeps extenders' answers apart
         if ext is not None:
             ext.prioritize(state, pod, snap, scores, self.record_breakdown, fw)
         idx = fw.select_host(scores.totals) if len(scores.totals) else 0
-        return snap.node_infos[int(feasible[idx])].name, scores, len(feasible)
+        name = snap.node_infos[int(feasible[idx])].name
+        if batch is not None:
+            batch.store(signature, hint, name, len(feasible) - 1,
+                        lambda: _ranking(fw, scores, feasible, idx, snap), cycle)
+        return name, scores, len(feasible)
 
     def _binding_cycle(self, fw: Framework, state: CycleState, qpi: QueuedPodInfo, node_name: str,
                        result: AttemptResult, start: float, on_loop: bool) -> None:
@@ -489,6 +508,17 @@ def _not_leader(st: Status) -> bool:
             return True
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return False
+
+
+def _ranking(fw: Framework, scores: ScoreResult, feasible: np.ndarray, chosen: int, snap: Any) -> Ranking:
+    """The feasible nodes but the chosen one, best total first, ties in random order (kube keeps them in a
+    heap ordered by score, then by a random number drawn per node), with their raw scores."""
+    tie = np.random.default_rng(fw.rng.getrandbits(64)).random(len(scores.totals))
+    order = np.lexsort((-tie, -scores.totals))
+    order = order[order != chosen]
+    infos = snap.node_infos
+    return Ranking([infos[int(feasible[i])].name for i in order.tolist()],
+                   {name: raw[order] for name, (raw, _norm, _w) in scores.per_plugin.items()}, tie[order])
 
 
 def _passes_extenders(ext: Any, state: CycleState, pod: Pod, snap: Any, row: int) -> bool:

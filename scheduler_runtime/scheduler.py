@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .batching import OpportunisticBatch, PodSigner
 from .bindpool import BindingPool
 from .cache import Cache
 from .cluster.base import ClusterBackend
@@ -27,6 +28,7 @@ from .framework.runtime import Framework
 from .framework.status import Status
 from .framework.types import ActionType, ClusterEvent
 from .objects import Node, Pod
+from .podevents import pod_update_actions
 from .queue import SchedulingQueue
 from .recording import recorder_for
 from .results import ResultStore
@@ -40,9 +42,13 @@ __all__ = ["Decision", "Scheduler", "build_frameworks"]
 
 
 def build_frameworks(config: Any, registry: Registry, snapshot: Any, cluster: ClusterBackend | None,
-                     rng: random.Random, metrics: Any = None) -> dict[str, Framework]:
+                     rng: random.Random, metrics: Any = None, opportunistic_batching: bool = True,
+                     clock: Callable[[], float] = time.monotonic, batch_rescore: bool = False
+                     ) -> dict[str, Framework]:
     """One Framework per profile, plugin instances shared across extension points within a profile; the
-    configured extenders are shared by all of them (kube-scheduler's sched.Extenders)."""
+    configured extenders are shared by all of them (kube-scheduler's sched.Extenders). With the
+    OpportunisticBatching gate on, each profile signs pods and keeps its own batch cache (`batch_rescore`:
+    kube-scheduler 1.37's, which rescores the node just chosen)."""
     out: dict[str, Framework] = {}
     extenders = build_extender_set(getattr(config, "extenders", None))
     for prof in config.profiles:
@@ -67,6 +73,9 @@ def build_frameworks(config: Any, registry: Registry, snapshot: Any, cluster: Cl
             pct = config.percentage_of_nodes_to_score
         fw = out[prof.scheduler_name] = Framework(prof.scheduler_name, handle, plan, pct, rng=rng, metrics=metrics)
         fw.extenders = handle.extenders = extenders
+        if opportunistic_batching:
+            fw.signer = PodSigner(fw, has_extenders=extenders is not None)
+            fw.batch = OpportunisticBatch(fw, clock, rescore=batch_rescore)
     return out
 
 
@@ -103,7 +112,11 @@ class Scheduler(SchedulingCycle):
                  clock: Callable[[], float] = time.monotonic, bind_async: bool = False, bind_workers: int = 16,
                  results: ResultStore | None = None, observer: Callable[[Decision], None] | None = None,
                  metrics: Any = None, record_breakdown: bool = True, results_mode: str = "ksched",
-                 watchdog: CycleWatchdog | None = None, bind_deadline: float = 30.0) -> None:
+                 watchdog: CycleWatchdog | None = None, bind_deadline: float = 30.0,
+                 feature_gates: dict[str, bool] | None = None, kube_minor: int = 36) -> None:
+        """`feature_gates`: the effective gates (featuregates.parse_feature_gates); only the ones the cycle
+        reads matter here (OpportunisticBatching, on unless turned off). `kube_minor`: the kube-scheduler
+        minor whose behaviour the cycle follows where minors differ (opportunistic batching rescores from 37)."""
         self.cluster = cluster
         #: how long a binding cycle may take before it stops holding anything up: synchronous binding waits
         #: no longer for one with a plugin from outside the runtime; async binding replaces its worker
@@ -121,15 +134,21 @@ class Scheduler(SchedulingCycle):
         self.record_breakdown = record_breakdown and results_mode != "off"
         self.results_mode = results_mode
         self.recorder = recorder_for(results_mode, cluster)
-        self.frameworks = build_frameworks(config, registry, self.cache.snapshot, cluster, self.rng, metrics)
+        batching = (feature_gates or {}).get("OpportunisticBatching", True)  # beta, on by default since 1.36
+        self.frameworks = build_frameworks(config, registry, self.cache.snapshot, cluster, self.rng, metrics,
+                                           opportunistic_batching=batching, clock=clock,
+                                           batch_rescore=kube_minor >= 37)
         first = next(iter(self.frameworks.values()))
         self.extenders = first.extenders
         less = first.less()
         self._events = {name: fw.events_to_register() for name, fw in self.frameworks.items()}
+        self._interest: dict[tuple[str, int], frozenset[str]] = {}
         self.queue = SchedulingQueue(
             less=less, pre_enqueue=self._pre_enqueue, events_for=self._events_for,
             initial_backoff=float(config.pod_initial_backoff_seconds),
-            max_backoff=float(config.pod_max_backoff_seconds), clock=clock)
+            max_backoff=float(config.pod_max_backoff_seconds), clock=clock, interested=self._interested,
+            plugin_index=(self._plugins_for, frozenset(n for plugins in self._events.values()
+                                                       for n, regs in plugins.items() if regs is not None)))
         for fw in self.frameworks.values():
             fw.handle.activate = self.queue.activate
             fw.handle.nominated_pods_for_node = self.queue.nominator.pods_for_node
@@ -151,6 +170,8 @@ class Scheduler(SchedulingCycle):
         self._stop = threading.Event()
         self.scheduled = 0
         self.attempts = 0
+        #: kube's SchedulingCycle(): one per pod popped (opportunistic batching reuses only the last cycle's)
+        self.scheduling_cycle = 0
         #: binding cycles dropped because the leader gate closed before the binding was sent
         self.binds_abandoned = 0
         self.cycle_seconds: list[float] = []
@@ -163,6 +184,21 @@ class Scheduler(SchedulingCycle):
 
     def _events_for(self, profile: str, plugin: str) -> Any:
         return self._events.get(profile, {}).get(plugin)
+
+    def _plugins_for(self, ev: ClusterEvent) -> frozenset[str]:
+        """The plugins (of any profile) that register `ev`, or register nothing and so take every event.
+        Kept per (resource, action): the queue asks this for every event."""
+        key = (ev.resource, int(ev.action))
+        got = self._interest.get(key)
+        if got is None:
+            got = frozenset(name for plugins in self._events.values() for name, regs in plugins.items()
+                            if regs is None or any(r.event.matches(ev) for r in regs))
+            self._interest[key] = got
+        return got
+
+    def _interested(self, ev: ClusterEvent) -> bool:
+        """kube's isEventOfInterest: an event no plugin registers moves no pod and is not even logged."""
+        return bool(self._plugins_for(ev))
 
     def start(self, **kwargs: Any) -> None:
         """Subscribe to the backend; initial objects arrive as ADDED events into the inbox."""
@@ -214,8 +250,11 @@ class Scheduler(SchedulingCycle):
     def _apply_node(self, action: str, old_raw: dict | None, new_raw: dict | None) -> None:
         if action == "DELETED":
             name = (old_raw or {}).get("metadata", {}).get("name", "")
+            gone = self.cache.snapshot.get(name)
             self.cache.remove_node(name)
-            self.queue.move_on_event(ClusterEvent("Node", ActionType.Delete), old_raw, None)
+            # hints get the Node, as kube's get the *v1.Node the informer last held
+            self.queue.move_on_event(ClusterEvent("Node", ActionType.Delete),
+                                     gone.node if gone is not None and gone.node is not None else old_raw, None)
             return
         assert new_raw is not None
         node = Node.from_dict(new_raw)
@@ -255,11 +294,14 @@ class Scheduler(SchedulingCycle):
             self.cache.add_pod(pod)
             self.queue.delete(pod)
             self.queue.nominator.delete(pod)
-            if not known:
+            if not known or (old_raw is not None and not (old_raw.get("spec") or {}).get("nodeName")):
+                # kube's assigned-pod informer sees a pod it (or this scheduler) just bound as added
                 self.queue.move_on_event(ClusterEvent("Pod", ActionType.Add), None, pod)
-            elif old_raw is not None and ((old_raw.get("metadata") or {}).get("labels")
-                                          != (new_raw.get("metadata") or {}).get("labels")):
-                self.queue.move_on_event(ClusterEvent("Pod", ActionType.UpdatePodLabel), None, pod)
+            elif old_raw is not None:
+                # kube's AssignedPodUpdate events, one per kind of change, each with the old and new pod
+                old_pod = Pod.from_dict(old_raw)
+                for act in pod_update_actions(old_pod, pod):
+                    self.queue.move_on_event(ClusterEvent("Pod", act), old_pod, pod)
             return
         if pod.scheduler_name not in self.frameworks or pod.terminated or pod.deletion_timestamp:
             return
@@ -267,10 +309,24 @@ class Scheduler(SchedulingCycle):
             return
         if action == "ADDED":
             self.queue.add(pod)
-            if pod.nominated_node_name:
+            if pod.nominated_node_name:  # gated or not (kube 1.37, #139057)
                 self.queue.nominator.add(pod, pod.nominated_node_name)
         else:
-            self.queue.update(Pod.from_dict(old_raw) if old_raw else None, pod)
+            old = Pod.from_dict(old_raw) if old_raw else None
+            self.queue.update(old, pod)
+            if self.queue.where(pod.uid) not in (None, "in-flight"):  # kube leaves in-flight pods' nominations
+                self._update_nomination(old, pod)
+
+    def _update_nomination(self, old: Pod | None, new: Pod) -> None:
+        """kube's UpdateNominatedPod for a queued pod (gated ones included): the nomination follows the pod's
+        status.nominatedNodeName, except that one made in memory is kept while neither version carries one."""
+        nominator = self.queue.nominator
+        if not new.nominated_node_name and (old is None or not old.nominated_node_name):
+            kept = nominator.node_of(new.uid)
+            if kept:
+                nominator.add(new, kept)
+            return
+        nominator.add(new, new.nominated_node_name)
 
     # ------------------------------------------------------------------ the loop
     def run(self, until_idle: bool = True, stop: threading.Event | None = None,

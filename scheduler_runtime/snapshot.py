@@ -15,8 +15,9 @@ What is stripped, because a snapshot gets mailed around and scheduling needs non
     referenced object's name (no items), CSI `volumeAttributes` and `nodePublishSecretRef` and flexVolume
     `options` and `secretRef` are dropped;
   * PersistentVolumes: CSI `volumeAttributes` (driver-specific, sometimes credentials) are dropped;
-  * pod status: only phase, conditions, nominatedNodeName, qosClass, startTime, resourceClaimStatuses and
-    the containers' allocated resources (in-place resize) stay; IPs and messages go.
+  * pod status: only phase, conditions, nominatedNodeName, qosClass, startTime, resourceClaimStatuses,
+    extendedResourceClaimStatus and the containers' allocated resources (in-place resize) stay; IPs and
+    messages go.
 """
 
 from __future__ import annotations
@@ -29,14 +30,15 @@ from typing import Any
 from .cluster.kube import BUILTIN, POD_FIELD_SELECTOR, KubeClient, load_connection
 
 #: what is captured, in the order a reader would want it (cluster-scoped first, pods last)
-RESOURCES = ("namespaces", "priorityclasses", "nodes", "storageclasses", "csidrivers", "csinodes",
+RESOURCES = ("namespaces", "priorityclasses", "nodes", "storageclasses", "csidrivers", "csinodes", "volumeattachments",
              "persistentvolumes", "persistentvolumeclaims", "csistoragecapacities", "deviceclasses",
              "resourceslices", "resourceclaimtemplates", "resourceclaims", "poddisruptionbudgets", "services",
              "replicationcontrollers", "replicasets", "statefulsets", "pods")
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 _CONTAINER_KEEP = ("name", "image", "imagePullPolicy", "resources", "resizePolicy", "restartPolicy", "ports",
                    "volumeMounts", "volumeDevices", "env")
-_POD_STATUS_KEEP = ("phase", "conditions", "nominatedNodeName", "qosClass", "startTime", "resourceClaimStatuses")
+_POD_STATUS_KEEP = ("phase", "conditions", "nominatedNodeName", "qosClass", "startTime", "resourceClaimStatuses",
+                    "extendedResourceClaimStatus")
 _REFERENCE_VOLUMES = {"secret": ("secretName", "optional"), "configMap": ("name", "optional"),
                       "downwardAPI": (), "projected": ()}
 _WORKLOAD_SPEC_KEEP = ("selector", "replicas")

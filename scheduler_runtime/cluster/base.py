@@ -22,7 +22,8 @@ KIND_TO_RESOURCE = {
     "ResourceClaimTemplate": "resourceclaimtemplates",
 }
 CLUSTER_SCOPED = {"nodes", "namespaces", "priorityclasses", "customresourcedefinitions", "persistentvolumes",
-                  "storageclasses", "csinodes", "csidrivers", "volumeattachments", "deviceclasses", "resourceslices"}
+                  "storageclasses", "csinodes", "csidrivers", "volumeattachments", "deviceclasses", "resourceslices",
+                  "devicetaintrules"}
 
 
 def resource_of_kind(kind: str) -> str:
@@ -110,6 +111,16 @@ class ClusterBackend(ABC):
         `subresource="status"`). `patch.metadata.resourceVersion`, when given, is a precondition. Returns the
         updated object; raises PatchError (`status` 404 not found, 409 conflict)."""
         raise PatchError(f"{type(self).__name__} cannot patch {resource}", status=405)
+
+    def create_object(self, resource: str, namespace: str | None, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create any object (`metadata.generateName` gives it a generated name, as the API server does), as
+        DynamicResources' PreBind creates the claim of a pod's extended resources. Returns the created object;
+        raises PatchError (`status` as the API server answered)."""
+        raise PatchError(f"{type(self).__name__} cannot create {resource}", status=405)
+
+    def delete_object(self, resource: str, name: str, namespace: str | None) -> None:
+        """Delete any object. Raises PatchError (`status` 404 when it does not exist)."""
+        raise PatchError(f"{type(self).__name__} cannot delete {resource}", status=405)
 
     def stop(self) -> None:
         """Release connections and threads."""

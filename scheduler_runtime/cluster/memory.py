@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import datetime as _dt
+import random
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -41,6 +42,9 @@ from .draclaims import DRA_RESOURCES, release_pod, sync_claims
 
 _VOLUME_RESOURCES = ("persistentvolumes", "persistentvolumeclaims", "storageclasses")
 _SINGULAR = {resource: kind.lower() for kind, resource in KIND_TO_RESOURCE.items()}
+_KIND_OF = {resource: kind for kind, resource in KIND_TO_RESOURCE.items()}
+#: the API server's generated-name alphabet (no vowels, no confusable characters)
+_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 
 
 def resource_singular(resource: str) -> str:
@@ -98,6 +102,8 @@ class MemoryCluster(ClusterBackend):
         self._handlers: list[EventHandler] = []
         self._stores: dict[str, Store] = {}
         self._rv = 0
+        #: generated names (generateName) come from a seeded generator, so a replay names objects the same
+        self._names = random.Random(0)
         self._uid = 0
         self._syncing = False
         self._syncing_claims = False
@@ -208,6 +214,33 @@ class MemoryCluster(ClusterBackend):
             if self._put(resource, new, emit=True, sync=True, expect=old):
                 return new
             # changed since the lookup: check and merge again against the current version
+
+    def create_object(self, resource: str, namespace: str | None, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create an object, naming it from `metadata.generateName` when it has no name (the API server's
+        name generator: the base cut to 58 characters and 5 random ones)."""
+        resource = self.informer(resource).resource
+        raw = copy.deepcopy(obj)
+        m = raw.setdefault("metadata", {})
+        if resource not in CLUSTER_SCOPED:
+            m["namespace"] = namespace or m.get("namespace") or "default"
+        raw.setdefault("kind", _KIND_OF.get(resource, resource_singular(resource).capitalize()))
+        base = m.get("generateName")
+        for _ in range(8):
+            if not m.get("name") and base:
+                m["name"] = str(base)[:58] + "".join(self._names.choice(_NAME_CHARS) for _ in range(5))
+            try:
+                return self.create(raw)
+            except InputError as exc:
+                if not base or "already exists" not in str(exc):
+                    raise PatchError(str(exc), status=422 if "Required" in str(exc) else 409) from None
+                m["name"] = ""
+        raise PatchError(f"{resource}: no free generated name for {base!r}", status=409)
+
+    def delete_object(self, resource: str, name: str, namespace: str | None) -> None:
+        resource = self.informer(resource).resource
+        if self.informer(resource).get(name, namespace or "default") is None:
+            raise PatchError(f'{resource} "{name}" not found', status=404)
+        self.delete(resource, name, namespace)
 
     # ------------------------------------------------------------------ the embedded PV controller
     def _put(self, resource: str, new: dict[str, Any], emit: bool, sync: bool = False,

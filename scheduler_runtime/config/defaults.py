@@ -113,7 +113,8 @@ def default_document(doc: dict[str, Any], registry: Registry,
             if spec is None or spec.args_model is None or name in have:
                 continue
             try:
-                args = spec.args_model().model_dump(by_alias=True, mode="json", exclude_none=True)
+                args = validate_args(spec.args_model, {}, feature_gates).model_dump(
+                    by_alias=True, mode="json", exclude_none=True)
             except ValidationError:
                 continue  # required args without defaults: nothing to default
             kind = f"{name}Args"
@@ -128,7 +129,7 @@ def default_document(doc: dict[str, Any], registry: Registry,
                     try:
                         full = validate_args(spec.args_model, drop_nulls(
                             {k: v for k, v in pc["args"].items() if k not in ("apiVersion", "kind")}
-                        )).model_dump(by_alias=True, mode="json", exclude_none=True)
+                        ), feature_gates).model_dump(by_alias=True, mode="json", exclude_none=True)
                     except ValidationError:
                         full = None  # validate reports it; leave the user's args as they are
                     if full is not None:
@@ -146,10 +147,15 @@ def default_document(doc: dict[str, Any], registry: Registry,
     return _sorted_keys(d)
 
 
-def validate_args(model: Any, raw: dict[str, Any]) -> Any:
-    """Args as kube's strict decoding reads them: camelCase keys only (a Python field name is an unknown field)."""
+def validate_args(model: Any, raw: dict[str, Any], feature_gates: dict[str, bool] | None = None) -> Any:
+    """Args as kube's strict decoding reads them: camelCase keys only (a Python field name is an unknown field).
+    kube defaults and validates some args by the effective feature gates: the models read them from the
+    validation context (plugins.gates.GATES_CONTEXT)."""
+    from ..plugins.gates import GATES_CONTEXT
+
+    context = {GATES_CONTEXT: feature_gates} if feature_gates is not None else None
     try:
-        return model.model_validate(raw, by_alias=True, by_name=False)
+        return model.model_validate(raw, by_alias=True, by_name=False, context=context)
     except TypeError:  # a user's model that is not a pydantic v2.11+ BaseModel
         return model.model_validate(raw)
 

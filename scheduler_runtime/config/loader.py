@@ -170,14 +170,14 @@ def _build(doc: dict[str, Any], registry: Registry, file: str | None = None,
             if spec.source == "in-tree":
                 raw_args = drop_nulls(raw_args)  # Go decoding leaves null fields at their zero value
             try:
-                args[pn] = validate_args(spec.args_model, raw_args)
+                args[pn] = validate_args(spec.args_model, raw_args, feature_gates)
             except ValidationError as exc:
                 errs.extend(translate(exc, f"{path}.args", raw_args))
         for n in enabled_any:
             spec = registry.get(n)
             if n not in args and spec is not None and spec.args_model is not None:
                 try:
-                    args[n] = spec.args_model()
+                    args[n] = validate_args(spec.args_model, {}, feature_gates)
                 except ValidationError as exc:
                     needs = "; ".join(translate(exc, "", {}))
                     errs.append(f"profiles[{i}].pluginConfig: Required value: plugin {n} needs args ({needs})")
@@ -241,13 +241,19 @@ def load_config(path: str | Path | None, registry: Registry, kubernetes_version:
 def _gate_off_args(enabled: set[str], args: dict[str, object], feature_gates: dict[str, bool] | None) -> None:
     """kube builds a gated plugin that the configuration enables while its gate is off, and that instance
     does nothing; ksched tells the plugin so through its args (it takes none from the file)."""
-    from ..plugins import GATED_DEFAULTS
+    from ..plugins import GATE_READERS, GATED_DEFAULTS
 
     for name, gate in GATED_DEFAULTS.items():
         if name in enabled and not (feature_gates or {}).get(gate, True):
             from ..plugins.nodedeclaredfeatures import FeatureGate
 
             args[name] = FeatureGate(enabled=False)
+    if feature_gates is not None:
+        from ..plugins.gates import PluginFeatures
+
+        for name in GATE_READERS:  # arg-less plugins that read gates: handed them as their args
+            if name in enabled and name not in args:
+                args[name] = PluginFeatures(dict(feature_gates))
 
 
 def default_config(registry: Registry) -> SchedulerConfiguration:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from ..objects import Node, Pod
 
@@ -197,6 +197,29 @@ class PostBindPlugin(Protocol):
     def post_bind(self, state: CycleState, pod: Pod, node_name: str, /) -> None: ...
 
 
+class SignFragment(NamedTuple):
+    """One part of a pod's scheduling signature (kube's SignFragment): `key` names what the value is taken
+    from (the names in `signers`, shared by plugins that look at the same thing: the framework keeps one
+    fragment per key), `value` is JSON-serialisable and canonical (order-free lists sorted). A tuple: it is
+    built for every pod, so it must be cheap."""
+
+    key: str
+    value: Any
+
+
+@runtime_checkable
+class SignPlugin(Protocol):
+    """Signs a pod for opportunistic batching (kube-scheduler 1.36, KEP-5598): pods whose fragments from
+    every PreFilter/Filter/PreScore/Score plugin are equal get the same results on the same nodes, so the
+    next one may take the previous one's next-best node without a full Filter and Score. Return the
+    fragments (None: none), or a non-success Status to refuse (the pod is then not batched; an Error is
+    also logged), or `(fragments, status)`. A profile with any such plugin lacking `sign_pod` batches
+    nothing, as kube-scheduler does for out-of-tree plugins that do not implement SignPlugin."""
+
+    def sign_pod(self, pod: Pod, /) -> Sequence[SignFragment] | Status | None | tuple[
+            Sequence[SignFragment] | None, Status | None]: ...
+
+
 @runtime_checkable
 class EnqueueExtensions(Protocol):
     """The cluster events that may make a pod this plugin rejected schedulable, each with an optional
@@ -247,4 +270,5 @@ METHOD_CONTRACTS: dict[str, MethodContract] = {c.method: c for c in (
     MethodContract("bind", "Bind", BindPlugin, ("state", "pod", "node_name")),
     MethodContract("post_bind", "PostBind", PostBindPlugin, ("state", "pod", "node_name")),
     MethodContract("events_to_register", "EnqueueExtensions", EnqueueExtensions, ()),
+    MethodContract("sign_pod", "Sign", SignPlugin, ("pod",)),
 )}

@@ -95,6 +95,10 @@ class Framework(FilterRunner):
         self.next_start_node_index = 0
         #: scheduler_runtime.extenders.ExtenderSet shared by all profiles, or None
         self.extenders: Any = None
+        #: opportunistic batching (scheduler_runtime.batching): the profile's PodSigner and OpportunisticBatch,
+        #: both None while the OpportunisticBatching gate is off
+        self.signer: Any = None
+        self.batch: Any = None
 
         def conf(point: str, batch_attr: str | None = None) -> list[ConfiguredPlugin]:
             out = []

@@ -185,6 +185,11 @@ class QueuedPodInfo:
     gated: bool = False
     gating_plugin: str = ""
     seq: int = 0
+    #: moved out of the unschedulable pods by the 5-minute leftover flush since its last attempt
+    flushed_from_unschedulable: bool = False
+    #: opportunistic batching: the signature of `signed` (the pod as it was when signed; None: not batchable)
+    signature: str | None = None
+    signed: Pod | None = None
 
 
 @dataclass(slots=True)
@@ -251,9 +256,13 @@ class ClusterEvent:
     label: str = ""
 
     def matches(self, other: ClusterEvent) -> bool:
-        """Does `other` (what happened) fall under this registration?"""
+        """Does `other` (what happened) fall under this registration? A generic Update (a change of no
+        particular kind) only falls under registrations of every kind of update, as kube's
+        MatchClusterEvents requires (its `incoming.ActionType <= registered.ActionType`)."""
         if self.resource == WILDCARD and self.action == ActionType.All:
             return True
+        if other.action == ActionType.Update and self.action & ActionType.Update != ActionType.Update:
+            return False
         return (self.resource == WILDCARD or self.resource == other.resource) and bool(self.action & other.action)
 
     def __str__(self) -> str:

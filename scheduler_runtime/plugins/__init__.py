@@ -35,8 +35,8 @@ _IN_TREE: list[tuple[str, str]] = [
 #: kube-scheduler v1.37 default multiPoint plugins with their weights (score plugins only).
 #: DynamicResources sits right before DefaultPreemption, as kube's applyFeatureGates puts it;
 #: NodeDeclaredFeatures comes last, appended by applyFeatureGates while its gate is on (GATED_DEFAULTS).
-#: VolumeBinding carries no weight here: kube lists it without one (its Score runs only with
-#: StorageCapacityScoring).
+#: VolumeBinding implements Score, so the expansion gives it weight 1 as kube's does; it scores only with the
+#: StorageCapacityScoring gate on (alpha and off in 1.36, beta and on in 1.37), else its PreScore skips.
 DEFAULT_MULTIPOINT: list[tuple[str, int | None]] = [
     ("SchedulingGates", None), ("PrioritySort", None), ("NodeName", None), ("NodeUnschedulable", None),
     ("TaintToleration", 3), ("NodeAffinity", 2), ("NodePorts", None), ("NodeResourcesFit", 1),
@@ -52,6 +52,8 @@ _BEFORE_1_37 = {"NodeName": "NodeUnschedulable", "NodeUnschedulable": "NodeName"
 
 #: default plugins kube-scheduler adds only while a feature gate is on: plugin -> gate
 GATED_DEFAULTS: dict[str, str] = {"NodeDeclaredFeatures": "NodeDeclaredFeatures"}
+#: in-tree plugins without args that read feature gates (built with a gates.PluginFeatures as their args)
+GATE_READERS: frozenset[str] = frozenset({"NodeVolumeLimits"})
 
 
 def default_multipoint(feature_gates: dict[str, bool] | None = None) -> list[tuple[str, int | None]]:

@@ -13,7 +13,9 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from ..fielderrors import FieldErrors, invalid
+from ..framework import signers
 from ..framework.cycle_state import CycleState
+from ..framework.interface import SignFragment
 from ..framework.nodelist import NodeList
 from ..framework.plugin import FilterBatch, Plugin, PluginArgs
 from ..framework.podindex import (
@@ -27,7 +29,15 @@ from ..framework.podindex import (
 )
 from ..framework.snapshot import Snapshot
 from ..framework.status import MAX_SCORE, Status
-from ..framework.types import ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo, NodeScore
+from ..framework.types import (
+    QUEUE,
+    QUEUE_SKIP,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    NodeInfo,
+    NodeScore,
+)
 from ..objects import Node, Pod, PodAffinityTerm
 
 REASON_AFFINITY = "node(s) didn't match pod affinity rules"
@@ -117,6 +127,16 @@ class _ScoreState:
 class InterPodAffinity(Plugin):
     name = "InterPodAffinity"
     args_model = InterPodAffinityArgs
+
+    def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
+        """Opportunistic batching: this plugin's part of the pod's signature (kube's SignPod)."""
+        aff = (pod.raw.get("spec") or {}).get("affinity") or {}
+        if aff.get("podAffinity") is not None or aff.get("podAntiAffinity") is not None:
+            return Status.unschedulable("pods with InterPodAffinity are not signable")
+        # without existing pods' preferred terms, only pods with affinity terms of their own see each other
+        if self.args.ignore_preferred_terms_of_existing_pods:
+            return None
+        return [SignFragment(signers.LABELS, (pod.raw.get("metadata") or {}).get("labels"))]
 
     def __init__(self, args: InterPodAffinityArgs | None = None, handle: Any = None) -> None:
         super().__init__(args or InterPodAffinityArgs(), handle)
@@ -368,9 +388,83 @@ class InterPodAffinity(Plugin):
         return None
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
+        """kube-scheduler 1.36 with queueing hints (SchedulerQueueingHints is locked on): no UpdateNodeTaint."""
         return [ClusterEventWithHint(ClusterEvent("Pod", ActionType.Add | ActionType.UpdatePodLabel
-                                                  | ActionType.Delete)),
-                ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeLabel))]
+                                                  | ActionType.Delete), _after_pod_change),
+                ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeLabel),
+                                     _after_node_change)]
+
+
+# ------------------------------------------------------------------------------------------ queueing hints
+# Terms are matched as kube's hints match them: the term's namespaces, or its namespaceSelector against an
+# empty label set (the hints do not look namespaces up), never the snapshot's namespace labels.
+_NO_NS_LABELS: dict[str, str] = {}
+
+
+def _all_match(terms: tuple[PodAffinityTerm, ...], owner_ns: str, other: Pod) -> bool:
+    """podMatchesAllAffinityTerms: some terms, and every one selects `other`."""
+    return bool(terms) and all(t.matches(owner_ns, other, _NO_NS_LABELS) for t in terms)
+
+
+def _unparsed(pod: Pod, which: str) -> bool:
+    """The pod's required `which` terms ("requiredAffinityTerms", "requiredAntiAffinityTerms") did not parse:
+    kube's GetAffinityTerms fails, and a hint that fails requeues."""
+    return bool(pod.affinity_error) and f"{which}: " in pod.affinity_error
+
+
+def _after_pod_change(pod: Pod, old: Any, new: Any) -> int:
+    """isSchedulableAfterPodChange: an assigned (or nominated) pod added that the pod's affinity selects, one
+    updated into its affinity or out of its anti-affinity, one deleted that its anti-affinity selects or whose
+    anti-affinity selected it; any label change of the pod itself."""
+    if not isinstance(old, Pod | None) or not isinstance(new, Pod | None) or (old is None and new is None):
+        return QUEUE  # kube: unexpected objects are an error, which requeues
+    if old is not None and new is not None and new.uid == pod.uid:
+        return QUEUE
+    for p in (new, old):
+        if p is not None and not p.node_name and not p.nominated_node_name:
+            return QUEUE_SKIP
+    if _unparsed(pod, "requiredAffinityTerms") or _unparsed(pod, "requiredAntiAffinityTerms"):
+        return QUEUE
+    terms, anti, ns = pod.affinity_required, pod.anti_affinity_required, pod.namespace
+    if old is not None and new is not None:
+        if not _all_match(terms, ns, old) and _all_match(terms, ns, new):
+            return QUEUE
+        # 1.36.3 requires every anti-affinity term to match (1.37 changed it to any term, #139161)
+        return QUEUE if _all_match(anti, ns, old) and not _all_match(anti, ns, new) else QUEUE_SKIP
+    if new is not None:
+        return QUEUE if _all_match(terms, ns, new) else QUEUE_SKIP
+    assert old is not None
+    if _all_match(anti, ns, old):
+        return QUEUE
+    if _unparsed(old, "requiredAntiAffinityTerms"):
+        return QUEUE
+    return QUEUE if _all_match(old.anti_affinity_required, old.namespace, pod) else QUEUE_SKIP
+
+
+def _after_node_change(pod: Pod, old: Any, new: Any) -> int:
+    """isSchedulableAfterNodeChange: a node added or relabelled so that it gains (or changes the value of) an
+    affinity term's topology key; for anti-affinity any added node, or one losing or changing such a key."""
+    if not isinstance(new, Node) or not isinstance(old, Node | None):
+        return QUEUE
+    if _unparsed(pod, "requiredAffinityTerms"):
+        return QUEUE
+    for t in pod.affinity_required:
+        k = t.topology_key
+        if old is None:
+            if k in new.labels:
+                return QUEUE
+            continue
+        if k in new.labels and (k not in old.labels or old.labels[k] != new.labels[k]):
+            return QUEUE
+    if _unparsed(pod, "requiredAntiAffinityTerms"):
+        return QUEUE
+    for t in pod.anti_affinity_required:
+        if old is None:
+            return QUEUE
+        k = t.topology_key
+        if k in old.labels and (k not in new.labels or old.labels[k] != new.labels[k]):
+            return QUEUE
+    return QUEUE_SKIP
 
 
 def _has_raw_preferred(pod: Pod) -> bool:

@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
+from ..framework import signers
 from ..framework.cycle_state import CycleState
-from ..framework.interface import Handle
+from ..framework.interface import Handle, SignFragment
 from ..framework.nodelist import NodeList
 from ..framework.plugin import FilterBatch, Plugin, PluginArgs
 from ..framework.snapshot import HOSTNAME_LABEL, Snapshot
@@ -53,6 +54,11 @@ def _mentions_hostname(pod: Pod, extra: dict[str, Any] | None = None) -> bool:
 class NodeAffinity(Plugin):
     name = "NodeAffinity"
     args_model = NodeAffinityArgs
+
+    def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
+        """Opportunistic batching: this plugin's part of the pod's signature (kube's SignPod)."""
+        return [SignFragment(signers.NODE_AFFINITY, signers.node_affinity(pod)),
+                SignFragment(signers.NODE_SELECTOR, signers.node_selector(pod))]
 
     def __init__(self, args: NodeAffinityArgs | None = None, handle: Handle | None = None) -> None:
         super().__init__(args or NodeAffinityArgs(), handle)

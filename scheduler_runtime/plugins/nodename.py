@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..framework import signers
 from ..framework.cycle_state import CycleState
+from ..framework.interface import SignFragment
 from ..framework.plugin import FilterBatch, Plugin
 from ..framework.snapshot import Snapshot
 from ..framework.status import Status
@@ -23,6 +25,10 @@ def _wanted(pod: Pod) -> str:
 
 class NodeName(Plugin):
     name = "NodeName"
+
+    def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
+        """Opportunistic batching: this plugin's part of the pod's signature (kube's SignPod)."""
+        return [SignFragment(signers.NODE_NAME, _wanted(pod))]
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         want = _wanted(pod)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..framework import signers
 from ..framework.cycle_state import CycleState
+from ..framework.interface import SignFragment
 from ..framework.nodelist import NodeList
 from ..framework.plugin import Plugin
 from ..framework.status import Status
@@ -19,6 +21,10 @@ REASON = "node(s) didn't have free ports for the requested pod ports"
 
 class NodePorts(Plugin):
     name = "NodePorts"
+
+    def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
+        """Opportunistic batching: this plugin's part of the pod's signature (kube's SignPod)."""
+        return [SignFragment(signers.HOST_PORTS, signers.host_ports(pod))]
 
     def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
         if not pod.host_ports:

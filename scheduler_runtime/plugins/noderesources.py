@@ -11,9 +11,10 @@ zero in RequestedToCapacityRatio.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from ..fielderrors import (
     FieldErrorList,
@@ -23,16 +24,20 @@ from ..fielderrors import (
     not_supported,
     required,
 )
+from ..framework import signers
 from ..framework.cycle_state import CycleState
-from ..framework.interface import Handle
+from ..framework.interface import Handle, SignFragment
 from ..framework.node_table import PODS, NodeTable
 from ..framework.nodelist import NodeList
 from ..framework.plugin import FilterBatch, Plugin, PluginArgs
 from ..framework.snapshot import Snapshot
 from ..framework.status import Code, Status
-from ..framework.types import ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
+from ..framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
 from ..labelsel import label_key_errors
-from ..objects import Pod
+from ..objects import Node, Pod
+from . import gates
+from .dynamicresources.claims import DraManager
+from .dynamicresources.extended import DraScorer, after_device_class_change, is_dra_extended_name
 
 MAX_CUSTOM_PRIORITY_SCORE = 10
 BASE_RESOURCES = ("cpu", "memory", "ephemeral-storage")
@@ -107,6 +112,18 @@ class NodeResourcesFitArgs(PluginArgs):
     ignored_resource_groups: list[str] = Field(default_factory=list)
     scoring_strategy: ScoringStrategy = Field(default_factory=_default_strategy)
 
+    #: the DRAExtendedResource gate the args were validated with (kube hands the plugin its feature.Features)
+    _extended_resource: bool = PrivateAttr(default=True)
+
+    @property
+    def extended_resource(self) -> bool:
+        return self._extended_resource
+
+    @model_validator(mode="after")
+    def _gates(self, info: ValidationInfo) -> NodeResourcesFitArgs:
+        self._extended_resource = gates.from_context("DRAExtendedResource", info.context)
+        return self
+
     @field_validator("scoring_strategy", mode="before")
     @classmethod
     def _null_strategy(cls, v: object) -> object:
@@ -147,6 +164,17 @@ class NodeResourcesFitArgs(PluginArgs):
 
 class NodeResourcesBalancedAllocationArgs(PluginArgs):
     resources: list[ResourceSpec] = Field(default_factory=_default_resources)
+    #: the DRAExtendedResource gate the args were validated with
+    _extended_resource: bool = PrivateAttr(default=True)
+
+    @property
+    def extended_resource(self) -> bool:
+        return self._extended_resource
+
+    @model_validator(mode="after")
+    def _gates(self, info: ValidationInfo) -> NodeResourcesBalancedAllocationArgs:
+        self._extended_resource = gates.from_context("DRAExtendedResource", info.context)
+        return self
 
     @field_validator("resources")
     @classmethod
@@ -185,11 +213,14 @@ class _FitState:
     """PreFilter's computed request: resource columns and amounts (batch filter), and the same as
     (name, amount) pairs in message order for the per-node filter the preemption dry run calls per victim."""
 
-    __slots__ = ("cols", "amounts", "names", "empty", "pairs")
+    __slots__ = ("cols", "amounts", "names", "empty", "pairs", "dra")
 
-    def __init__(self, cols: np.ndarray, amounts: np.ndarray, names: list[str], empty: bool) -> None:
+    def __init__(self, cols: np.ndarray, amounts: np.ndarray, names: list[str], empty: bool,
+                 dra: frozenset[str] = frozenset()) -> None:
         self.cols, self.amounts, self.names, self.empty = cols, amounts, names, empty
         self.pairs = list(zip(names, amounts.tolist(), strict=True))
+        #: requested resources a DeviceClass backs: DRA provides them on nodes that do not advertise them
+        self.dra = dra
 
     def clone(self) -> _FitState:
         return self
@@ -202,6 +233,14 @@ class NodeResourcesFit(Plugin):
     name = "NodeResourcesFit"
     args_model = NodeResourcesFitArgs
 
+    def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
+        """Opportunistic batching: the pod's requests, containers, init containers and overhead (kube's
+        SignPod); a pod requesting an extended resource a DeviceClass backs is not signed."""
+        unsignable = _dra_unsignable(self._dra_handle(), pod)
+        if unsignable is not None:
+            return unsignable
+        return [SignFragment(signers.RESOURCES, signers.resources(pod))]
+
     def __init__(self, args: NodeResourcesFitArgs | None = None, handle: Handle | None = None) -> None:
         super().__init__(args or NodeResourcesFitArgs(), handle)
         a: NodeResourcesFitArgs = self.args
@@ -211,9 +250,14 @@ class NodeResourcesFit(Plugin):
         self.strategy = s.type
         self.resources = [(r.name, r.weight) for r in s.resources]
         self.shape: list[tuple[int, int]] = []
+        self.dra_scorer = DraScorer()
         if s.type == "RequestedToCapacityRatio" and s.requested_to_capacity_ratio is not None:
             scale = 100 // MAX_CUSTOM_PRIORITY_SCORE
             self.shape = [(p.utilization, p.score * scale) for p in s.requested_to_capacity_ratio.shape]
+
+    def _dra_handle(self) -> Handle | None:
+        """The handle DRA-backed extended resources are looked up through, None with DRAExtendedResource off."""
+        return self.handle if self.args.extended_resource else None
 
     # ---------------------------------------------------------------- filter
     def _skip_resource(self, name: str) -> bool:
@@ -229,9 +273,19 @@ class NodeResourcesFit(Plugin):
             names.sort(key=lambda n: (order.get(n, 3), n))
             cols = np.array([table.column(n) for n in names], dtype=np.int64)
             amounts = np.array([pod.requests[n] for n in names], dtype=np.int64)
-            st = _FitState(cols, amounts, names, not any(v > 0 for v in pod.requests.values()))
+            st = _FitState(cols, amounts, names, not any(v > 0 for v in pod.requests.values()),
+                           self._dra_backed(pod, names))
             state.write(_FIT_KEY, st)
         return st
+
+    def _dra_backed(self, pod: Pod, names: list[str]) -> frozenset[str]:
+        """shouldDelegateResourceToDRA's class lookup (DRAExtendedResource): the names some DeviceClass backs,
+        through the cluster's DRA manager (none without a cluster, as with a nil draManager)."""
+        if self.handle is None or getattr(self.handle, "cluster", None) is None or not any("/" in n for n in names) \
+                or not self.args.extended_resource:
+            return frozenset()
+        mapping = DraManager.for_handle(self.handle).resolver.mapping()
+        return frozenset(n for n in names if n in mapping and is_dra_extended_name(n)) if mapping else frozenset()
 
     def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeList) -> None:
         self._state(state, pod, nodes.snapshot.table)
@@ -249,12 +303,15 @@ class NodeResourcesFit(Plugin):
             names = [n for n, v in pod.requests.items() if v > 0 and n != "pods" and not self._skip_resource(n)]
             order = {"cpu": 0, "memory": 1, "ephemeral-storage": 2}
             pairs = [(n, pod.requests[n]) for n in sorted(names, key=lambda n: (order.get(n, 3), n))]
+            dra = self._dra_backed(pod, names)
         else:
-            pairs = fs.pairs
+            pairs, dra = fs.pairs, fs.dra
         if pairs:
             requested = node_info.requested
             for n, want in pairs:
                 have = alloc.get(n, 0)
+                if n in dra and have <= 0:
+                    continue  # DynamicResources allocates it from the node's devices
                 if want > have - requested.get(n, 0):
                     reasons.append(f"Insufficient {n}")
                     if want > have:
@@ -275,6 +332,9 @@ class NodeResourcesFit(Plugin):
         else:
             free = alloc[:, st.cols] - req[:, st.cols]
             res_ok = free >= st.amounts
+            for j, n in enumerate(st.names):
+                if n in st.dra:  # delegated to DynamicResources where the node does not advertise it
+                    res_ok[:, j] |= alloc[:, st.cols[j]] <= 0
             ok = pods_ok & res_ok.all(axis=1)
 
         shared: dict[tuple[bool, tuple[str, ...]], Status] = {}
@@ -300,7 +360,7 @@ class NodeResourcesFit(Plugin):
         def keys() -> np.ndarray:  # bit 0 pods, bits 1.. the failing resources, bit 62 unresolvable
             out = (~pods_ok).astype(np.int64)
             if res_ok is not None:
-                over = (st.amounts > alloc[:, st.cols]).any(axis=1)
+                over = ((st.amounts > alloc[:, st.cols]) & ~res_ok).any(axis=1)
                 out |= ((~res_ok).astype(np.int64) << np.arange(1, len(st.names) + 1, dtype=np.int64)).sum(axis=1)
                 out |= over.astype(np.int64) << 62
             return out
@@ -308,15 +368,30 @@ class NodeResourcesFit(Plugin):
         return FilterBatch(ok, status, keys if len(st.names) < 62 else None)
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
-        return [ClusterEventWithHint(ClusterEvent("Pod", ActionType.Delete | ActionType.UpdatePodScaleDown)),
-                ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeAllocatable
-                                                  | ActionType.UpdateNodeTaint | ActionType.UpdateNodeLabel))]
+        """kube-scheduler 1.36 with queueing hints (SchedulerQueueingHints and InPlacePodVerticalScaling are
+        locked on): pod deletions and scale-downs, node additions and allocatable changes; with DRAExtendedResource
+        (on in 1.36) DeviceClass additions and updates."""
+        events = [ClusterEventWithHint(ClusterEvent("Pod", ActionType.Delete | ActionType.UpdatePodScaleDown),
+                                       _after_pod_event),
+                  ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeAllocatable),
+                                       self._after_node_change)]
+        if self.args.extended_resource:  # DRAExtendedResource: a class may now back a resource the pod requests
+            events.append(ClusterEventWithHint(ClusterEvent("resource.k8s.io/DeviceClass",
+                                                            ActionType.Add | ActionType.Update),
+                                               _after_device_class_change))
+        return events
+
+    def _after_node_change(self, pod: Pod, old: Any, new: Any) -> int:
+        """isSchedulableAfterNodeChange with the DRA manager: a resource some class backs is left to
+        DynamicResources on a node that does not advertise it."""
+        names = [n for n, v in pod.requests.items() if v > 0 and n != "pods"]
+        return _after_node_change(pod, old, new, self._dra_backed(pod, names))
 
     # ---------------------------------------------------------------- score
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeList) -> None:
         return None
 
-    def _alloc_req(self, pod: Pod, table: NodeTable, rows: np.ndarray
+    def _alloc_req(self, pod: Pod, table: NodeTable, rows: np.ndarray, snapshot: Snapshot | None = None
                    ) -> list[tuple[np.ndarray, np.ndarray, int]]:
         """(allocatable, requested-with-pod, weight) per scored resource, over `rows`."""
         out = []
@@ -329,6 +404,11 @@ class NodeResourcesFit(Plugin):
             else:
                 want = pod.requests.get(name, 0)
                 col = table.columns.get(name)
+                dra = (dra_columns(self._dra_handle(), self.dra_scorer, name, snapshot, rows, col)
+                       if want and snapshot is not None else None)
+                if dra is not None:
+                    out.append((dra[0], dra[1] + want, weight))
+                    continue
                 if col is None or (is_extended(name) and want == 0):
                     z = np.zeros(len(rows), dtype=np.int64)
                     out.append((z, z, weight))
@@ -339,7 +419,7 @@ class NodeResourcesFit(Plugin):
         return out
 
     def score_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
-        parts = self._alloc_req(pod, snapshot.table, rows)
+        parts = self._alloc_req(pod, snapshot.table, rows, snapshot)
         total = np.zeros(len(rows), dtype=np.int64)
         wsum = np.zeros(len(rows), dtype=np.int64)
         for alloc, req, w in parts:
@@ -393,6 +473,43 @@ class NodeResourcesFit(Plugin):
         return int(self.score_batch(state, pod, s, np.array([0]))[0])
 
 
+def dra_columns(handle: Handle | None, scorer: DraScorer, name: str, snapshot: Snapshot, rows: np.ndarray,
+                col: int | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """DRAExtendedResource scoring: where a node does not advertise `name` and a class backs it, its capacity
+    and allocated count come from its devices (calculateResourceAllocatableRequest); elsewhere the node's
+    allocatable and requested. None when no class backs it (or there is no cluster)."""
+    if handle is None or getattr(handle, "cluster", None) is None or not is_dra_extended_name(name):
+        return None
+    table = snapshot.table
+    alloc = table.alloc[rows, col] if col is not None else np.zeros(len(rows), dtype=np.int64)
+    req = table.req[rows, col] if col is not None else np.zeros(len(rows), dtype=np.int64)
+    zero = np.flatnonzero(alloc == 0)
+    got = scorer.totals(DraManager.for_handle(handle), name,
+                        [snapshot.node_infos[int(r)].node for r in rows[zero]]) if len(zero) else ([], [])
+    if got is None:
+        return None
+    alloc, req = alloc.copy(), req.copy()
+    alloc[zero] = np.asarray(got[0], dtype=np.int64)
+    req[zero] = np.asarray(got[1], dtype=np.int64)
+    return alloc, req
+
+
+def _dra_unsignable(handle: Handle | None, pod: Pod) -> Status | None:
+    """SignPod with DRAExtendedResource: a requested resource some DeviceClass backs may be allocated from
+    devices, which a signature does not capture."""
+    if handle is None or getattr(handle, "cluster", None) is None or not any("/" in n for n in pod.requests):
+        return None
+    mapping = DraManager.for_handle(handle).resolver.mapping()
+    if any(v and n in mapping and is_dra_extended_name(n) for n, v in pod.requests.items()):
+        return Status.unschedulable("signature disabled when dra extended resources are used in the cluster")
+    return None
+
+
+def _after_device_class_change(pod: Pod, old: object, new: object) -> int:
+    """isSchedulableAfterDeviceClassEvent."""
+    return QUEUE if after_device_class_change(pod, old, new) else QUEUE_SKIP
+
+
 # ------------------------------------------------------------------------------------------ Balanced
 
 
@@ -414,9 +531,22 @@ class NodeResourcesBalancedAllocation(Plugin):
     name = "NodeResourcesBalancedAllocation"
     args_model = NodeResourcesBalancedAllocationArgs
 
+    def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
+        """Opportunistic batching: the pod's requests, containers, init containers and overhead (kube's
+        SignPod); a pod requesting an extended resource a DeviceClass backs is not signed."""
+        unsignable = _dra_unsignable(self._dra_handle(), pod)
+        if unsignable is not None:
+            return unsignable
+        return [SignFragment(signers.RESOURCES, signers.resources(pod))]
+
     def __init__(self, args: NodeResourcesBalancedAllocationArgs | None = None, handle: Handle | None = None) -> None:
         super().__init__(args or NodeResourcesBalancedAllocationArgs(), handle)
         self.resources = [r.name for r in self.args.resources]
+        self.dra_scorer = DraScorer()
+
+    def _dra_handle(self) -> Handle | None:
+        """The handle DRA-backed extended resources are looked up through, None with DRAExtendedResource off."""
+        return self.handle if self.args.extended_resource else None
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
         if not any(pod.requests.get(r, 0) > 0 for r in self.resources):
@@ -432,10 +562,14 @@ class NodeResourcesBalancedAllocation(Plugin):
         for name in self.resources:
             want = pod.requests.get(name, 0)
             col = table.columns.get(name)
-            if col is None or (is_extended(name) and want == 0):
+            dra = dra_columns(self._dra_handle(), self.dra_scorer, name, snapshot, rows, col) if want else None
+            if dra is None and (col is None or (is_extended(name) and want == 0)):
                 continue
-            alloc = table.alloc[rows, col].astype(np.float64)
-            before = table.req[rows, col].astype(np.float64)
+            if dra is not None:
+                alloc, before = dra[0].astype(np.float64), dra[1].astype(np.float64)
+            else:
+                alloc = table.alloc[rows, col].astype(np.float64)
+                before = table.req[rows, col].astype(np.float64)
             has = alloc > 0
             safe = np.where(has, alloc, 1.0)
             with_pod.append(np.minimum((before + want) / safe, 1.0))
@@ -457,6 +591,14 @@ class NodeResourcesBalancedAllocation(Plugin):
         return 50 + (50 + a - b) // 2
 
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:
+        if self.handle is not None and getattr(self.handle, "cluster", None) is not None and any(
+                pod.requests.get(n, 0) and is_dra_extended_name(n) for n in self.resources):
+            s = Snapshot()  # resources DRA may provide: the batch form reads the node's devices
+            clone = NodeInfo(node_info.node)
+            s.add_node(clone)
+            for p in node_info.pods:
+                s.add_pod(clone, p)
+            return int(self.score_batch(state, pod, s, np.array([0]))[0])
         fr_with, fr_without = [], []
         for name in self.resources:
             want = pod.requests.get(name, 0)
@@ -477,3 +619,48 @@ class NodeResourcesBalancedAllocation(Plugin):
 
 def round_half_away(x: float) -> int:
     return int(math.copysign(math.floor(abs(x) + 0.5), x))
+
+
+# ------------------------------------------------------------------------------------------ Fit's queueing hints
+def _after_pod_event(pod: Pod, old: Any, new: Any) -> int:
+    """isSchedulableAfterPodEvent: an assigned or nominated pod deleted; the pod itself scaled down, or an
+    assigned pod scaling down a resource this pod requests."""
+    if not isinstance(old, Pod) or not isinstance(new, Pod | None):
+        return QUEUE  # kube: unexpected objects are an error, which requeues
+    if new is None:
+        return QUEUE if old.node_name or old.nominated_node_name else QUEUE_SKIP
+    if new.uid == pod.uid:
+        return QUEUE
+    if not new.node_name:
+        return QUEUE_SKIP
+    for name, want in pod.requests.items():
+        if want and name != "pods" and old.requests.get(name, 0) > new.requests.get(name, 0):
+            return QUEUE
+    return QUEUE_SKIP
+
+
+def _after_node_change(pod: Pod, old: Any, new: Any, dra: frozenset[str] = frozenset()) -> int:
+    """isSchedulableAfterNodeChange: the pod fits the (empty) node now, and the node is new or one of the
+    pod's requested resources (or its pod count) grew; `dra`: requested resources a DeviceClass backs, which
+    a node that does not advertise them leaves to DynamicResources (and then counts as grown)."""
+    if not isinstance(new, Node) or not isinstance(old, Node | None):
+        return QUEUE
+    if not _fits_empty(pod, new, dra):
+        return QUEUE_SKIP
+    if old is None:
+        return QUEUE
+    if new.allocatable.get("pods", 0) > old.allocatable.get("pods", 0):
+        return QUEUE
+    return QUEUE if any(want > 0 and name != "pods" and (
+        new.allocatable.get(name, 0) > old.allocatable.get(name, 0)
+        or (name in dra and new.allocatable.get(name, 0) <= 0)) for name, want in pod.requests.items()) \
+        else QUEUE_SKIP
+
+
+def _fits_empty(pod: Pod, node: Node, dra: frozenset[str] = frozenset()) -> bool:
+    """kube's isFit: the pod alone on the node (no ignored resources), room for one pod included."""
+    alloc = node.allocatable
+    if alloc.get("pods", 0) < 1:
+        return False
+    return all(want <= alloc.get(name, 0) or (name in dra and alloc.get(name, 0) <= 0)
+               for name, want in pod.requests.items() if want > 0 and name != "pods")

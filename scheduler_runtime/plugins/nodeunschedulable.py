@@ -9,7 +9,9 @@ from typing import Any
 
 import numpy as np
 
+from ..framework import signers
 from ..framework.cycle_state import CycleState
+from ..framework.interface import SignFragment
 from ..framework.plugin import FilterBatch, Plugin
 from ..framework.snapshot import Snapshot
 from ..framework.status import Status
@@ -26,6 +28,10 @@ def _fits(pod: Pod, node: Node) -> bool:
 
 class NodeUnschedulable(Plugin):
     name = "NodeUnschedulable"
+
+    def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
+        """Opportunistic batching: this plugin's part of the pod's signature (kube's SignPod)."""
+        return [SignFragment(signers.TOLERATIONS, signers.tolerations(pod))]
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         if node_info.node is None or _fits(pod, node_info.node):

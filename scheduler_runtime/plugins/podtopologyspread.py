@@ -27,12 +27,21 @@ from ..fielderrors import (
     required,
 )
 from ..framework.cycle_state import CycleState
+from ..framework.interface import SignFragment
 from ..framework.nodelist import NodeList
 from ..framework.plugin import FilterBatch, Plugin, PluginArgs
 from ..framework.podindex import Topology, selector_key
 from ..framework.snapshot import Snapshot
 from ..framework.status import MAX_SCORE, Status
-from ..framework.types import ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo, NodeScore
+from ..framework.types import (
+    QUEUE,
+    QUEUE_SKIP,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    NodeInfo,
+    NodeScore,
+)
 from ..labelsel import label_key_errors
 from ..objects import LabelSelector, Node, Pod, SpreadConstraint, tolerates_all
 from .nodeaffinity import _mentions_hostname
@@ -205,6 +214,14 @@ class _ScoreState:
 class PodTopologySpread(Plugin):
     name = "PodTopologySpread"
     args_model = PodTopologySpreadArgs
+
+    def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
+        """Opportunistic batching: this plugin's part of the pod's signature (kube's SignPod)."""
+        if pod.spread_constraints:
+            return Status.unschedulable("pods with topology constraints are not signable")
+        if self.defaults:
+            return Status.unschedulable("pods with default topology constraints are not signable")
+        return None
 
     def __init__(self, args: PodTopologySpreadArgs | None = None, handle: Any = None) -> None:
         super().__init__(args or PodTopologySpreadArgs(), handle)
@@ -464,8 +481,68 @@ class PodTopologySpread(Plugin):
         return out
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
+        """kube-scheduler 1.36 with queueing hints: the pod's own new tolerations count too (NodeTaintsPolicy)."""
         return [ClusterEventWithHint(ClusterEvent("Pod", ActionType.Add | ActionType.UpdatePodLabel
-                                                  | ActionType.Delete)),
+                                                  | ActionType.UpdatePodToleration | ActionType.Delete),
+                                     self._after_pod_change),
                 ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.Delete
-                                                  | ActionType.UpdateNodeLabel | ActionType.UpdateNodeTaint))]
+                                                  | ActionType.UpdateNodeLabel | ActionType.UpdateNodeTaint),
+                                     self._after_node_change)]
+
+    # ---------------------------------------------------------------- queueing hints
+    def _after_pod_change(self, pod: Pod, old: Any, new: Any) -> int:
+        """isSchedulableAfterPodChange: an assigned (or nominated) pod of the pod's namespace added or deleted
+        that a hard constraint selects, or relabelled into or out of one; the pod itself getting tolerations
+        when a constraint honours taints."""
+        if not isinstance(old, Pod | None) or not isinstance(new, Pod | None) or (old is None and new is None):
+            return QUEUE  # kube: unexpected objects are an error, which requeues
+        for p in (new, old):
+            if p is not None and not _involved(p, pod):
+                return QUEUE_SKIP
+        constraints = self._constraints(pod, "DoNotSchedule")
+        if old is not None and new is not None:
+            if (pod.uid == new.uid and _spec_list(old, "tolerations") != _spec_list(new, "tolerations")
+                    and any(c.node_taints_policy == "Honor" for c in constraints)):
+                return QUEUE
+            if old.labels == new.labels:
+                return QUEUE_SKIP
+            return QUEUE if any(_selects(c, old) != _selects(c, new) for c in constraints) else QUEUE_SKIP
+        changed = new if new is not None else old
+        assert changed is not None
+        return QUEUE if any(_selects(c, changed) for c in constraints) else QUEUE_SKIP
+
+    def _after_node_change(self, pod: Pod, old: Any, new: Any) -> int:
+        """isSchedulableAfterNodeChange: a node that has every hard constraint's topology key added or
+        deleted, one gaining or losing a key, or (having them all) changing a key's value or its taints."""
+        if isinstance(old, dict):  # a deleted node arrives as the object the watch delivered
+            old = Node.from_dict(old)
+        if not isinstance(old, Node | None) or not isinstance(new, Node | None) or (old is None and new is None):
+            return QUEUE
+        constraints = self._constraints(pod, "DoNotSchedule")
+        was = old is not None and _has_keys(old, constraints)
+        now = new is not None and _has_keys(new, constraints)
+        if old is not None and new is not None:
+            if was != now:
+                return QUEUE
+            moved = any(old.labels.get(c.topology_key, "") != new.labels.get(c.topology_key, "")
+                        for c in constraints)
+            return QUEUE if now and (moved or _spec_list(old, "taints") != _spec_list(new, "taints")) \
+                else QUEUE_SKIP
+        return QUEUE if (now if new is not None else was) else QUEUE_SKIP
+
+
+def _involved(other: Pod, pod: Pod) -> bool:
+    """involvedInTopologySpreading: the pod itself, or an assigned or nominated pod of its namespace."""
+    if other.uid == pod.uid:
+        return True
+    return bool(other.node_name or other.nominated_node_name) and other.namespace == pod.namespace
+
+
+def _selects(c: SpreadConstraint, p: Pod) -> bool:
+    return c.selector is not None and c.selector.matches(p.labels)
+
+
+def _spec_list(obj: Pod | Node, field: str) -> Any:
+    """A spec list as the API holds it, absent and empty alike (apimachinery's semantic equality)."""
+    return (obj.raw.get("spec") or {}).get(field) or []
 

@@ -98,7 +98,8 @@ def wait_decision(client: Any, ns: str, name: str, timeout: float = 60.0,
 
 
 @contextmanager
-def ksched_runner(config: str | Path, kubeconfig: str | Path, seed: int = 1) -> Iterator[Any]:
+def ksched_runner(config: str | Path, kubeconfig: str | Path, seed: int = 1,
+                  feature_gates: dict[str, bool] | None = None) -> Iterator[Any]:
     """ksched's scheduler (the Runner `ksched run` uses) with `config` against the API server of `kubeconfig`,
     in a thread for the `with` block; stopped and joined after it."""
     import threading
@@ -108,8 +109,9 @@ def ksched_runner(config: str | Path, kubeconfig: str | Path, seed: int = 1) -> 
     from ..plugins.registry import build_registry
 
     reg = build_registry([])
-    runner = Runner(load_config(Path(config), reg), reg, RunOptions(
-        kubeconfig=str(kubeconfig), secure_port=0, leader_overrides={"leader_elect": False}, seed=seed))
+    runner = Runner(load_config(Path(config), reg, feature_gates=feature_gates), reg, RunOptions(
+        kubeconfig=str(kubeconfig), secure_port=0, leader_overrides={"leader_elect": False}, seed=seed,
+        feature_gates=dict(feature_gates or {})))
     t = threading.Thread(target=runner.run, daemon=True)
     t.start()
     try:

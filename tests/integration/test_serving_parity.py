@@ -35,7 +35,6 @@ for _d in ("integration", "unit"):
 import test_config_default_parity as defaults_parity  # noqa: E402 - its normalisation of known differences
 import test_secure_port_auth as spa  # noqa: E402 - its HTTPS client and free-port helpers
 from test_flag_and_field_coverage import config_paths, covered, help_flags  # noqa: E402
-from test_metric_families import BATCHING_ONLY  # noqa: E402
 
 PATHS = ["/healthz", "/livez", "/readyz", "/livez/ping", "/metrics", "/metrics/resources", "/metrics/slis",
          "/configz", "/flagz", "/statusz", "/debug/pprof", "/debug/pprof/", "/debug/pprof/goroutine?debug=1",
@@ -273,8 +272,8 @@ def _families(text: str) -> dict[str, dict[str, Any]]:
 
 def test_metric_families_match_kube_scheduler(control_plane: Any, callers: Callers, tmp_path: Path) -> None:
     """Both schedule pods (one each that fits, one too big; nodes created with the not-ready taint, which is
-    then lifted so queueing hints run), then their scheduler_* families are compared: kube's minus the
-    opportunistic-batching ones are all in ksched, with the same labels and buckets."""
+    then lifted so queueing hints run), then their scheduler_* families are compared: kube's are all in ksched,
+    with the same labels and buckets."""
     kc = str(control_plane.kubeconfig_path)
     admin = callers.admin
     suffix = uuid.uuid4().hex[:5]
@@ -315,7 +314,7 @@ def test_metric_families_match_kube_scheduler(control_plane: Any, callers: Calle
         print(f"\nkube-scheduler scheduler_* families: {len(kube)}; ksched: {len(ours)}")
         print("only kube-scheduler:", sorted(set(kube) - set(ours)))
         print("only ksched:", sorted(set(ours) - set(kube)))
-        assert set(kube) - set(ours) <= BATCHING_ONLY
+        assert not set(kube) - set(ours)
         for name in sorted(set(kube) & set(ours)):
             if kube[name]["samples"] and ours[name]["samples"]:
                 assert ours[name]["labels"] == kube[name]["labels"], name

@@ -40,8 +40,10 @@ def test_default_profile_plan_and_weights():
                                                    "NodeVolumeLimits", "VolumeBinding", "VolumeZone",
                                                    "PodTopologySpread", "InterPodAffinity", "DynamicResources",
                                                    "NodeDeclaredFeatures"]
+    # VolumeBinding implements Score (StorageCapacityScoring), so kube expands it into score with weight 1
     assert dict(prof.plan["score"]) == {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1,
-                                        "PodTopologySpread": 2, "InterPodAffinity": 2, "DynamicResources": 2,
+                                        "VolumeBinding": 1, "PodTopologySpread": 2, "InterPodAffinity": 2,
+                                        "DynamicResources": 2,
                                         "NodeResourcesBalancedAllocation": 1, "ImageLocality": 1}
     # DynamicResources comes first (kube 1.36's "no new claims to deallocate" led the PostFilter message)
     assert prof.plan["postFilter"] == [("DynamicResources", 0), ("DefaultPreemption", 0)]

@@ -276,17 +276,6 @@ def test_cel_library_quantity_semver_and_unknown_domains():
     assert "undeclared reference" in (cache.get_or_compile("noSuchVar").error or "")
 
 
-def test_extended_resources_backed_by_a_device_class_are_refused_with_a_clear_error():
-    cls = device_class()
-    cls["spec"]["extendedResourceName"] = "example.com/gpu"
-    p = pod("ext")
-    p["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = "1"
-    m = run([node("n1"), cls, rslice("n1", ["t4"])], [p])
-    assert not where(m, "ext")
-    assert "extended resource example.com/gpu is backed by DeviceClass gpu.example.com (DRAExtendedResource), " \
-           "which ksched does not implement" in message(m, "ext")
-
-
 def test_the_dra_example_in_simulate():
     """examples/dra: placements, devices and the pending pods' reasons, as the example's comments promise."""
     from pathlib import Path
@@ -416,3 +405,54 @@ def test_device_eligibility_is_remembered_per_selector_set_not_per_device_alone(
     assert devices_of(get_claim(m, "any")) == [("n1", "gpu-2")]
     assert devices_of(get_claim(m, "h2")) == [("n1", "gpu-3")]
     assert where(m, "p-none") == ""
+
+
+def _ip_slice(node_name: str, ips: list[str]) -> dict[str, Any]:
+    s = rslice(node_name, ["a100"] * len(ips))
+    for d, ip in zip(s["spec"]["devices"], ips, strict=True):
+        d["attributes"]["ip"] = {"string": ip}
+    return s
+
+
+def test_kubernetes_cel_libraries_select_devices_on_the_embedded_cluster():
+    """CIDR, regex and sets selectors choose the devices kube would: only n2's device is in 10.0.2.0/24."""
+    c = claim("c")
+    c["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [{"cel": {"expression": (
+        f'cidr("10.0.2.0/24").containsIP(device.attributes["{DRIVER}"].ip) && '
+        f'device.attributes["{DRIVER}"].model.find("[0-9]+") == "100" && '
+        f'sets.contains(["a100", "h100"], [device.attributes["{DRIVER}"].model])')}}]
+    m = run([node("n1"), node("n2"), device_class(), _ip_slice("n1", ["10.0.1.5"]),
+             _ip_slice("n2", ["10.0.3.1", "10.0.2.7"]), c], [pod("p", claim_name="c")])
+    assert where(m, "p") == "n2"
+    assert devices_of(get_claim(m, "c")) == [("n2", "gpu-1")]
+
+
+def test_a_selector_over_the_iteration_budget_leaves_the_pod_pending_not_a_crash():
+    c = claim("c")
+    c["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [{"cel": {"expression": (
+        "lists.range(200).all(i, lists.range(200).all(j, i + j >= 0))")}}]
+    m = run([node("n1"), device_class(), rslice("n1", ["a100"]), c], [pod("p", claim_name="c"), pod("q")])
+    assert where(m, "p") == "" and where(m, "q") == "n1"
+    assert ("claim ml/c: selector #0 on device gpu.example.com/n1/gpu-0: CEL runtime error: operation cancelled: "
+            "iteration budget exceeded"
+            in message(m, "p"))
+
+
+def test_kubes_literal_checks_refuse_a_selector_at_compile_time():
+    cache = CelCache()
+    err = cache.get_or_compile(f'[device.attributes["{DRIVER}"].model, 1].size() == 2').error or ""
+    assert "ERROR: <input>:1:46: expected type 'any' but found 'int'" in err
+    assert "invalid matches argument" in (cache.get_or_compile("'a'.matches('[')").error or "")
+    assert (cache.get_or_compile("'a'.find('(') == ''").error
+            == "program instantiation failed: error parsing regexp: missing closing ): `(`")
+
+
+def test_a_selector_over_kubes_cost_limit_gets_kubes_error_without_being_evaluated():
+    c = claim("c")
+    c["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [{"cel": {"expression": (
+        "lists.range(1000000000).size() > 0")}}]  # built, this list would exhaust memory
+    m = run([node("n1"), device_class(), rslice("n1", ["a100"]), c], [pod("p", claim_name="c"), pod("q")])
+    assert where(m, "p") == "" and where(m, "q") == "n1"
+    assert ("claim ml/c: selector #0 on device gpu.example.com/n1/gpu-0: CEL runtime error: operation cancelled: "
+            "actual cost limit exceeded"
+            in message(m, "p"))

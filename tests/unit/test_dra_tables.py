@@ -209,7 +209,29 @@ def _local(node_name: str) -> dict[str, Any]:
     return {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}
 
 
+EXT = "example.com/gpu"
+EXT2 = "example.com/gpu2"
+IMPLICIT = f"deviceclass.resource.kubernetes.io/{CLASS}"
+ANN_EXT = "resource.kubernetes.io/extended-resource-claim"
+
+
+def _extended_claim(node: str) -> dict[str, Any]:
+    """kube's extendedResourceClaim(Node2): created by an earlier cycle, allocated on `node`."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "my-pod-extended-resources-0", "generateName": "my-pod-extended-resources-",
+                         "namespace": "default", "annotations": {ANN_EXT: "true"},
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "my-pod", "uid": POD_UID,
+                                              "controller": True}]},
+            "spec": {"devices": {"requests": [{"name": "container-0-request-0", "exactly": {
+                "deviceClassName": CLASS, "allocationMode": "ExactCount", "count": 1}}]}},
+            "status": {"allocation": {"devices": {"results": [{"request": "container-0-request-0", "driver": DRIVER,
+                                                               "pool": "worker", "device": "instance-1"}]},
+                                      "nodeSelector": _local(node)}}}
+
+
 def _plugin_claim(spec: Any) -> dict[str, Any]:
+    if spec in ("extended-allocated", "extended-allocated-node2"):
+        return _extended_claim("worker-2" if spec.endswith("node2") else "worker")
     spec = {"base": spec} if isinstance(spec, str) else dict(spec)
     base = spec["base"]
     name = "not-my-claim" if base.startswith("other") else CLAIM
@@ -250,8 +272,17 @@ def _plugin_claim(spec: Any) -> dict[str, Any]:
     return claim
 
 
+#: kube's pods with extended-resource requests (st.MakePod().Req(...): one container per Req)
+EXT_PODS: dict[str, list[dict[str, str]]] = {
+    "extended": [{EXT: "1"}], "extended2": [{EXT: "1", EXT2: "1"}], "implicit": [{IMPLICIT: "1", EXT: "2"}],
+    "implicit-two": [{IMPLICIT: "1"}, {EXT: "2"}]}
+
+
 def _plugin_pod(kind: str) -> dict[str, Any]:
     spec: dict[str, Any] = {"containers": [{"name": "c", "image": "x"}]}
+    if kind in EXT_PODS:
+        spec["containers"] = [{"name": f"c{i}", "image": "x", "resources": {"requests": r}}
+                              for i, r in enumerate(EXT_PODS[kind])]
     status: dict[str, Any] = {}
     if kind == "claim":
         spec["resourceClaims"] = [{"name": "my-resource", "resourceClaimName": CLAIM}]
@@ -264,12 +295,21 @@ def _plugin_pod(kind: str) -> dict[str, Any]:
 
 
 def _plugin_node(name: str) -> dict[str, Any]:
+    alloc = {"cpu": "8", "memory": "8Gi", "pods": "110"}
+    if name.startswith("worker-ext"):  # worker with example.com/gpu from a device plugin (0 or 1)
+        alloc[EXT] = name.removeprefix("worker-ext")
+        name = "worker"
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-            "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "110"}}}
+            "status": {"capacity": alloc, "allocatable": alloc}}
 
 
 def _plugin_slice(name: str) -> dict[str, Any]:
+    if name == "worker-large":
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "worker-slice"},
+                "spec": {"driver": DRIVER, "nodeName": "worker",
+                         "pool": {"name": "worker", "generation": 1, "resourceSliceCount": 1},
+                         "devices": [{"name": f"instance-{i}"} for i in range(1, 5)]}}
     node = name.removesuffix("-tainted")
     device: dict[str, Any] = {"name": "instance-1"}
     if node == "worker-2":
@@ -305,35 +345,117 @@ def _check_claim(m: Any, want: dict[str, Any]) -> None:
         assert "resource.kubernetes.io/delete-protection" in (claim["metadata"].get("finalizers") or [])
 
 
+def _plugin_class(c: Any) -> dict[str, Any]:
+    """class (selects the driver), {brokenCEL: true}, class-ext / class-ext2 (kube's classes with an
+    extendedResourceName and no selectors)."""
+    if c in ("class-ext", "class-ext2"):
+        suffix = "2" if c.endswith("2") else ""
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": CLASS + suffix},
+                "spec": {"extendedResourceName": EXT + suffix}}
+    expr = BROKEN_CEL if isinstance(c, dict) and c.get("brokenCEL") else f'device.driver == "{DRIVER}"'
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": CLASS},
+            "spec": {"selectors": [{"cel": {"expression": expr}}]}}
+
+
+def _extended_claims(m: Any) -> list[dict[str, Any]]:
+    return [c for c in m.list("resourceclaims") if (c["metadata"].get("annotations") or {}).get(ANN_EXT) == "true"]
+
+
+def _check_created(m: Any, want: dict[str, Any]) -> None:
+    """The claim PreBind created for the pod's extended resources, and the pod's extendedResourceClaimStatus."""
+    got = _extended_claims(m)
+    assert len(got) == 1, got
+    claim = got[0]
+    meta = claim["metadata"]
+    assert meta["name"].startswith("my-pod-extended-resources-") and len(meta["name"]) == len("my-pod") + 25
+    assert meta["generateName"] == "my-pod-extended-resources-"
+    assert meta["ownerReferences"] == [{"apiVersion": "v1", "kind": "Pod", "name": "my-pod", "uid": POD_UID,
+                                        "controller": True}]
+    assert meta["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+    reqs = [(r["name"], r["exactly"]["deviceClassName"], r["exactly"]["count"])
+            for r in claim["spec"]["devices"]["requests"]]
+    assert reqs == [tuple(r.split()[:2]) + (int(r.split()[2]),) for r in want["requests"]]
+    st = claim["status"]
+    assert [f"{r['request']} {r['device']}" for r in st["allocation"]["devices"]["results"]] == want["results"]
+    assert st["allocation"]["nodeSelector"] == _local("worker")
+    assert st["allocation"].get("allocationTimestamp")
+    assert [r["name"] for r in st["reservedFor"]] == ["my-pod"]
+    ers = (m.get_pod("default", "my-pod")["status"] or {}).get("extendedResourceClaimStatus")
+    if "mappings" in want:
+        assert ers["resourceClaimName"] == meta["name"]
+        assert [f"{x['containerName']} {x['resourceName']} {x['requestName']}" for x in ers["requestMappings"]] == \
+            want["mappings"]
+
+
+class _FailingCluster:
+    """What kube's table does with reactors: the pod status patch fails (failPatch), or creating a claim does
+    (failCreate)."""
+
+    @staticmethod
+    def make(case: dict[str, Any]) -> Any:
+        from scheduler_runtime.cluster.base import PatchError
+        from scheduler_runtime.cluster.memory import MemoryCluster
+
+        class Failing(MemoryCluster):
+            def patch_object(self, resource: str, name: str, namespace: str | None, patch: dict[str, Any],
+                             subresource: str | None = None) -> dict[str, Any]:
+                if case.get("failPatch") and resource == "pods":
+                    raise PatchError("patch error", status=500)
+                return super().patch_object(resource, name, namespace, patch, subresource)
+
+            def create_object(self, resource: str, namespace: str | None, obj: dict[str, Any]) -> dict[str, Any]:
+                if case.get("failCreate") and resource.startswith("resourceclaims"):
+                    raise PatchError("claim creation errors", status=400)
+                return super().create_object(resource, namespace, obj)
+
+        return Failing()
+
+
 @pytest.mark.parametrize("case", PLUGIN_CASES, ids=[c["name"] for c in PLUGIN_CASES])
 def test_plugin_table(case: dict[str, Any]) -> None:
+    from types import SimpleNamespace
+
     from scheduler_runtime.cluster.memory import MemoryCluster
     from scheduler_runtime.featuregates import default_gates
-    from scheduler_runtime.framework.cycle_state import CycleState
     from scheduler_runtime.framework.handle import Handle
     from scheduler_runtime.framework.snapshot import Snapshot
-    from scheduler_runtime.framework.status import Code
-    from scheduler_runtime.framework.types import NodeInfo
+    from scheduler_runtime.metrics import SchedulerMetrics
     from scheduler_runtime.objects import Pod
     from scheduler_runtime.plugins.dynamicresources import DynamicResources
 
-    m = MemoryCluster()
+    m = _FailingCluster.make(case) if case.get("failPatch") or case.get("failCreate") else MemoryCluster()
     nodes = [Node.from_dict(_plugin_node(n)) for n in case.get("nodes", ["worker"])]
     for n in case.get("nodes", ["worker"]):
         m.create(_plugin_node(n), emit=False)
     for c in case.get("claims") or []:
         m.create(_plugin_claim(c), emit=False)
     for c in case.get("classes") or []:
-        expr = BROKEN_CEL if isinstance(c, dict) and c.get("brokenCEL") else f'device.driver == "{DRIVER}"'
-        m.create({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": CLASS},
-                  "spec": {"selectors": [{"cel": {"expression": expr}}]}}, emit=False)
+        m.create(_plugin_class(c), emit=False)
     for s in case.get("slices") or []:
         m.create(_plugin_slice(s), emit=False)
-    pod = Pod.from_dict(_plugin_pod(case["pod"]))
+    raw_pod = _plugin_pod(case["pod"])
+    m.create(raw_pod, emit=False)
+    pod = Pod.from_dict(raw_pod)
     handle = Handle(Snapshot(), cluster=m)
     handle.feature_gates = default_gates("1.36")  # the tables are kube 1.36.3's (1.37 drops PostFilter's reasons)
+    metrics = SchedulerMetrics()
+    handle.framework = SimpleNamespace(metrics=metrics)
     pl = DynamicResources(None, handle)
     want = case.get("want") or {}
+    try:
+        _run_plugin_case(case, want, m, pl, pod, nodes)
+    finally:
+        creates = {r: metrics.registry.get_sample_value("scheduler_resourceclaim_creates_total", {"status": r})
+                   for r in ("success", "failure")}
+        assert {k: int(v) for k, v in creates.items() if v} == want.get("creates", {})
+
+
+def _run_plugin_case(case: dict[str, Any], want: dict[str, Any], m: Any, pl: Any, pod: Any, nodes: list[Any]
+                     ) -> None:
+    from scheduler_runtime.framework.cycle_state import CycleState
+    from scheduler_runtime.framework.status import Code
+    from scheduler_runtime.framework.types import NodeInfo
+
     assert _status_text(pl.pre_enqueue(pod)) == want.get("preenqueue", "Success")
     if "preenqueue" in want:
         return
@@ -359,20 +481,42 @@ def test_plugin_table(case: dict[str, Any]) -> None:
         assert _status_text(pst) == want.get("postfilter", "Success")
         if "claimAfterPostFilter" in want:
             _check_claim(m, want["claimAfterPostFilter"])
+        if "claimsAfterPostFilter" in want:
+            assert sorted(c["metadata"]["name"] for c in m.list("resourceclaims")) == want["claimsAfterPostFilter"]
         return
     assert _status_text(pl.reserve(state, pod, feasible[0])) == want.get("reserve", "Success")
+    ext_uid = ""
     if "inFlightAfterReserve" in want:
         for name in want["inFlightAfterReserve"]:
+            if name == "<extended-resources>":
+                ext = state.get("DynamicResources").ext_claim()
+                assert ext["metadata"]["name"] == name
+                ext_uid = ext["metadata"]["uid"]
+                assert pl.mgr.has_pending(ext_uid)
+                continue
             uid = m.informer("resourceclaims").get(name, "default")["metadata"]["uid"]
             assert pl.mgr.has_pending(uid)
     if want.get("unreserveBeforePreBind"):
         pl.unreserve(state, pod, feasible[0])
+        if ext_uid:
+            assert not pl.mgr.has_pending(ext_uid) and not _extended_claims(m)
+            return
         assert not pl.mgr.has_pending(m.informer("resourceclaims").get(CLAIM, "default")["metadata"]["uid"])
         _check_claim(m, want["claim"])
         return
-    assert _status_text(pl.pre_bind(state, pod, feasible[0])) == want.get("prebind", "Success")
+    pst = _status_text(pl.pre_bind(state, pod, feasible[0]))
+    assert pst == want.get("prebind", "Success") or (pst.startswith("Error: ") and pst.endswith(want["prebind"]))
+    if ext_uid:
+        assert not pl.mgr.has_pending(ext_uid)
     if "claim" in want:
         _check_claim(m, want["claim"])
+    if "created" in want:
+        _check_created(m, want["created"])
+    elif case["pod"] in EXT_PODS:
+        assert not _extended_claims(m)
     if "unreserveAfterPreBind" in want:
         pl.unreserve(state, pod, feasible[0])
-        _check_claim(m, want["unreserveAfterPreBind"])
+        if "claim" in want:
+            _check_claim(m, want["unreserveAfterPreBind"])
+        else:
+            assert not _extended_claims(m)

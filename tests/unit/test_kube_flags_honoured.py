@@ -125,7 +125,7 @@ def test_feature_gates_switch_flagz_and_statusz(kubeconfig: str) -> None:
         parse_feature_gates(["Nope=true"])
     with pytest.raises(UsageError, match="SchedulerAsyncPreemption=false is not supported by ksched"):
         parse_feature_gates(["SchedulerAsyncPreemption=false"])
-    assert parse_feature_gates(["OpportunisticBatching=false"])["OpportunisticBatching"] is False  # ksched's way
+    assert parse_feature_gates(["OpportunisticBatching=false"])["OpportunisticBatching"] is False  # honoured
     with pytest.raises(UsageError, match="do not mix use"):
         parse_feature_gates(["kube:ComponentFlagz=false,ComponentStatusz=false"])
     with pytest.raises(UsageError, match='strconv.ParseBool: parsing "maybe"'):

@@ -33,9 +33,12 @@ from scheduler_runtime.framework.types import (
     QueuedPodInfo,
 )
 from scheduler_runtime.objects import Node, Pod
-from scheduler_runtime.plugins import in_tree
+from scheduler_runtime.plugins import GATE_READERS, in_tree
+from scheduler_runtime.plugins.gates import GATES_CONTEXT, PluginFeatures
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "upstream_tables"
+#: the gates kube's tables leave at zero that switch ksched's plugins (on by default from 1.37)
+TEST_GATES_OFF = {"StorageCapacityScoring": False, "VolumeLimitScaling": False, "DRADeviceTaintRules": False}
 PLUGINS = {cls.name: cls for cls in in_tree()}
 
 
@@ -88,7 +91,10 @@ def _build(case: dict[str, Any]) -> tuple[Any, Snapshot, Pod]:
         if node in infos:
             snap.add_pod(infos[node], Pod.from_dict(raw))
     cls = PLUGINS[case["plugin"]]
-    args = cls.args_model.model_validate(case.get("args") or {}) if cls.args_model is not None else None
+    # kube's plugin tests build plugins with feature.Features{} unless a case sets a gate: off, whatever the
+    # release's defaults (cases that turn one on carry `na` or live in their own tests)
+    args = (cls.args_model.model_validate(case.get("args") or {}, context={GATES_CONTEXT: TEST_GATES_OFF})
+            if cls.args_model is not None else PluginFeatures(TEST_GATES_OFF) if cls.name in GATE_READERS else None)
     cluster = None
     if "objs" in case:  # the plugin reads informers: a cluster, even with nothing in it
         cluster = MemoryCluster()
@@ -221,7 +227,8 @@ def run_case(case: dict[str, Any]) -> list[str]:
 
 def _run_hint(case: dict[str, Any]) -> list[str]:
     """A queueing hint: the function the plugin registers for the step's resource and action."""
-    plugin, _, pod = _build({**case, "objs": case.get("objs") or []})
+    case = {**case, "objs": case.get("objs") or [], "pod": _with_uid(case["pod"])}
+    plugin, _, pod = _build(case)
     diffs = []
     for step in case["steps"]:
         happened = ClusterEvent(step["resource"], ActionType[step["action"]])
@@ -235,13 +242,21 @@ def _run_hint(case: dict[str, Any]) -> list[str]:
                 return raw
             raw = json.loads(json.dumps(raw))
             raw.setdefault("metadata", {}).setdefault("name", "other")  # kube's test objects may be unnamed
-            return Pod.from_dict(raw) if resource == "Pod" else Node.from_dict(raw)
+            return Pod.from_dict(_with_uid(raw)) if resource == "Pod" else Node.from_dict(raw)
 
         got = fns[0](pod, obj(step["old"]), obj(step["new"]))
         want = QUEUE if step["want"] == "Queue" else QUEUE_SKIP
         if got != want:
             diffs.append(f"hint: want {step['want']}, got {'Queue' if got == QUEUE else 'QueueSkip'}")
     return diffs
+
+
+def _with_uid(raw: dict[str, Any]) -> dict[str, Any]:
+    """kube's test pods without a UID all have the empty UID (hints compare UIDs: such pods are the same pod);
+    ksched would name a pod without a UID by its key, so they all get one stand-in."""
+    if (raw.get("metadata") or {}).get("uid"):
+        return raw
+    return {**raw, "metadata": {**(raw.get("metadata") or {}), "uid": "(empty uid)"}}
 
 
 POSTFILTER_PROFILE = """apiVersion: kubescheduler.config.k8s.io/v1

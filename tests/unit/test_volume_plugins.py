@@ -322,12 +322,17 @@ def test_node_volume_limits_unbound_claims_count_for_the_provisioner():
     assert nvl_filter(pl, pod(volumes=[claim_vol("u1"), claim_vol("nocls")]), n1) is None
 
 
-def test_node_volume_limits_node_allocatable_keys_and_errors():
-    objs = [pvc("c1", volume="v1", bound=True), pvc("c2", volume="v2", bound=True), csi_pv("v1"), csi_pv("v2")]
-    _, h = setup(*objs, nodes=(node("n1", allocatable={"attachable-volumes-csi-csi.example.com": "1"}),))
+def test_node_volume_limits_come_from_the_csinode_only_and_errors():
+    """kube 1.36 reads limits from the CSINode only: a node's attachable-volumes-csi-* allocatable is not a limit."""
+    objs = [pvc("c1", volume="v1", bound=True), pvc("c2", volume="v2", bound=True), csi_pv("v1"), csi_pv("v2"),
+            csinode("n2", csi_example_com=1)]
+    _, h = setup(*objs, nodes=(node("n1", allocatable={"attachable-volumes-csi-csi.example.com": "1"}),
+                               node("n2")))
     pl = NodeVolumeLimits(None, h)
     n1 = h.snapshot.get("n1")
-    assert nvl_filter(pl, pod(volumes=[claim_vol("c1"), claim_vol("c2")]), n1).reasons == [NVL_REASON]
+    assert nvl_filter(pl, pod(volumes=[claim_vol("c1"), claim_vol("c2")]), n1) is None
+    assert nvl_filter(pl, pod(volumes=[claim_vol("c1"), claim_vol("c2")]), h.snapshot.get("n2")).reasons == [
+        NVL_REASON]
     assert prefilter(pl, pod())[1].code == Code.Skip
     assert prefilter(pl, pod(volumes=[{"name": "e", "emptyDir": {}}]))[1].code == Code.Skip
     assert prefilter(pl, pod(volumes=[{"name": "e", "ephemeral": {"volumeClaimTemplate": {}}}]))[1] is None
@@ -343,11 +348,100 @@ def test_node_volume_limits_node_allocatable_keys_and_errors():
 
 def test_node_volume_limits_events():
     regs = {r.event.resource: r for r in NodeVolumeLimits(None, None).events_to_register()}
-    assert set(regs) == {"storage.k8s.io/CSINode", "Pod", "PersistentVolumeClaim"}
+    assert set(regs) == {"storage.k8s.io/CSINode", "Pod", "PersistentVolumeClaim", "storage.k8s.io/VolumeAttachment"}
     p = pod(volumes=[claim_vol("c")])
     assert regs["Pod"].hint(p, pod("x", volumes=[claim_vol("c")], node_name="n"), None) == QUEUE
     assert regs["Pod"].hint(p, pod("x", node_name="n"), None) == QUEUE_SKIP
     assert regs["PersistentVolumeClaim"].hint(p, None, pvc("c")) == QUEUE
+
+
+def va(name: str, node_name: str, pv_name: str, attacher: str = "csi.example.com") -> dict:
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment", "metadata": {"name": name},
+            "spec": {"attacher": attacher, "nodeName": node_name, "source": {"persistentVolumeName": pv_name}}}
+
+
+def test_node_volume_limits_count_volume_attachments_as_the_store_changes():
+    """VolumeAttachments of the node count once per volume (not again for a pod's volume), and the plugin's
+    index follows the store: a deleted attachment frees its slot."""
+    existing = pod("old", volumes=[claim_vol("c1")], node_name="n1")
+    objs = [pvc("c1", volume="v1", bound=True), pvc("c3", volume="v3", bound=True),
+            csi_pv("v1"), csi_pv("v2"), csi_pv("v3"), csinode("n1", csi_example_com=2),
+            va("a1", "n1", "v1"), va("a2", "n1", "v2"), va("other-node", "n2", "v3"),
+            va("no-pv", "n1", "missing"), {**va("no-attacher", "n1", "v3"), "spec": {
+                "attacher": "", "nodeName": "n1", "source": {"persistentVolumeName": "v3"}}}]
+    cluster, h = setup(*objs, nodes=(node("n1"), node("n2")), placed={"n1": [existing]})
+    pl = NodeVolumeLimits(None, h)
+    p = pod(volumes=[claim_vol("c3")])
+    assert reasons(nvl_filter(pl, p, h.snapshot.get("n1"))) == (Code.Unschedulable, [NVL_REASON])  # v1, v2 + v3
+    cluster.delete("volumeattachments", "a2", None)
+    assert nvl_filter(pl, p, h.snapshot.get("n1")) is None
+    cluster.create(va("a3", "n1", "v2"))
+    assert reasons(nvl_filter(pl, p, h.snapshot.get("n1"))) == (Code.Unschedulable, [NVL_REASON])
+
+
+def test_node_volume_limits_count_in_tree_volumes_as_their_csi_driver():
+    """CSI migration: inline in-tree volumes, in-tree PVs and claims of an in-tree provisioner count against the
+    CSI driver they migrated to, on nodes that have a CSINode; Azure File and vSphere are not counted."""
+    objs = [pvc("pd", volume="gce-pv", bound=True), pvc("unbound", cls="ebs-sc"), pvc("af", volume="af-pv", bound=True),
+            pv("gce-pv", gcePersistentDisk={"pdName": "disk-1"}, labels={"topology.kubernetes.io/zone": "us-a-1"}),
+            pv("af-pv", azureFile={"secretName": "s", "shareName": "x"}),
+            storage_class("ebs-sc", provisioner="kubernetes.io/aws-ebs"),
+            csinode("n1", ebs_csi_aws_com=1, pd_csi_storage_gke_io=1, file_csi_azure_com=0)]
+    _, h = setup(*objs, nodes=(node("n1"), node("bare")))
+    pl = NodeVolumeLimits(None, h)
+    n1, bare = h.snapshot.get("n1"), h.snapshot.get("bare")
+
+    def inline_ebs(vid: str) -> dict:
+        return {"name": vid, "awsElasticBlockStore": {"volumeID": vid}}
+
+    two = pod(volumes=[inline_ebs("vol-1"), inline_ebs("aws://us-east-1a/vol-2")])
+    assert reasons(nvl_filter(pl, two, n1)) == (Code.Unschedulable, [NVL_REASON])
+    assert nvl_filter(pl, two, bare) is None  # no CSINode: no migration, no limits
+    same = pod(volumes=[inline_ebs("vol-1"), inline_ebs("aws://us-east-1a/vol-1")])
+    assert nvl_filter(pl, same, n1) is None  # one handle
+    assert reasons(nvl_filter(pl, pod(volumes=[inline_ebs("vol-1"), claim_vol("unbound")]), n1)) == (
+        Code.Unschedulable, [NVL_REASON])  # the provisioner's claim counts for ebs.csi.aws.com too
+    gce = pod(volumes=[claim_vol("pd"), {"name": "i", "gcePersistentDisk": {"pdName": "disk-2"}}])
+    assert reasons(nvl_filter(pl, gce, n1)) == (Code.Unschedulable, [NVL_REASON])
+    assert nvl_filter(pl, pod(volumes=[claim_vol("af")]), n1) is None  # azure-file: migratable, not counted
+    bad = pod(volumes=[inline_ebs("aws://zone/not-a-volume")])
+    st = nvl_filter(pl, bad, n1)
+    assert st.code == Code.Error and "converting volume(aws://zone/not-a-volume) from inline to csi" in st.message
+    assert nvl_filter(pl, bad, bare) is None  # translated only where migrated
+    assert prefilter(pl, pod(volumes=[{"name": "a", "azureFile": {"shareName": "x"}}]))[1] is None  # not skipped
+
+
+def test_csi_migration_volume_handles():
+    from scheduler_runtime.plugins.volume.csimigration import TranslationError, inline_handle, plugin_of, pv_handle
+    gce = plugin_of({"gcePersistentDisk": {}})
+
+    def gce_pv(zone: str) -> dict:
+        return {"metadata": {"labels": {"topology.kubernetes.io/zone": zone}}, "spec": {"gcePersistentDisk": {
+            "pdName": "d"}}}
+    assert pv_handle(gce, gce_pv("us-central1-a")) == "projects/UNSPECIFIED/zones/us-central1-a/disks/d"
+    assert pv_handle(gce, gce_pv("us-central1-a__us-central1-b")) == "projects/UNSPECIFIED/regions/us-central1/disks/d"
+    assert pv_handle(gce, gce_pv("")) == "projects/UNSPECIFIED/zones/UNSPECIFIED/disks/d"
+    with pytest.raises(TranslationError):
+        pv_handle(gce, gce_pv("us-central1-a__europe-west1-b"))
+    disk = plugin_of({"azureDisk": {}})
+    assert inline_handle(disk, {"azureDisk": {"diskURI": "/sub/d", "kind": "Managed"}}, "ns") == "/sub/d"
+    with pytest.raises(TranslationError, match=r"kind\(Shared\) is not supported in csi migration"):
+        inline_handle(disk, {"azureDisk": {"diskURI": "/sub/d", "kind": "Shared"}}, "ns")
+    af = plugin_of({"azureFile": {}})
+    assert inline_handle(af, {"name": "v", "azureFile": {"secretName": "azure-storage-account-acct-secret",
+                                                         "shareName": "s"}}, "ns") == "#acct#s#v#ns"
+
+
+def test_node_volume_limits_hints_for_in_tree_volumes_and_attachments():
+    regs = {r.event.resource: r for r in NodeVolumeLimits(None, None).events_to_register()}
+    ebs = {"name": "e", "awsElasticBlockStore": {"volumeID": "vol-1"}}
+    assert regs["Pod"].hint(pod(), pod("x", volumes=[ebs], node_name="n"), None) == QUEUE
+    deleted = va("a", "n1", "v", attacher="ebs.csi.aws.com")
+    hint = regs["storage.k8s.io/VolumeAttachment"].hint
+    assert hint(pod(volumes=[ebs]), deleted, None) == QUEUE
+    assert hint(pod(volumes=[{"name": "g", "gcePersistentDisk": {"pdName": "d"}}]), deleted, None) == QUEUE_SKIP
+    assert hint(pod(volumes=[claim_vol("c")]), deleted, None) == QUEUE
+    assert hint(pod(volumes=[{"name": "e", "ephemeral": {}}]), deleted, None) == QUEUE_SKIP  # kube: PVC volumes only
 
 
 # ------------------------------------------------------------------------------------------ VolumeBinding
@@ -502,7 +596,8 @@ def test_volume_binding_args_validation():
     with pytest.raises(ValueError, match="invalid BindTimeoutSeconds, should not be a negative value"):
         VolumeBindingArgs(bind_timeout_seconds=-1)
     with pytest.raises(ValueError, match="turn on the feature gate StorageCapacityScoring"):
-        VolumeBindingArgs.model_validate({"shape": [{"utilization": 0, "score": 10}]})
+        VolumeBindingArgs.model_validate({"shape": [{"utilization": 0, "score": 10}]},
+                                         context={"feature_gates": {"StorageCapacityScoring": False}})
 
 
 def test_volume_binding_events():

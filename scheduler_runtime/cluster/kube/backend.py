@@ -63,6 +63,7 @@ REQUIRED_PERMISSIONS: tuple[tuple[str, str, str, str], ...] = (
     ("list", "", "persistentvolumes", ""), ("watch", "", "persistentvolumes", ""),
     ("list", "storage.k8s.io", "storageclasses", ""), ("watch", "storage.k8s.io", "storageclasses", ""),
     ("list", "storage.k8s.io", "csinodes", ""), ("watch", "storage.k8s.io", "csinodes", ""),
+    ("list", "storage.k8s.io", "volumeattachments", ""), ("watch", "storage.k8s.io", "volumeattachments", ""),
     ("patch", "", "persistentvolumes", ""), ("patch", "", "persistentvolumeclaims", ""),
 )
 #: what the DynamicResources plugin needs (system:kube-scheduler grants these); checked only when it runs
@@ -83,7 +84,7 @@ class KubeCluster(ClusterBackend):
                  page_size: int = 500, resources: Iterable[str] = CORE_RESOURCES,
                  pod_field_selector: str | None = POD_FIELD_SELECTOR, min_watch_timeout: float = 300.0,
                  watch_read_timeout: float = 150.0, request_timeout: float = 30.0, list_timeout: float = 60.0,
-                 backoff_initial: float = 0.8, backoff_cap: float = 30.0, bind_retries: int = 2,
+                 backoff_initial: float = 0.8, backoff_cap: float = 30.0, bind_retries: int = 3,
                  check_permissions: bool = True, event_queue: int = 2000,
                  hostname: str | None = None, headers: dict[str, str] | None = None,
                  user_agent: str = USER_AGENT) -> None:
@@ -370,6 +371,34 @@ class KubeCluster(ClusterBackend):
         if resp.ok:
             return strip_managed_fields(resp.json())
         raise PatchError(str(self.client.error(resp, "PATCH", path)), status=resp.status)
+
+    def create_object(self, resource: str, namespace: str | None, obj: dict[str, Any]) -> dict[str, Any]:
+        """POST an object; the error is the API server's message, as client-go's StatusError prints it."""
+        group, plural, version = parse_resource(resource)
+        try:
+            ref = self.discover(group, plural, version)
+        except ResourceNotServed as exc:
+            raise PatchError(str(exc), status=404) from None
+        path = ref.path(namespace if ref.namespaced else None)
+        resp = self.gated_write("POST", path, body=obj)
+        if resp is None:
+            raise PatchError(f"not creating {resource}: {NOT_LEADER}", status=0)
+        if resp.ok:
+            return strip_managed_fields(resp.json())
+        raise PatchError(resp.message(), status=resp.status)
+
+    def delete_object(self, resource: str, name: str, namespace: str | None) -> None:
+        group, plural, version = parse_resource(resource)
+        try:
+            ref = self.discover(group, plural, version)
+        except ResourceNotServed as exc:
+            raise PatchError(str(exc), status=404) from None
+        path = ref.path(namespace if ref.namespaced else None, name)
+        resp = self.gated_write("DELETE", path)
+        if resp is None:
+            raise PatchError(f"not deleting {resource} {name}: {NOT_LEADER}", status=0)
+        if not resp.ok:
+            raise PatchError(resp.message(), status=resp.status)
 
     # ----------------------------------------------------------------- events
     def _events(self) -> EventWriter:

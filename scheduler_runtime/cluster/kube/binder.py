@@ -6,11 +6,17 @@ the pod) and pkg/scheduler/util/utils.go with framework/preemption (DeletePod af
 condition, grace period and UID precondition). A 409 on a binding counts as success only when a read of the
 pod shows this pod (UID) on the chosen node. The caller is already a bind worker, so these block; every
 request passes the backend's leader gate (`GatedWriter`).
+
+Binding retries follow kube-scheduler v1.37.2 pkg/scheduler/util/utils.go BindPod (#138855, ungated): client-go's
+retry.DefaultBackoff (4 tries, 10 ms x 5^n apart, 10% jitter) on InternalError (500) and ServiceUnavailable (503),
+and, as client-go's transport does, on 429/5xx answers that carry Retry-After (waited as asked). A request that
+got no answer (refused or cut connection) is retried too: if it did bind, the retry's 409 finds the pod there.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import time
 from typing import Any, Protocol
 
@@ -31,8 +37,18 @@ class BindHost(GatedWriter, Protocol):
     scheduler_name: str
 
 
+#: kube's Retriable(): apierrors.IsInternalError / IsServiceUnavailable
+RETRIABLE_STATUS = (500, 503)
+
+
+def bind_backoff(attempt: int) -> float:
+    """Seconds before retry `attempt` (1-based): retry.DefaultBackoff's 10 ms x 5^(n-1) with 10% jitter."""
+    d = 0.01 * 5 ** (attempt - 1)
+    return d + random.random() * 0.1 * d
+
+
 def bind(host: BindHost, pod: Pod, node_name: str, annotations: dict[str, str] | None = None) -> None:
-    """POST the Binding; retries unanswered requests, 429 and 5xx (`host.bind_retries` times)."""
+    """POST the Binding; retries (`host.bind_retries` times) as the module doc says."""
     path = f"/api/v1/namespaces/{path_escape(pod.namespace)}/pods/{path_escape(pod.name)}/binding"
     meta: dict[str, Any] = {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
     if annotations:
@@ -52,7 +68,7 @@ def bind(host: BindHost, pod: Pod, node_name: str, annotations: dict[str, str] |
                 host.stats["bind_errors"] += 1
                 raise BindError(f"binding {pod.key} to {node_name}: {exc}") from None
             attempt += 1
-            time.sleep(0.2 * 2 ** (attempt - 1))
+            time.sleep(bind_backoff(attempt))
             continue
         if resp.status in (200, 201):
             host.stats["binds"] += 1
@@ -66,10 +82,10 @@ def bind(host: BindHost, pod: Pod, node_name: str, annotations: dict[str, str] |
         if resp.status in (404, 409):
             host.stats["bind_gone"] += 1
             raise BindError(msg, gone=True)
-        if (resp.status == 429 or resp.status >= 500) and attempt < host.bind_retries:
+        ra = resp.retry_after() if resp.status == 429 or resp.status >= 500 else None
+        if (resp.status in RETRIABLE_STATUS or ra is not None) and attempt < host.bind_retries:
             attempt += 1
-            ra = resp.retry_after()
-            time.sleep(min(ra, 10.0) if ra is not None else 0.2 * 2 ** (attempt - 1))
+            time.sleep(min(ra, 10.0) if ra is not None else bind_backoff(attempt))
             continue
         host.stats["bind_errors"] += 1
         raise BindError(str(host.client.error(resp, "POST", path)))

@@ -83,6 +83,7 @@ BUILTIN: dict[str, ResourceRef] = {r.plural: r for r in (
     _B("storage.k8s.io", "v1", "volumeattachments", False, "VolumeAttachment"),
     _B("resource.k8s.io", "v1", "deviceclasses", False, "DeviceClass"),
     _B("resource.k8s.io", "v1", "resourceslices", False, "ResourceSlice"),
+    _B("resource.k8s.io", "v1", "devicetaintrules", False, "DeviceTaintRule"),
     _B("resource.k8s.io", "v1", "resourceclaims", True, "ResourceClaim"),
     _B("resource.k8s.io", "v1", "resourceclaimtemplates", True, "ResourceClaimTemplate"),
     _B("coordination.k8s.io", "v1", "leases", True, "Lease"),

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import model_validator
+from pydantic import PrivateAttr, ValidationInfo, model_validator
 
 from ... import goduration
 from ...fielderrors import FieldErrorList, invalid
 from ...framework.plugin import PluginArgs
+from .. import gates
 
 
 def decode_duration(v: Any) -> float:
@@ -26,9 +27,21 @@ class DynamicResourcesArgs(PluginArgs):
 
     filter_timeout: str | None = "10s"
     binding_timeout: str | None = "10m0s"
+    #: the DRADeviceTaintRules gate the args were validated with (kube hands the plugin its feature.Features)
+    _taint_rules: bool = PrivateAttr(default=False)
+    #: the DRAExtendedResource gate (on in 1.36, locked on in 1.37)
+    _extended_resource: bool = PrivateAttr(default=True)
+
+    @property
+    def device_taint_rules(self) -> bool:
+        return self._taint_rules
+
+    @property
+    def extended_resource(self) -> bool:
+        return self._extended_resource
 
     @model_validator(mode="after")
-    def _kube_rules(self) -> DynamicResourcesArgs:
+    def _kube_rules(self, info: ValidationInfo) -> DynamicResourcesArgs:
         """kube-scheduler's ValidateDynamicResourcesArgs with v1.36's default gates."""
         errs = FieldErrorList()
         for fld, value, least, msg in (("filterTimeout", self.filter_timeout, 0.0, "must be zero or positive"),
@@ -50,4 +63,6 @@ class DynamicResourcesArgs(PluginArgs):
                 formatted = goduration.format_seconds(decode_duration(v))
                 if formatted != v:
                     object.__setattr__(self, attr, formatted)
+        self._taint_rules = gates.from_context("DRADeviceTaintRules", info.context)
+        self._extended_resource = gates.from_context("DRAExtendedResource", info.context)
         return self

@@ -21,15 +21,19 @@ CEL in ways reproduced here:
 - an expression must evaluate to bool (or an untyped value); anything else fails to compile with kube's
   `must evaluate to bool or the unknown type, not <type>`; an expression longer than 10 Ki fails to compile.
 
-Differences (documented in docs/dra.md): cel-cpp has no Kubernetes cost estimator and its Python binding no
-runtime cost tracking, so kube's runtime cost limit (1 000 000) is replaced by a bound on the input: CEL has no
-unbounded loops, and a selector's work is bounded by its length (10 Ki) times the device's size (at most 32
-attributes and capacities); expressions using the Kubernetes libraries not provided here (IP, CIDR, URL, regex
-`find`, format, sets, lists) fail to compile, so pods using them stay pending with the compile error.
+The Kubernetes IP, CIDR, URL, regex and lists libraries are in cel_k8s.py, kube's AST validators in
+cel_checks.py; cel-go's strings, sets, lists and two-variable comprehension extensions come with cel-cpp.
+
+Differences (documented in docs/dra.md): cel-expr-python has no cost tracking, so kube's runtime cost limit
+(1 000 000) cannot be counted; its fixed budget of 10 000 comprehension iterations per evaluation is reported as
+ITERATION_BUDGET_ERROR (on a real cluster kube-apiserver refuses selectors whose estimated cost exceeds the
+limit, so stored selectors never reach it in kube-scheduler); kube's format library (optional results) and
+cross-type numeric comparisons are not available.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections import OrderedDict
@@ -38,6 +42,7 @@ from typing import Any
 
 from ...errors import InputError
 from ...quantity import parse_quantity
+from . import cel_ast, cel_checks, cel_k8s
 
 try:  # the runtime must import without it (only DRA needs CEL); missing -> a clear error at compile time
     from cel_expr_python import cel as _cel
@@ -47,8 +52,16 @@ except ImportError:  # pragma: no cover - exercised only when the dependency is 
 
 #: kube's resourceapi.CELSelectorExpressionMaxCost; see the module docstring for how ksched bounds the cost
 CEL_SELECTOR_MAX_COST = 1_000_000
+#: cel-go's error when an evaluation exceeds the runtime cost limit
+COST_LIMIT_ERROR = "operation cancelled: actual cost limit exceeded"
+#: cel-expr-python stops an evaluation after this many comprehension iterations (fixed in its binding)
+CEL_ITERATION_BUDGET = 10_000
+ITERATION_BUDGET_ERROR = (f"operation cancelled: iteration budget exceeded (ksched evaluates at most "
+                          f"{CEL_ITERATION_BUDGET} comprehension iterations per selector, kube-scheduler a cost "
+                          f"of {CEL_SELECTOR_MAX_COST})")
 #: apiserver's maximum length of a stored CEL expression (bytes)
 MAX_EXPRESSION_LENGTH = 10 * 1024
+_log = logging.getLogger(__name__)
 _QKEY = "__k8s_quantity_nano__"
 _SKEY = "__k8s_semver__"
 _NANO = Decimal(10) ** 9
@@ -163,17 +176,30 @@ def _is_semver(s: str, normalize: bool = False) -> bool:
 
 
 # ----------------------------------------------------------------------------------------- environment
-_env = None
+#: [core, with the Kubernetes IP/CIDR/URL/regex/lists libraries]: cel-expr-python's per-evaluation overhead
+#: grows with the number of Python functions in an environment (~2.5 µs without any, ~11 µs with the libraries),
+#: so a selector naming none of the libraries' functions is compiled and evaluated in the core environment
+_envs: list[Any] = [None, None]
 _env_lock = threading.Lock()
+_LIBRARY_NAMES: frozenset[str] | None = None
 
 
-def _environment() -> Any:
-    global _env
-    if _env is not None:
-        return _env
+def _uses_libraries(expression: str) -> bool:
+    """Whether an identifier of the expression names a function of cel_k8s's libraries (then the expression must
+    see their declarations, including their overloads of `string` and `indexOf`)."""
+    global _LIBRARY_NAMES
+    if _LIBRARY_NAMES is None:
+        _LIBRARY_NAMES = cel_k8s.FUNCTION_NAMES
+    return not _LIBRARY_NAMES.isdisjoint(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", expression))
+
+
+def _environment(full: bool = True) -> Any:
+    env = _envs[full]
+    if env is not None:
+        return env
     with _env_lock:
-        if _env is not None:
-            return _env
+        if _envs[full] is not None:
+            return _envs[full]
         if _cel is None:
             raise CelError("the Python package cel-expr-python is not installed (pip install cel-expr-python)")
         T = _cel.Type
@@ -211,11 +237,18 @@ def _environment() -> Any:
             fn("minor", ("k8s_semver_minor", T.INT, [S], True, lambda v: _sv(v)[1])),
             fn("patch", ("k8s_semver_patch", T.INT, [S], True, lambda v: _sv(v)[2])),
         ]
-        _env = _cel.NewEnv(variables={"device": T.Map(T.STRING, T.DYN)},
+        k8s_funcs, k8s_overloads = cel_k8s.declarations(_cel) if full else ([], [])
+        # cel-go extensions of kube's base environment that cel-cpp provides only through an env config
+        config = _cel.NewEnvConfigFromYaml("name: kubernetes-dra\nextensions:\n  - name: sets\n"
+                                           "  - name: lists\n    version: 2\n"
+                                           "  - name: two-var-comprehensions\n")
+        env = _cel.NewEnv(config=config, variables={"device": T.Map(T.STRING, T.DYN)},
                            extensions=[ext_optional.ExtOptional(), ext_bindings.ExtBindings(),
-                                       ext_strings.ExtStrings()],
-                           functions=funcs)
-    return _env
+                                       ext_strings.ExtStrings(2),
+                                      *([_cel.CelExtension("kubernetes", k8s_overloads)] if full else [])],
+                          functions=funcs + k8s_funcs)
+        _envs[full] = env
+    return env
 
 
 def _semver_or_error(s: str, normalize: bool) -> list[str]:
@@ -239,19 +272,25 @@ _known_domains: set[str] = set()
 class Compiled:
     """One compiled selector: `error` (a compile error's text) or a program to evaluate per device."""
 
-    __slots__ = ("expression", "program", "error")
+    __slots__ = ("expression", "program", "error", "full", "over_limit")
 
-    def __init__(self, expression: str, program: Any = None, error: str | None = None) -> None:
+    def __init__(self, expression: str, program: Any = None, error: str | None = None, full: bool = True,
+                 over_limit: str | None = None) -> None:
         self.expression = expression
         self.program = program
         self.error = error
+        self.full = full
+        #: why evaluating would exceed kube's cost limit (cel_checks.unbounded_ranges), then not evaluated
+        self.over_limit = over_limit
 
     def matches(self, device: DeviceInput) -> bool:
         """Evaluate against a device; raises CelError (kube's runtime error text) on a runtime error."""
         if self.program is None:
             raise CelError(self.error or "not compiled")
+        if self.over_limit is not None:
+            raise CelError(COST_LIMIT_ERROR)
         try:
-            value = self.program.eval(device.activation())
+            value = self.program.eval(device.activation(self.full))
         except Exception as exc:  # noqa: BLE001 - any engine failure is the claim's error, never a crash
             raise CelError(_runtime_text(str(exc))) from None
         kind = value.type()
@@ -271,10 +310,14 @@ def _runtime_text(msg: str) -> str:
     m = re.match(r'^(?:NOT_FOUND: )?Key not found in map ?: ?"?(.*?)"?$', msg)
     if m:
         return f"no such key: {m.group(1)}"
+    if "Iteration budget exceeded" in msg:
+        return ITERATION_BUDGET_ERROR
     m = re.match(r"^[A-Z_]+: (.*)$", msg)
     if m:
         msg = m.group(1)
-    return msg.removesuffix(" [UNKNOWN]").removesuffix(" [INVALID_ARGUMENT]")
+    msg = msg.removesuffix(" [UNKNOWN]").removesuffix(" [INVALID_ARGUMENT]")
+    # cel-cpp prefixes some extension errors with the function; cel-go does not
+    return re.sub(r"^(flatten|sortBy|sort|slice)\(\): ", "", msg)
 
 
 def compile_expression(expression: str) -> Compiled:
@@ -287,7 +330,8 @@ def compile_expression(expression: str) -> Compiled:
             return Compiled(expression, error=f"compilation failed: ERROR: <input>:1:{m.start(1)}: undefined field "
                                               f"'{m.group(1)}'")
     try:
-        env = _environment()
+        full = _uses_libraries(expression)
+        env = _environment(full)
         program = env.compile(expression)
     except CelError as exc:
         return Compiled(expression, error=str(exc))
@@ -295,17 +339,51 @@ def compile_expression(expression: str) -> Compiled:
         text = str(exc).strip()
         text = re.sub(r"^INVALID_ARGUMENT: ", "", text)
         text = re.sub(r"\s*\[INVALID_ARGUMENT\]$", "", text)
-        return Compiled(expression, error="compilation failed: " + text)
+        return Compiled(expression, error="compilation failed: " + _kube_wording(text, expression))
+    try:
+        ast = cel_ast.decode_checked(program.serialize())
+        issues = cel_checks.check(expression, ast)
+    except Exception as exc:  # noqa: BLE001 - an AST ksched cannot read: kube's extra checks are skipped, no crash
+        ast, issues = None, []
+        _log.warning("CEL selector %r: kube's compile-time checks skipped: %s", expression, exc)
+    if issues:
+        return Compiled(expression, error="compilation failed: " + "\n".join(issues))
     rtype = program.return_type().name()
     if rtype not in ("BOOL", "DYN", "ANY"):
         tname = _TYPE_NAMES.get(rtype, rtype.lower())
         return Compiled(expression, error=f"must evaluate to bool or the unknown type, not {tname}")
+    instantiation = cel_checks.program_errors(ast) if ast is not None else None
+    if instantiation:
+        return Compiled(expression, error=instantiation)
     for m in _DOMAIN_LOOKUP.finditer(expression):
         dom = m.group(1) if m.group(1) is not None else m.group(2)
         if dom not in _known_domains:
             _known_domains.add(dom)
             DeviceInput.domains_version += 1
-    return Compiled(expression, program=program)
+    over = cel_checks.unbounded_ranges(ast) if ast is not None else None
+    return Compiled(expression, program=program, full=full, over_limit=over)
+
+
+def _kube_wording(text: str, expression: str) -> str:
+    """A cel-cpp check error in cel-go's words where they differ (operands of && and ||, Kubernetes types)."""
+    if text.startswith("ERROR: ") and ("'_&&_'" in text or "'_||_'" in text):
+        try:
+            parsed = cel_ast.decode_parsed(_environment(_uses_libraries(expression)).compile(
+                expression, disable_check=True).serialize())
+        except Exception as exc:  # noqa: BLE001 - keep cel-cpp's text
+            _log.debug("CEL selector %r: no parsed AST: %s", expression, exc)
+            parsed = None
+        if parsed is not None:
+            issues: list[str] = []
+            for issue in re.split(r"\n(?=ERROR: )", text):
+                converted = cel_checks.logical_operand_issues(issue + "\n", expression, parsed)
+                issues.extend(re.split(r"\n(?=ERROR: )", converted) if converted else [issue])
+
+            def where(issue: str) -> tuple[int, int]:
+                m = re.match(r"ERROR: <input>:(\d+):(\d+):", issue)
+                return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+            text = "\n".join(sorted(issues, key=where))
+    return cel_checks.kube_type_names(text, expression)
 
 
 class CelCache:
@@ -362,13 +440,14 @@ class DeviceInput:
     #: bumped when a newly compiled selector looks up a new domain literal
     domains_version = 0
     __slots__ = ("driver", "raw", "_data", "_act", "_version", "_error")
+    # _act / _version: one activation per environment (core, full)
 
     def __init__(self, driver: str, raw: dict[str, Any]) -> None:
         self.driver = driver
         self.raw = raw
         self._data: dict[str, Any] | None = None
-        self._act: Any = None
-        self._version = -1
+        self._act: list[Any] = [None, None]
+        self._version = [-1, -1]
         self._error: str | None = None
 
     def _build(self) -> dict[str, Any]:
@@ -390,10 +469,10 @@ class DeviceInput:
         return {"driver": self.driver, "attributes": attrs, "capacity": caps,
                 "allowMultipleAllocations": bool(self.raw.get("allowMultipleAllocations") or False)}
 
-    def activation(self) -> Any:
+    def activation(self, full: bool = True) -> Any:
         if self._error is not None:
             raise CelError(self._error)
-        if self._act is None or self._version != DeviceInput.domains_version:
+        if self._act[full] is None or self._version[full] != DeviceInput.domains_version:
             if self._data is None:
                 try:
                     self._data = self._build()
@@ -405,6 +484,6 @@ class DeviceInput:
             for dom in list(_known_domains):
                 data["attributes"].setdefault(dom, {})
                 data["capacity"].setdefault(dom, {})
-            self._act = _environment().Activation(data={"device": data})
-            self._version = version
-        return self._act
+            self._act[full] = _environment(full).Activation(data={"device": data})
+            self._version[full] = version
+        return self._act[full]

@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Any
 
 from ...objects import Pod
+from .extended import ClassResolver
 
 CLAIMS = "resourceclaims.resource.k8s.io"
 CLASSES = "deviceclasses.resource.k8s.io"
@@ -23,6 +24,7 @@ TEMPLATES = "resourceclaimtemplates.resource.k8s.io"
 EV_CLAIM = "resource.k8s.io/ResourceClaim"
 EV_CLASS = "resource.k8s.io/DeviceClass"
 EV_SLICE = "resource.k8s.io/ResourceSlice"
+EV_TAINT_RULE = "resource.k8s.io/DeviceTaintRule"
 
 FINALIZER = "resource.kubernetes.io/delete-protection"
 #: annotation kube-controller-manager puts on claims generated from a template
@@ -93,6 +95,8 @@ class DraManager:
         self.claims = handle.informer(CLAIMS)
         self.classes = handle.informer(CLASSES)
         self.slices = handle.informer(SLICES)
+        #: which DeviceClass backs an extended resource name (DRAExtendedResource)
+        self.resolver = ClassResolver(self.classes)
         self._lock = threading.Lock()
         #: claim key -> (the version PreBind wrote, its resourceVersion), until the store has caught up with it
         self._assumed: dict[str, tuple[dict[str, Any], str]] = {}
@@ -100,15 +104,47 @@ class DraManager:
         self._in_flight: dict[str, dict[str, Any]] = {}
         self._held: dict[str, tuple[DeviceID, ...]] = {}
         self._count: Counter[DeviceID] = Counter()
-        #: bumped on every ResourceSlice change: what was derived from the slices must be rebuilt
+        #: bumped on every ResourceSlice (or DeviceTaintRule) change: what was derived from the slices must be rebuilt
         self.slices_version = 0
         self.slices.add_handler(self._on_slice)
+        #: DeviceTaintRules (DRADeviceTaintRules): watched once a plugin asks for them (`device_slices`)
+        self.taint_rules: Any = None
+        self._tainted: tuple[int, list[dict[str, Any]]] | None = None
+        self._handle = handle
         self.claims.add_handler(self._on_claim)
         for c in self.claims.list():
             self._track(c, None)
 
     def _on_slice(self, action: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         self.slices_version += 1
+
+    def device_slices(self, taint_rules: bool = False) -> list[dict[str, Any]]:
+        """The ResourceSlices as the allocator sees them; with `taint_rules` (DRADeviceTaintRules) the taints of
+        the DeviceTaintRules applied (kube's slice tracker), which are watched from the first such call on
+        (and waited for then, as kube syncs its informers before scheduling)."""
+        if not taint_rules:
+            return self.slices.list()
+        from .taintrules import TAINT_RULES, apply_taint_rules
+
+        if self.taint_rules is None:
+            with self._lock:
+                if self.taint_rules is None:
+                    rules_store = self._handle.informer(TAINT_RULES)
+                    rules_store.add_handler(self._on_slice)
+                    self.slices_version += 1
+                    self.taint_rules = rules_store
+            wait = getattr(self.taint_rules, "wait_for_sync", None)
+            if callable(wait) and not getattr(self.taint_rules, "synced", True):
+                wait(10.0)
+        version = self.slices_version
+        hit = self._tainted
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        rules = self.taint_rules.list()
+        slices = self.slices.list()
+        out = [apply_taint_rules(s, rules) for s in slices] if rules else slices
+        self._tainted = (version, out)
+        return out
 
     # -------------------------------------------------------------- sharing
     _by_cluster: weakref.WeakKeyDictionary[Any, DraManager] = weakref.WeakKeyDictionary()

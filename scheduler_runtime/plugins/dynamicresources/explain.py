@@ -15,10 +15,20 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ...objects import Node
+from ...objects import Node, Pod
 from .allocator import Features, gather_pools, node_matches
 from .cel import CelCache, CelError, DeviceInput
 from .claims import allocation_of, claim_devices, meta, status
+from .extended import (
+    ANN_EXTENDED,
+    IMPLICIT_PREFIX,
+    IN_MEMORY_NAME,
+    class_mapping,
+    find_extended_claim,
+    is_dra_extended_name,
+    mapped_requests,
+    requests_and_mappings,
+)
 
 ListObjects = Callable[[str], list[dict[str, Any]]]
 _ATTR = re.compile(r'device\.(?:attributes|capacity)\["[^"]*"\]\.')
@@ -33,6 +43,56 @@ def _short(expr: str) -> str:
 
 
 def explain_claims(pod_raw: dict[str, Any], list_objects: ListObjects, nodes: dict[str, Node]) -> list[str]:
+    lines = _explain_claim_refs(pod_raw, list_objects, nodes)
+    try:
+        lines += explain_extended(pod_raw, list_objects, nodes)
+    except Exception as exc:  # noqa: BLE001 - the pod's spec was accepted by the API server; never break describe
+        lines.append(f"Could not explain the pod's extended resources: {exc}")
+    return lines
+
+
+def explain_extended(pod_raw: dict[str, Any], list_objects: ListObjects, nodes: dict[str, Node]) -> list[str]:
+    """Extended resources a DeviceClass backs (DRAExtendedResource): which class, which nodes offer them
+    through a device plugin instead, the claim an earlier attempt left, and whether enough free devices exist."""
+    pod = Pod.from_dict(pod_raw)
+    if not any(v and is_dra_extended_name(n) for n, v in pod.requests.items()):
+        return []
+    mapping = class_mapping(list_objects("deviceclasses"))
+    backed = mapped_requests(pod, mapping)
+    if not backed:
+        return []
+    lines = []
+    for name, amount in sorted(backed.items()):
+        cls = mapping[name]
+        cname = str(meta(cls).get("name") or "")
+        how = "its implicit name" if name.startswith(IMPLICIT_PREFIX) else "spec.extendedResourceName"
+        plugin_nodes = sorted(n for n, node in nodes.items() if node.allocatable.get(name, 0) > 0)
+        one = len(plugin_nodes) == 1
+        where = (f"; {', '.join(plugin_nodes)} offer{'s' if one else ''} it through a device plugin "
+                 f"(status.allocatable) and {'is' if one else 'are'} checked by NodeResourcesFit instead"
+                 if plugin_nodes else "; no node offers it through a device plugin")
+        lines.append(f"Extended resource {name} ({amount} requested) is backed by DeviceClass {cname} ({how}): "
+                     f"on a node that does not advertise it, the scheduler allocates {amount} device"
+                     f"{'s' if amount != 1 else ''} of that class to a ResourceClaim it creates for the pod{where}.")
+    claims = list_objects("resourceclaims")
+    stale = find_extended_claim(pod, claims)
+    if stale is not None:
+        key = f"{meta(stale).get('namespace') or 'default'}/{meta(stale).get('name')}"
+        lines.append(f"ResourceClaim {key} (annotation {ANN_EXTENDED}) was created for the pod by an earlier "
+                     f"attempt: the next attempt deletes it and allocates anew.")
+        return lines
+    requests, _ = requests_and_mappings(pod, sorted(backed), mapping)
+    virtual = {"metadata": {"name": IN_MEMORY_NAME, "namespace": pod.namespace},
+               "spec": {"devices": {"requests": requests}}}
+    all_claims = {f"{meta(c).get('namespace') or 'default'}/{meta(c).get('name')}": c for c in claims}
+    classes = {str(meta(c).get("name")): c for c in list_objects("deviceclasses")}
+    for line in _explain_allocation([virtual], all_claims, classes, list_objects, nodes):
+        lines.append(line.replace(f"ResourceClaim {pod.namespace}/{IN_MEMORY_NAME}",
+                                  "The pod's extended resources"))
+    return lines
+
+
+def _explain_claim_refs(pod_raw: dict[str, Any], list_objects: ListObjects, nodes: dict[str, Node]) -> list[str]:
     refs = [r for r in (_spec(pod_raw).get("resourceClaims") or []) if isinstance(r, dict)]
     if not refs:
         return []

@@ -14,7 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from ...framework import signers
 from ...framework.cycle_state import CycleState
+from ...framework.interface import SignFragment
 from ...framework.nodelist import NodeList
 from ...framework.plugin import FilterBatch, Plugin
 from ...framework.snapshot import Snapshot
@@ -54,6 +56,10 @@ def node_satisfies(required: frozenset[str], node: Node | None) -> bool:
 
 class NodeDeclaredFeatures(Plugin):
     name = NAME
+
+    def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
+        """Opportunistic batching: this plugin's part of the pod's signature (kube's SignPod)."""
+        return [SignFragment(signers.FEATURES, sorted(pod_requirements(pod)))]
 
     def __init__(self, args: FeatureGate | None = None, handle: Any = None) -> None:
         super().__init__(args, handle)

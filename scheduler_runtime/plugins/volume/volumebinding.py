@@ -15,26 +15,39 @@ volume.kubernetes.io/selected-node) and waits up to bindTimeoutSeconds until the
 Provisioning for a CSI driver that opts into storage capacity tracking (CSIDriver spec.storageCapacity)
 needs a CSIStorageCapacity of the class, large enough and accessible from the node, or the node gets "did
 not have enough free storage" (hasEnoughCapacity); those two kinds are watched from the first claim that
-needs provisioning. Not done (documented difference): the StorageCapacityScoring Score (alpha, off by
-default in v1.36, so kube-scheduler does not score either).
+needs provisioning.
+
+StorageCapacityScoring (kube-scheduler v1.37.2 volume_binding.go and scorer.go; alpha and off in 1.36, beta
+and on in 1.37): with the gate on, `shape` defaults to [{0, 10}, {100, 0}] and is validated like
+RequestedToCapacityRatio's; Score maps each storage class's utilization (requested / capacity, per node) through
+the shape and averages over the classes: the statically bound PVs' capacities when the pod binds any, else the
+capacity of the CSIStorageCapacity that admitted each provisioned claim. With the gate off `shape` is refused
+and the plugin does not score (PreScore skips), as in 1.36.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import model_validator
+import numpy as np
+from pydantic import PrivateAttr, ValidationInfo, model_validator
 
 from ...cluster.base import PatchError
 from ...fielderrors import FieldErrorList, invalid
+from ...framework import signers
 from ...framework.cycle_state import CycleState
+from ...framework.interface import SignFragment
 from ...framework.nodelist import NodeList
 from ...framework.plugin import Plugin, PluginArgs
-from ...framework.status import Status
+from ...framework.snapshot import Snapshot
+from ...framework.status import MAX_SCORE, Status
 from ...framework.types import (
+    QUEUE,
+    QUEUE_SKIP,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
@@ -42,7 +55,11 @@ from ...framework.types import (
     PreFilterResult,
 )
 from ...objects import LabelSelector, Node, Pod
+from ...quantity import parse_quantity
 from ...storageapi import annotations
+from .. import gates
+from ..noderesources import MAX_CUSTOM_PRIORITY_SCORE, UtilizationShapePoint, _shape_errors
+from .csimigration import ANN_MIGRATED_PLUGINS
 from .volumeutil import (
     ANN_BIND_COMPLETED,
     ANN_BOUND_BY_CONTROLLER,
@@ -69,6 +86,7 @@ from .volumeutil import (
     pod_claim_names,
     pod_volumes,
     pv_matches_node,
+    queue_if_pod_claims,
     spec,
     storage_bytes,
 )
@@ -81,30 +99,77 @@ REASON_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 _STATE = "VolumeBinding"
 
 
+GATE = "StorageCapacityScoring"
+MAX_UTILIZATION = 100
+#: the shape kube defaults to with StorageCapacityScoring on: empty storage scores best
+DEFAULT_SHAPE = ((0, MAX_CUSTOM_PRIORITY_SCORE), (MAX_UTILIZATION, 0))
+
+
 class VolumeBindingArgs(PluginArgs):
-    """`bindTimeoutSeconds`: how long PreBind waits for the claims to be bound (default 600)."""
+    """`bindTimeoutSeconds`: how long PreBind waits for the claims to be bound (default 600); `shape`: the
+    utilization -> score function of StorageCapacityScoring (only with that gate on)."""
 
     bind_timeout_seconds: int = 600
-    shape: list[Any] | None = None
+    shape: list[UtilizationShapePoint] | None = None
+    #: the StorageCapacityScoring gate these args were defaulted and validated with
+    _scoring: bool = PrivateAttr(default=False)
 
     @model_validator(mode="after")
-    def _kube_rules(self) -> VolumeBindingArgs:
-        """kube-scheduler's ValidateVolumeBindingArgs with StorageCapacityScoring off (its v1.36 default)."""
+    def _kube_rules(self, info: ValidationInfo) -> VolumeBindingArgs:
+        """kube-scheduler's SetDefaults_VolumeBindingArgs and ValidateVolumeBindingArgs, by the gate."""
+        scoring = gates.from_context(GATE, info.context)
+        if scoring and not self.shape:
+            object.__setattr__(self, "shape", [UtilizationShapePoint(utilization=u, score=sc)
+                                               for u, sc in DEFAULT_SHAPE])
         errs = FieldErrorList()
         if self.bind_timeout_seconds < 0:
             errs.add(("bindTimeoutSeconds",), invalid(self.bind_timeout_seconds,
                                                       "invalid BindTimeoutSeconds, should not be a negative value"))
-        if self.shape is not None:
-            errs.add(("shape",), invalid(self.shape, "unexpected field `shape`, remove it or turn on the feature "
-                                                     "gate StorageCapacityScoring"))
+        if scoring:
+            _shape_errors(self.shape or [], ("shape",), errs)
+        elif self.shape is not None:
+            errs.add(("shape",), invalid([p.model_dump() for p in self.shape],
+                                         f"unexpected field `shape`, remove it or turn on the feature gate {GATE}"))
         errs.raise_if_any()
+        self._scoring = scoring
         return self
+
+    @property
+    def storage_capacity_scoring(self) -> bool:
+        return self._scoring
+
+
+def broken_linear(shape: list[tuple[int, int]], p: int) -> int:
+    """kube's BuildBrokenLinearFunction: the shape's points joined by straight lines (Go integer division)."""
+    for i, (u, sc) in enumerate(shape):
+        if p <= u:
+            if i == 0:
+                return sc
+            pu, ps = shape[i - 1]
+            num, den = (sc - ps) * (p - pu), u - pu
+            q = abs(num) // abs(den)
+            return ps + (q if (num >= 0) == (den > 0) else -q)
+    return shape[-1][1]
+
+
+def capacity_score(shape: list[tuple[int, int]], classes: dict[str, list[int]]) -> int:
+    """buildScorerFunction: each class's utilization through the shape, averaged (math.Round) over classes."""
+    if not classes:
+        return 0
+    total = 0
+    for requested, capacity in classes.values():
+        util = MAX_UTILIZATION if capacity == 0 or requested > capacity else requested * MAX_UTILIZATION // capacity
+        total += broken_linear(shape, util)
+    q = total / len(classes)
+    return int(math.floor(abs(q) + 0.5) * (1 if q >= 0 else -1))
 
 
 @dataclass
 class _PodVolumes:
     static: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)  # (pv, pvc)
     provisions: list[dict[str, Any]] = field(default_factory=list)  # pvcs
+    #: per provisioned claim (same order), the CSIStorageCapacity that admitted it on the node, if any
+    capacities: list[dict[str, Any] | None] = field(default_factory=list)
 
 
 @dataclass
@@ -275,11 +340,20 @@ class VolumeBinding(Plugin):
     name = "VolumeBinding"
     args_model = VolumeBindingArgs
 
+    def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
+        """Opportunistic batching: this plugin's part of the pod's signature (kube's SignPod)."""
+        return [SignFragment(signers.VOLUMES, signers.volumes(pod))]
+
     def __init__(self, args: VolumeBindingArgs | None = None, handle: Any = None) -> None:
         super().__init__(args if args is not None else VolumeBindingArgs(), handle)
         self.stores = VolumeStores(handle)
         self.stores.warm(PVCS, PVS, CLASSES, CSINODES)
         self.cache = AssumeCache(self.stores)
+        #: StorageCapacityScoring as the args were validated with (read once: pydantic private attributes are slow)
+        self.scoring = self.args.storage_capacity_scoring
+        #: the shape with scores scaled to node scores (kube multiplies by MaxNodeScore / MaxCustomPriorityScore)
+        self._shape = [(p.utilization, p.score * (MAX_SCORE // MAX_CUSTOM_PRIORITY_SCORE))
+                       for p in self.args.shape or []]
         #: seconds between checks while PreBind waits for the claims to be bound
         self.poll_interval = 0.5
 
@@ -399,9 +473,10 @@ class VolumeBinding(Plugin):
                     chosen.add(meta(pv).get("name", ""))
                     out.static.append((pv, claim.pvc))
                 if to_provision:
-                    unbound_ok, enough_space = self._can_provision(to_provision, node)
+                    unbound_ok, enough_space, capacities = self._can_provision(to_provision, node)
                     if unbound_ok and enough_space:
                         out.provisions = to_provision
+                        out.capacities = capacities
         reasons = []
         if not bound_ok:
             reasons.append(REASON_NODE_CONFLICT)
@@ -413,8 +488,11 @@ class VolumeBinding(Plugin):
             reasons.append(REASON_PV_NOT_EXIST)
         return out, reasons
 
-    def _can_provision(self, claims: list[dict[str, Any]], node: Node) -> tuple[bool, bool]:
-        """checkVolumeProvisions: (provisioning possible, enough storage) for every claim to provision."""
+    def _can_provision(self, claims: list[dict[str, Any]], node: Node) -> tuple[bool, bool,
+                                                                               list[dict[str, Any] | None]]:
+        """checkVolumeProvisions: (provisioning possible, enough storage, the CSIStorageCapacity that admits
+        each claim on the node or None when its driver does not track capacity) for every claim."""
+        capacities: list[dict[str, Any] | None] = []
         for pvc in claims:
             cls = class_of(pvc)
             if not cls:
@@ -424,25 +502,28 @@ class VolumeBinding(Plugin):
                 raise ValueError(f'failed to find storage class "{cls}"')
             provisioner = sc.get("provisioner") or ""
             if not provisioner or provisioner == NO_PROVISIONER:
-                return False, True
+                return False, True, []
             if not topology_fits(sc.get("allowedTopologies"), node.labels):
-                return False, True
-            if not self._has_capacity(provisioner, pvc, cls, node):
-                return True, False
-        return True, True
+                return False, True, []
+            enough, capacity = self._has_capacity(provisioner, pvc, cls, node)
+            if not enough:
+                return True, False, []
+            capacities.append(capacity)
+        return True, True, capacities
 
-    def _has_capacity(self, provisioner: str, pvc: dict[str, Any], cls: str, node: Node) -> bool:
+    def _has_capacity(self, provisioner: str, pvc: dict[str, Any], cls: str,
+                      node: Node) -> tuple[bool, dict[str, Any] | None]:
         """hasEnoughCapacity: only for a CSI driver that opts into capacity tracking; then a CSIStorageCapacity
         of the class whose maximumVolumeSize (else capacity) holds the request and whose nodeTopology selects
-        the node."""
+        the node (returned with the verdict: Score reads its capacity)."""
         requests = (spec(pvc).get("resources") or {}).get("requests") or {}
         if "storage" not in requests:
-            return True
-        driver = self.stores.store(CSIDRIVERS).get(provisioner)
+            return True, None
+        driver = self.stores.synced_store(CSIDRIVERS).get(provisioner)
         if driver is None or not spec(driver).get("storageCapacity"):
-            return True
+            return True, None
         size = storage_bytes(requests)
-        for cap in self.stores.store(CAPACITIES).list():
+        for cap in self.stores.synced_store(CAPACITIES).list():
             if cap.get("storageClassName") != cls:
                 continue
             limit = cap.get("maximumVolumeSize") if cap.get("maximumVolumeSize") is not None else cap.get("capacity")
@@ -453,10 +534,60 @@ class VolumeBinding(Plugin):
                 continue
             try:
                 if LabelSelector.parse_or_raise(topo).matches(node.labels):
-                    return True
+                    return True, cap
             except ValueError:  # kube logs the conversion error and treats the capacity as unavailable
                 continue
-        return False
+        return False, None
+
+    # ------------------------------------------------------------------ PreScore / Score
+    def pre_score(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
+        """Without StorageCapacityScoring kube builds no scorer and PreScore skips; with it, it scores."""
+        if not self.scoring:
+            return Status.skip()
+        if state.get(_STATE) is None:
+            return Status.as_error(f'reading "{_STATE}" from cycleState: not found')
+        return None
+
+    def score_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
+        """Score on many nodes: zeros at once for a pod with no claims to bind (most pods), else per node."""
+        out = np.zeros(len(rows), dtype=np.int64)
+        s: _State | None = state.get(_STATE)
+        if not self.scoring or s is None or not s.by_node:
+            return out
+        infos = snapshot.node_infos
+        for i, r in enumerate(rows.tolist()):
+            volumes = s.by_node.get(infos[r].name)
+            if volumes is not None:
+                out[i] = self._score_volumes(volumes)
+        return out
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
+        if not self.scoring:
+            return 0, None
+        s: _State | None = state.get(_STATE)
+        if s is None:
+            return 0, Status.as_error(f'reading "{_STATE}" from cycleState: not found')
+        volumes = s.by_node.get(node_info.name)
+        if volumes is None:
+            return 0, None
+        return self._score_volumes(volumes), None
+
+    def _score_volumes(self, volumes: _PodVolumes) -> int:
+        classes: dict[str, list[int]] = {}  # class -> [requested, capacity]
+        if volumes.static:
+            for pv, pvc in volumes.static:
+                r = classes.setdefault(str(spec(pv).get("storageClassName") or ""), [0, 0])  # spec only, as kube
+                r[0] += storage_bytes((spec(pvc).get("resources") or {}).get("requests"))
+                r[1] += storage_bytes(spec(pv).get("capacity"))
+        else:
+            for pvc, cap in zip(volumes.provisions, volumes.capacities, strict=False):
+                if cap is None:
+                    continue
+                r = classes.setdefault(str(spec(pvc).get("storageClassName") or ""), [0, 0])
+                # the class's capacity on the node is the capacity object's, however many claims use it
+                r[1] = storage_bytes({"storage": cap.get("capacity")}) if cap.get("capacity") is not None else 0
+                r[0] += storage_bytes((spec(pvc).get("resources") or {}).get("requests"))
+        return capacity_score(self._shape, classes)
 
     # ------------------------------------------------------------------ Reserve / Unreserve
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
@@ -480,7 +611,7 @@ class VolumeBinding(Plugin):
             new = {**pvc, "metadata": {**meta(pvc), "annotations": {**annotations(pvc), ANN_SELECTED_NODE: node_name}}}
             self.cache.assume_pvc(new)
             assumed_claims.append(new)
-        s.by_node[node_name] = _PodVolumes(assumed_static, assumed_claims)
+        s.by_node[node_name] = _PodVolumes(assumed_static, assumed_claims, volumes.capacities)
         return None
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
@@ -504,18 +635,24 @@ class VolumeBinding(Plugin):
         if volumes is None:
             return Status.as_error(f'no pod volumes found for node "{node_name}"')
         cluster = self.handle.cluster
+        #: resourceVersions the API server gave the objects written here: the watch cache may still hold
+        #: older ones, which checkBindings waits out instead of reading them
+        written: dict[str, str] = {}
         try:
             for pv, _pvc in volumes.static:
                 m = meta(pv)
-                cluster.patch_object(PVS, m["name"], None, {
+                new = cluster.patch_object(PVS, m["name"], None, {
                     "metadata": {"resourceVersion": m.get("resourceVersion"),
                                  "annotations": {ANN_BOUND_BY_CONTROLLER: "yes"}},
                     "spec": {"claimRef": spec(pv)["claimRef"]}})
+                written[f"pv/{m['name']}"] = str(meta(new).get("resourceVersion") or "")
             for pvc in volumes.provisions:
                 m = meta(pvc)
-                cluster.patch_object(PVCS, m["name"], m.get("namespace") or "default", {
+                new = cluster.patch_object(PVCS, m["name"], m.get("namespace") or "default", {
                     "metadata": {"resourceVersion": m.get("resourceVersion"),
                                  "annotations": {ANN_SELECTED_NODE: node_name}}})
+                written[f"pvc/{m.get('namespace') or 'default'}/{m['name']}"] = str(
+                    meta(new).get("resourceVersion") or "")
         except PatchError as exc:
             return Status.as_error(f"binding volumes: {exc}")
         ni = self.handle.snapshot.get(node_name)
@@ -523,7 +660,7 @@ class VolumeBinding(Plugin):
         deadline = time.monotonic() + self.args.bind_timeout_seconds
         while True:
             try:
-                if self._bindings_done(volumes, node_name, node):
+                if self._bindings_done(volumes, node_name, node, written):
                     return None
             except ValueError as exc:
                 return Status.as_error(f"binding volumes: {exc}")
@@ -531,12 +668,16 @@ class VolumeBinding(Plugin):
                 return Status.as_error("binding volumes: context deadline exceeded")
             time.sleep(min(self.poll_interval, max(0.0, deadline - time.monotonic())))
 
-    def _bindings_done(self, volumes: _PodVolumes, node_name: str, node: Node | None) -> bool:
+    def _bindings_done(self, volumes: _PodVolumes, node_name: str, node: Node | None,
+                       written: dict[str, str] | None = None) -> bool:
+        written = written or {}
         for pv, pvc in volumes.static:
             name = meta(pv).get("name", "")
             cur = self.stores.pv(name)
             if cur is None:
                 raise ValueError(f'failed to get pv "{name}" from cache')
+            if _older(cur, written.get(f"pv/{name}")):
+                return False
             ref = spec(cur).get("claimRef") or {}
             if not ref.get("name"):
                 raise ValueError(f'ClaimRef got reset for pv "{name}"')
@@ -551,6 +692,8 @@ class VolumeBinding(Plugin):
             claim = self.stores.pvc(m.get("namespace") or "default", m.get("name", ""))
             if claim is None:
                 raise ValueError(f'failed to get pvc "{m.get("namespace")}/{m.get("name")}" from cache')
+            if _older(claim, written.get(f"pvc/{m.get('namespace') or 'default'}/{m.get('name')}")):
+                return False
             selected = annotations(claim).get(ANN_SELECTED_NODE)
             if selected is None:
                 raise ValueError(f'selectedNode annotation reset for PVC "{m.get("name")}"')
@@ -569,17 +712,70 @@ class VolumeBinding(Plugin):
 
     # ------------------------------------------------------------------ events
     def events_to_register(self) -> list[ClusterEventWithHint]:
+        """kube-scheduler 1.36 with queueing hints: no UpdateNodeTaint, CSIDriver updates only."""
         au = ActionType.Add | ActionType.Update
         return [
-            ClusterEventWithHint(ClusterEvent(EV_CLASS, au)),
-            ClusterEventWithHint(ClusterEvent(EV_PVC, au)),
+            ClusterEventWithHint(ClusterEvent(EV_CLASS, au), _after_class_change),
+            ClusterEventWithHint(ClusterEvent(EV_PVC, au),
+                                 lambda pod, old, new: QUEUE if queue_if_pod_claims(pod, new) else QUEUE_SKIP),
             ClusterEventWithHint(ClusterEvent(EV_PV, au)),
-            ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeLabel
-                                              | ActionType.UpdateNodeTaint)),
-            ClusterEventWithHint(ClusterEvent(EV_CSINODE, au)),
-            ClusterEventWithHint(ClusterEvent(EV_CSIDRIVER, au)),
-            ClusterEventWithHint(ClusterEvent(EV_CAPACITY, au)),
+            ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeLabel)),
+            ClusterEventWithHint(ClusterEvent(EV_CSINODE, au), _after_csinode_change),
+            ClusterEventWithHint(ClusterEvent(EV_CSIDRIVER, ActionType.Update), _after_csidriver_change),
+            ClusterEventWithHint(ClusterEvent(EV_CAPACITY, au), _after_capacity_change),
         ]
+
+
+# ------------------------------------------------------------------------------------------ queueing hints
+def _after_class_change(pod: Pod, old: Any, new: Any) -> int:
+    """isSchedulableAfterStorageClassChange: any new class; an update only when allowedTopologies changed."""
+    if old is None:
+        return QUEUE
+    return QUEUE if (old.get("allowedTopologies") or []) != (new.get("allowedTopologies") or []) else QUEUE_SKIP
+
+
+def _after_csinode_change(pod: Pod, old: Any, new: Any) -> int:
+    """isSchedulableAfterCSINodeChange: any new CSINode; an update when its migrated-plugins annotation changed."""
+    if old is None:
+        return QUEUE
+    return QUEUE if annotations(old).get(ANN_MIGRATED_PLUGINS) != annotations(new).get(ANN_MIGRATED_PLUGINS) \
+        else QUEUE_SKIP
+
+
+def _after_csidriver_change(pod: Pod, old: Any, new: Any) -> int:
+    """isSchedulableAfterCSIDriverChange: a driver of one of the pod's inline CSI volumes stopped tracking
+    storage capacity."""
+    name = meta(new).get("name")
+    for v in pod_volumes(pod):
+        csi = v.get("csi")
+        if isinstance(csi, dict) and csi.get("driver") == name and spec(old).get("storageCapacity") is True \
+                and spec(new).get("storageCapacity") is not True:
+            return QUEUE
+    return QUEUE_SKIP
+
+
+def _volume_limit(capacity: dict[str, Any]) -> int | None:
+    """The largest volume a CSIStorageCapacity allows (maximumVolumeSize, else capacity), as Quantity.Value()."""
+    q = capacity.get("maximumVolumeSize")
+    if q is None:
+        q = capacity.get("capacity")
+    return None if q is None else math.ceil(parse_quantity(q))
+
+
+def _after_capacity_change(pod: Pod, old: Any, new: Any) -> int:
+    """isSchedulableAfterCSIStorageCapacityChange: any new capacity; an update that raised the volume limit."""
+    if old is None:
+        return QUEUE
+    before, after = _volume_limit(old), _volume_limit(new)
+    return QUEUE if after is not None and (before is None or after > before) else QUEUE_SKIP
+
+
+def _older(cached: dict[str, Any], written_rv: str | None) -> bool:
+    """The cached object predates the version PreBind wrote (kube's CompareResourceVersion > 0)."""
+    try:
+        return written_rv is not None and int(meta(cached).get("resourceVersion") or 0) < int(written_rv)
+    except ValueError:
+        return False
 
 
 def _bind_volume_to_claim(pv: dict[str, Any], pvc: dict[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...framework import signers
 from ...framework.cycle_state import CycleState
+from ...framework.interface import SignFragment
 from ...framework.nodelist import NodeList
 from ...framework.plugin import Plugin
 from ...framework.status import Status
@@ -79,6 +81,10 @@ def volume_conflict(vol: dict[str, Any], other: Pod) -> bool:
 class VolumeRestrictions(Plugin):
     name = "VolumeRestrictions"
 
+    def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
+        """Opportunistic batching: this plugin's part of the pod's signature (kube's SignPod)."""
+        return [SignFragment(signers.VOLUMES, signers.volumes(pod))]
+
     def __init__(self, args: Any = None, handle: Any = None) -> None:
         super().__init__(args, handle)
         self.stores = VolumeStores(handle)
@@ -146,8 +152,7 @@ class VolumeRestrictions(Plugin):
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
             ClusterEventWithHint(ClusterEvent("Pod", ActionType.Delete), _after_pod_deleted),
-            ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeTaint
-                                              | ActionType.UpdateNodeLabel)),
+            ClusterEventWithHint(ClusterEvent("Node", ActionType.Add)),  # kube 1.36 with queueing hints
             ClusterEventWithHint(ClusterEvent(EV_PVC, ActionType.Add),
                                  lambda pod, old, new: QUEUE if queue_if_pod_claims(pod, new) else QUEUE_SKIP),
         ]

@@ -162,6 +162,15 @@ class VolumeStores:
                     s = self._stores[resource] = self._handle.informer(resource)
         return s
 
+    def synced_store(self, resource: str, timeout: float = 10.0) -> Any:
+        """`store(resource)` once it has listed (waited for on first use, as kube's informers are synced
+        before scheduling starts): a store started lazily is otherwise read empty by the first cycle."""
+        s = self.store(resource)
+        wait = getattr(s, "wait_for_sync", None)
+        if callable(wait) and not getattr(s, "synced", True):
+            wait(timeout)
+        return s
+
     def pvc(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.store(PVCS).get(name, namespace)
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...framework import signers
 from ...framework.cycle_state import CycleState
+from ...framework.interface import SignFragment
 from ...framework.nodelist import NodeList
 from ...framework.plugin import Plugin
 from ...framework.status import Status
@@ -51,6 +53,10 @@ def label_zones(value: str) -> frozenset[str] | None:
 
 class VolumeZone(Plugin):
     name = "VolumeZone"
+
+    def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
+        """Opportunistic batching: this plugin's part of the pod's signature (kube's SignPod)."""
+        return [SignFragment(signers.VOLUMES, signers.volumes(pod))]
 
     def __init__(self, args: Any = None, handle: Any = None) -> None:
         super().__init__(args, handle)
@@ -126,8 +132,8 @@ class VolumeZone(Plugin):
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
             ClusterEventWithHint(ClusterEvent(EV_CLASS, ActionType.Add), _after_class_added),
-            ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeLabel
-                                              | ActionType.UpdateNodeTaint)),
+            # kube 1.36 with queueing hints: no UpdateNodeTaint
+            ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeLabel)),
             ClusterEventWithHint(ClusterEvent(EV_PVC, ActionType.Add | ActionType.Update),
                                  lambda pod, old, new: QUEUE if queue_if_pod_claims(pod, new) else QUEUE_SKIP),
             ClusterEventWithHint(ClusterEvent(EV_PV, ActionType.Add | ActionType.Update), _after_pv_change),

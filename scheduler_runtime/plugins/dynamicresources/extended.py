@@ -1,0 +1,341 @@
+"""Extended resources backed by DRA (DRAExtendedResource, beta and on in kube-scheduler 1.36): a container's
+request for `example.com/gpu: 2` is satisfied by devices of the DeviceClass whose `spec.extendedResourceName` is
+`example.com/gpu` (or whose implicit name `deviceclass.resource.kubernetes.io/<class>` is requested) on a node
+that does not advertise the resource in its allocatable.
+
+Upstream: kube-scheduler v1.36.3, pkg/scheduler/framework/plugins/dynamicresources/extendeddynamicresources.go,
+noderesources/fit.go (shouldDelegateResourceToDRA) and k8s.io/dynamic-resource-allocation v0.36.3
+deviceclass/extendedresourcecache.
+
+This module holds what the DynamicResources and NodeResourcesFit plugins share: which class backs a resource
+name, the in-memory claim of a pod (`<extended-resources>`, created for real in PreBind), the device requests
+and the container mappings built for a node.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import uuid
+from decimal import Decimal
+from typing import Any
+
+from ...objects import Node, Pod
+from ...quantity import parse_quantity
+from .allocator import node_matches
+from .cel import CelCache, CelError, DeviceInput
+
+#: resourceapi.ResourceDeviceClassPrefix: every class backs the resource named by this prefix and its name
+IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
+#: resourceapi.ExtendedResourceClaimAnnotation, "true" on the claim the scheduler creates for a pod
+ANN_EXTENDED = "resource.kubernetes.io/extended-resource-claim"
+#: the name of the claim while it exists only in memory (intentionally not a valid object name)
+IN_MEMORY_NAME = "<extended-resources>"
+#: seconds PreBind waits for the created claim to reach the informer (AssumeExtendedResourceTimeoutDefaultSeconds)
+ASSUME_TIMEOUT = 120.0
+_INT64_MAX = 2**63 - 1
+
+
+def meta(obj: dict[str, Any] | None) -> dict[str, Any]:
+    return (obj or {}).get("metadata") or {}
+
+
+def is_extended_name(name: str) -> bool:
+    """v1helper.IsExtendedResourceName: a qualified name with a domain that is not kubernetes.io's."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def is_dra_extended_name(name: str) -> bool:
+    """schedutil.IsDRAExtendedResourceName."""
+    return is_extended_name(name) or name.startswith(IMPLICIT_PREFIX)
+
+
+def class_mapping(classes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Resource name -> DeviceClass: each class under its implicit name, and under its `extendedResourceName`;
+    when several classes name the same resource the newest one wins, ties going to the first name in order
+    (the ExtendedResourceCache's rule)."""
+    out: dict[str, dict[str, Any]] = {}
+    explicit: dict[str, dict[str, Any]] = {}
+    for cls in classes:
+        m = meta(cls)
+        name = str(m.get("name") or "")
+        out[IMPLICIT_PREFIX + name] = cls
+        ext = (cls.get("spec") or {}).get("extendedResourceName")
+        if not ext:
+            continue
+        have = explicit.get(str(ext))
+        if have is None or _newer(cls, have):
+            explicit[str(ext)] = cls
+    out.update(explicit)
+    return out
+
+
+def _newer(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    ta, tb = str(meta(a).get("creationTimestamp") or ""), str(meta(b).get("creationTimestamp") or "")
+    if ta != tb:
+        return ta > tb  # RFC 3339 UTC timestamps order as text
+    return str(meta(a).get("name") or "") < str(meta(b).get("name") or "")
+
+
+class ClassResolver:
+    """DeviceClassResolver over a class store: the mapping is rebuilt from the store after a class changed
+    (kube's ExtendedResourceCache follows the informer's events the same way)."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self._lock = threading.Lock()
+        self._version = 0
+        self._built = -1
+        self._map: dict[str, dict[str, Any]] = {}
+        store.add_handler(self._changed)
+
+    def _changed(self, action: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        with self._lock:
+            self._version += 1
+
+    def mapping(self) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            if self._built == self._version:
+                return self._map
+            version = self._version
+        built = class_mapping(self._store.list())
+        with self._lock:
+            self._map, self._built = built, version
+            return built
+
+    def get_device_class(self, resource: str) -> dict[str, Any] | None:
+        return self.mapping().get(resource)
+
+
+def mapped_requests(pod: Pod, mapping: dict[str, dict[str, Any]]) -> dict[str, int]:
+    """The pod's non-zero requests of extended resources some class backs (empty: nothing for DRA to do)."""
+    return {n: v for n, v in pod.requests.items() if v and is_dra_extended_name(n) and n in mapping}
+
+
+def find_extended_claim(pod: Pod, claims: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The claim an earlier cycle created for the pod: annotated, and controlled by the pod."""
+    for c in claims:
+        m = meta(c)
+        if (m.get("annotations") or {}).get(ANN_EXTENDED) != "true":
+            continue
+        for ref in m.get("ownerReferences") or []:
+            if ref.get("name") == pod.name and ref.get("controller") and ref.get("uid") == pod.uid:
+                return c
+    return None
+
+
+def in_memory_claim(pod: Pod) -> dict[str, Any]:
+    """The claim the pod's extended resources are allocated for, before PreBind creates it (a temporary uid so
+    its allocation can be in flight like any other's)."""
+    return {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {
+            "name": IN_MEMORY_NAME, "generateName": f"{pod.name}-extended-resources-", "namespace": pod.namespace,
+            "uid": str(uuid.uuid4()),
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod.name, "uid": pod.uid,
+                                 "controller": True}],
+            "annotations": {ANN_EXTENDED: "true"},
+        },
+        "spec": {},
+    }
+
+
+def is_in_memory(claim: dict[str, Any] | None) -> bool:
+    return claim is not None and meta(claim).get("name") == IN_MEMORY_NAME
+
+
+def has_requests(claim: dict[str, Any]) -> bool:
+    """Spec.Devices.Requests != nil (a claim created by an earlier cycle always has them)."""
+    return ((claim.get("spec") or {}).get("devices") or {}).get("requests") is not None
+
+
+def _as_int64(value: Any) -> int | None:
+    """resource.Quantity.AsInt64: the value when it is a whole number that fits, else None."""
+    try:
+        d = parse_quantity(value)
+    except Exception:  # noqa: BLE001 - the API server validated it; an odd value is just not countable
+        return None
+    if d != d.to_integral_value() or abs(d) > Decimal(_INT64_MAX):
+        return None
+    return int(d)
+
+
+def _container_request(index: int, container: dict[str, Any], resource: str, class_name: str,
+                       reusable: list[dict[str, Any] | None]) -> tuple[dict[str, Any] | None, list[dict[str, str]]]:
+    """createResourceRequestAndMappings: the container's device request for `resource` (None when the requests
+    it may reuse cover it) and its mappings."""
+    reqs = ((container.get("resources") or {}).get("requests")) or {}
+    if resource not in reqs:
+        return None, []
+    want = _as_int64(reqs[resource])
+    if not want:
+        return None, []
+    cname = str(container.get("name") or "")
+    mappings: list[dict[str, str]] = []
+    total = 0
+    for r in reusable:
+        if r is None:
+            continue
+        total += int(r["exactly"]["count"])
+        mappings.append({"containerName": cname, "resourceName": resource, "requestName": r["name"]})
+        if total >= want:
+            return None, mappings
+    ridx = sorted(str(k) for k in reqs).index(resource)
+    name = f"container-{index}-request-{ridx}"
+    request = {"name": name, "exactly": {"deviceClassName": class_name, "allocationMode": "ExactCount",
+                                         "count": want - total}}
+    mappings.append({"containerName": cname, "resourceName": resource, "requestName": name})
+    return request, mappings
+
+
+def requests_and_mappings(pod: Pod, resources: list[str], mapping: dict[str, dict[str, Any]]
+                          ) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """createRequestsAndMappings: one device request per container and resource (init containers that run
+    before the others reuse their requests, and share the largest of theirs), sorted by name, and the
+    container -> request mappings for `pod.status.extendedResourceClaimStatus`."""
+    spec = pod.raw.get("spec") or {}
+    inits = list(spec.get("initContainers") or [])
+    containers = inits + list(spec.get("containers") or [])
+    long_lived = [i for i, c in enumerate(containers)
+                  if i >= len(inits) or (c.get("restartPolicy") == "Always")]
+    short_lived = [i for i in range(len(inits)) if containers[i].get("restartPolicy") != "Always"]
+    requests: list[dict[str, Any]] = []
+    mappings: list[dict[str, str]] = []
+    for resource in sorted(resources):
+        cls = mapping.get(resource)
+        if cls is None:
+            continue
+        cname = str(meta(cls).get("name") or "")
+        long_req: list[dict[str, Any] | None] = [None] * len(containers)
+        long_maps: list[dict[str, str]] = []
+        for i in long_lived:
+            r, ms = _container_request(i, containers[i], resource, cname, [])
+            long_req[i] = r
+            long_maps.extend(ms)
+        biggest: dict[str, Any] | None = None
+        short_names: set[str] = set()
+        short_maps: list[dict[str, str]] = []
+        for i in short_lived:
+            r, ms = _container_request(i, containers[i], resource, cname, long_req[i:])
+            if r is not None:
+                short_names.add(r["name"])
+                if biggest is None or biggest["exactly"]["count"] < r["exactly"]["count"]:
+                    biggest = r
+            short_maps.extend(ms)
+        if biggest is not None and len(short_names) > 1:
+            short_names.discard(biggest["name"])
+            for ms in short_maps:
+                if ms["requestName"] in short_names:
+                    ms["requestName"] = biggest["name"]
+        if biggest is not None:
+            requests.append(biggest)
+        requests.extend(r for r in long_req if r is not None)
+        mappings.extend(long_maps)
+        mappings.extend(short_maps)
+    requests.sort(key=lambda r: r["name"])
+    return requests, mappings
+
+
+def node_claim(claim: dict[str, Any], requests: list[dict[str, Any]]) -> dict[str, Any]:
+    """The pod's claim as one node needs it: a copy with these requests."""
+    out = copy.deepcopy(claim)
+    out["spec"] = {**(out.get("spec") or {}), "devices": {"requests": copy.deepcopy(requests)} if requests else {}}
+    return out
+
+
+def creatable(claim: dict[str, Any]) -> dict[str, Any]:
+    """The object PreBind sends to create the claim: no name (the server generates it from generateName), no
+    uid, no status."""
+    out = copy.deepcopy(claim)
+    m = out["metadata"]
+    for k in ("name", "uid", "resourceVersion", "creationTimestamp"):
+        m.pop(k, None)
+    out.pop("status", None)
+    devices = (out.get("spec") or {}).get("devices")
+    if devices is not None and not devices.get("requests"):
+        devices.pop("requests", None)
+    return out
+
+
+def after_device_class_change(pod: Pod, old: Any, new: Any) -> bool:
+    """NodeResourcesFit's isSchedulableAfterDeviceClassEvent: the class now names a resource the pod requests
+    (explicitly, or by its implicit name when it is added)."""
+    if not isinstance(new, dict):
+        return True
+    ext_new = (new.get("spec") or {}).get("extendedResourceName") or ""
+    if isinstance(old, dict):
+        if ((old.get("spec") or {}).get("extendedResourceName") or "") == ext_new:
+            return False
+    elif IMPLICIT_PREFIX + str(meta(new).get("name") or "") in pod.requests:
+        return True
+    return bool(ext_new) and ext_new in pod.requests
+
+
+def dra_totals(resolver: ClassResolver, slices: list[dict[str, Any]], allocated: Any, node: Node, resource: str,
+               cel_cache: CelCache, device_inputs: dict[int, DeviceInput]) -> tuple[int, int]:
+    """calculateDRAResourceTotals, for NodeResourcesFit and BalancedAllocation scoring a resource some class
+    backs on a node that does not advertise it: the node's devices of that class, and how many are allocated
+    (0, 0 when a selector fails; kube logs it)."""
+    cls = resolver.get_device_class(resource)
+    if cls is None:
+        return 0, 0
+    selectors = [str((s.get("cel") or {}).get("expression") or "") for s in (cls.get("spec") or {}).get("selectors")
+                 or [] if s.get("cel")]
+    total = used = 0
+    try:
+        for s in slices:
+            sp = s.get("spec") or {}
+            if sp.get("perDeviceNodeSelection"):
+                devices = [d for d in sp.get("devices") or []
+                           if d.get("allNodes") or (d.get("nodeName") and d.get("nodeName") == node.name)
+                           or (d.get("nodeSelector") is not None
+                               and node_matches(node, d.get("nodeName"), False, d.get("nodeSelector")))]
+            else:
+                name, every = sp.get("nodeName") or "", bool(sp.get("allNodes"))
+                if not every and name != node.name and sp.get("nodeSelector") is not None:
+                    if not node_matches(node, name, every, sp.get("nodeSelector")):
+                        continue
+                elif not every and name and name != node.name:
+                    continue
+                devices = list(sp.get("devices") or [])
+            driver = str(sp.get("driver") or "")
+            pool = str((sp.get("pool") or {}).get("name") or "")
+            for d in devices:
+                if selectors:
+                    di = device_inputs.get(id(d))
+                    if di is None or di.raw is not d:
+                        di = device_inputs[id(d)] = DeviceInput(driver, d)
+                    if not all(cel_cache.get_or_compile(e).matches(di) for e in selectors):
+                        continue
+                total += 1
+                if (driver, pool, str(d.get("name") or "")) in allocated:
+                    used += 1
+    except CelError:
+        return 0, 0
+    return total, used
+
+
+class DraScorer:
+    """The DRA side of NodeResourcesFit's and BalancedAllocation's scoring (getDRAPreScoredParams and
+    calculateDRAExtendedResourceAllocatableRequest): for a scored resource some class backs, the capacity and
+    allocated count of each node from its devices. One per plugin instance (its own CEL cache, as kube's)."""
+
+    def __init__(self) -> None:
+        self.cel_cache = CelCache(10)
+        self._inputs: dict[int, DeviceInput] = {}
+
+    def totals(self, mgr: Any, resource: str, nodes: list[Node]) -> tuple[list[int], list[int]] | None:
+        """(capacity, allocated) per node from the DRA manager's slices and allocated devices, or None when no
+        class backs `resource`."""
+        if not is_dra_extended_name(resource) or mgr.resolver.get_device_class(resource) is None:
+            return None
+        slices = mgr.slices.list()
+        allocated = mgr.allocated()
+        if len(self._inputs) > 200_000:
+            self._inputs.clear()
+        caps, used = [], []
+        for node in nodes:
+            c, u = dra_totals(mgr.resolver, slices, allocated, node, resource, self.cel_cache, self._inputs)
+            caps.append(c)
+            used.append(u)
+        return caps, used

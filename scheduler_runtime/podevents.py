@@ -1,0 +1,34 @@
+"""What kind of change a pod update is, as kube-scheduler names it (PodSchedulingPropertiesChange, v1.36.3
+pkg/scheduler/framework/events.go): one event per kind, in kube's order, for the queue to run hints on."""
+
+from __future__ import annotations
+
+from .framework.types import ActionType
+from .objects import Pod
+
+
+def _spec(p: Pod, field: str) -> list[object]:
+    return (p.raw.get("spec") or {}).get(field) or []
+
+
+def _status(p: Pod, field: str) -> object:
+    return (p.raw.get("status") or {}).get(field) or None
+
+
+def pod_update_actions(old: Pod, new: Pod, dra: bool = True) -> list[ActionType]:
+    """Labels changed; a request scaled down or removed (from the spec: kube also reads the resize status);
+    every scheduling gate removed; tolerations added (kube compares their number, the API only allows
+    additions); the pod's generated ResourceClaim statuses changed (`dra`). None of them: a generic Update."""
+    out = []
+    if old.labels != new.labels:
+        out.append(ActionType.UpdatePodLabel)
+    if any(k not in new.requests or v > new.requests[k] for k, v in old.requests.items()):
+        out.append(ActionType.UpdatePodScaleDown)
+    if old.scheduling_gates and not new.scheduling_gates:
+        out.append(ActionType.UpdatePodSchedulingGatesEliminated)
+    if len(_spec(old, "tolerations")) != len(_spec(new, "tolerations")):
+        out.append(ActionType.UpdatePodToleration)
+    if dra and (_status(old, "resourceClaimStatuses") != _status(new, "resourceClaimStatuses")
+                or _status(old, "extendedResourceClaimStatus") != _status(new, "extendedResourceClaimStatus")):
+        out.append(ActionType.UpdatePodGeneratedResourceClaim)
+    return out or [ActionType.Update]
