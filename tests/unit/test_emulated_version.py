@@ -183,3 +183,28 @@ def test_gate_data_is_what_the_go_source_says() -> None:
     out = subprocess.run([sys.executable, str(ROOT / "hack/featuregates/harvest.py"), version],
                          capture_output=True, text=True, timeout=120, check=True).stdout
     assert out == DATA.read_text()
+
+
+@pytest.mark.parametrize("minor", ["1.36", "1.37"])
+def test_a_preempting_pods_message_follows_the_emulated_minor(minor: str) -> None:
+    """kube 1.37's DefaultPreemption says where it preempts, and the FailedScheduling message carries it; 1.36
+    says nothing on success."""
+    from scheduler_runtime.cluster.memory import MemoryCluster
+    from scheduler_runtime.config import load_config
+    from scheduler_runtime.scheduler import Scheduler
+    from scheduler_runtime.testing import make_node, make_pod
+
+    m = MemoryCluster()
+    m.create(make_node("only").capacity(cpu="2").build(), emit=False)
+    m.create(make_pod("low").req(cpu="2").priority(0).on_node("only").build(), emit=False)
+    gates = default_gates(minor)
+    reg = build_registry([])
+    s = Scheduler(m, load_config(None, reg, feature_gates=gates), reg, seed=1, feature_gates=gates)
+    s.start()
+    vip = make_pod("vip").req(cpu="2").priority(1000).build()
+    m.create(vip)
+    s.run(until_idle=True)
+    ns = vip["metadata"].get("namespace") or "default"
+    failed = [e.note for e in m.events_for(ns, "vip") if e.reason == "FailedScheduling"]
+    tail = " preemption: found a potential placement for pod on node only, preempting 1 victims"
+    assert failed[0] == "0/1 nodes are available: 1 Insufficient cpu." + (tail if minor == "1.37" else "")
