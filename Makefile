@@ -32,7 +32,7 @@ testdeps:  ## system packages the tests use for real components (prometheus, chr
 podman:  ## podman's Docker-compatible socket and a local Python base image, for the `ksched build` tests
 	bash hack/install-podman.sh
 
-lint: setup  ## ruff everywhere; mypy --strict on the plugin API and the seed plugins ([tool.mypy] in pyproject.toml)
+lint: setup  ## ruff everywhere; mypy --strict on the plugin API, the seed plugins and the kube client package ([tool.mypy] in pyproject.toml)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 

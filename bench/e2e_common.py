@@ -21,6 +21,8 @@ from typing import Any
 
 import orjson
 
+from scheduler_runtime import processes
+
 #: both schedulers read the same file: same clientConnection QPS/burst, leader election off
 CONFIG = """apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
@@ -103,7 +105,7 @@ def measure_scheduler(client: Any, log_path: Path, label: str, cmd: list[str], n
     time.sleep(0.5)
     log = open(log_path, "wb")  # noqa: SIM115 - closed below
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=processes.die_with_parent)
     stop_background = during() if during is not None else None
     peak_cpu, peak_rss, cpu, rss = 0.0, 0.0, 0.0, 0.0
     try:
@@ -136,9 +138,23 @@ def measure_scheduler(client: Any, log_path: Path, label: str, cmd: list[str], n
             "cpu_ms_per_pod": 1000 * cpu / n_pods}
 
 
+def ensure_bytecode() -> None:
+    """Compile ksched's modules to bytecode, as installing the package does: with PYTHONDONTWRITEBYTECODE set
+    (or a fresh checkout) every start would otherwise compile the whole source tree, a second of CPU that an
+    installed ksched never spends and that the bench would charge to its pods."""
+    import compileall
+
+    import ksched_cli
+    import scheduler_runtime
+    for pkg in (scheduler_runtime, ksched_cli):
+        compileall.compile_dir(str(Path(pkg.__file__).parent), quiet=1)
+
+
 def ksched_command(cfg: Path, *extra: str) -> list[str]:
-    """ksched's kube-scheduler drop-in from this venv; under py-spy when KSCHED_PYSPY names an output file."""
+    """ksched's kube-scheduler drop-in from this venv, its modules compiled; under py-spy when KSCHED_PYSPY
+    names an output file."""
     import sys
+    ensure_bytecode()
     cmd = [str(Path(sys.executable).parent / "kube-scheduler"), f"--config={cfg}", "--secure-port=0", *extra]
     if os.environ.get("KSCHED_PYSPY"):  # collapsed stacks into this file (py-spy on PATH); with
         # KSCHED_PYSPY_GIL=1 only the thread holding the GIL is sampled: where the Python CPU goes

@@ -135,13 +135,17 @@ class ControlPlane:
     unless it was given by the caller."""
 
     def __init__(self, state_dir: str | Path | None = None, bin_dir: str | Path | None = None,
-                 start_timeout: float = 90.0, stop_grace: float = processes.DEFAULT_GRACE) -> None:
+                 start_timeout: float = 90.0, stop_grace: float = processes.DEFAULT_GRACE,
+                 detached: bool = False) -> None:
         self.bin_dir = Path(bin_dir) if bin_dir else find_binaries()
         self._own_dir = state_dir is None
         self.dir = Path(state_dir) if state_dir else Path(tempfile.mkdtemp(prefix="ksched-cp-"))
         self.start_timeout = start_timeout
         #: seconds stop() waits after SIGTERM before it sends SIGKILL
         self.stop_grace = stop_grace
+        #: a detached control plane (ksched dev-cluster) outlives this process; any other one is killed by the
+        #: kernel when its starter dies, even by SIGKILL
+        self._preexec = None if detached else processes.die_with_parent
         self.etcd: subprocess.Popen[bytes] | None = None
         self.apiserver: subprocess.Popen[bytes] | None = None
         self.controller_manager: subprocess.Popen[bytes] | None = None
@@ -184,7 +188,7 @@ class ControlPlane:
                 f"--initial-cluster=default=http://127.0.0.1:{peer}", "--unsafe-no-fsync=true",
                 "--log-level=warn"]
         self.etcd = subprocess.Popen(args, stdout=self._log("etcd"), stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=self._preexec)
         self._wait(f"{url}/health", "etcd", self.etcd)
 
     def _start_apiserver(self) -> None:
@@ -202,7 +206,7 @@ class ControlPlane:
                 # the `kubernetes` Service's endpoints anyway (no kube-proxy), so none are kept
                 "--endpoint-reconciler-type=none", "--v=0"]
         self.apiserver = subprocess.Popen(args, stdout=self._log("kube-apiserver"), stderr=subprocess.STDOUT,
-                                          start_new_session=True)
+                                          start_new_session=True, preexec_fn=self._preexec)
         self._wait(f"{self.server_url}/readyz", "kube-apiserver", self.apiserver)
 
     def start_controller_manager(self, controllers: tuple[str, ...] = ("resourceclaim-controller",),
@@ -219,7 +223,8 @@ class ControlPlane:
         args = [str(exe), f"--kubeconfig={self.kubeconfig_path}", f"--controllers={','.join(controllers)}",
                 "--leader-elect=false", "--secure-port=0", "--v=1", *extra_args]
         self.controller_manager = subprocess.Popen(args, stdout=self._log("kube-controller-manager"),
-                                                   stderr=subprocess.STDOUT, start_new_session=True)
+                                                   stderr=subprocess.STDOUT, start_new_session=True,
+                                                   preexec_fn=self._preexec)
 
     def stop_controller_manager(self) -> None:
         self._kill("kube-controller-manager", self.controller_manager)

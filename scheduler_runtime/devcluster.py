@@ -376,7 +376,7 @@ def start_node_agents(state_dir: Path, state: dict[str, Any]) -> list[tuple[str,
     assets = kwok.find_kwok()
     started: list[tuple[str, int]] = []
     if "kube-controller-manager" not in live:
-        cp = ControlPlane(state_dir=state_dir, bin_dir=state.get("bin_dir") or None)
+        cp = ControlPlane(state_dir=state_dir, bin_dir=state.get("bin_dir") or None, detached=True)
         cp.start_controller_manager(CONTROLLERS, CONTROLLER_MANAGER_ARGS)
         assert cp.controller_manager is not None
         started.append(("kube-controller-manager", cp.controller_manager.pid))

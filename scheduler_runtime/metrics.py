@@ -95,6 +95,7 @@ class SchedulerMetrics:
             "PreFilter, Filter, PreScore, and Score).", ["plugin", "extension_point", "profile"], registry=r)
         self._evaluation_children: dict[tuple[str, str, str], Any] = {}
         self._point_children: dict[tuple[str, str, str], Any] = {}
+        self._children: dict[tuple[Any, ...], Any] = {}  # per-pod metrics' labelled children, see child
         self.queueing_hint_duration = Histogram(
             "scheduler_queueing_hint_execution_duration_seconds",
             "Duration for running a queueing hint function of a plugin.", ["plugin", "event", "hint"],
@@ -173,7 +174,7 @@ class SchedulerMetrics:
         self.batch_rescore_duration_seconds.labels(profile).observe(seconds)
 
     def queueing_hint(self, plugin: str, event: str, hint: str, seconds: float) -> None:
-        self.queueing_hint_duration.labels(plugin, event, hint).observe(seconds)
+        self.child(self.queueing_hint_duration, plugin, event, hint).observe(seconds)
 
     def bind(self, scheduler: Any) -> None:
         """The scheduler whose queue, cache and binding threads the state gauges report."""
@@ -204,20 +205,30 @@ class SchedulerMetrics:
             child = self._point_children[key] = self.extension_point_duration.labels(*key)
         child.observe(seconds)
 
+    def child(self, metric: Any, *labels: str) -> Any:
+        """`metric.labels(*labels)`, kept: labels() takes a lock and builds its key on every call, which
+        per pod costs more than the observation itself."""
+        key = (id(metric), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
     def attempt(self, profile: str, result: str, seconds: float, qpi: Any) -> None:
-        self.schedule_attempts.labels(result, profile).inc()
-        self.attempt_duration.labels(result, profile).observe(seconds)
+        self.child(self.schedule_attempts, result, profile).inc()
+        self.child(self.attempt_duration, result, profile).observe(seconds)
         if result == "scheduled":
             self.pod_attempts.observe(qpi.attempts)
             if qpi.flushed_from_unschedulable:
                 self.pod_scheduled_after_flush.inc()
             if qpi.initial_attempt_timestamp is not None:
                 label = str(qpi.attempts) if qpi.attempts < 15 else "15+"
-                self.sli_duration.labels(label).observe(max(0.0, time.monotonic() - qpi.initial_attempt_timestamp))
+                self.child(self.sli_duration, label).observe(
+                    max(0.0, time.monotonic() - qpi.initial_attempt_timestamp))
 
     def incoming(self, queue: str, event: str) -> None:
-        self.incoming_pods.labels(queue, event).inc()
-        self.incoming_entities.labels(queue, event, "pod").inc()
+        self.child(self.incoming_pods, queue, event).inc()
+        self.child(self.incoming_entities, queue, event, "pod").inc()
 
 
 def _meta(raw: dict | None) -> dict:

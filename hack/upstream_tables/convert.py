@@ -10,8 +10,13 @@ Format of one case (JSON):
            {"op": "filter", "node": name, "status": S}
            {"op": "prescore", "status": S}
            {"op": "score", "scores": {node: score}, "normalize": true|false}
+           {"op": "sign", "fragments": [{"key", "value"}] | null, "code": C, "must_succeed": true}
+             SignPod (opportunistic batching): `fragments` as kube's test compares them (its Go values: a
+             ResourcesSignerName value is kube's framework.Resource), present only when the test compares
+             them; `code`: the exact status code it expects; `must_succeed`: it only fails a non-success
            where S is null (Success) or {"code": "<Code name>", "reasons": [...]}
   na       why the case does not apply to ksched (then it has no steps)
+  gates    feature gates the case's plugin is built with (kube's feature.Features fields it sets)
 
 Usage: python hack/upstream_tables/convert.py   (reads raw/, writes tests/data/upstream_tables/<pkg>.json)
 """
@@ -806,6 +811,60 @@ VB_HINTS = {
 }
 
 
+# ------------------------------------------------------------------------------------ SignPod (batching)
+
+#: noderesources' deviceClassWithExtendResourceName (fit_test.go): the DeviceClass backing the extended
+#: resource in its tests' DRA manager (a package variable, so not in the dumped case)
+DRA_EXT_DEVICE_CLASS = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                        "metadata": {"name": "device-class-name"},
+                        "spec": {"extendedResourceName": "extended.resource.dra.io/something"}}
+
+
+def fragments(lst: Any) -> list[dict[str, Any]] | None:
+    return None if lst is None else [{"key": f["Key"], "value": f["Value"]} for f in lst]
+
+
+def resources_sign(plugin: str):
+    """testFitSignPod / testBalancedAllocationSignPod: the exact status code, and the fragments on success."""
+    def f(c):
+        on = not c.get("disableDRAExtendedResource")
+        step: dict[str, Any] = {"op": "sign", "code": c["expectedStatusCode"]}
+        if step["code"] == "Success":
+            step["fragments"] = fragments(c.get("expectedFragments"))
+        out = {"plugin": plugin, "gates": {"DRAExtendedResource": on}, "pod": pod_of(c), "steps": [step]}
+        if on:  # kube's test gives the plugin a DRA manager holding the DeviceClass only then
+            out["objs"] = [DRA_EXT_DEVICE_CLASS]
+        return out
+    return f
+
+
+def signature(plugin: str, ok_key: str, args_of: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+              prefilter: bool = False):
+    """The SignPod tables that compare the fragments (nil included) and fail only an unexpected non-success."""
+    def f(c):
+        step: dict[str, Any] = {"op": "sign", "fragments": fragments(c.get("expectedSignature"))}
+        if c.get(ok_key):
+            step["must_succeed"] = True
+        steps = ([{"op": "prefilter", "not_code": "Error"}] if prefilter else []) + [step]
+        out = {"plugin": plugin, "pod": pod_of(c), "steps": steps}
+        if args_of is not None:
+            out["args"] = args_of(c)
+        return out
+    return f
+
+
+def pts_signature(c: dict[str, Any]) -> dict[str, Any]:
+    if any((t.get("maxSkew") or 0) <= 0 for t in ((c.get("pod") or {}).get("spec") or {}).get(
+            "topologySpreadConstraints") or []):
+        return {"na": "its pod has maxSkew 0, which the API server rejects (ksched refuses such a pod as it reads "
+                      "it); TestPodTopoSignatures' other cases and tests/unit/test_batching.py cover signing"}
+    return signature("PodTopologySpread", "scheduleable", _config, prefilter=True)(c)
+
+
+def _config(c: dict[str, Any]) -> dict[str, Any]:
+    return lower_keys(clean(c.get("config") or {}))
+
+
 NR_INTERNAL = na("private helper of the plugin package (no extension point); its effect is covered by the "
                  "Filter/Score tables")
 NR_NA_DRA = na("runs with DRANodeAllocatableResources (alpha, off in 1.36; ksched refuses turning it on): "
@@ -835,7 +894,7 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
     },
     "imagelocality": {
         "TestImageLocalityPriority": imagelocality,
-        "TestImageSignature": na("SignPod (opportunistic batching signatures): ksched does not batch"),
+        "TestImageSignature": signature("ImageLocality", ""),
     },
     "nodeaffinity": {
         "TestNodeAffinity": nodeaffinity_filter, "TestNodeAffinityPriority": nodeaffinity_score,
@@ -852,14 +911,14 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
                                              "covered by the filter tables)"),
         "TestGetTPMapMatchingIncomingAffinityAntiAffinity": na("private helper returning internal topology maps"),
         "Test_isSchedulableAfterPodChange": IPA_POD_HINT, "Test_isSchedulableAfterNodeChange": IPA_NODE_HINT,
-        "TestPodAffinitySignature": na("SignPod (opportunistic batching signatures): ksched does not batch"),
+        "TestPodAffinitySignature": signature("InterPodAffinity", "schedulable", _config),
     },
     "podtopologyspread": {
         "TestSingleConstraint": pts_filter, "TestMultipleConstraints": pts_filter,
         "TestPodTopologySpreadScore": pts_score, "TestPreScoreSkip": pts_prescore_skip,
         "TestPreScoreStateEmptyNodes": PTS_STATE, "TestPreFilterState": PTS_STATE,
         "TestPreFilterStateAddPod": PTS_STATE, "TestPreFilterStateRemovePod": PTS_STATE,
-        "TestPodTopoSignatures": na("SignPod (opportunistic batching signatures): ksched does not batch"),
+        "TestPodTopoSignatures": pts_signature,
         "Test_isSchedulableAfterNodeChange": PTS_NODE_HINT, "Test_isSchedulableAfterPodChange": PTS_POD_HINT,
     },
     "noderesources": {
@@ -878,8 +937,8 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
         "TestResourceBinPackingMultipleExtended": binpacking([{"name": "intel.com/foo", "weight": 3},
                                                               {"name": "intel.com/bar", "weight": 5}]),
         "testNodeResourcesBalancedAllocation": balanced,
-        "testBalancedAllocationSignPod": na("SignPod (opportunistic batching signatures): ksched does not batch"),
-        "testFitSignPod": na("SignPod (opportunistic batching signatures): ksched does not batch"),
+        "testBalancedAllocationSignPod": resources_sign("NodeResourcesBalancedAllocation"),
+        "testFitSignPod": resources_sign("NodeResourcesFit"),
         "TestEventsToRegister": na("EventsToRegister under gate settings kube-scheduler 1.36 cannot run: every case "
                                    "turns SchedulerQueueingHints or InPlacePodVerticalScaling off (both locked on); "
                                    "the 1.36 lists are checked in tests/unit/test_queueing_hints.py"),
@@ -941,7 +1000,10 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
 WITH_FIXTURES = {volumezone, csi_limits, find_pod_volumes, capacity}
 
 
-def convert(pkg: str, extra: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None) -> int:
+def convert(pkg: str, extra: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
+            only: set[str] | None = None) -> int:
+    """Write tests/data/upstream_tables/<pkg>.json; with `only`, regenerate just those test functions' cases
+    and keep the file's others as they are (cases moved to a later release's expectations stay)."""
     adapters = {**ADAPTERS.get(pkg, {}), **(extra or {})}
     cases = []
     seen: dict[str, int] = {}
@@ -962,6 +1024,11 @@ def convert(pkg: str, extra: dict[str, Callable[[dict[str, Any]], dict[str, Any]
             except Exception as exc:  # a case shape the adapter does not know: say so in the data
                 out = {"na": f"adapter could not read the case: {type(exc).__name__}: {exc}"}
         cases.append({"id": cid, **out})
+    if only is not None:
+        fresh = [c for c in cases if c["id"].split("/", 1)[0] in only]
+        kept = [c for c in json.loads((OUT / f"{pkg}.json").read_text())["cases"]
+                if c["id"].split("/", 1)[0] not in only]
+        cases = kept + fresh
     OUT.mkdir(parents=True, exist_ok=True)
     doc = {"source": f"{SRC}/{pkg}/*_test.go", "cases": cases}
     (OUT / f"{pkg}.json").write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
@@ -969,7 +1036,13 @@ def convert(pkg: str, extra: dict[str, Callable[[dict[str, Any]], dict[str, Any]
 
 
 if __name__ == "__main__":
-    import sys
-    for p in sys.argv[1:] or sorted(ADAPTERS):
+    import argparse
+
+    ap = argparse.ArgumentParser(description="raw/<pkg>.jsonl -> tests/data/upstream_tables/<pkg>.json")
+    ap.add_argument("packages", nargs="*")
+    ap.add_argument("--only", action="append", metavar="TEST",
+                    help="regenerate only this upstream test function's cases (repeatable)")
+    ns = ap.parse_args()
+    for p in ns.packages or sorted(ADAPTERS):
         if (HERE / "raw" / f"{p}.jsonl").exists():
-            print(p, convert(p))
+            print(p, convert(p, only=set(ns.only) if ns.only else None))

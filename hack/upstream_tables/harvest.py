@@ -20,7 +20,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 KUBE = Path.home() / "go/pkg/mod/k8s.io/kubernetes@v1.36.3/pkg/scheduler/framework/plugins"
-SCRATCH = Path("/tmp/ksched-upstream-tables")
+SCRATCH = Path(os.environ.get("KSCHED_TABLES_SCRATCH", "/tmp/ksched-upstream-tables"))
 OUT = HERE / "raw"
 LOOP = re.compile(r"^(\s*)for (\w+), (\w+) := range (\w+) \{\s*$")
 FUNC = re.compile(r"^func ((?:Test|test)\w+)\((t \*testing\.T|tCtx ktesting\.TContext)\)")

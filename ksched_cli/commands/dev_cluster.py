@@ -80,7 +80,7 @@ def up(state_dir: StateOpt = None, nodes: NodesOpt = None, filename: FilenameOpt
             for r in ControlPlane.stop_detached(d) or []:
                 print(f"previous dev cluster: {r.line()}", file=sys.stderr)
         d.mkdir(parents=True, exist_ok=True)
-        cp = ControlPlane(state_dir=d)
+        cp = ControlPlane(state_dir=d, detached=True)
         cp.start()
         cp.save_state()
     kubeconfig_path = d / "admin.kubeconfig"

@@ -175,7 +175,7 @@ class PluginCaller:
         """scheduler_plugin_execution_duration_seconds, in the cycles kube samples (record_plugin_metrics)."""
         if self.metrics is not None and state.record_plugin_metrics:
             code = status.code.name if isinstance(status, Status) else "Success"
-            self.metrics.plugin_duration.labels(name, point, code).observe(time.perf_counter() - start)
+            self.metrics.child(self.metrics.plugin_duration, name, point, code).observe(time.perf_counter() - start)
 
     def _invoke(self, point: str, name: str, call: Callable[..., Any], *args: Any, state: CycleState | None = None,
                 timed: bool = False, evaluations: int = 0, passes: frozenset[Code] = REJECTED,

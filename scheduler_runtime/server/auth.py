@@ -372,7 +372,9 @@ class DelegatingAuth:
     def authenticate(self, req: Request) -> User | None:
         """The user, None for no credentials (anonymous); raises Unauthenticated when credentials fail."""
         errors: list[str] = []
-        if req.peer_cert is not None:
+        if req.peer_cert is not None and req.peer_cert_error:
+            errors.append(req.peer_cert_error)  # kube's x509 authenticator: a failed certificate is no identity
+        elif req.peer_cert is not None:
             cert = _load_der(req.peer_cert)
             if self._rh_cas:
                 try:

@@ -32,7 +32,7 @@ from email.utils import formatdate
 from pathlib import Path
 
 from ..errors import KschedError, UsageError
-from .tls import self_signed_pem, tls_settings
+from .tls import client_cert_verdict, request_client_cert, self_signed_pem, start_handshake, tls_settings
 
 log = logging.getLogger("ksched.serving")
 
@@ -77,9 +77,10 @@ class Request:
     target: str
     version: str
     headers: dict[str, list[str]]  # lower-case names
-    peer_cert: bytes | None  # DER of a client certificate verified against the client CAs
+    peer_cert: bytes | None  # DER of the client certificate, verified against the client CAs unless ...
     client: str = ""
     body: bytes = b""
+    peer_cert_error: str | None = None  # ... this says why it did not verify (the request is then a 401)
 
     @property
     def path(self) -> str:
@@ -195,8 +196,9 @@ class SecureServer:
                 raise UsageError(f"--tls-cert-file {self.opts.cert_file} / --tls-private-key-file "
                                  f"{self.opts.key_file}: cannot load the key pair: {exc}") from None
         if self._client_ca:
-            ctx.verify_mode = ssl.CERT_OPTIONAL  # ask for a client certificate; anonymous stays possible
+            # ask for a client certificate (anonymous stays possible), verified without failing the handshake
             ctx.load_verify_locations(cadata=self._client_ca.decode("ascii", "replace"))
+            request_client_cert(ctx)
         return ctx
 
     def _stamp(self) -> tuple[tuple[float, int], ...]:
@@ -348,16 +350,19 @@ class SecureServer:
                 state.sock = conn
                 if state.evicted:
                     return
+                start_handshake()
                 conn.do_handshake()
             except (ssl.SSLError, OSError, ValueError):
                 return  # handshake failed or timed out: that client's problem only
             peer = conn.getpeercert(binary_form=True) if self._client_ca else None
+            peer_error = client_cert_verdict() if peer is not None else None
             buf = bytearray()
             first = True
             while not self._stopping.is_set() and not state.evicted:
                 state.since = time.monotonic()
                 try:
                     req, buf = self._read_request(conn, buf, first, peer, addr[0])
+                    req.peer_cert_error = peer_error
                 except _Closed:
                     return
                 except _Reject as rej:

@@ -7,9 +7,13 @@ configurable) and client-go v0.36.3 util/cert/cert.go (GenerateSelfSignedCertKey
 
 from __future__ import annotations
 
+import ctypes
 import datetime as _dt
 import ipaddress
+import logging
 import ssl
+import threading
+from typing import Any
 
 from ..errors import UsageError
 
@@ -77,6 +81,81 @@ def tls_settings(min_version: str | None, cipher_suites: list[str]) -> tuple[ssl
                              "TLS 1.2 suites or set --tls-min-version=VersionTLS13")
         return version, None
     return version, ":".join(openssl)
+
+
+# ------------------------------------------------------------------ client certificates verified after the handshake
+#
+# kube's secure port asks for a client certificate without requiring one (crypto/tls RequestClientCert) and
+# verifies it in the x509 authenticator: a certificate from an unknown authority completes the handshake and
+# the request is answered 401. OpenSSL's CERT_OPTIONAL instead aborts the handshake on such a certificate, and
+# Python's ssl module offers no verify callback. So the context gets one through libssl (the one `_ssl` is
+# linked with): it notes OpenSSL's verdict for the handshaking thread and lets the handshake go on; the server
+# then treats a certificate that failed as failed credentials, never as an identity.
+
+log = logging.getLogger("ksched.server")
+
+_verdict = threading.local()
+#: OpenSSL X509_V_ERR_* codes -> Go's crypto/x509 wording, which kube's authenticator reports
+_X509_ERRORS = {9: "x509: certificate has expired or is not yet valid", 10:
+                "x509: certificate has expired or is not yet valid",
+                26: "x509: certificate specifies an incompatible key usage"}
+_UNKNOWN_AUTHORITY = "x509: certificate signed by unknown authority"
+_libssl: Any = None
+
+
+def _on_verify(preverify_ok: int, store_ctx: int | None) -> int:
+    if not preverify_ok and getattr(_verdict, "error", None) is None:
+        code = _libssl.X509_STORE_CTX_get_error(store_ctx) if store_ctx else 0
+        _verdict.error = _X509_ERRORS.get(code, _UNKNOWN_AUTHORITY)
+    return 1  # always go on: the verdict decides authentication, not the handshake
+
+
+_VERIFY_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p)(_on_verify)
+
+
+def _load_libssl() -> Any:
+    global _libssl
+    if _libssl is None:
+        import _ssl
+
+        lib = ctypes.CDLL(_ssl.__file__)
+        lib.SSL_CTX_set_verify.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+        lib.SSL_CTX_set_verify.restype = None
+        lib.SSL_CTX_get_verify_mode.argtypes = [ctypes.c_void_p]
+        lib.SSL_CTX_get_verify_mode.restype = ctypes.c_int
+        lib.X509_STORE_CTX_get_error.argtypes = [ctypes.c_void_p]
+        lib.X509_STORE_CTX_get_error.restype = ctypes.c_int
+        _libssl = lib
+    return _libssl
+
+
+def request_client_cert(ctx: ssl.SSLContext) -> bool:
+    """Ask for a client certificate (CERT_OPTIONAL) and verify it without failing the handshake; read the
+    verdict with `client_cert_verdict()` in the thread that ran the handshake. False (the handshake then
+    fails on an unverifiable certificate, as plain CERT_OPTIONAL) where libssl cannot be reached."""
+    ctx.verify_mode = ssl.CERT_OPTIONAL
+    try:
+        lib = _load_libssl()
+        # CPython's SSLContext object holds its SSL_CTX* right after the object header
+        ssl_ctx = ctypes.c_void_p.from_address(id(ctx) + object.__basicsize__).value
+        if not ssl_ctx or lib.SSL_CTX_get_verify_mode(ssl_ctx) != 1:  # SSL_VERIFY_PEER: the layout holds
+            raise OSError("unexpected SSLContext layout")
+        lib.SSL_CTX_set_verify(ssl_ctx, 1, ctypes.cast(_VERIFY_CB, ctypes.c_void_p))
+        return True
+    except (OSError, AttributeError) as exc:
+        log.warning("client certificates from unknown authorities will fail the TLS handshake: %s", exc)
+        return False
+
+
+def start_handshake() -> None:
+    """Forget the verdict of an earlier handshake in this thread."""
+    _verdict.error = None
+
+
+def client_cert_verdict() -> str | None:
+    """Why the client certificate of this thread's last handshake did not verify (Go's wording); None if it
+    did or none was sent."""
+    return getattr(_verdict, "error", None)
 
 
 def self_signed_pem(host: str = "localhost", bind_address: str | None = None) -> tuple[bytes, bytes]:

@@ -7,7 +7,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+from .. import processes
 
 
 def wait_for(cond: Callable[[], Any], timeout: float = 30.0, what: str = "condition", interval: float = 0.1) -> Any:
@@ -59,7 +61,8 @@ def kube_scheduler(bin_dir: str | Path, config: str | Path, log: str | Path, ver
     stopped with SIGTERM, then SIGKILL after 30 s."""
     out = open(log, "ab")  # noqa: SIM115 - handed to the child process, closed below
     proc = subprocess.Popen([str(Path(bin_dir) / "kube-scheduler"), f"--config={config}", "--secure-port=0",
-                             f"-v={verbosity}", *args], stdout=out, stderr=subprocess.STDOUT)
+                             f"-v={verbosity}", *args], stdout=out, stderr=subprocess.STDOUT,
+                            preexec_fn=processes.die_with_parent)
     try:
         yield proc
     finally:
@@ -119,3 +122,50 @@ def ksched_runner(config: str | Path, kubeconfig: str | Path, seed: int = 1,
     finally:
         runner.stop()
         t.join(30)
+
+
+class Aligned(NamedTuple):
+    """One pod of an aligned parity run: kube-scheduler's node, ksched's, ksched's message when it left the
+    pod pending, and whether ksched's best score was unique (a tie may fairly go either way)."""
+
+    name: str
+    kube: str | None
+    ours: str | None
+    message: str
+    unique: bool
+
+
+def run_ksched_aligned(config: str | Path, nodes: list[dict[str, Any]], pods: list[dict[str, Any]],
+                       kube: dict[str, str | None], namespace: str, seed: int = 5) -> list[Aligned]:
+    """Replay kube-scheduler's run through ksched in memory, one pod at a time, each pod then placed where
+    kube-scheduler put it (`kube`: pod name -> node, None for pending) so the next decision starts from the
+    same cluster state."""
+    from ..cluster.memory import MemoryCluster
+    from ..config import load_config
+    from ..plugins.registry import build_registry
+    from ..results import ResultStore
+    from ..scheduler import Scheduler
+
+    reg = build_registry([])
+    cluster = MemoryCluster()
+    for n in nodes:
+        cluster.create(n, emit=False)
+    results = ResultStore()
+    sched = Scheduler(cluster, load_config(config, reg), reg, seed=seed, results=results)
+    sched.start()
+    out = []
+    for p in pods:
+        name = p["metadata"]["name"]
+        cluster.create(p)
+        sched.run(until_idle=True)
+        ours = (cluster.get_pod(namespace, name).get("spec") or {}).get("nodeName")
+        r = results.get(f"{namespace}/{name}")
+        top = [s["total"] for s in (r.scores if r else [])]
+        unique = ours is not None and (len(top) <= 1 or top[0] > top[1])
+        out.append(Aligned(name, kube[name], ours, r.message if r and ours is None else "", unique))
+        cluster.delete("pods", name, namespace)
+        sched.drain_inbox()
+        if kube[name] is not None:
+            cluster.create({**p, "spec": {**p["spec"], "nodeName": kube[name]}})
+            sched.drain_inbox()
+    return out

@@ -22,7 +22,7 @@ from scheduler_runtime.config import load_config
 from scheduler_runtime.plugins.registry import build_registry
 from scheduler_runtime.results import ResultStore
 from scheduler_runtime.scheduler import Scheduler
-from scheduler_runtime.testing.kube import kube_scheduler, put_node, wait_decision, wait_for
+from scheduler_runtime.testing.kube import kube_scheduler, put_node, run_ksched_aligned, wait_decision, wait_for
 
 pytestmark = pytest.mark.integration
 NS = "ext-parity"
@@ -102,33 +102,6 @@ def run_kube_scheduler(cp: Any, cfg_text: str, nodes: list[dict], pods: list[dic
     return out
 
 
-def run_ksched_aligned(cfg_file: Path, nodes: list[dict], pods: list[dict],
-                       kube: dict[str, tuple[str | None, str]]) -> list[tuple[str, Any, Any, str, bool]]:
-    reg = build_registry([])
-    cluster = MemoryCluster()
-    for n in nodes:
-        cluster.create(n, emit=False)
-    results = ResultStore()
-    sched = Scheduler(cluster, load_config(cfg_file, reg), reg, seed=5, results=results)
-    sched.start()
-    decisions = []
-    for p in pods:
-        name = p["metadata"]["name"]
-        cluster.create(p)
-        sched.run(until_idle=True)
-        ours = (cluster.get_pod(NS, name).get("spec") or {}).get("nodeName")
-        r = results.get(f"{NS}/{name}")
-        top = [s["total"] for s in (r.scores if r else [])]
-        unique = ours is not None and (len(top) <= 1 or top[0] > top[1])
-        decisions.append((name, kube[name][0], ours, r.message if r and ours is None else "", unique))
-        cluster.delete("pods", name, NS)
-        sched.drain_inbox()
-        if kube[name][0] is not None:
-            cluster.create({**p, "spec": {**p["spec"], "nodeName": kube[name][0]}})
-            sched.drain_inbox()
-    return decisions
-
-
 def test_extender_placements_and_messages_match_kube_scheduler(control_plane: Any, extender_server: Any,
                                                                tmp_path: Path) -> None:
     primary = extender_server(behaviour())
@@ -148,7 +121,7 @@ def test_extender_placements_and_messages_match_kube_scheduler(control_plane: An
     assert secondary.requests("prioritize")[0]["body"]["Nodes"]["items"]  # full nodes from kube-scheduler
     cfg = tmp_path / "ksched.yaml"
     cfg.write_text(config(primary.url, secondary.url, None))
-    decisions = run_ksched_aligned(cfg, nodes, pods, kube)
+    decisions = run_ksched_aligned(cfg, nodes, pods, {n: k[0] for n, k in kube.items()}, NS)
     report = "\n".join(f"{n}: kube={k} ksched={o} unique={u} msg={m!r}" for n, k, o, m, u in decisions)
     (tmp_path / "parity.txt").write_text(report)
     filtered = set(REJECT) | set(UNRESOLVABLE)

@@ -14,12 +14,7 @@ from pathlib import Path
 import pytest
 
 from scheduler_runtime.cluster.kube import KubeClient, load_connection
-from scheduler_runtime.cluster.memory import MemoryCluster
-from scheduler_runtime.config import load_config
-from scheduler_runtime.plugins.registry import build_registry
-from scheduler_runtime.results import ResultStore
-from scheduler_runtime.scheduler import Scheduler
-from scheduler_runtime.testing.kube import kube_scheduler, put_node, scheduler_config, wait_decision
+from scheduler_runtime.testing.kube import kube_scheduler, put_node, run_ksched_aligned, scheduler_config, wait_decision
 
 pytestmark = pytest.mark.integration
 NS = "parity"
@@ -97,48 +92,18 @@ def run_kube_scheduler(cp, nodes: list[dict], pods: list[dict]) -> dict[str, str
     return out
 
 
-def run_ksched_aligned(nodes: list[dict], pods: list[dict], kube: dict[str, str | None], cfg_file: Path):
-    reg = build_registry([])
-    cluster = MemoryCluster()
-    for n in nodes:
-        cluster.create(n, emit=False)
-    results = ResultStore()
-    sched = Scheduler(cluster, load_config(cfg_file, reg), reg, seed=5, results=results)
-    sched.start()
-    decisions = []
-    for p in pods:
-        name = p["metadata"]["name"]
-        cluster.create(p)
-        sched.run(until_idle=True)
-        raw = cluster.get_pod(NS, name)
-        ours = (raw.get("spec") or {}).get("nodeName")
-        r = results.get(f"{NS}/{name}")
-        top = [s["total"] for s in (r.scores if r else [])]
-        unique = ours is not None and (len(top) <= 1 or top[0] > top[1])
-        decisions.append((name, kube[name], ours, unique))
-        # align with kube-scheduler's choice before the next pod
-        cluster.delete("pods", name, NS)
-        sched.drain_inbox()
-        if kube[name] is not None:
-            aligned = dict(p)
-            aligned["spec"] = {**p["spec"], "nodeName": kube[name]}
-            cluster.create(aligned)
-            sched.drain_inbox()
-    return decisions
-
-
 def test_decisions_match_kube_scheduler(control_plane, tmp_path: Path):
     nodes, pods = scenario()
     kube = run_kube_scheduler(control_plane, nodes, pods)
     cfg = tmp_path / "ksched.yaml"
     cfg.write_text(scheduler_config(SCHEDULER))
-    decisions = run_ksched_aligned(nodes, pods, kube, cfg)
-    pending_kube = {n for n, k, _, _ in decisions if k is None}
-    pending_ours = {n for n, _, o, _ in decisions if o is None}
+    decisions = run_ksched_aligned(cfg, nodes, pods, kube, NS)
+    pending_kube = {d.name for d in decisions if d.kube is None}
+    pending_ours = {d.name for d in decisions if d.ours is None}
     assert pending_kube == pending_ours, (pending_kube, pending_ours)
-    unique = [(n, k, o) for n, k, o, u in decisions if u and k is not None]
+    unique = [(d.name, d.kube, d.ours) for d in decisions if d.unique and d.kube is not None]
     mismatches = [(n, k, o) for n, k, o in unique if k != o]
     report = tmp_path / "parity.txt"
-    report.write_text("\n".join(f"{n}: kube={k} ksched={o} unique={u}" for n, k, o, u in decisions))
+    report.write_text("\n".join(f"{d.name}: kube={d.kube} ksched={d.ours} unique={d.unique}" for d in decisions))
     assert len(unique) >= 30, f"too few unique-best decisions to compare ({len(unique)})"
     assert not mismatches, mismatches

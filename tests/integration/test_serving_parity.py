@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -134,38 +133,16 @@ def callers(control_plane: Any) -> Iterator[Callers]:
         c.cleanup()
 
 
-def _launch(cmd: list[str], args: list[str], log: Path, token: str) -> Iterator[int]:
+def _launch(serve: Any, cmd: list[str], args: list[str], log: Path, token: str) -> Iterator[int]:
     """Start a scheduler with kubeadm-like flags on a free port; yield the port once /readyz is 200."""
-    port = spa._free_port()
-    out = log.open("wb")
-    proc = subprocess.Popen([*cmd, *args, f"--secure-port={port}", "--bind-address=127.0.0.1"], stdout=out,
-                            stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, "COLUMNS": "200"})
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if spa._get(port, "/readyz", token=token)[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert proc.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.3)
-        yield port
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
-        out.close()
+    result: Iterator[int] = serve([*cmd, *args], log, lambda port: spa._get(port, "/readyz", token=token)[0] == 200,
+                                  90)
+    return result
 
 
-def _pair(cp: Any, callers: Callers, tmp: Path, args: list[str]) -> Iterator[tuple[int, int]]:
-    kube = _launch([str(_kube_binary(cp))], args, tmp / "kube.log", callers.tokens["all"])
-    ours = _launch([str(KSCHED), "run"], args, tmp / "ksched.log", callers.tokens["all"])
+def _pair(serve: Any, cp: Any, callers: Callers, tmp: Path, args: list[str]) -> Iterator[tuple[int, int]]:
+    kube = _launch(serve, [str(_kube_binary(cp))], args, tmp / "kube.log", callers.tokens["all"])
+    ours = _launch(serve, [str(KSCHED), "run"], args, tmp / "ksched.log", callers.tokens["all"])
     kport = next(kube)
     try:
         oport = next(ours)
@@ -205,9 +182,10 @@ def _status_table(ports: tuple[int, int], callers: Callers, paths: list[str],
 
 
 @pytest.fixture(scope="module")
-def default_pair(control_plane: Any, callers: Callers, tmp_path_factory: pytest.TempPathFactory
-                 ) -> Iterator[tuple[int, int]]:
-    yield from _pair(control_plane, callers, tmp_path_factory.mktemp("pair"), _flags_only(control_plane))
+def default_pair(control_plane: Any, callers: Callers, tmp_path_factory: pytest.TempPathFactory,
+                 serve_secure_port: Any) -> Iterator[tuple[int, int]]:
+    yield from _pair(serve_secure_port, control_plane, callers, tmp_path_factory.mktemp("pair"),
+                     _flags_only(control_plane))
 
 
 def test_status_codes_of_every_path_match_kube_scheduler(default_pair: tuple[int, int], callers: Callers) -> None:
@@ -235,10 +213,11 @@ def test_configz_flagz_statusz_match_kube_scheduler(default_pair: tuple[int, int
     assert kube_st["emulationVersion"] == ours_st["emulationVersion"]
 
 
-def test_gates_and_profiling_off_match_kube_scheduler(control_plane: Any, callers: Callers, tmp_path: Path) -> None:
+def test_gates_and_profiling_off_match_kube_scheduler(control_plane: Any, callers: Callers, tmp_path: Path,
+                                                     serve_secure_port: Any) -> None:
     args = _flags_only(control_plane, ["--feature-gates=ComponentFlagz=false,ComponentStatusz=false",
                                        "--profiling=false"])
-    for ports in _pair(control_plane, callers, tmp_path, args):
+    for ports in _pair(serve_secure_port, control_plane, callers, tmp_path, args):
         rows = _status_table(ports, callers, ["/flagz", "/statusz", "/configz", "/debug/pprof/",
                                               "/debug/pprof/goroutine?debug=1", "/debug/flags/v"])
         assert [r for r in rows if r[2] != r[3]] == []
@@ -270,7 +249,8 @@ def _families(text: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def test_metric_families_match_kube_scheduler(control_plane: Any, callers: Callers, tmp_path: Path) -> None:
+def test_metric_families_match_kube_scheduler(control_plane: Any, callers: Callers, tmp_path: Path,
+                                              serve_secure_port: Any) -> None:
     """Both schedule pods (one each that fits, one too big; nodes created with the not-ready taint, which is
     then lifted so queueing hints run), then their scheduler_* families are compared: kube's are all in ksched,
     with the same labels and buckets."""
@@ -287,7 +267,7 @@ def test_metric_families_match_kube_scheduler(control_plane: Any, callers: Calle
             cfg.write_text(f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
                            f"clientConnection:\n  kubeconfig: {kc}\nleaderElection:\n  leaderElect: false\n"
                            f"profiles:\n- schedulerName: {names[who]}\n")
-            g = _launch(cmd, [f"--config={cfg}", f"--authentication-kubeconfig={kc}",
+            g = _launch(serve_secure_port, cmd, [f"--config={cfg}", f"--authentication-kubeconfig={kc}",
                               f"--authorization-kubeconfig={kc}"], tmp_path / f"{who}.log", callers.tokens["all"])
             ports[who] = next(g)
             gens.append(g)

@@ -456,3 +456,23 @@ def test_a_selector_over_kubes_cost_limit_gets_kubes_error_without_being_evaluat
     assert ("claim ml/c: selector #0 on device gpu.example.com/n1/gpu-0: CEL runtime error: operation cancelled: "
             "actual cost limit exceeded"
             in message(m, "p"))
+
+
+def test_a_claim_with_a_full_reserved_for_does_not_block_prefilter_as_in_kube():
+    """kube 1.36.3/1.37.2 PreFilter's "resourceclaim in use" check is guarded by resourceclaim.CanBeReserved,
+    which returns true for every claim there ("no restrictions on sharing"): a claim whose status.reservedFor
+    already holds ResourceClaimReservedForMaxSize (256) other consumers does not make the pod unschedulable at
+    PreFilter (the API server refuses the 257th entry when PreBind adds it). ksched must not add the check."""
+    m = MemoryCluster()
+    full = claim("full")
+    full["status"] = {
+        "allocation": {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "gpu-0"}]},
+                       "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                           {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}},
+        "reservedFor": [{"resource": "pods", "name": f"other-{i}", "uid": f"uid-{i}"} for i in range(256)]}
+    for o in (node("n1"), device_class(), rslice("n1", ["t4"]), full, pod("p", claim_name="full")):
+        m.create(o, emit=False)
+    pl, _snap = _plugin(m)
+    assert len(get_claim(m, "full")["status"]["reservedFor"]) == 256
+    _st, status = _cycle(pl, Pod.from_dict(m.get_pod(NS, "p")), Node.from_dict(node("n1")))
+    assert status is None or status.code == Code.Success, status

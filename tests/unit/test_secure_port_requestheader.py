@@ -38,7 +38,8 @@ def pki(tmp_path: Path, test_pki: Any) -> dict[str, object]:
     return {"proxy_ca": str(tmp_path / "front-proxy-ca.crt"), "client_ca": str(tmp_path / "client-ca.crt"),
             "proxy": test_pki.client_cert(tmp_path, proxy_ca, "front-proxy-client"),
             "other_proxy": test_pki.client_cert(tmp_path, proxy_ca, "somebody-else"),
-            "user": test_pki.client_cert(tmp_path, client_ca, "carol")}
+            "user": test_pki.client_cert(tmp_path, client_ca, "carol"),
+            "stranger": test_pki.client_cert(tmp_path, test_pki.make_ca(tmp_path, "stranger-ca"), "mallory")}
 
 
 @pytest.fixture
@@ -67,3 +68,13 @@ def test_headers_from_an_unlisted_proxy_or_a_plain_client_are_not_believed(port:
     assert code == 403 and body["message"] == 'forbidden: User "carol" cannot get path "/metrics"', body
     code, body = _get(port, None, {"X-Remote-User": "alice", "X-Remote-Group": "system:masters"})
     assert code == 403 and '"system:anonymous"' in body["message"], body
+
+
+def test_a_certificate_from_an_unknown_authority_completes_the_handshake_and_gets_401(port: int, pki: dict) -> None:
+    """kube-scheduler asks for a client certificate without requiring a verifiable one (crypto/tls
+    RequestClientCert) and its x509 authenticator rejects it: 401, not a failed TLS handshake."""
+    code, body = _get(port, pki["stranger"], {"X-Remote-User": "alice", "X-Remote-Group": "system:masters"})
+    assert code == 401 and body["reason"] == "Unauthorized", body
+    # the same server still knows its own clients, on new connections after the stranger's
+    code, body = _get(port, pki["user"], {})
+    assert code == 403 and body["message"] == 'forbidden: User "carol" cannot get path "/metrics"', body

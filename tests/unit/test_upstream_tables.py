@@ -2,7 +2,7 @@
 
 The cases live as data in tests/data/upstream_tables/<package>.json (format: hack/upstream_tables/convert.py),
 each named by the upstream test function and case. A case kube's test runs through an extension point ksched
-does not have (queueing hints, pod signing, alpha feature gates) carries `na` with the reason and is not run.
+does not have (alpha feature gates, private helpers) carries `na` with the reason and is not run.
 `python tests/unit/test_upstream_tables.py` prints the counts per plugin.
 """
 
@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from scheduler_runtime.cluster.memory import MemoryCluster
+from scheduler_runtime.framework import signers
 from scheduler_runtime.framework.cycle_state import CycleState
 from scheduler_runtime.framework.handle import Handle
 from scheduler_runtime.framework.nodelist import NodeList
@@ -93,8 +94,9 @@ def _build(case: dict[str, Any]) -> tuple[Any, Snapshot, Pod]:
     cls = PLUGINS[case["plugin"]]
     # kube's plugin tests build plugins with feature.Features{} unless a case sets a gate: off, whatever the
     # release's defaults (cases that turn one on carry `na` or live in their own tests)
-    args = (cls.args_model.model_validate(case.get("args") or {}, context={GATES_CONTEXT: TEST_GATES_OFF})
-            if cls.args_model is not None else PluginFeatures(TEST_GATES_OFF) if cls.name in GATE_READERS else None)
+    gates = {**TEST_GATES_OFF, **(case.get("gates") or {})}
+    args = (cls.args_model.model_validate(case.get("args") or {}, context={GATES_CONTEXT: gates})
+            if cls.args_model is not None else PluginFeatures(gates) if cls.name in GATE_READERS else None)
     cluster = None
     if "objs" in case:  # the plugin reads informers: a cluster, even with nothing in it
         cluster = MemoryCluster()
@@ -149,7 +151,11 @@ def run_case(case: dict[str, Any]) -> list[str]:
     diffs: list[str] = []
     for step in case["steps"]:
         op = step["op"]
-        if op == "prefilter":
+        if op == "prefilter" and "not_code" in step:  # kube's test only rules out one code
+            got = _status(plugin.pre_filter(state, pod, NodeList(snap)))
+            if (got or {}).get("code", "Success") == step["not_code"]:
+                diffs.append(f"PreFilter status: want anything but {step['not_code']}, got {got}")
+        elif op == "prefilter":
             ret = plugin.pre_filter(state, pod, NodeList(snap))
             got = _status(ret)
             if got != step["status"]:
@@ -207,6 +213,8 @@ def run_case(case: dict[str, Any]) -> list[str]:
                     if vs is not None else []
                 if "provisions" in step and got_p != step["provisions"]:
                     diffs.append(f"provisions: want {step.get('provisions')}, got {got_p}")
+        elif op == "sign":
+            diffs += _check_sign(plugin.sign_pod(pod), step)
         elif op == "preenqueue":
             got = _status(plugin.pre_enqueue(pod))
             if got != step["status"]:
@@ -222,6 +230,36 @@ def run_case(case: dict[str, Any]) -> list[str]:
             got_scores = {s.name: s.score for s in scores}
             if got_scores != step["scores"]:
                 diffs.append(f"scores: want {step['scores']}, got {got_scores}")
+    return diffs
+
+
+def _kube_value(key: str, value: Any) -> Any:
+    """A ksched fragment's value as the Go value kube's SignPod puts under the same key (what its tests compare):
+    the requests signature is kube's framework.Resource; the other signers' values already have kube's shape."""
+    if key != signers.RESOURCES:
+        return value
+    req = dict(value)
+    scalars = {n: q for n, q in req.items() if n not in ("cpu", "memory", "ephemeral-storage", "pods")}
+    return {"Resource": {"MilliCPU": req.get("cpu", 0), "Memory": req.get("memory", 0),
+                         "EphemeralStorage": req.get("ephemeral-storage", 0), "AllowedPodNumber": req.get("pods", 0),
+                         "ScalarResources": scalars or None}}
+
+
+def _check_sign(ret: Any, step: dict[str, Any]) -> list[str]:
+    """SignPod against kube's expectations: the exact code (`code`), only success (`must_succeed`), and the
+    fragments' keys and values in order, nil (None) distinct from an empty list as cmp.Diff has them."""
+    frags, st = ret if isinstance(ret, tuple) else ((None, ret) if isinstance(ret, Status) else (ret, None))
+    got_code = "Success" if st is None else st.code.name
+    diffs = []
+    if "code" in step and got_code != step["code"]:
+        diffs.append(f"SignPod status: want {step['code']}, got {got_code} ({st})")
+    if step.get("must_succeed") and got_code != "Success":
+        diffs.append(f"SignPod status: want Success, got {st}")
+    if "fragments" in step:
+        got = None if frags is None else [{"key": f.key, "value": json.loads(json.dumps(_kube_value(f.key, f.value)))}
+                                          for f in frags]
+        if got != step["fragments"]:
+            diffs.append(f"SignPod fragments: want {step['fragments']}, got {got}")
     return diffs
 
 

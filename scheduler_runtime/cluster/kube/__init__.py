@@ -2,7 +2,8 @@
 
 - `resources`: resource references, the built-in table, metav1 time formats;
 - `kubeconfig`: kubeconfig / in-cluster loading into a `Connection` (`KubeConfigError`);
-- `rest`: `KubeClient`, the urllib3 client with retries and a token bucket, and the `ApiError` family;
+- `rest`: `KubeClient`, the REST client with retries and a token bucket, and the `ApiError` family;
+- `http11`: the lean keep-alive HTTP/1.1 pool `KubeClient.request` uses (watches stay on urllib3);
 - `reflector`: list + watch into raw-dict stores (the informers);
 - `events`: events.k8s.io/v1 recording aggregated into EventSeries;
 - `status`: PodScheduled condition, nominatedNodeName and annotation writes;

@@ -118,7 +118,7 @@ class KubeCluster(ClusterBackend):
         self._event_queue = event_queue
         self._pod_writer: PodWriter | None = None
         self._last_event_ns = 0
-        self.stats = collections.Counter()
+        self.stats: collections.Counter[str] = collections.Counter()
         for r in resources:
             self.informer(r)
 

@@ -43,7 +43,7 @@ RETRIABLE_STATUS = (500, 503)
 
 def bind_backoff(attempt: int) -> float:
     """Seconds before retry `attempt` (1-based): retry.DefaultBackoff's 10 ms x 5^(n-1) with 10% jitter."""
-    d = 0.01 * 5 ** (attempt - 1)
+    d = 0.01 * 5.0 ** (attempt - 1)
     return d + random.random() * 0.1 * d
 
 

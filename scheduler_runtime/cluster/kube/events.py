@@ -20,6 +20,7 @@ from ...backoff import BackoffPolicy
 from ...objects import Pod
 from .resources import micro_time, path_escape
 from .rest import ApiError, KubeClient, Response
+from .workers import ShardedWorkers
 
 log = logging.getLogger("ksched.kube")
 
@@ -64,7 +65,11 @@ class _Isomorphic:
         return {"count": self.count, "lastObservedTime": micro_time(self.last)}
 
 
-class EventWriter:
+#: a queued write: namespace, the event body, the series to write (None: create the singleton)
+_Write = tuple[str, dict[str, Any], dict[str, Any] | None]
+
+
+class EventWriter(ShardedWorkers[_Write]):
     """Events aggregated into EventSeries as client-go's events/v1 broadcaster does: the first of
     isomorphic events is created, the second PATCHes the stored one with series {count: 2}, later ones
     only count in memory until the periodic refresh or the end of the series writes the count.
@@ -77,6 +82,7 @@ class EventWriter:
     def __init__(self, client: KubeClient, maxlen: int = 2000, workers: int = 2, *,
                  clock: Callable[[], float] = time.time, cache_size: int = EVENT_CACHE_SIZE,
                  retry_sleep: float = EVENT_RETRY_SLEEP, housekeeping: bool = True) -> None:
+        super().__init__()
         self.client = client
         self.maxlen = maxlen
         self.clock = clock
@@ -84,16 +90,11 @@ class EventWriter:
         self.retry_sleep = retry_sleep
         self._retry = BackoffPolicy(retry_sleep, factor=1.0, jitter=(1.0, 1.25))
         self._cache: collections.OrderedDict[tuple[Any, ...], _Isomorphic] = collections.OrderedDict()
-        self._shards: list[collections.deque[tuple[str, dict[str, Any], dict[str, Any] | None]]] = [
-            collections.deque() for _ in range(max(1, workers))]
+        self._shards: list[collections.deque[_Write]] = [collections.deque() for _ in range(max(1, workers))]
         self._queued = 0
-        self._cv = threading.Condition()
-        self._busy = 0
-        self._stopping = False
         self._stop_evt = threading.Event()
         self.sent = self.dropped = self.failed = self.aggregated = 0
-        self._threads = [threading.Thread(target=self._run, args=(i,), name=f"events-{i}", daemon=True)
-                         for i in range(len(self._shards))]
+        self._start_workers(len(self._shards), "events")
         if housekeeping:
             self._threads.append(threading.Thread(target=self._housekeeping, name="events-series", daemon=True))
         for t in self._threads:
@@ -200,26 +201,19 @@ class EventWriter:
             log.error("could not write event %s: retry limit exceeded", body["metadata"]["name"])
         return False
 
-    def _run(self, i: int) -> None:
-        shard = self._shards[i]
-        while True:
-            with self._cv:
-                while not shard and not self._stopping:
-                    self._cv.wait()
-                if not shard:
-                    return
-                ns, body, series = shard.popleft()
-                self._queued -= 1
-                self._busy += 1
-            try:
-                self._record(ns, body, series)
-            except Exception as exc:  # noqa: BLE001 - keep the worker alive
-                self.failed += 1
-                log.error("event worker: %s", exc)
-            finally:
-                with self._cv:
-                    self._busy -= 1
-                    self._cv.notify_all()
+    # the worker loop (ShardedWorkers): one shard per worker
+    def _has_work(self, shard: int) -> bool:
+        return bool(self._shards[shard])
+
+    def _take(self, shard: int) -> _Write:
+        self._queued -= 1
+        return self._shards[shard].popleft()
+
+    def _backlog(self) -> int:
+        return self._queued
+
+    def _handle(self, item: _Write) -> None:
+        self._record(*item)
 
     # ------------------------------------------------------------- series upkeep (housekeeping thread)
     def refresh_series(self) -> int:
@@ -272,16 +266,6 @@ class EventWriter:
                 log.error("event series upkeep: %s", exc)
 
     # ------------------------------------------------------------- lifecycle
-    def flush(self, timeout: float = 5.0) -> bool:
-        end = time.monotonic() + timeout
-        with self._cv:
-            while self._queued or self._busy:
-                left = end - time.monotonic()
-                if left <= 0:
-                    return False
-                self._cv.wait(left)
-        return True
-
     def stop(self, timeout: float = 2.0) -> None:
         self.flush(timeout)
         with self._cv:

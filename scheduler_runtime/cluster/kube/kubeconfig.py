@@ -112,10 +112,22 @@ def _named_entries(doc: dict[str, Any], key: str, inner: str, where: str) -> dic
     return out
 
 
-def check_kubeconfig(path: str, context: str | None = None) -> None:
+@dataclass
+class Selected:
+    """What the chosen context names: its cluster and user entries, and the files they came from."""
+
+    cluster: dict[str, Any]
+    cluster_file: str
+    user: dict[str, Any]
+    user_file: str
+    single_file: bool
+
+
+def check_kubeconfig(path: str, context: str | None = None) -> Selected:
     """Check kubeconfig file(s) (`path` may list several, separated as in $KUBECONFIG) before the client reads
     them, so every problem is one line naming the file and the field: read/parse problems are usage errors
-    (exit 2), a parsed file missing what a connection needs is invalid (exit 1)."""
+    (exit 2), a parsed file missing what a connection needs is invalid (exit 1). Returns the entries the
+    context selects."""
     files = [p for p in path.split(os.pathsep) if p]
     docs = [(p, _read_kubeconfig_file(p)) for p in files]
     if not docs:
@@ -157,6 +169,79 @@ def check_kubeconfig(path: str, context: str | None = None) -> None:
     j, cl, csrc = merged["clusters"][cluster]
     if not cl.get("server"):
         raise _kc_error(f"{csrc}: clusters[{j}].cluster.server: Required value", usage=False)
+    _, us, usrc = merged["users"][user] if user else (0, {}, csrc)
+    return Selected(cl, csrc, us, usrc, len(docs) == 1)
+
+
+#: the entries `_direct_connection` reads itself; anything else (exec and auth-provider plugins, token files,
+#: basic auth, proxies, impersonation, both a file and its -data) goes through the `kubernetes` client's loader
+_DIRECT_CLUSTER = {"server", "certificate-authority", "certificate-authority-data", "insecure-skip-tls-verify",
+                   "tls-server-name", "extensions"}
+_DIRECT_USER = {"token", "client-certificate", "client-key", "client-certificate-data", "client-key-data",
+                "extensions"}
+_material_dir: str | None = None
+
+
+def _material_file(data: str, what: str) -> str:
+    """A `*-data` field (base64 PEM) in a private file for the TLS layer, removed when the process ends (the
+    `kubernetes` loader writes these to temporary files too)."""
+    import atexit
+    import base64
+    import binascii
+    import shutil
+    import tempfile
+
+    global _material_dir
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(f"{what}: not valid base64") from None
+    if _material_dir is None:
+        _material_dir = tempfile.mkdtemp(prefix="ksched-kubeconfig-")
+        atexit.register(shutil.rmtree, _material_dir, True)
+    fd, name = tempfile.mkstemp(dir=_material_dir)
+    with os.fdopen(fd, "wb") as f:
+        f.write(raw)
+    return name
+
+
+def _direct_connection(sel: Selected, source: str) -> Connection | None:
+    """The connection of a kubeconfig that names only a server, TLS files or data and a static token or client
+    certificate, read without importing the `kubernetes` client (most of a start's CPU); None otherwise.
+    Relative file names are relative to the kubeconfig file that holds them, as client-go resolves them."""
+    cl, us = sel.cluster, sel.user
+    if not sel.single_file or set(cl) - _DIRECT_CLUSTER or set(us) - _DIRECT_USER:
+        return None
+    pairs = (("certificate-authority", cl), ("client-certificate", us), ("client-key", us))
+    if any(k in d and f"{k}-data" in d for k, d in pairs):
+        return None
+    if not isinstance(cl.get("insecure-skip-tls-verify", False), bool):
+        return None
+
+    def file_or_data(key: str, entry: dict[str, Any], base: str) -> str | None:
+        if entry.get(f"{key}-data"):
+            return _material_file(str(entry[f"{key}-data"]), f"{source}: {key}-data")
+        value = entry.get(key)
+        if not value:
+            return None
+        p = Path(str(value)).expanduser()
+        full = str(p if p.is_absolute() else Path(os.path.abspath(Path(base).expanduser().parent)) / p)
+        if not os.path.isfile(full):
+            raise ValueError(f"File does not exist: {full}")  # the kubernetes loader's check and words
+        return full
+
+    ca = file_or_data("certificate-authority", cl, sel.cluster_file)
+    cert = file_or_data("client-certificate", us, sel.user_file)
+    key = file_or_data("client-key", us, sel.user_file)
+    token = us.get("token")
+    header = f"Bearer {token}" if token else None
+
+    def auth(force: bool = False) -> str | None:
+        return header  # a static token: nothing to re-read
+    return Connection(host=str(cl["server"]).rstrip("/"), ca_file=ca, cert_file=cert, key_file=key,
+                      verify=not cl.get("insecure-skip-tls-verify", False),
+                      tls_server_name=cl.get("tls-server-name") or None, source=source,
+                      auth=auth if header else None)
 
 
 def load_connection(kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None, *,
@@ -169,28 +254,39 @@ def load_connection(kubeconfig: str | os.PathLike[str] | None = None, context: s
     with no kubeconfig is used alone (no credentials), as kube-scheduler's --master."""
     if master and not kubeconfig and not fallbacks:
         return Connection(host=master.rstrip("/"), source=f"--master {master}")
-    import yaml
+    path = _kubeconfig_candidates(kubeconfig) if fallbacks else (str(kubeconfig) if kubeconfig else None)
+    incluster = path is None and (in_cluster() or not fallbacks)
+    if not incluster:
+        if path is None:
+            home = Path("~/.kube/config").expanduser()
+            if not home.is_file():
+                raise _kc_error("no kubeconfig found: pass --kubeconfig, set KUBECONFIG or "
+                                "clientConnection.kubeconfig, or run in a pod with a service account", usage=True)
+            path = str(home)
+        selected = check_kubeconfig(path, context)
+        try:
+            direct = _direct_connection(selected, f"kubeconfig {path}")
+        except (OSError, ValueError) as exc:
+            raise KubeConfigError(f"kubeconfig {path}: {' '.join(str(exc).split())}",
+                                  usage=isinstance(exc, OSError)) from None
+        if direct is not None:
+            if master:
+                direct.host = master.rstrip("/")
+            return direct
+    import yaml  # type: ignore[import-untyped]
     from kubernetes import client as kclient
     from kubernetes import config as kconfig
     from kubernetes.config.config_exception import ConfigException
 
     cfg = kclient.Configuration()
-    path = _kubeconfig_candidates(kubeconfig) if fallbacks else (str(kubeconfig) if kubeconfig else None)
     source = ""
     try:
-        if path is None and (in_cluster() or not fallbacks):
-            kconfig.load_incluster_config(client_configuration=cfg)
+        if incluster:
+            kconfig.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
             source = "in-cluster service account"
         else:
-            if path is None:
-                home = Path("~/.kube/config").expanduser()
-                if not home.is_file():
-                    raise _kc_error("no kubeconfig found: pass --kubeconfig, set KUBECONFIG or "
-                                    "clientConnection.kubeconfig, or run in a pod with a service account", usage=True)
-                path = str(home)
-            check_kubeconfig(path, context)
-            kconfig.load_kube_config(config_file=path, context=context, client_configuration=cfg,
-                                     persist_config=False)
+            kconfig.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=path, context=context, client_configuration=cfg, persist_config=False)
             source = f"kubeconfig {path}"
     except KubeConfigError:
         raise
@@ -203,7 +299,7 @@ def load_connection(kubeconfig: str | os.PathLike[str] | None = None, context: s
         raise KubeConfigError(f"kubeconfig {path}: {msg}", usage=isinstance(exc, OSError)) from None
 
     lock = threading.Lock()
-    cache: dict[str, Any] = {"at": -1e9, "value": None}
+    cache: dict[str, Any] = {"at": -1e9, "value": None}  # value: str | None
 
     def auth(force: bool = False) -> str | None:
         with lock:
@@ -215,7 +311,8 @@ def load_connection(kubeconfig: str | os.PathLike[str] | None = None, context: s
                 if not value and (cfg.username or cfg.password):
                     value = cfg.get_basic_auth_token()
                 cache["value"], cache["at"] = value, now
-            return cache["value"]
+            cached: str | None = cache["value"]
+            return cached
 
     host = (master or cfg.host).rstrip("/")
     return Connection(host=host, ca_file=cfg.ssl_ca_cert, cert_file=cfg.cert_file, key_file=cfg.key_file,

@@ -11,6 +11,7 @@ The backend a reflector serves is seen only through `ReflectorHost`.
 
 from __future__ import annotations
 
+import builtins
 import collections
 import logging
 import random
@@ -28,6 +29,9 @@ from .resources import BUILTIN, ResourceNotServed, ResourceRef
 from .rest import ApiError, KubeClient, Response, too_large_resource_version
 
 log = logging.getLogger("ksched.kube")
+
+#: one store change as handlers get it: (action, old object, new object)
+Change = tuple[str, dict[str, Any] | None, dict[str, Any] | None]
 
 
 class ReflectorHost(Protocol):
@@ -82,9 +86,9 @@ class Reflector:
         self._store: dict[str, dict[str, Any]] = {}
         self._rv = ""
         self._synced = threading.Event()
-        self._handlers: list[Callable[[str, dict | None, dict | None], None]] = []
+        self._handlers: list[Callable[[str, dict[str, Any] | None, dict[str, Any] | None], None]] = []
         self._mode = "quiet"  # quiet (before start) -> buffer (start is replaying) -> live
-        self._pending: list[tuple[str, dict | None, dict | None]] = []
+        self._pending: list[Change] = []
         self._stop = threading.Event()
         self._paused = threading.Event()
         self._thread: threading.Thread | None = None
@@ -95,7 +99,7 @@ class Reflector:
         self.last_exception: BaseException | None = None
         self.failing_since: float | None = None
         #: counters: lists (incl. relists), relists (after 410), watches (opened), events, errors
-        self.stats = collections.Counter()
+        self.stats: collections.Counter[str] = collections.Counter()
         self.min_watch_timeout = cluster.min_watch_timeout
         self.watch_read_timeout = cluster.watch_read_timeout
 
@@ -123,14 +127,14 @@ class Reflector:
         with self._lock:
             return self._store.get(key)
 
-    def keys(self) -> list[str]:
+    def keys(self) -> builtins.list[str]:
         with self._lock:
             return list(self._store)
 
     def __len__(self) -> int:
         return len(self._store)
 
-    def add_handler(self, fn: Callable[[str, dict | None, dict | None], None]) -> None:
+    def add_handler(self, fn: Callable[[str, dict[str, Any] | None, dict[str, Any] | None], None]) -> None:
         """fn(action, old, new) on the reflector thread for every change from now on."""
         self._handlers.append(fn)
 
@@ -180,7 +184,7 @@ class Reflector:
                 pass
 
     # ----------------------------------------------------------- start() support
-    def snapshot_for_start(self) -> list[dict[str, Any]]:
+    def snapshot_for_start(self) -> builtins.list[dict[str, Any]]:
         with self._lock:
             self._mode = "buffer"
             self._pending = []
@@ -269,7 +273,7 @@ class Reflector:
             q["labelSelector"] = self.label_selector
         return q
 
-    def _list_all(self) -> tuple[list[dict[str, Any]], str]:
+    def _list_all(self) -> tuple[builtins.list[dict[str, Any]], str]:
         assert self.ref is not None
         client = self.cluster.client
         path = self.ref.path()
@@ -317,7 +321,7 @@ class Reflector:
         items, rv = self._list_all()
         self.stats["lists"] += 1
         new = {self._key(o): o for o in items}
-        changes: list[tuple[str, dict | None, dict | None]] = []
+        changes: builtins.list[Change] = []
         with self._lock:
             old = self._store
             want = self._mode != "quiet" or bool(self._handlers)
@@ -342,7 +346,7 @@ class Reflector:
         if changes:
             self._deliver(changes, mode)
 
-    def _deliver(self, changes: list[tuple[str, dict | None, dict | None]], mode: str) -> None:
+    def _deliver(self, changes: builtins.list[Change], mode: str) -> None:
         handler = self.cluster.live_handler
         if mode == "live" and handler is not None:
             with self._deliver_lock:
@@ -431,7 +435,7 @@ class Reflector:
         strip_managed_fields(obj)
         key = self._key(obj)
         rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
-        change: tuple[str, dict | None, dict | None] | None = None
+        change: Change | None = None
         with self._lock:
             if typ in ("ADDED", "MODIFIED"):
                 prev = self._store.get(key)

@@ -1,4 +1,5 @@
-"""The REST client: raw-JSON calls over one urllib3 pool, a client-side token bucket, one-line API errors.
+"""The REST client: raw-JSON calls over keep-alive HTTP/1.1 (`http11`; watches over urllib3), a client-side
+token bucket, one-line API errors.
 
 Follows client-go v0.36.3 rest (request.go: one retry of a connection error, 401 re-reads rotating
 credentials once, Retry-After honoured by callers; client-side rate limiting as flowcontrol's token bucket)
@@ -23,6 +24,7 @@ import urllib3
 
 from ...errors import KschedError
 from ...ratelimit import TokenBucket
+from .http11 import Http11Pool, tls_context
 from .kubeconfig import Connection
 
 USER_AGENT = "ksched/0.1.0 (kube-scheduler compatible)"
@@ -126,8 +128,8 @@ def error_from_response(resp: Response, method: str, path: str, query: dict[str,
             reason = str(body.get("reason") or "")
     except orjson.JSONDecodeError:
         pass
-    kw = dict(status=resp.status, reason=reason, verb=verb, resource=resource, group=group, namespace=namespace,
-              retry_after=resp.retry_after())
+    kw: dict[str, Any] = dict(status=resp.status, reason=reason, verb=verb, resource=resource, group=group,
+                              namespace=namespace, retry_after=resp.retry_after())
     if resp.status == 401:
         return ApiUnauthorizedError(
             f"the API server at {host} rejected the credentials from {source or 'the kubeconfig'} "
@@ -191,6 +193,12 @@ def too_large_resource_version(status: dict[str, Any]) -> bool:
 _CONN_ERRORS: tuple[type[BaseException], ...] = (urllib3.exceptions.HTTPError, OSError)
 
 
+def _read_timeout(exc: BaseException) -> bool:
+    """The request was sent and the answer did not come in time (urllib3's ReadTimeoutError, or the lean
+    pool's TimeoutError marked `sent`)."""
+    return isinstance(exc, urllib3.exceptions.ReadTimeoutError) or bool(getattr(exc, "sent", False))
+
+
 class KubeClient:
     """Raw-JSON REST calls over a shared urllib3 pool, with a token bucket and one-line errors."""
 
@@ -205,6 +213,7 @@ class KubeClient:
         self.pool_size = pool_size
         self._pool = self._make_pool(pool_size)
         self._pool_for_host: Any = None
+        self._lean = self._make_lean_pool(pool_size)
         self._base_path = urllib.parse.urlsplit(self.host).path.rstrip("/")  # a server URL may carry a prefix
         self._timeouts: dict[float, urllib3.Timeout] = {}
         self._extra_headers: dict[str, str] = {}
@@ -228,6 +237,20 @@ class KubeClient:
         if self.conn.proxy:
             return urllib3.ProxyManager(self.conn.proxy, **kw)
         return urllib3.PoolManager(**kw)
+
+    def _make_lean_pool(self, size: int) -> Http11Pool | None:
+        """The pool for request(): straight HTTP/1.1 to the server (through a proxy, urllib3 serves)."""
+        if self.conn.proxy:
+            return None
+        parts = urllib.parse.urlsplit(self.host)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            return None
+        conn = self.conn
+        ctx = (lambda: tls_context(conn.ca_file, conn.cert_file, conn.key_file, conn.verify)) \
+            if parts.scheme == "https" else None
+        return Http11Pool(parts.scheme, parts.hostname, parts.port, ssl_context=ctx,
+                          server_hostname=self.conn.tls_server_name, connect_timeout=self.connect_timeout,
+                          socket_options=_keepalive_options(), maxsize=size)
 
     def clone(self, *, qps: float | None = None, burst: int | None = None, pool_size: int | None = None,
               timeout: float | None = None, headers: dict[str, str] | None = None) -> KubeClient:
@@ -291,29 +314,35 @@ class KubeClient:
             data = body if isinstance(body, bytes) else orjson.dumps(body)
             content_type = content_type or "application/json"
         target = self._target(path, query)
-        to = self._timeout(timeout or self.timeout)
-        pool = self._host_pool()
         force = False
         attempt = 0
         while True:
             try:
-                # straight to the host's connection pool: PoolManager's URL parsing and pool lookup cost a
-                # bound pod more Python time than the scheduling cycle itself
-                r = pool.urlopen(method, target, body=data, headers=self._headers(content_type, force),
-                                 timeout=to, retries=False, redirect=False, preload_content=True,
-                                 assert_same_host=False)
-            except urllib3.exceptions.ReadTimeoutError as exc:
-                raise self._unreachable(exc, method, path) from None
+                status, headers, payload = self._send(method, target, data, content_type, force, timeout)
             except _CONN_ERRORS as exc:
-                if attempt < conn_retries:
+                # a read timeout (the request went out): the server may be acting on it, never resent here
+                if attempt < conn_retries and not _read_timeout(exc):
                     attempt += 1
                     time.sleep(0.05)
                     continue
                 raise self._unreachable(exc, method, path) from None
-            if r.status == 401 and not force and self.conn.auth is not None:
+            if status == 401 and not force and self.conn.auth is not None:
                 force = True  # credentials may have rotated (exec plugin / projected token): re-read once
                 continue
-            return Response(r.status, r.headers, r.data)
+            return Response(status, headers, payload)
+
+    def _send(self, method: str, target: str, data: bytes | None, content_type: str | None, force: bool,
+              timeout: float | None) -> tuple[int, Any, bytes]:
+        """One try: the lean pool, or urllib3 when a proxy is in between."""
+        headers = self._headers(content_type, force)
+        if self._lean is not None:
+            return self._lean.request(method, target, headers, data, timeout or self.timeout)
+        # straight to the host's connection pool: PoolManager's URL parsing and pool lookup cost a bound pod
+        # more Python time than the scheduling cycle itself
+        r = self._host_pool().urlopen(method, target, body=data, headers=headers,
+                                      timeout=self._timeout(timeout or self.timeout), retries=False,
+                                      redirect=False, preload_content=True, assert_same_host=False)
+        return r.status, r.headers, r.data
 
     def open_stream(self, path: str, query: dict[str, Any], read_timeout: float,
                     limit: bool = True) -> urllib3.BaseHTTPResponse:
@@ -340,6 +369,8 @@ class KubeClient:
 
     def close(self) -> None:
         self._pool.clear()
+        if self._lean is not None:
+            self._lean.clear()
 
 
 # ------------------------------------------------------------------------------------------ reflector

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import collections
 import logging
-import threading
-import time
 from typing import Any, Protocol
 
 from ...objects import Pod
 from .resources import path_escape, rfc3339
 from .rest import ApiError, GatedWriter
+from .workers import ShardedWorkers
 
 log = logging.getLogger("ksched.kube")
 
@@ -45,8 +44,8 @@ def write_status(host: StatusHost, pod: Pod, condition: dict[str, Any] | None, n
         unchanged = old is not None and all(old.get(k) == cond[k] for k in ("status", "reason", "message"))
         if not unchanged:
             same_status = old is not None and old.get("status") == cond["status"]
-            cond["lastTransitionTime"] = (old.get("lastTransitionTime") if same_status and
-                                          old.get("lastTransitionTime") else rfc3339())
+            kept = old.get("lastTransitionTime") if old is not None and same_status else None
+            cond["lastTransitionTime"] = kept or rfc3339()
             patch_status["conditions"] = [cond]
     if nnn is not None:
         cur = status.get("nominatedNodeName") or ""
@@ -90,21 +89,22 @@ def write_annotations(host: StatusHost, pod: Pod, annotations: dict[str, str | N
     raise host.client.error(resp, "PATCH", path)
 
 
-class PodWriter:
+#: a queued write: the kind ("status" or "annotations"), the pod, and (condition, nnn) or the annotations
+_Write = tuple[str, Pod, Any]
+
+
+class PodWriter(ShardedWorkers[_Write]):
     """Status patches and annotation patches, coalesced per pod (the latest wins), written by a few
     workers; a pod always goes to the same worker, so writes to one pod stay in order."""
 
     def __init__(self, host: StatusHost, shards: int = 4, max_per_shard: int = 20000) -> None:
+        super().__init__()
         self.host = host
         self.max_per_shard = max_per_shard
         self._shards: list[collections.OrderedDict[tuple[str, str], list[Any]]] = [
             collections.OrderedDict() for _ in range(shards)]
-        self._cv = threading.Condition()
-        self._busy = 0
-        self._stopping = False
         self.written = self.dropped = self.failed = self.skipped = 0
-        self._threads = [threading.Thread(target=self._run, args=(i,), name=f"podwriter-{i}", daemon=True)
-                         for i in range(shards)]
+        self._start_workers(shards, "podwriter")
         for t in self._threads:
             t.start()
 
@@ -129,49 +129,34 @@ class PodWriter:
             shard[k] = [pod, payload if op == "status" else dict(payload)]
             self._cv.notify_all()
 
-    def _run(self, i: int) -> None:
-        shard = self._shards[i]
-        while True:
-            with self._cv:
-                while not shard and not self._stopping:
-                    self._cv.wait()
-                if not shard:
-                    return
-                (op, _), (pod, payload) = shard.popitem(last=False)
-                self._busy += 1
-            try:
-                if op == "status":
-                    done = write_status(self.host, pod, *payload)
-                else:
-                    done = write_annotations(self.host, pod, payload)
-                if done:
-                    self.written += 1
-                else:
-                    self.skipped += 1
-            except ApiError as exc:
-                self.failed += 1
-                log.warning("could not update pod %s: %s", pod.key, exc)
-            except Exception as exc:  # noqa: BLE001 - keep the worker alive
-                self.failed += 1
-                log.error("pod writer: %s", exc)
-            finally:
-                with self._cv:
-                    self._busy -= 1
-                    self._cv.notify_all()
+    # the worker loop (ShardedWorkers): one shard per worker
+    def _has_work(self, shard: int) -> bool:
+        return bool(self._shards[shard])
+
+    def _take(self, shard: int) -> _Write:
+        (op, _), (pod, payload) = self._shards[shard].popitem(last=False)
+        return op, pod, payload
+
+    def _backlog(self) -> int:
+        return sum(len(s) for s in self._shards)
+
+    def _handle(self, item: _Write) -> None:
+        op, pod, payload = item
+        try:
+            done = write_status(self.host, pod, *payload) if op == "status" else \
+                write_annotations(self.host, pod, payload)
+        except ApiError as exc:
+            self.failed += 1
+            log.warning("could not update pod %s: %s", pod.key, exc)
+            return
+        if done:
+            self.written += 1
+        else:
+            self.skipped += 1
 
     def pending(self) -> int:
         with self._cv:
-            return sum(len(s) for s in self._shards) + self._busy
-
-    def flush(self, timeout: float = 5.0) -> bool:
-        end = time.monotonic() + timeout
-        with self._cv:
-            while any(self._shards) or self._busy:
-                left = end - time.monotonic()
-                if left <= 0:
-                    return False
-                self._cv.wait(left)
-        return True
+            return self._backlog() + self._busy
 
     def stop(self, timeout: float = 2.0) -> None:
         self.flush(timeout)
