@@ -16,8 +16,9 @@ $(VENV)/.installed: pyproject.toml
 demo: setup  ## schedule the bundled example cluster in memory, live
 	$(BIN)/ksched run
 
-controlplane:  ## build kube-apiserver, etcd and kube-scheduler from Go modules (cached)
+controlplane:  ## build kube-apiserver, etcd, kube-scheduler, kube-controller-manager from Go modules, and the previous minor's kube-scheduler (cached)
 	bash hack/build-controlplane.sh
+	bash hack/build-prev-scheduler.sh
 
 kwok:  ## build the kwok controller (sigs.k8s.io/kwok) and copy its default stages, for `ksched dev-cluster up --nodes` (cached)
 	bash hack/build-kwok.sh

@@ -22,12 +22,14 @@ def warn(message: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help", "-help") for a in args):
+        from scheduler_runtime.kubeversion import KUBE_VERSION
         from scheduler_runtime.options.flags import KSCHED_FLAG_DEFAULTS, KUBE_FLAG_DEFAULTS, REFUSED
 
         EMPTY = '""'  # noqa: N806
 
         lines = ["Usage: kube-scheduler [flags]", "",
-                 "ksched's drop-in for kube-scheduler v1.36.3: every flag of kube-scheduler's --help is implemented",
+                 f"ksched's drop-in for kube-scheduler v{KUBE_VERSION}: every flag of kube-scheduler's --help is "
+                 "implemented",
                  "or refused with a one-line error (docs/deploy.md says which and why).", "", "Flags:"]
         for name, default in sorted(KUBE_FLAG_DEFAULTS.items()):
             note = "  [refused unless left at its default]" if name in REFUSED else ""
@@ -39,12 +41,13 @@ def main(argv: list[str] | None = None) -> int:
     version = [a.split("=", 1)[1] if "=" in a else "true" for a in args if a.lstrip("-").split("=")[0] == "version"]
     if version and version[-1].lower() not in ("false", "0", "f"):
         from scheduler_runtime import __version__
+        from scheduler_runtime.kubeversion import KUBE_VERSION
 
         if version[-1] == "raw":  # kube prints its version.Info struct
-            print(f'version.Info{{Major:"1", Minor:"36.3", GitVersion:"v1.36.3-ksched.{__version__}", '
-                  f'Platform:"{sys.platform}"}}')
+            print(f'version.Info{{Major:"1", Minor:"{KUBE_VERSION.split(".", 1)[1]}", '
+                  f'GitVersion:"v{KUBE_VERSION}-ksched.{__version__}", Platform:"{sys.platform}"}}')
         elif version[-1].lower() in ("true", "1", "t"):
-            print(f"Kubernetes v1.36.3-ksched.{__version__}")
+            print(f"Kubernetes v{KUBE_VERSION}-ksched.{__version__}")
         else:
             _err(f"E --version={version[-1]}: not supported by ksched (it reports its own version; "
                  "use --version or --version=raw)")

@@ -136,7 +136,8 @@ class Runner:
         gates = self.opts.feature_gates
         raw = getattr(self.config, "raw", None) or {}
         ep.zpages = ZPages(raw, self.opts.flagz, f"{KUBE_VERSION}-ksched.{__version__}",
-                           KUBE_VERSION.rsplit(".", 1)[0], flagz=gates.get("ComponentFlagz", True),
+                           getattr(gates, "emulated", KUBE_VERSION.rsplit(".", 1)[0]),
+                           flagz=gates.get("ComponentFlagz", True),
                            statusz=gates.get("ComponentStatusz", True))
         if raw.get("enableProfiling", True):
             ep.profiling = Profiling(bool(raw.get("enableContentionProfiling", True)))

@@ -25,7 +25,10 @@ from .atomicfile import atomic_write
 from .errors import KschedError
 
 VERSION_FILE = Path(__file__).resolve().parents[1] / "hack" / "controlplane" / "VERSION"
-DEFAULT_VERSION = "1.36.3"
+DEFAULT_VERSION = "1.37.2"
+#: the previous minor's kube-scheduler (the oracle of `--emulated-version <previous minor>` parity tests)
+PREV_VERSION_FILE = VERSION_FILE.parents[1] / "controlplane-prev" / "VERSION"
+DEFAULT_PREV_VERSION = "1.36.3"
 
 
 class ControlPlaneUnavailable(KschedError):
@@ -37,6 +40,25 @@ def _version() -> str:
         return VERSION_FILE.read_text().strip()
     except OSError:
         return DEFAULT_VERSION
+
+
+def prev_version() -> str:
+    try:
+        return PREV_VERSION_FILE.read_text().strip()
+    except OSError:
+        return DEFAULT_PREV_VERSION
+
+
+def find_prev_scheduler() -> Path:
+    """The previous minor's kube-scheduler: KSCHED_PREV_SCHEDULER, or the cache `hack/build-prev-scheduler.sh`
+    fills."""
+    env = os.environ.get("KSCHED_PREV_SCHEDULER")
+    cache = Path(os.environ.get("KSCHED_CACHE", Path.home() / ".cache" / "ksched"))
+    exe = Path(env) if env else cache / "controlplane" / prev_version() / "bin" / "kube-scheduler"
+    if exe.is_file():
+        return exe
+    raise ControlPlaneUnavailable(f"no kube-scheduler v{prev_version()} at {exe}: run `bash "
+                                  "hack/build-prev-scheduler.sh` (builds it from Go modules)")
 
 
 def find_binaries() -> Path:
@@ -179,7 +201,10 @@ class ControlPlane:
                 "--disable-admission-plugins=ServiceAccount", "--authorization-mode=RBAC",
                 f"--service-account-issuer=https://127.0.0.1:{self.api_port}/",
                 f"--service-account-key-file={pki / 'sa.pub'}",
-                f"--service-account-signing-key-file={pki / 'sa.key'}", "--v=0"]
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                # 1.37 refuses a loopback advertise address with an endpoint reconciler; nothing here can reach
+                # the `kubernetes` Service's endpoints anyway (no kube-proxy), so none are kept
+                "--endpoint-reconciler-type=none", "--v=0"]
         self.apiserver = subprocess.Popen(args, stdout=self._log("kube-apiserver"), stderr=subprocess.STDOUT,
                                           start_new_session=True, preexec_fn=self._preexec)
         self._wait(f"{self.server_url}/readyz", "kube-apiserver", self.apiserver)

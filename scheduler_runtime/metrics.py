@@ -63,6 +63,12 @@ class SchedulerMetrics:
         self.incoming_pods = Counter(
             "scheduler_queue_incoming_pods", "Number of pods added to scheduling queues by event and queue type.",
             ["queue", "event"], registry=r)
+        # kube 1.37: the same count by entity type; every ksched entity is a pod (no PodGroups)
+        self.incoming_entities = Counter(
+            "scheduler_queue_incoming_entities",
+            "Number of scheduling entities added to scheduling queues by event, queue type, and entity type. "
+            "Entity types are either 'pod' (for individual pods that are not members of any podgroup) or "
+            "'podgroup'.", ["queue", "event", "type"], registry=r)
         self.extension_point_duration = Histogram(
             "scheduler_framework_extension_point_duration_seconds",
             "Latency for running all plugins of a specific extension point.",
@@ -222,6 +228,7 @@ class SchedulerMetrics:
 
     def incoming(self, queue: str, event: str) -> None:
         self.child(self.incoming_pods, queue, event).inc()
+        self.child(self.incoming_entities, queue, event, "pod").inc()
 
 
 def _meta(raw: dict | None) -> dict:
@@ -299,6 +306,10 @@ class _StateCollector:
                               "Number of pending pods, by the queue type: active (activeQ), backoff (backoffQ), "
                               "unschedulable (attempted and failed), gated (never attempted: a PreEnqueue plugin "
                               "holds it).", labels=["queue"]),
+            GaugeMetricFamily("scheduler_queued_entities",
+                              "Number of queued scheduling entities ('pod' or 'podgroup'; 'pod' stands for individual "
+                              "pods that are not members of any podgroup) by the queue type.",
+                              labels=["queue", "type"]),
             GaugeMetricFamily("scheduler_unschedulable_pods",
                               "The number of unschedulable pods broken down by plugin name. A pod counts for every "
                               "plugin that rejected it, until it is attempted again.", labels=["plugin", "profile"]),
@@ -320,23 +331,24 @@ class _StateCollector:
         fam = self._families()
         for q in QUEUES:
             fam[0].add_metric([q], pending.get(q, 0))
+            fam[1].add_metric([q, "pod"], pending.get(q, 0))
         self._seen_reasons.update(reasons)
         for key in sorted(self._seen_reasons):
-            fam[1].add_metric(list(key), reasons.get(key, 0))
-        fam[2].add_metric([POD_POPPED], inflight)
+            fam[2].add_metric(list(key), reasons.get(key, 0))
+        fam[3].add_metric([POD_POPPED], inflight)
         self._seen_events.update(events)
         for label in sorted(self._seen_events):
-            fam[2].add_metric([label], events.get(label, 0))
+            fam[3].add_metric([label], events.get(label, 0))
         binding = getattr(sched, "_inflight_bindings", 0) + len(getattr(sched, "detached_bindings", {}))
-        fam[3].add_metric(["binding"], binding)
+        fam[4].add_metric(["binding"], binding)
         ext = getattr(sched, "extenders", None)
         if ext is not None and ext.has_prioritizers:  # kube's label exists once a prioritizer is configured
-            fam[3].add_metric(["prioritizing_extender"], ext.prioritizing)
+            fam[4].add_metric(["prioritizing_extender"], ext.prioritizing)
         cache = sched.cache
         states = list(cache._pods.values())
-        fam[4].add_metric(["nodes"], len(cache.snapshot) + len(cache._orphans))
-        fam[4].add_metric(["pods"], len(states))
-        fam[4].add_metric(["assumed_pods"], sum(1 for s in states if s.assumed))
+        fam[5].add_metric(["nodes"], len(cache.snapshot) + len(cache._orphans))
+        fam[5].add_metric(["pods"], len(states))
+        fam[5].add_metric(["assumed_pods"], sum(1 for s in states if s.assumed))
         yield from fam
 
     @staticmethod

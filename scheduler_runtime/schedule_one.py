@@ -411,7 +411,7 @@ class SchedulingCycle:
             r, st = fw.run_post_filter(state, pod, statuses)
             if self.metrics is not None:
                 self.metrics.preemption([cp.name for cp in fw.post_filter], self._victims_deleted - victims)
-            if st.code != Code.Success and st.message:
+            if st.message:  # kube's PostFilterMsg: a Success can carry one too (1.37's preemption)
                 d.post_filter_msg = st.message
             if r is not None and r.mode == NOMINATING_OVERRIDE:
                 nominated = r.nominated_node_name

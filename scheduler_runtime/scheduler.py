@@ -53,6 +53,7 @@ def build_frameworks(config: Any, registry: Registry, snapshot: Any, cluster: Cl
     extenders = build_extender_set(getattr(config, "extenders", None))
     for prof in config.profiles:
         handle = Handle(snapshot, profile=prof.scheduler_name, cluster=cluster, parallelism=config.parallelism)
+        handle.feature_gates = getattr(config, "feature_gates", None)
         instances: dict[str, Plugin] = {}
         plan: dict[str, list[tuple[Plugin, int]]] = {}
         for point, entries in prof.plan.items():

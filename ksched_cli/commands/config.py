@@ -70,8 +70,16 @@ def validate_file(path: Path, reg: Any, minor: int | None) -> tuple[list[str], l
                 notes.append(f"{api} is served by Kubernetes 1.{minor}; checked as its v1 equivalent")
             except ValueError as exc:
                 return [str(exc)], notes
+    from scheduler_runtime.featuregates import EMULATABLE, default_gates
+    from scheduler_runtime.kubeversion import KUBE_MINOR
+
+    gates = None
+    if minor is not None and f"1.{minor}" in EMULATABLE:
+        gates = default_gates(f"1.{minor}")  # that minor's gate defaults, Plugins fields and default plugins
+    elif minor is not None:
+        notes.append(f"ksched carries the rules of Kubernetes {', '.join(EMULATABLE)}; checked with {KUBE_MINOR}'s")
     try:
-        cfg = build(doc, reg, None, notes=notes)
+        cfg = build(doc, reg, None, notes=notes, feature_gates=gates)
     except ConfigError as exc:
         return exc.errors, notes
     _warn_no_default_profile(cfg, str(path))
@@ -139,7 +147,7 @@ def default(
     from scheduler_runtime.config.writeout import kube_yaml, written_document
 
     cfg = load_config(file, _registry(plugin_dir))
-    doc = written_document(cfg.raw)
+    doc = written_document(cfg.raw, cfg.kube_minor)
     if output == "json":
         if expand:
             raise fail("--expand is for -o yaml", EXIT_USAGE)

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from scheduler_runtime import __version__
+from scheduler_runtime.featuregates import EMULATABLE
 from scheduler_runtime.kubeversion import KUBE_VERSION
 
 from ..cluster_opts import ContextOpt, KubeconfigOpt, kube_client
@@ -32,6 +33,7 @@ def version(
     info: dict[str, Any] = {
         "clientVersion": {"ksched": __version__, "python": platform.python_version()},
         "kubernetesVersion": KUBERNETES_VERSION,
+        "emulatableVersions": list(EMULATABLE),
     }
     if kubeconfig is not None or context is not None:
         client = kube_client(kubeconfig, context)
@@ -43,6 +45,7 @@ def version(
         emit(info, output)
         return
     print(f"Client Version: ksched {__version__} (Python {info['clientVersion']['python']})")
-    print(f"Kubernetes Version: {KUBERNETES_VERSION} (the kube-scheduler release ksched follows)")
+    print(f"Kubernetes Version: {KUBERNETES_VERSION} (the kube-scheduler release ksched follows; "
+          f"--emulated-version {'|'.join(EMULATABLE)})")
     if "serverVersion" in info:
         print(f"Server Version: {info['serverVersion'].get('gitVersion', '?')}")

@@ -20,6 +20,7 @@ from pathlib import Path
 import jinja2
 
 from scheduler_runtime.errors import InputError, KschedError
+from scheduler_runtime.kubeversion import KUBE_VERSION
 from scheduler_runtime.resources import templates_dir
 
 TEMPLATE_DIR = templates_dir()
@@ -130,7 +131,9 @@ def render_dockerfile(spec: ImageSpec) -> str:
               "org.opencontainers.image.description": "Kubernetes scheduler with Python plugins (ksched)",
               "org.opencontainers.image.version": spec.ksched_version,
               "org.opencontainers.image.base.name": spec.base_image,
-              "io.ksched.plugins": ",".join(spec.plugins), **spec.labels}
+              "io.ksched.plugins": ",".join(spec.plugins),
+              # the kube-scheduler release the image behaves like by default (scheduler_runtime.kubeversion)
+              "io.ksched.kubernetes-version": f"v{KUBE_VERSION}", **spec.labels}
     return _environment().get_template(DOCKERFILE_TEMPLATE).render(
         base_image=spec.base_image, labels=labels, uid=spec.uid, workdir=spec.workdir,
         python_version=spec.python_version, plugins=spec.plugins, ksched_version=spec.ksched_version,

@@ -1,7 +1,7 @@
 """Defaulting of a KubeSchedulerConfiguration document: the default plugin set merged with the profile's
 enabled/disabled lists, multiPoint expansion, pluginConfig args defaulted through their pydantic models.
 
-Follows kube-scheduler v1.36.3 pkg/scheduler/apis/config/v1/defaults.go and default_plugins.go
+Follows kube-scheduler v1.37.2 pkg/scheduler/apis/config/v1/defaults.go and default_plugins.go
 (mergePlugins: a disabled "*" drops the defaults, enabled plugins are appended or reweighted in place).
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..framework.registry import Registry
-from .model import ALL_POINTS, API_VERSION, KIND, zero_duration
+from .model import ALL_POINTS, API_VERSION, KIND, UNRUN_POINTS, zero_duration
 
 
 def _default_plugins(feature_gates: dict[str, bool] | None = None) -> dict[str, Any]:
@@ -98,7 +98,8 @@ def default_document(doc: dict[str, Any], registry: Registry,
             continue
         plugins = prof.get("plugins") or {}
         merged: dict[str, Any] = {}
-        for point in ALL_POINTS:
+        # the PodGroup points ksched does not run still keep what the user disabled there (kube's mergePlugins)
+        for point in [*ALL_POINTS, *(p for p in UNRUN_POINTS if p in plugins)]:
             m = _merge_set(defaults.get(point), plugins.get(point))
             if m.get("enabled") or m.get("disabled") or point == "multiPoint":
                 merged[point] = m

@@ -1,8 +1,10 @@
 """KubeSchedulerConfiguration v1: read, default (`defaults.py`), validate (`validation.py`) and expand into the
 runtime's `SchedulerConfiguration` (`model.py`) with per-profile plugin plans.
 
-Follows kube-scheduler v1.36.3 cmd/kube-scheduler/app/options (loadConfigFromFile: decode, default,
-validate) and pkg/scheduler/apis/config/v1. The names other modules import from here are re-exported.
+Follows kube-scheduler v1.37.2 cmd/kube-scheduler/app/options (loadConfigFromFile: decode, default, validate)
+and pkg/scheduler/apis/config/v1; with gates of an earlier minor (`--emulated-version`, `config validate
+--kubernetes-version`) that minor's Plugins fields and default plugin order. The names other modules import
+from here are re-exported.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from .model import (
     PROFILE_FIELDS,
     REMOVED_VERSIONS,
     TOP_FIELDS,
+    UNRUN_POINTS,
     ClientConnection,
     ConfigError,
     LeaderElection,
@@ -34,6 +37,7 @@ from .model import (
     SchedulerConfiguration,
     format_duration,
     parse_duration,
+    plugins_fields,
 )
 from .validation import check_kind, check_score_total, check_types, is_int, plan_for, unknown_fields, validate_top
 
@@ -66,8 +70,10 @@ def build(doc: dict[str, Any], registry: Registry, file: str | None = None,
 
 def _build(doc: dict[str, Any], registry: Registry, file: str | None = None,
            feature_gates: dict[str, bool] | None = None) -> SchedulerConfiguration:
+    from ..featuregates import emulated_minor
     from ..plugins import REMOVED_IN_TREE
 
+    minor = emulated_minor(feature_gates)
     errs = check_kind(doc)
     if errs and (errs[0].startswith("kind") or "removed" in errs[0]):
         raise ConfigError(errs, file)
@@ -79,19 +85,20 @@ def _build(doc: dict[str, Any], registry: Registry, file: str | None = None,
             errs.append(f"profiles[{i}]: Invalid value: expected a mapping")
             continue
         unknown_fields(prof, PROFILE_FIELDS, f"profiles[{i}]", errs)
-        unknown_fields(prof.get("plugins"), PLUGINS_FIELDS, f"profiles[{i}].plugins", errs)
+        unknown_fields(prof.get("plugins"), plugins_fields(minor), f"profiles[{i}].plugins", errs)
         for point, ps in (prof.get("plugins") or {}).items():
             unknown_fields(ps, {"enabled", "disabled"}, f"profiles[{i}].plugins.{point}", errs)
-            if point in ("placementGenerate", "placementScore") and isinstance(ps, dict):
+            if point in UNRUN_POINTS and isinstance(ps, dict):
                 for j, e in enumerate(ps.get("enabled") or []):  # accepting them would be ignoring them
                     name = e.get("name") if isinstance(e, dict) else e
                     errs.append(f"profiles[{i}].plugins.{point}.enabled[{j}]: Unsupported value: {go_value(name)}: "
-                                f"ksched does not run the {point} extension point (PodGroup placement, alpha in 1.36)")
+                                f"ksched does not run the {point} extension point (PodGroup scheduling of the "
+                                f"GenericWorkload gate, off by default)")
     if errs:
         raise ConfigError(errs, file)
     d = default_document(doc, registry, feature_gates)
     validate_top(d, errs)
-    cfg = SchedulerConfiguration(raw=d, file=file)
+    cfg = SchedulerConfiguration(raw=d, file=file, kube_minor=minor, feature_gates=feature_gates)
     names_seen: dict[str, int] = {}
     known = ", ".join(registry.names())
     queue_sorts: list[tuple[int, list[str], Any]] = []

@@ -1,7 +1,7 @@
 """KubeSchedulerConfiguration v1 as the runtime holds it once loaded: the dataclasses, the known field sets,
 the API version, and durations as kube-scheduler prints them.
 
-Follows kube-scheduler v1.36.3 pkg/scheduler/apis/config/v1 (types: KubeSchedulerConfiguration,
+Follows kube-scheduler v1.37.2 pkg/scheduler/apis/config/v1 (types: KubeSchedulerConfiguration,
 LeaderElectionConfiguration, ClientConnectionConfiguration, KubeSchedulerProfile). The lowest module of
 `config`: it imports nothing from its siblings.
 """
@@ -29,7 +29,17 @@ LE_FIELDS = {"leaderElect", "leaseDuration", "renewDeadline", "retryPeriod", "re
              "resourceNamespace"}
 CC_FIELDS = {"kubeconfig", "acceptContentTypes", "contentType", "qps", "burst"}
 PROFILE_FIELDS = {"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"}
-PLUGINS_FIELDS = set(ALL_POINTS) | {"placementGenerate", "placementScore"}
+#: the PodGroup extension points of the Plugins struct ksched does not run, by the minor that added them
+UNRUN_POINTS = {"placementGenerate": "1.36", "placementScore": "1.36", "podGroupPostFilter": "1.37"}
+PLUGINS_FIELDS = set(ALL_POINTS) | set(UNRUN_POINTS)
+
+
+def plugins_fields(minor: str) -> set[str]:
+    """The Plugins struct's fields in kube-scheduler `minor` (1.35 has no PodGroup points, 1.36 adds the
+    placement ones, 1.37 podGroupPostFilter)."""
+    mm = tuple(int(p) for p in minor.split("."))
+    return set(ALL_POINTS) | {p for p, since in UNRUN_POINTS.items()
+                              if tuple(int(x) for x in since.split(".")) <= mm}
 
 
 class ConfigError(KschedError):
@@ -108,5 +118,9 @@ class SchedulerConfiguration:
     file: str | None = None
     #: scheduler_runtime.extenders.ExtenderConfig, in file order
     extenders: list[Any] = field(default_factory=list)
+    #: the kube-scheduler minor whose defaults and rules built this (featuregates.emulated_minor)
+    kube_minor: str = ""
+    #: the effective feature gates it was built with (featuregates.FeatureGates; None: the pinned defaults)
+    feature_gates: dict[str, bool] | None = None
 
 

@@ -1,4 +1,5 @@
-"""The text `kube-scheduler --write-config-to` writes, byte for byte (kube-scheduler v1.36.3).
+"""The text `kube-scheduler --write-config-to` writes, byte for byte (kube-scheduler v1.37.2; the 1.36 and 1.35
+Plugins struct by `--emulated-version`).
 
 kube-scheduler serialises its defaulted v1 config through sigs.k8s.io/yaml: JSON field order becomes
 alphabetical, every extension point of the Plugins struct is written (`filter: {}` when empty), every
@@ -13,11 +14,18 @@ from typing import Any
 
 import yaml
 
-#: the Plugins struct of kubescheduler.config.k8s.io/v1 in kube 1.36 (written in alphabetical order)
-WRITTEN_POINTS = ("bind", "filter", "multiPoint", "permit", "placementGenerate", "placementScore", "postBind",
-                  "postFilter", "preBind", "preEnqueue", "preFilter", "preScore", "queueSort", "reserve", "score")
-def written_document(raw: dict[str, Any]) -> dict[str, Any]:
-    """`raw` (a defaulted v1 document) with what kube-scheduler adds when it writes the config."""
+from ..kubeversion import KUBE_MINOR
+from .model import plugins_fields
+
+
+def written_points(minor: str = KUBE_MINOR) -> list[str]:
+    """The Plugins struct of kubescheduler.config.k8s.io/v1 in kube `minor`, in the order kube writes it
+    (alphabetical)."""
+    return sorted(plugins_fields(minor))
+
+
+def written_document(raw: dict[str, Any], minor: str = KUBE_MINOR) -> dict[str, Any]:
+    """`raw` (a defaulted v1 document) with what kube-scheduler `minor` adds when it writes the config."""
     d = copy.deepcopy(raw)
     for prof in d.get("profiles") or []:
         if not isinstance(prof, dict):
@@ -28,7 +36,7 @@ def written_document(raw: dict[str, Any]) -> dict[str, Any]:
         else:
             prof.pop("pluginConfig", None)  # omitempty
         plugins = prof.setdefault("plugins", {})
-        for point in WRITTEN_POINTS:
+        for point in written_points(minor):
             ps = plugins.setdefault(point, {})
             for key in ("enabled", "disabled"):
                 if key in ps and not ps[key]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..objects import Pod
@@ -21,6 +21,9 @@ class Handle:
         #: cluster backend (memory or kube): list/get objects, CRD stores via `informer()`
         self.cluster = cluster
         self.parallelism = parallelism
+        #: the effective feature gates the configuration was built with (featuregates.FeatureGates), or None for
+        #: the pinned release's defaults; in-tree plugins that switch behaviour by gate read them
+        self.feature_gates: Mapping[str, bool] | None = None
         #: the runtime.Framework this handle belongs to, set by it (typed loosely: handle.py must not import
         #: runtime.py, which imports this module); in-tree DefaultPreemption reaches it
         self.framework: Any = None

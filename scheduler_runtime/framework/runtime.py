@@ -216,11 +216,19 @@ class Framework(FilterRunner):
         rejector = ""
         result: PostFilterResult | None = None
         for cp in self.post_filter:
+            success: list[str] = []  # a Success status's message (kube 1.37 preemption says where it preempts)
+
+            def unpack(ret: Any, success: list[str] = success) -> tuple[PostFilterResult | None, Any]:
+                r, st = post_filter_return(ret)
+                if isinstance(st, Status) and st.code == Code.Success:
+                    success.extend(st.all_reasons)
+                return r, st
+
             r, st = self._invoke("PostFilter", cp.name, cast(PostFilterPlugin, cp.plugin).post_filter,
-                                 state, pod, statuses, passes=ALL_CODES, unpack=post_filter_return)
+                                 state, pod, statuses, passes=ALL_CODES, unpack=unpack)
             if st is None:
                 self._observe("PostFilter", start, st)
-                return r, Status(Code.Success)
+                return r, Status(Code.Success, *success)
             if st.code == Code.UnschedulableAndUnresolvable:
                 self._observe("PostFilter", start, st)
                 return r, st

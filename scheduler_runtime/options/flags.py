@@ -138,19 +138,16 @@ REFUSED: dict[str, str] = {
                         "--tls-private-key-file",
     "allow-metric-labels": "metric label allow-lists are not implemented",
     "allow-metric-labels-manifest": "metric label allow-lists are not implemented",
-    "show-hidden-metrics-for-version": "ksched carries no metrics hidden in 1.36 to show again",
+    "show-hidden-metrics-for-version": "ksched carries no metrics hidden in 1.37 to show again",
     "vmodule": "per-file log verbosity is not implemented; use -v",
     "log-json-info-buffer-size": "Forbidden: Feature LoggingAlphaOptions is disabled (ksched does not implement it)",
     "log-text-info-buffer-size": "Forbidden: Feature LoggingAlphaOptions is disabled (ksched does not implement it)",
     "log-json-split-stream": "Forbidden: Feature LoggingAlphaOptions is disabled (ksched does not implement it)",
     "log-text-split-stream": "Forbidden: Feature LoggingAlphaOptions is disabled (ksched does not implement it)",
-    "emulated-version": "ksched emulates kube 1.36 only (--emulated-version=1.36)",
-    "min-compatibility-version": "ksched implements kube 1.36's default, 1.35, only",
 }
 #: values a refused flag may still be given: its default (and kube's spellings of it)
 _ALLOWED = {"log-json-info-buffer-size": {"0"}, "log-text-info-buffer-size": {"0"},
-            "log-json-split-stream": {"false", "0", "f"}, "log-text-split-stream": {"false", "0", "f"},
-            "emulated-version": {"1.36", "kube=1.36"}, "min-compatibility-version": {"1.35", "kube=1.35"}}
+            "log-json-split-stream": {"false", "0", "f"}, "log-text-split-stream": {"false", "0", "f"}}
 
 
 def check_honoured(flags: KubeFlags) -> None:
@@ -162,6 +159,7 @@ def check_honoured(flags: KubeFlags) -> None:
         if name in SLICE_FLAGS and all(p.strip().lower() in _ALLOWED.get(name, set()) for p in v.split(",")):
             continue
         raise UsageError(f"--{name}={v}: not supported by ksched: {why}")
+    emulated_and_min_compat(flags)
     fmt = flags.values.get("logging-format")
     if fmt is not None and fmt not in ("text", "json"):
         raise UsageError(f'--logging-format: Unsupported log format "{fmt}": permitted formats are "json", "text"')
@@ -172,6 +170,13 @@ def check_honoured(flags: KubeFlags) -> None:
     if ct is not None and "config" not in flags.values and ct not in ("application/json", ""):
         raise UsageError(f"--kube-api-content-type={ct}: not supported by ksched: it talks application/json to the "
                          "API server (kube-scheduler ignores this flag with --config too)")
+
+
+def emulated_and_min_compat(flags: KubeFlags) -> tuple[str, str]:
+    """`--emulated-version` and `--min-compatibility-version` as kube-scheduler reads them (featuregates)."""
+    from ..featuregates import resolve_versions
+
+    return resolve_versions(flags.list("emulated-version", []), flags.list("min-compatibility-version", []))
 
 
 def _flagz_value(name: str, value: str) -> str:

@@ -148,8 +148,11 @@ def run_on_cluster(flags: KubeFlags, warn: Callable[[str], None]) -> int:
 
     setup_logging(flags.int("v", 0), flags.get("logging-format", "text"))
     from ..featuregates import parse_feature_gates
+    from .flags import emulated_and_min_compat
 
-    gates = parse_feature_gates([flags.get("feature-gates")] if flags.get("feature-gates") else [])
+    emulated, min_compat = emulated_and_min_compat(flags)
+    gates = parse_feature_gates([flags.get("feature-gates")] if flags.get("feature-gates") else [], emulated,
+                                min_compat)
     config_path = flags.get("config")
     if config_path is not None and not Path(config_path).exists():
         raise InputError("no such file or directory", file=str(config_path), usage=True)
@@ -206,7 +209,7 @@ def run_on_cluster(flags: KubeFlags, warn: Callable[[str], None]) -> int:
         from ..atomicfile import write_output
         from ..config.writeout import kube_yaml, written_document
 
-        write_output(flags.get("write-config-to"), kube_yaml(written_document(cfg.raw)))
+        write_output(flags.get("write-config-to"), kube_yaml(written_document(cfg.raw, cfg.kube_minor)))
         return 0
     runner = Runner(cfg, registry, opts)
     return runner.run()

@@ -154,7 +154,14 @@ class DefaultPreemption(Plugin):
             self.handle.record_event(v, "Normal", "Preempted", "Preempting",
                                      f"Preempted by pod {pod.uid} on node {best.node}")
             self.handle.delete_pod(v)
-        return PostFilterResult(best.node), Status(Code.Success)
+        from ..featuregates import emulated_minor
+
+        if emulated_minor(getattr(self.handle, "feature_gates", None)) in ("1.35", "1.36"):
+            return PostFilterResult(best.node), Status(Code.Success)
+        # kube 1.37: the FailedScheduling message of a pod that preempts ends with where it preempts
+        return PostFilterResult(best.node), Status(Code.Success, f"preemption: found a potential placement for pod "
+                                                                 f"on node {best.node}, preempting "
+                                                                 f"{len(best.victims)} victims")
 
     # ---------------------------------------------------------------- dry run
     def _pdbs(self) -> list[PodDisruptionBudget]:

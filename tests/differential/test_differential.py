@@ -1,4 +1,4 @@
-"""Randomized differential test: ksched decides as the real kube-scheduler v1.36.3 does (see oracle.py).
+"""Randomized differential test: ksched decides as the real kube-scheduler v1.37.2 does (see oracle.py).
 
 A few seeds in CI; `python bench/differential.py --seeds N` runs many and prints the figures.
 """

@@ -57,6 +57,8 @@ def test_version_text_json_yaml() -> None:
     assert "Server Version" not in r.stdout
     j = json.loads(ksched("version", "-o", "json").stdout)
     assert j["clientVersion"]["ksched"] == __version__ and j["kubernetesVersion"] == f"v{KUBE_VERSION}"
+    assert KUBE_VERSION == "1.37.2" and j["emulatableVersions"] == ["1.35", "1.36", "1.37"]
+    assert "--emulated-version 1.35|1.36|1.37" in r.stdout
     assert yaml.safe_load(ksched("version", "-o", "yaml").stdout) == j
 
 

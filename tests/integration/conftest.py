@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler_runtime.controlplane import ControlPlane, ControlPlaneUnavailable
+from scheduler_runtime.controlplane import ControlPlane, ControlPlaneUnavailable, find_prev_scheduler
 
 
 @pytest.fixture(scope="session")
@@ -47,6 +47,18 @@ def controller_manager(control_plane: ControlPlane) -> ControlPlane:
             pytest.fail(str(exc))
         pytest.skip(str(exc))
     return control_plane
+
+
+@pytest.fixture(scope="session")
+def prev_kube_scheduler() -> Path:
+    """The previous minor's real kube-scheduler (hack/controlplane-prev/VERSION), for the parity tests of
+    `--emulated-version <previous minor>`."""
+    try:
+        return find_prev_scheduler()
+    except ControlPlaneUnavailable as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
 
 
 @pytest.fixture

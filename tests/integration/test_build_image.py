@@ -149,7 +149,7 @@ def test_kube_scheduler_command_is_on_path(engine: docker.DockerClient, image: t
     assert help_text.startswith("Usage: kube-scheduler [flags]")
     assert "--config" in help_text and "--leader-elect" in help_text
     assert run(engine, image[0], "kube-scheduler", "--version").strip() == \
-        f"Kubernetes v1.36.3-ksched.{__version__}"
+        f"Kubernetes v1.37.2-ksched.{__version__}"
 
 
 def test_image_runs_as_65532_from_opt_ksched(engine: docker.DockerClient, image: tuple[str, str]) -> None:
@@ -158,6 +158,7 @@ def test_image_runs_as_65532_from_opt_ksched(engine: docker.DockerClient, image:
     assert cfg["WorkingDir"] == "/opt/ksched"
     assert cfg["Entrypoint"] == ["/usr/local/bin/ksched-entrypoint"]
     assert cfg["Labels"]["io.ksched.plugins"] == ",".join(sorted(SEEDS.values()))
+    assert cfg["Labels"]["io.ksched.kubernetes-version"] == "v1.37.2"
     assert run(engine, image[0], "id", "-u").strip() == "65532"
     assert "Usage: ksched" in run(engine, image[0])  # no command: ksched --help
     # nothing the scheduler runs from is writable by its user

@@ -138,7 +138,7 @@ def _write_config_to(control_plane: Any, tmp_path: Path, text: str, name: str) -
                          ids=lambda p: p.name if isinstance(p, Path) else str(p))
 def test_config_default_text_is_byte_identical(config: Path | str | None, control_plane: Any,
                                                tmp_path: Path) -> None:
-    """What `ksched config default` prints is the file kube-scheduler v1.36.3 writes, byte for byte; the
+    """What `ksched config default` prints is the file kube-scheduler v1.37.2 writes, byte for byte; the
     `ksched run ... --write-config-to` drop-in path writes the same bytes."""
     text = (config.read_text() if isinstance(config, Path) else MULTI_PROFILE if config == "multi-profile"
             else "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n")
@@ -161,20 +161,21 @@ EXPLICIT_NDF = "profiles:\n- plugins:\n    filter:\n      enabled: [{name: NodeD
 
 
 @pytest.mark.parametrize("body", ["", EXPLICIT_NDF], ids=["default", "explicit"])
-def test_node_declared_features_gate_off_writes_what_kube_writes(body: str, control_plane: Any,
+def test_node_declared_features_gate_off_writes_what_kube_writes(body: str, prev_kube_scheduler: Path,
                                                                   tmp_path: Path) -> None:
     """With the gate (and the gates that depend on it) off, kube leaves NodeDeclaredFeatures out of the default
-    profile but keeps an explicit entry; ksched writes the same bytes."""
+    profile but keeps an explicit entry; ksched writes the same bytes. The gate is GA and locked in 1.37, so this
+    is kube-scheduler 1.36.3 against ksched emulating 1.36."""
     kc = tmp_path / "kubeconfig"
     kc.write_text(KUBECONFIG)
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
                    f"clientConnection: {{kubeconfig: {kc}}}\n" + body)
     kube, ours = tmp_path / "kube.yaml", tmp_path / "ours.yaml"
-    r = subprocess.run([str(control_plane.bin_dir / "kube-scheduler"), f"--config={cfg}", f"--feature-gates={NDF_OFF}",
+    r = subprocess.run([str(prev_kube_scheduler), f"--config={cfg}", f"--feature-gates={NDF_OFF}",
                         f"--write-config-to={kube}", "--secure-port=0"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and kube.exists(), r.stderr[-2000:]
-    r = subprocess.run([str(KSCHED), "run", f"--config={cfg}", f"--feature-gates={NDF_OFF}",
+    r = subprocess.run([str(KSCHED), "run", f"--config={cfg}", f"--feature-gates={NDF_OFF}", "--emulated-version=1.36",
                         f"--write-config-to={ours}"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert ours.read_text() == kube.read_text()

@@ -7,6 +7,7 @@ import subprocess
 import pytest
 
 from scheduler_runtime.cluster.kube import KubeClient, load_connection
+from scheduler_runtime.kubeversion import KUBE_VERSION
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +40,7 @@ def test_node_pod_bind_and_restart(control_plane, namespace):
 def test_kube_scheduler_binary_runs(control_plane):
     out = subprocess.run([str(control_plane.bin_dir / "kube-scheduler"), "--version"], capture_output=True,
                          text=True, timeout=60)
-    assert out.returncode == 0 and "v1.36" in out.stdout
+    assert out.returncode == 0 and f"v{KUBE_VERSION}" in out.stdout
 
 
 def test_dev_cluster_up_then_down_reports_each_process(tmp_path):

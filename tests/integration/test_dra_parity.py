@@ -8,6 +8,7 @@ devices written to each claim's status.allocation, reservedFor, and FailedSchedu
 
 from __future__ import annotations
 
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -131,6 +132,9 @@ def test_claims_are_allocated_like_kube_scheduler(control_plane, namespace, tmp_
                 else:
                     d = ("pending", d[1].replace(ctx[who]["group"], "G").replace(
                         f"{who}-{claim}", "CLAIM").replace(ctx[who]["driver"], "DRIVER"))
+                    # kube 1.37 names the device of a CEL runtime error: the first node whose Filter errors, a
+                    # race between kube's parallel Filter calls, so the pool (one per node) is not compared
+                    d = (d[0], re.sub(r" on device (\S+)/dra-G-\d+/", r" on device \1/POOL/", d[1]))
                 view = _claim_view(c, ns, claim_name, ctx[who]) if claim_name else None
                 got[who][pod] = (d, view)
         assert got["ours"] == got["kube"]
@@ -142,8 +146,9 @@ def test_claims_are_allocated_like_kube_scheduler(control_plane, namespace, tmp_
         assert k["two"][0][0] == "pending" and "cannot allocate all claims" in k["two"][0][1]
         assert k["flex2"][1]["results"] == [("gpu/small", "node-1", "gpu-0")]
         assert "device class missing-" in k["nocls"][0][1]
-        assert "no new claims to deallocate" in k["plain-too-big"][0][1]
-        assert "selector #0: CEL runtime error: no such key: vendor" in k["celerr"][0][1]
+        # kube 1.37's DynamicResources PostFilter gives no reason (1.36's "no new claims to deallocate")
+        assert "no new claims" not in k["plain-too-big"][0][1] and "preemption:" in k["plain-too-big"][0][1]
+        assert "CEL runtime error: no such key: vendor. consider using CEL optional chaining" in k["celerr"][0][1]
         for who in ("kube", "ours"):
             p = c.call("GET", f"/api/v1/namespaces/{ns}/pods/{who}-missing")
             assert not p["spec"].get("nodeName")

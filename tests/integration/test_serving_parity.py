@@ -1,4 +1,4 @@
-"""ksched beside the real kube-scheduler v1.36.3 on the same API server, with the same flags (issue 16, parts 4
+"""ksched beside the real kube-scheduler v1.37.2 on the same API server, with the same flags (issue 16, parts 4
 and 5): status codes of every secure-port path for anonymous / unprivileged / authorized callers, the
 effective configuration (/configz), the flags (/flagz), /statusz, the scheduler_* metric families after
 both scheduled pods, and every --help flag and --write-config-to field of the real binary against the
@@ -21,6 +21,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler_runtime.cluster.kube import KubeClient, load_connection
+from scheduler_runtime.kubeversion import KUBE_VERSION
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -319,7 +320,7 @@ def test_every_real_help_flag_and_config_field_is_covered(control_plane: Any, tm
     binary = _kube_binary(control_plane)
     real = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60).stdout
     flags = help_flags(real)
-    assert flags == help_flags((ROOT / "tests/data/kube-scheduler-1.36.3-help.txt").read_text())
+    assert flags == help_flags((ROOT / f"tests/data/kube-scheduler-{KUBE_VERSION}-help.txt").read_text())
     assert flags == set(TABLE["flags"])
     kc = tmp_path / "kubeconfig"
     kc.write_text(defaults_parity.KUBECONFIG)

@@ -134,7 +134,7 @@ def test_preemption_policy_never_and_no_lower_priority():
     m2 = _cluster([_node("a", "1"), _pod("busy", "1", 500, "a")])
     _run(m2, _pod("low", "1", 10))
     msg = m2.get_pod("ns", "low")["status"]["conditions"][-1]["message"]
-    assert msg == ("0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: 0/1 nodes "
+    assert msg == ("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes "
                    "are available: 1 No preemption victims found for incoming pod.")
 
 

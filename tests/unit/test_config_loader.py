@@ -35,7 +35,7 @@ def test_default_profile_plan_and_weights():
     assert prof.scheduler_name == "default-scheduler"
     assert prof.plan["queueSort"] == [("PrioritySort", 0)]
     assert prof.plan["bind"] == [("DefaultBinder", 0)]
-    assert [n for n, _ in prof.plan["filter"]] == ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity",
+    assert [n for n, _ in prof.plan["filter"]] == ["NodeName", "NodeUnschedulable", "TaintToleration", "NodeAffinity",
                                                    "NodePorts", "NodeResourcesFit", "VolumeRestrictions",
                                                    "NodeVolumeLimits", "VolumeBinding", "VolumeZone",
                                                    "PodTopologySpread", "InterPodAffinity", "DynamicResources",
@@ -45,7 +45,7 @@ def test_default_profile_plan_and_weights():
                                         "VolumeBinding": 1, "PodTopologySpread": 2, "InterPodAffinity": 2,
                                         "DynamicResources": 2,
                                         "NodeResourcesBalancedAllocation": 1, "ImageLocality": 1}
-    # DynamicResources comes first, so its "no new claims to deallocate" leads the PostFilter message
+    # DynamicResources comes first (kube 1.36's "no new claims to deallocate" led the PostFilter message)
     assert prof.plan["postFilter"] == [("DynamicResources", 0), ("DefaultPreemption", 0)]
     assert isinstance(prof.args["NodeResourcesFit"], NodeResourcesFitArgs)
     assert cfg.pod_initial_backoff_seconds == 1 and cfg.pod_max_backoff_seconds == 10

@@ -306,7 +306,7 @@ def test_feature_gate_off_means_no_class_backs_an_extended_resource() -> None:
     like any extended resource, DynamicResources creates no claim, no DeviceClass event is registered."""
     from scheduler_runtime.featuregates import parse_feature_gates
 
-    gates = parse_feature_gates(["DRAExtendedResource=false"])
+    gates = parse_feature_gates(["DRAExtendedResource=false"], "1.36")
     m = MemoryCluster()
     for o in (_node("n1"), _cls("gpu", GPU), _slice("n1", 2)):
         m.create(o, emit=False)

@@ -416,6 +416,7 @@ def test_plugin_table(case: dict[str, Any]) -> None:
     from types import SimpleNamespace
 
     from scheduler_runtime.cluster.memory import MemoryCluster
+    from scheduler_runtime.featuregates import default_gates
     from scheduler_runtime.framework.handle import Handle
     from scheduler_runtime.framework.snapshot import Snapshot
     from scheduler_runtime.metrics import SchedulerMetrics
@@ -436,6 +437,7 @@ def test_plugin_table(case: dict[str, Any]) -> None:
     m.create(raw_pod, emit=False)
     pod = Pod.from_dict(raw_pod)
     handle = Handle(Snapshot(), cluster=m)
+    handle.feature_gates = default_gates("1.36")  # the tables are kube 1.36.3's (1.37 drops PostFilter's reasons)
     metrics = SchedulerMetrics()
     handle.framework = SimpleNamespace(metrics=metrics)
     pl = DynamicResources(None, handle)

@@ -95,8 +95,8 @@ def test_extender_reasons_enter_the_failed_scheduling_message(extender_server: A
     m, s = _run(cfg, [_node("a"), _node("b"), _node("c", "1")], [_pod("p", cpu="2")])
     assert _placed(m, "p") is None
     r = _result(m, "p")
-    assert r["message"] == ("0/3 nodes are available: 1 Insufficient cpu, 2 no licence. no new claims to "
-                            "deallocate, preemption: 0/3 nodes are available: 1 Preemption is not helpful for "
+    assert r["message"] == ("0/3 nodes are available: 1 Insufficient cpu, 2 no licence. "
+                            "preemption: 0/3 nodes are available: 1 Preemption is not helpful for "
                             "scheduling, 2 No preemption victims found for incoming pod.")
     assert r["filter_reasons"]["no licence"]["plugin"] == e.url
     assert r["filter_reasons"]["no licence"]["count"] == 2
@@ -251,7 +251,7 @@ def test_preempt_extender_dropping_all_nodes_means_no_candidate(extender_server:
                 bound=[_victim("va", "a")])
     assert m.get_pod("ns", "va") is not None
     assert _result(m, "hi")["message"].endswith(
-        ". no new claims to deallocate, preemption: no candidate node for preemption")
+        ". preemption: no candidate node for preemption")
 
 
 # ------------------------------------------------------------------------------------------------ simulator
@@ -509,7 +509,7 @@ def test_preempt_errors_ignorable_and_not(extender_server: Any) -> None:
     m, _ = _run(_config(ext(e.url, preemptVerb="preempt", ignorable=True)), nodes,
                 [_pod("hi", cpu="3", priority=100)], bound=bound)
     assert _result(m, "hi")["message"].endswith(
-        ". no new claims to deallocate, preemption: no candidate node for preemption")
+        ". preemption: no candidate node for preemption")
 
 
 @pytest.mark.parametrize("cache", [True, False])

@@ -193,7 +193,7 @@ def test_preemption_reports_the_filter_reason_when_evicting_every_lower_pod_is_n
     s.run(until_idle=True)
     msg = m.get_pod("ns", "urgent")["status"]["conditions"][-1]["message"]
     # on a, evicting "low" leaves 1 cpu < 1.5: the dry run's Filter status; on b nothing has lower priority
-    assert msg == ("0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, "
+    assert msg == ("0/2 nodes are available: 2 Insufficient cpu. "
                    "preemption: 0/2 nodes are available: "
                    "1 Insufficient cpu, 1 No preemption victims found for incoming pod.")
 

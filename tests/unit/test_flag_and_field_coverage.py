@@ -1,4 +1,4 @@
-"""Accepting a flag or field means honouring it: every kube-scheduler v1.36.3 flag and every
+"""Accepting a flag or field means honouring it: every kube-scheduler v1.37.2 flag and every
 KubeSchedulerConfiguration field ksched accepts is either implemented (the table names a behaviour test that
 must exist) or refused with a one-line error naming it. The table is tests/data/kube-scheduler-coverage.yaml;
 the flag list is the real binary's --help and the field list its --write-config-to output (checked-in
@@ -16,6 +16,7 @@ import yaml
 from scheduler_runtime.config import load_config
 from scheduler_runtime.config.loader import CC_FIELDS, LE_FIELDS, PLUGINS_FIELDS, PROFILE_FIELDS, TOP_FIELDS
 from scheduler_runtime.errors import KschedError, UsageError
+from scheduler_runtime.kubeversion import KUBE_VERSION
 from scheduler_runtime.options.flags import BOOL_FLAGS, VALUE_FLAGS, parse
 from scheduler_runtime.plugins.registry import build_registry
 
@@ -60,7 +61,7 @@ def covered(path: str) -> bool:
 
 
 def test_table_names_every_flag_of_the_real_help() -> None:
-    flags = help_flags((DATA / "kube-scheduler-1.36.3-help.txt").read_text())
+    flags = help_flags((DATA / f"kube-scheduler-{KUBE_VERSION}-help.txt").read_text())
     assert len(flags) == 62
     assert flags == set(TABLE["flags"])
     assert flags <= BOOL_FLAGS | VALUE_FLAGS  # none is an "unknown flag" to ksched's parser
@@ -84,7 +85,7 @@ def test_every_accepted_config_field_is_in_the_table() -> None:
 
 
 def test_every_field_kube_writes_is_in_the_table() -> None:
-    doc = yaml.safe_load((DATA / "kube-scheduler-1.36.3-write-config-to.yaml").read_text())
+    doc = yaml.safe_load((DATA / f"kube-scheduler-{KUBE_VERSION}-write-config-to.yaml").read_text())
     assert sorted(p for p in config_paths(doc) if not covered(p)) == []
 
 

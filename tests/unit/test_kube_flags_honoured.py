@@ -108,6 +108,16 @@ def test_feature_gates_switch_flagz_and_statusz(kubeconfig: str) -> None:
         r._install_endpoints(holder)  # type: ignore[arg-type]
         assert holder.endpoints.zpages.flagz_enabled is False
         assert holder.endpoints.zpages.statusz_enabled is True
+        assert holder.endpoints.zpages.emulation_version == "1.37"
+    finally:
+        r.cluster.stop()
+    # /statusz names the emulated minor
+    r = _runner(RunOptions(kubeconfig=kubeconfig, secure_port=0, feature_gates=parse_feature_gates([], "1.36")))
+    try:
+        holder = type("S", (), {"endpoints": Endpoints()})()
+        r._install_endpoints(holder)  # type: ignore[arg-type]
+        assert holder.endpoints.zpages.emulation_version == "1.36"
+        assert holder.endpoints.zpages.binary_version.startswith("1.37.2-ksched.")
     finally:
         r.cluster.stop()
     assert parse_feature_gates(["kube:ComponentFlagz=false"])["ComponentFlagz"] is False
@@ -237,18 +247,24 @@ def test_logging_flags() -> None:
 
 def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert kube_scheduler.main(["--version"]) == 0
-    assert capsys.readouterr().out.startswith("Kubernetes v1.36.3-ksched.")
+    assert capsys.readouterr().out.startswith("Kubernetes v1.37.2-ksched.")
     assert kube_scheduler.main(["--version=raw"]) == 0
-    assert capsys.readouterr().out.startswith('version.Info{Major:"1", Minor:"36.3"')
+    assert capsys.readouterr().out.startswith('version.Info{Major:"1", Minor:"37.2"')
     assert kube_scheduler.main(["--version=v9.9.9"]) == 2
     assert kube_scheduler.main(["--help"]) == 0
     assert "Usage: kube-scheduler [flags]" in capsys.readouterr().out
 
 
-def test_emulated_and_compatibility_versions_accept_only_what_ksched_is() -> None:
+def test_emulated_and_compatibility_versions_accept_what_ksched_carries() -> None:
     parse(["--emulated-version=1.36", "--min-compatibility-version=kube=1.35"])
-    with pytest.raises(UsageError, match="emulates kube 1.36 only"):
-        parse(["--emulated-version=1.35"])
+    parse(["--emulated-version=kube=1.35"])
+    parse(["--emulated-version=1.37", "--min-compatibility-version=1.37"])
+    with pytest.raises(UsageError, match="carries the rules of kube 1.35, 1.36, 1.37 only"):
+        parse(["--emulated-version=1.34"])  # kube-scheduler 1.37 takes it; ksched has no 1.34 rules
+    with pytest.raises(UsageError, match=r"emulation version 1.38 is not between \[1.34, 1.37.0\]"):
+        parse(["--emulated-version=1.38"])
+    with pytest.raises(UsageError, match=r"minCompatibilityVersion version 1.36 is not between \[1.34, 1.35\]"):
+        parse(["--emulated-version=1.35", "--min-compatibility-version=1.36"])
 
 
 class _FakeAuthnClient:

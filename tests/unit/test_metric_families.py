@@ -1,8 +1,9 @@
-"""ksched's scheduler_* metric families against kube-scheduler v1.36.3's (names, types, labels, buckets), and
+"""ksched's scheduler_* metric families against kube-scheduler v1.37.2's (names, types, labels, buckets), and
 kube's counting rule for scheduler_plugin_evaluation_total.
 
-tests/data/kube-scheduler-1.36.3-metric-families.json was taken from the real binary's /metrics after it
-scheduled pods on the test control plane (tests/integration/test_metric_parity.py compares live)."""
+tests/data/kube-scheduler-1.37.2-metric-families.json was taken from the real binary's /metrics after it
+scheduled pods on the test control plane (hack/kube_scheduler_reference.py; tests/integration/test_serving_parity.py
+compares live)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler_runtime.cluster.memory import MemoryCluster
 from scheduler_runtime.config import load_config
+from scheduler_runtime.kubeversion import KUBE_VERSION
 from scheduler_runtime.metrics import SchedulerMetrics
 from scheduler_runtime.plugins.registry import build_registry
 from scheduler_runtime.scheduler import Scheduler
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "kube-scheduler-1.36.3-metric-families.json"
+DATA = Path(__file__).resolve().parents[1] / "data" / f"kube-scheduler-{KUBE_VERSION}-metric-families.json"
 #: families kube-scheduler exports only once observed (no Permit wait happened in the reference run, no claim was
 #: created for extended resources backed by DRA; the batch rescore families are kube-scheduler 1.37's, observed
 #: only when ksched follows 1.37)

@@ -68,6 +68,12 @@ def test_unschedulable_and_gated_pods_tracked_like_the_queue() -> None:
     assert _get(got, "scheduler_pending_pods", queue="gated") == 1
     assert _get(got, "scheduler_pending_pods", queue="active") == 0
     assert _get(got, "scheduler_pending_pods", queue="backoff") == 0
+    # kube 1.37's per-entity twins: every ksched entity is a pod
+    assert _get(got, "scheduler_queued_entities", queue="unschedulable", type="pod") == 2
+    assert _get(got, "scheduler_queued_entities", queue="gated", type="pod") == 1
+    incoming = _get(got, "scheduler_queue_incoming_entities_total", queue="active", event="PodAdd", type="pod")
+    assert incoming is not None and incoming >= 3
+    assert incoming == _get(got, "scheduler_queue_incoming_pods_total", queue="active", event="PodAdd")
     assert _get(got, "scheduler_unschedulable_pods", plugin="NodeResourcesFit", profile="default-scheduler") == 2
     assert _get(got, "scheduler_unschedulable_pods", plugin="SchedulingGates", profile="default-scheduler") == 1
     assert _get(got, "scheduler_cache_size", type="nodes") == 2

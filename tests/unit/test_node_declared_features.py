@@ -120,20 +120,24 @@ def _plan(gates: dict[str, bool] | None, path: Any = None) -> list[str]:
 
 def test_default_profile_runs_it_last_and_its_gate_turns_it_off(tmp_path: Any) -> None:
     assert _plan(None)[-1] == "NodeDeclaredFeatures"
-    assert "NodeDeclaredFeatures" not in _plan(parse_feature_gates([OFF]))
+    assert "NodeDeclaredFeatures" not in _plan(parse_feature_gates([OFF], "1.36"))
+    assert "NodeDeclaredFeatures" not in _plan(parse_feature_gates([], "1.35"))  # alpha, off, in 1.35
     # explicitly enabled while the gate is off: kube builds a plugin that does nothing
     f = tmp_path / "c.yaml"
     f.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n"
                  "- plugins:\n    filter:\n      enabled: [{name: NodeDeclaredFeatures}]\n")
-    cfg = load_config(f, load_registry(None), feature_gates=parse_feature_gates([OFF]))
+    cfg = load_config(f, load_registry(None), feature_gates=parse_feature_gates([OFF], "1.36"))
     assert cfg.profiles[0].args["NodeDeclaredFeatures"] == FeatureGate(enabled=False)
 
 
 def test_gate_dependencies_are_checked_like_kube() -> None:
     with pytest.raises(UsageError, match=r"RestartAllContainersOnContainerExits is enabled, but depends on "
                                          r"features that are disabled: \[NodeDeclaredFeatures\]"):
-        parse_feature_gates(["NodeDeclaredFeatures=false"])
-    assert parse_feature_gates([OFF])["NodeDeclaredFeatures"] is False
+        parse_feature_gates(["NodeDeclaredFeatures=false"], "1.36")
+    assert parse_feature_gates([OFF], "1.36")["NodeDeclaredFeatures"] is False
+    with pytest.raises(UsageError, match="cannot set feature gate NodeDeclaredFeatures to false, feature is locked "
+                                         "to true"):
+        parse_feature_gates([OFF])  # GA and locked in 1.37
 
 
 def test_config_default_output_validates_and_runs_the_plugin(tmp_path: Any) -> None:

@@ -184,7 +184,10 @@ def test_postfilter_preemption_nominates_a_node() -> None:
     r = run_cycle(None, ns, make_pod("vip").req(cpu="2").priority(1000).build(), existing=[victim])
     # one attempt, as kube-scheduler makes: the victim is evicted and the node nominated, the pod not yet bound
     assert r.outcome == "unschedulable" and r.nominated_node == "only" and r.node == ""
-    assert r.postfilter == "" and r.events == ["FailedScheduling: 0/1 nodes are available: 1 Insufficient cpu."]
+    # kube 1.37's preemption says where it preempts, in the FailedScheduling message too
+    placement = "preemption: found a potential placement for pod on node only, preempting 1 victims"
+    assert r.postfilter == placement
+    assert r.events == [f"FailedScheduling: 0/1 nodes are available: 1 Insufficient cpu. {placement}"]
     nothing = run_cycle(None, ns, make_pod("big").req(cpu="4").build())
     assert_unschedulable(nothing, contains="Insufficient cpu")
     assert "preemption" in nothing.postfilter and nothing.nominated_node == ""

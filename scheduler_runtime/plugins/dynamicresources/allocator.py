@@ -26,7 +26,7 @@ passed around.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Container, Hashable
+from collections.abc import Callable, Container, Hashable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -70,6 +70,31 @@ class Features:
     device_taints: bool = True  # DRADeviceTaints, beta on
     device_binding_and_status: bool = True  # DRADeviceBindingConditions + DRAResourceClaimDeviceStatus, beta on
     consumable_capacity: bool = True  # DRAConsumableCapacity, beta on
+    #: kube 1.37's CEL runtime errors: they name the device and hint at optional chaining for a missing key
+    #: (dynamic-resource-allocation cel.EnhanceRuntimeError); off when emulating 1.35/1.36
+    runtime_error_detail: bool = True
+
+    @classmethod
+    def from_gates(cls, gates: Mapping[str, bool] | None) -> Features:
+        """The switches as the effective feature gates set them (None: the defaults above); an earlier
+        `--emulated-version` (1.35) has several of these beta gates off."""
+        if gates is None:
+            return cls()
+
+        def on(name: str) -> bool:
+            return bool(gates.get(name, True))
+
+        return cls(admin_access=on("DRAAdminAccess"), prioritized_list=on("DRAPrioritizedList"),
+                   partitionable_devices=on("DRAPartitionableDevices"), device_taints=on("DRADeviceTaints"),
+                   device_binding_and_status=on("DRADeviceBindingConditions") and on("DRAResourceClaimDeviceStatus"),
+                   consumable_capacity=on("DRAConsumableCapacity"),
+                   runtime_error_detail=_minor_at_least(gates, (1, 37)))
+
+
+def _minor_at_least(gates: Mapping[str, bool], minor: tuple[int, int]) -> bool:
+    from ...featuregates import emulated_minor
+
+    return tuple(int(p) for p in emulated_minor(gates).split(".")) >= minor
 
 
 def name_of(obj: dict[str, Any]) -> str:
@@ -875,7 +900,14 @@ class _Run:
                 ok = self.a.selector_matches(expr, did[0], d)
             except CelError as exc:
                 who = f"class {name_of(cls)}" if cls is not None else f"claim {claim_key(self.claims[ci])}"
-                raise AllocationError(f"{who}: selector #{i}: CEL runtime error: {exc}") from None
+                if not self.a.features.runtime_error_detail:
+                    raise AllocationError(f"{who}: selector #{i}: CEL runtime error: {exc}") from None
+                err = str(exc)
+                if "no such key:" in err:
+                    err += (". consider using CEL optional chaining (.? followed by orValue()) or guarding the check "
+                            "with has() for optional fields")
+                raise AllocationError(f"{who}: selector #{i} on device {'/'.join(did)}: CEL runtime error: "
+                                      f"{err}") from None
             if not ok:
                 return False
         return True

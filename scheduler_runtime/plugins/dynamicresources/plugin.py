@@ -135,7 +135,7 @@ class DynamicResources(Plugin):
 
     def __init__(self, args: DynamicResourcesArgs | None = None, handle: Any = None) -> None:
         super().__init__(args if args is not None else DynamicResourcesArgs(), handle)
-        self.features = Features()
+        self.features = Features.from_gates(getattr(handle, "feature_gates", None))
         self.taint_rules = self.args.device_taint_rules  # DRADeviceTaintRules (see taintrules.py)
         ft = self.args.filter_timeout
         self.filter_timeout = decode_duration(ft) if ft is not None else 0.0
@@ -366,7 +366,7 @@ class DynamicResources(Plugin):
         if s is None:
             return None, Status.as_error("not found")
         if not s.claims:
-            return None, Status.unschedulable("no new claims to deallocate")
+            return None, self._post_filter_miss("no new claims to deallocate")
         ext = s.ext_claim()
         for i in list(s.unavailable):
             claim = s.claims[i]
@@ -393,7 +393,16 @@ class DynamicResources(Plugin):
             except Exception as exc:  # noqa: BLE001 - kube: statusError
                 return None, Status.as_error(str(exc))
             return None, Status.unschedulable("deletion of ResourceClaim completed")
-        return None, Status.unschedulable("still not schedulable")
+        return None, self._post_filter_miss("still not schedulable")
+
+    def _post_filter_miss(self, reason: str) -> Status:
+        """Unschedulable with kube 1.36's reason; kube 1.37 gives none (so the FailedScheduling message has no
+        DynamicResources part before `preemption:`). The minor is the emulated one (`--emulated-version`)."""
+        from ...featuregates import emulated_minor
+
+        if tuple(int(p) for p in emulated_minor(getattr(self.handle, "feature_gates", None)).split(".")) >= (1, 37):
+            return Status.unschedulable()
+        return Status.unschedulable(reason)
 
     def _delete_claim(self, claim: dict[str, Any]) -> None:
         """deleteClaim: remove the delete-protection finalizer (retrying on conflict), then delete (a claim

@@ -134,6 +134,7 @@ def test_dockerfile_installs_offline_into_a_venv_and_runs_as_65532() -> None:
                                                           if "ksched plugins list" in ln)
     assert 'LABEL io.ksched.plugins="coscheduling,my_prefilter,network_traffic,node_crd_resource_fit"' in text
     assert f'LABEL org.opencontainers.image.version="{__version__}"' in text
+    assert 'LABEL io.ksched.kubernetes-version="v1.37.2"' in text  # the kube-scheduler release it follows
 
 
 def test_layers_go_from_dependencies_to_ksched_to_plugins() -> None:
@@ -160,7 +161,7 @@ def test_label_values_cannot_break_out_of_their_quotes() -> None:
 
 def test_step_count_matches_the_instructions_engines_report() -> None:
     text = render_dockerfile(_spec())
-    assert count_steps(text) == 5 + 19  # install stage + image stage, as podman numbers them
+    assert count_steps(text) == 5 + 20  # install stage + image stage, as podman numbers them
     assert count_steps("# c\nFROM a\nRUN x \\\n  # comment inside\n  && y\n\nCMD [\"z\"]\n") == 3
 
 

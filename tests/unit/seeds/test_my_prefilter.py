@@ -97,5 +97,5 @@ def test_example_config_on_the_example_cluster(tmp_path):
     note = [e.note for e in mc.events_for("default", "tagged") if e.reason == "FailedScheduling"][0]
     # Unresolvable: DefaultPreemption runs but looks for no victims on any node, as in kube-scheduler
     assert note == ('0/6 nodes are available: pod has annotation "mycompany.com/environment", '
-                    'which MyPreFilter does not allow. no new claims to deallocate, preemption: 0/6 nodes are '
+                    'which MyPreFilter does not allow. preemption: 0/6 nodes are '
                     'available: 6 Preemption is not helpful for scheduling.')
