@@ -6,6 +6,7 @@ scoring.go).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -417,9 +418,14 @@ class InterPodAffinity(Plugin):
         return None
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
-        """kube-scheduler 1.36 with queueing hints (SchedulerQueueingHints is locked on): no UpdateNodeTaint."""
+        """kube-scheduler with queueing hints (SchedulerQueueingHints is locked on): no UpdateNodeTaint. The pod
+        hint is 1.37's (anti-affinity: any term, #139161) unless 1.35 or 1.36 is emulated."""
+        from ..featuregates import emulated_minor
+
+        old_rules = emulated_minor(getattr(self.handle, "feature_gates", None)) in ("1.35", "1.36")
         return [ClusterEventWithHint(ClusterEvent("Pod", ActionType.Add | ActionType.UpdatePodLabel
-                                                  | ActionType.Delete), _after_pod_change),
+                                                  | ActionType.Delete),
+                                     _after_pod_change_136 if old_rules else _after_pod_change),
                 ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeLabel),
                                      _after_node_change)]
 
@@ -441,10 +447,28 @@ def _unparsed(pod: Pod, which: str) -> bool:
     return bool(pod.affinity_error) and f"{which}: " in pod.affinity_error
 
 
+def _any_match(terms: tuple[PodAffinityTerm, ...], owner_ns: str, other: Pod) -> bool:
+    """podMatchesAnyAffinityTerms (kube 1.37): one of the terms selects `other`."""
+    return any(t.matches(owner_ns, other, _NO_NS_LABELS) for t in terms)
+
+
 def _after_pod_change(pod: Pod, old: Any, new: Any) -> int:
-    """isSchedulableAfterPodChange: an assigned (or nominated) pod added that the pod's affinity selects, one
-    updated into its affinity or out of its anti-affinity, one deleted that its anti-affinity selects or whose
-    anti-affinity selected it; any label change of the pod itself."""
+    """isSchedulableAfterAssignedPodChange / isSchedulableAfterTargetPodUpdateLabel (kube 1.37): as 1.36's,
+    but an existing pod leaves the pod's anti-affinity, or a deleted one was in it (or had the pod in its
+    own), when it matches ANY anti-affinity term: a pod is refused by one matching term (#139161)."""
+    return _pod_change(pod, old, new, _any_match)
+
+
+def _after_pod_change_136(pod: Pod, old: Any, new: Any) -> int:
+    """isSchedulableAfterPodChange of kube 1.36: the anti-affinity checks need every term to match."""
+    return _pod_change(pod, old, new, _all_match)
+
+
+def _pod_change(pod: Pod, old: Any, new: Any,
+                anti_match: Callable[[tuple[PodAffinityTerm, ...], str, Pod], bool]) -> int:
+    """An assigned (or nominated) pod added that the pod's affinity selects, one updated into its affinity or
+    out of its anti-affinity, one deleted that its anti-affinity selects or whose anti-affinity selected it;
+    any label change of the pod itself."""
     if not isinstance(old, Pod | None) or not isinstance(new, Pod | None) or (old is None and new is None):
         return QUEUE  # kube: unexpected objects are an error, which requeues
     if old is not None and new is not None and new.uid == pod.uid:
@@ -458,16 +482,15 @@ def _after_pod_change(pod: Pod, old: Any, new: Any) -> int:
     if old is not None and new is not None:
         if not _all_match(terms, ns, old) and _all_match(terms, ns, new):
             return QUEUE
-        # 1.36.3 requires every anti-affinity term to match (1.37 changed it to any term, #139161)
-        return QUEUE if _all_match(anti, ns, old) and not _all_match(anti, ns, new) else QUEUE_SKIP
+        return QUEUE if anti_match(anti, ns, old) and not anti_match(anti, ns, new) else QUEUE_SKIP
     if new is not None:
         return QUEUE if _all_match(terms, ns, new) else QUEUE_SKIP
     assert old is not None
-    if _all_match(anti, ns, old):
+    if anti_match(anti, ns, old):
         return QUEUE
     if _unparsed(old, "requiredAntiAffinityTerms"):
         return QUEUE
-    return QUEUE if _all_match(old.anti_affinity_required, old.namespace, pod) else QUEUE_SKIP
+    return QUEUE if anti_match(old.anti_affinity_required, old.namespace, pod) else QUEUE_SKIP
 
 
 def _after_node_change(pod: Pod, old: Any, new: Any) -> int:

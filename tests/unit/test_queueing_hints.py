@@ -214,3 +214,32 @@ def test_an_event_only_looks_at_pods_whose_rejecting_plugins_may_requeue_on_it()
     assert calls == ["A:a"]
     assert sorted(visited) == ["a", "x"]  # "b" (B only) is not visited; "none" is pending on B
     assert moved == 1 and q.where("x") == "backoff" and q.where("a") == "unschedulable"
+
+
+def test_anti_affinity_hint_needs_one_matching_term_from_1_37_and_every_term_before() -> None:
+    """kube 1.37 (#139161): an assigned pod deleted that matches one of two anti-affinity terms may unblock the
+    pod, since one matching term is enough to refuse it; 1.36's hint wanted both to match and skipped it."""
+    from scheduler_runtime.featuregates import parse_feature_gates
+    from scheduler_runtime.objects import Pod
+    from scheduler_runtime.plugins.interpodaffinity import InterPodAffinity
+
+    def term(key: str, value: str) -> dict[str, Any]:
+        return {"labelSelector": {"matchLabels": {key: value}}, "topologyKey": "kubernetes.io/hostname"}
+
+    target = Pod.from_dict({"metadata": {"name": "t", "namespace": "default", "uid": "t"}, "spec": {
+        "containers": [{"name": "c", "image": "i"}], "affinity": {"podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [term("app", "a"), term("team", "x")]}}}})
+    gone = Pod.from_dict({"metadata": {"name": "g", "namespace": "default", "uid": "g", "labels": {"app": "a"}},
+                          "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]}})
+
+    class Handle:
+        def __init__(self, gates: Any) -> None:
+            self.feature_gates = gates
+
+    verdicts = {}
+    for minor in ("1.36", "1.37"):
+        plugin = InterPodAffinity(handle=Handle(parse_feature_gates([], emulated=minor)))
+        hint = next(e.hint for e in plugin.events_to_register() if e.event.resource == "Pod")
+        verdicts[minor] = hint(target, gone, None)
+    from scheduler_runtime.framework.types import QUEUE, QUEUE_SKIP
+    assert verdicts == {"1.36": QUEUE_SKIP, "1.37": QUEUE}
