@@ -24,6 +24,18 @@ app = typer.Typer(no_args_is_help=True, help="Validate, default, explain, migrat
                                              "KubeSchedulerConfiguration files with kube-scheduler's rules.")
 console = Console(highlight=False, soft_wrap=True)
 PluginDirOpt = Annotated[list[Path] | None, typer.Option("--plugin-dir", help="Folder of plugin packages.")]
+FilenameOpt = Annotated[Path | None, typer.Option("-f", "--filename", metavar="FILE",
+                                                  help="The config file, as kubectl names input (- reads stdin).")]
+
+
+def _one_file(positional: Path | None, filename: Path | None, required: bool) -> Path | None:
+    """The input file given either way (kubectl's -f, or positionally); both at once is a usage error."""
+    if positional is not None and filename is not None:
+        raise fail("give the config file once: positionally or with -f/--filename", EXIT_USAGE)
+    got = positional if positional is not None else filename
+    if got is None and required:
+        raise fail("missing the config file: give it positionally or with -f/--filename", EXIT_USAGE)
+    return got
 
 
 def register(root: typer.Typer) -> None:
@@ -98,7 +110,10 @@ def _warn_no_default_profile(cfg: Any, where: str) -> None:
                     "  ksched config validate examples/configs/*.yaml -o json\n\n"
                     "  ksched config validate old.yaml --kubernetes-version 1.28")
 def validate(
-    files: Annotated[list[Path], typer.Argument(help="Config files.")],
+    files: Annotated[list[Path] | None, typer.Argument(help="Config files.")] = None,
+    filename: Annotated[list[Path] | None, typer.Option("-f", "--filename", metavar="FILE",
+                                                        help="A config file (repeatable), as kubectl names input.")
+                        ] = None,
     output: Annotated[str, output_option(("table", "json", "yaml"))] = "table",
     kubernetes_version: Annotated[str | None, typer.Option("--kubernetes-version",
                                                            help="Apply that release's rules (1.XX).")] = None,
@@ -108,6 +123,9 @@ def validate(
     Exit 0 valid, 1 invalid, 2 usage or I/O error."""
 
     minor = _minor(kubernetes_version)
+    files = [*(files or []), *(filename or [])]
+    if not files:
+        raise fail("missing config files: give them positionally or with -f/--filename", EXIT_USAGE)
     reg = _registry(plugin_dir)
     results = []
     worst = 0
@@ -137,6 +155,7 @@ def validate(
 def default(
     file: Annotated[Path | None, typer.Argument(help="Config file (omit for the default profile; - reads "
                                                      "standard input).")] = None,
+    filename: FilenameOpt = None,
     output: Annotated[str, output_option(("yaml", "json"))] = "yaml",
     expand: Annotated[bool, typer.Option("--expand", help="Add each profile's effective plugin plan.")] = False,
     plugin_dir: PluginDirOpt = None,
@@ -146,6 +165,7 @@ def default(
     from scheduler_runtime.config import load_config
     from scheduler_runtime.config.writeout import kube_yaml, written_document
 
+    file = _one_file(file, filename, required=False)
     cfg = load_config(file, _registry(plugin_dir))
     doc = written_document(cfg.raw, cfg.kube_minor)
     if output == "json":
@@ -205,7 +225,9 @@ def explain(
                     "  ksched config migrate old.yaml --write-to new.yaml\n\n"
                     "  kubectl get cm sched -o jsonpath='{.data.config}' | ksched config migrate -")
 def migrate(
-    file: Annotated[Path, typer.Argument(help="A v1beta1/v1beta2/v1beta3 config (- reads standard input).")],
+    file: Annotated[Path | None, typer.Argument(help="A v1beta1/v1beta2/v1beta3 config (- reads standard input).")
+                    ] = None,
+    filename: FilenameOpt = None,
     output: Annotated[str, output_option(("yaml", "json"), file_flag="--write-to")] = "yaml",
     out: Annotated[Path | None, typer.Option("--write-to", help="Write the result to this file instead of "
                                              "stdout (atomically).")] = None,
@@ -218,6 +240,8 @@ def migrate(
     from scheduler_runtime.config.migrate import migrate as do_migrate
     from scheduler_runtime.config.render import render_text
 
+    file = _one_file(file, filename, required=True)
+    assert file is not None
     doc = read_document(file)
     try:
         m = do_migrate(doc)

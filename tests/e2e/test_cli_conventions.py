@@ -201,3 +201,18 @@ def test_config_unknown_fields_stay_errors(tmp_path: Path) -> None:
     cfg.write_text(NO_DEFAULT + "  pluginz: {}\n")
     r = ksched("config", "validate", str(cfg))
     assert r.returncode == 1 and 'profiles[0].pluginz: unknown field' in r.stderr.replace('"', ""), r.stderr
+
+
+def test_config_commands_take_input_as_kubectl_does_with_f() -> None:
+    """`-f/--filename FILE` (and `-f -`) names the input of config validate/default/migrate, as kubectl's
+    `-f` does; the positional form still works; giving none, or both, is a one-line usage error."""
+    cfg = ROOT / "examples" / "configs" / "coscheduling.yaml"
+    assert ksched("config", "validate", "-f", str(cfg)).stdout.strip() == f"{cfg}: valid"
+    assert ksched("config", "validate", "--filename", "-", stdin=cfg.read_text()).stdout.strip() == "-: valid"
+    assert ksched("config", "default", "-f", str(cfg)).stdout == ksched("config", "default", str(cfg)).stdout
+    for args in (["config", "validate"], ["config", "migrate"], ["config", "default", str(cfg), "-f", str(cfg)]):
+        p = ksched(*args)
+        assert p.returncode == 2 and p.stderr.count("\n") == 1 and p.stderr.startswith("error: "), (args, p.stderr)
+    v1beta3 = "apiVersion: kubescheduler.config.k8s.io/v1beta3\nkind: KubeSchedulerConfiguration\n"
+    p = ksched("config", "migrate", "-f", "-", stdin=v1beta3)
+    assert p.returncode == 0 and "apiVersion: kubescheduler.config.k8s.io/v1\n" in p.stdout, p.stderr
