@@ -100,11 +100,13 @@ class SchedulerMetrics:
             "scheduler_queueing_hint_execution_duration_seconds",
             "Duration for running a queueing hint function of a plugin.", ["plugin", "event", "hint"],
             buckets=_exp(0.00001, 1.5, 20), registry=r)
-        # DRAExtendedResource (on in 1.36) registers it; kube-scheduler 1.37 renames it
-        # dynamic_resource_allocation_resourceclaim_creates_total
+        # claims DynamicResources creates for extended resources (DRAExtendedResource); kube-scheduler 1.37 shares
+        # this family with kube-controller-manager (1.36's was scheduler_resourceclaim_creates_total{status})
         self.resourceclaim_creates = Counter(
-            "scheduler_resourceclaim_creates", "Number of ResourceClaims creation requests within scheduler",
-            ["status"], registry=r)
+            "dynamic_resource_allocation_resourceclaim_creates",
+            "Number of ResourceClaims creation requests, categorized by creation status, admin access, and owning "
+            "API group and kind (either Pod or scheduling.k8s.io/PodGroup)",
+            ["status", "admin_access", "owner_api_group", "owner_api_kind"], registry=r)
         # opportunistic batching (batching.py) and the unschedulable-pods flush
         self.batch_attempts = Counter(
             "scheduler_batch_attempts", "Counts of results when we attempt to use batching.", ["profile", "result"],

@@ -205,10 +205,13 @@ def test_a_burst_of_pods_never_shares_a_device(control_plane, namespace, tmp_pat
             assert len(devices) == len(set(devices)) == 3, devices
             got[who] = per_node
         assert got["ours"] == got["kube"] == ["node-0", "node-0", "node-1", "node-2", "pending"]
-        # one claim created per pod that got devices, counted under kube-scheduler 1.36's name and label
+        # one claim created per pod that got devices, counted under kube-scheduler 1.37's name and labels
         kube_metrics = _get_metrics(port)
-        ours = runner.metrics.registry.get_sample_value("scheduler_resourceclaim_creates_total", {"status": "success"})
-        assert 'scheduler_resourceclaim_creates_total{status="success"} 3' in kube_metrics
+        labels = {"status": "success", "admin_access": "false", "owner_api_group": "", "owner_api_kind": "Pod"}
+        ours = runner.metrics.registry.get_sample_value("dynamic_resource_allocation_resourceclaim_creates_total",
+                                                        labels)
+        assert ('dynamic_resource_allocation_resourceclaim_creates_total{admin_access="false",owner_api_group="",'
+                'owner_api_kind="Pod",status="success"} 3') in kube_metrics
         assert ours == 3
 
 
@@ -231,9 +234,11 @@ def _get_metrics(port: int) -> str:
                                                    timeout=5).read().decode(), what="kube-scheduler's /metrics")
 
 
-def test_with_the_feature_gate_off_no_class_backs_an_extended_resource(control_plane, namespace, tmp_path: Path):
-    """--feature-gates=DRAExtendedResource=false on both schedulers (1.36 allows it): the resource is checked
-    like any extended resource, so only the device plugin's node fits, and no claim is created."""
+def test_with_the_feature_gate_off_no_class_backs_an_extended_resource(control_plane, namespace, tmp_path: Path,
+                                                                       prev_kube_scheduler: Path):
+    """--feature-gates=DRAExtendedResource=false (locked on in 1.37): kube-scheduler 1.36.3 beside ksched at
+    --emulated-version 1.36: the resource is checked like any extended resource, so only the device plugin's
+    node fits, and no claim is created."""
     from scheduler_runtime.featuregates import parse_feature_gates
 
     c = KubeClient(load_connection(str(control_plane.kubeconfig_path)))
@@ -242,10 +247,10 @@ def test_with_the_feature_gate_off_no_class_backs_an_extended_resource(control_p
     cfg, ours_cfg = tmp_path / "kube.yaml", tmp_path / "ours.yaml"
     cfg.write_text(scheduler_config(KUBE, control_plane.kubeconfig_path))
     ours_cfg.write_text(scheduler_config(OURS))
-    with kube_scheduler(control_plane.bin_dir, cfg, tmp_path / "kube-scheduler.log",
+    with kube_scheduler(prev_kube_scheduler.parent, cfg, tmp_path / "kube-scheduler.log",
                         args=("--feature-gates=DRAExtendedResource=false",)), \
             ksched_runner(ours_cfg, control_plane.kubeconfig_path,
-                          feature_gates=parse_feature_gates(["DRAExtendedResource=false"])):
+                          feature_gates=parse_feature_gates(["DRAExtendedResource=false"], emulated="1.36")):
         got: dict[str, list[Any]] = {"kube": [], "ours": []}
         for step in ("one", "two"):
             for who, sched in (("kube", KUBE), ("ours", OURS)):

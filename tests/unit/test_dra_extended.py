@@ -138,7 +138,8 @@ def test_extended_resource_requests_are_allocated_from_devices_and_the_claim_is_
     assert ers == {"resourceClaimName": c["metadata"]["name"], "requestMappings": [
         {"containerName": "main", "resourceName": GPU, "requestName": "container-0-request-1"}]}
     assert f"1 Insufficient {GPU}" in _message(m, "none") and "2 cannot allocate all claims" in _message(m, "none")
-    assert metrics.registry.get_sample_value("scheduler_resourceclaim_creates_total", {"status": "success"}) == 2
+    assert metrics.registry.get_sample_value("dynamic_resource_allocation_resourceclaim_creates_total", {
+        "status": "success", "admin_access": "false", "owner_api_group": "", "owner_api_kind": "Pod"}) == 2
 
 
 def test_a_pod_with_its_own_claim_and_an_extended_resource_gets_both() -> None:

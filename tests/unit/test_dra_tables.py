@@ -445,8 +445,10 @@ def test_plugin_table(case: dict[str, Any]) -> None:
     try:
         _run_plugin_case(case, want, m, pl, pod, nodes)
     finally:
-        creates = {r: metrics.registry.get_sample_value("scheduler_resourceclaim_creates_total", {"status": r})
-                   for r in ("success", "failure")}
+        creates = {r: metrics.registry.get_sample_value(
+            "dynamic_resource_allocation_resourceclaim_creates_total",
+            {"status": r, "admin_access": "false", "owner_api_group": "", "owner_api_kind": "Pod"})
+            for r in ("success", "failure")}
         assert {k: int(v) for k, v in creates.items() if v} == want.get("creates", {})
 
 

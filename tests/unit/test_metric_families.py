@@ -26,7 +26,8 @@ DATA = Path(__file__).resolve().parents[1] / "data" / f"kube-scheduler-{KUBE_VER
 #: created for extended resources backed by DRA; the batch rescore families are kube-scheduler 1.37's, observed
 #: only when ksched follows 1.37)
 NOT_IN_REFERENCE_RUN = {"scheduler_permit_wait_duration_seconds", "scheduler_batch_rescore_attempts_total",
-                        "scheduler_batch_rescore_duration_seconds", "scheduler_resourceclaim_creates_total"}
+                        "scheduler_batch_rescore_duration_seconds",
+                        "dynamic_resource_allocation_resourceclaim_creates_total"}
 
 
 def kube_families() -> dict[str, dict[str, Any]]:
@@ -34,7 +35,8 @@ def kube_families() -> dict[str, dict[str, Any]]:
 
 
 def declared_families(m: SchedulerMetrics) -> dict[str, dict[str, Any]]:
-    """Every scheduler_* family ksched registers, with its label names and finite buckets, samples or not."""
+    """Every scheduler_* family ksched registers (and the DRA family kube-scheduler 1.37 shares with
+    kube-controller-manager), with its label names and finite buckets, samples or not."""
     out: dict[str, dict[str, Any]] = {}
     for collector in list(m.registry._collector_to_names):  # noqa: SLF001 - the declared structure, not samples
         describe = getattr(collector, "describe", None)
@@ -49,7 +51,7 @@ def declared_families(m: SchedulerMetrics) -> dict[str, dict[str, Any]]:
             bounds = getattr(collector, "_upper_bounds", None)
             out[name] = {"type": fam.type, "labels": sorted(labels),
                          "buckets": [b for b in bounds if b != float("inf")] if bounds else None}
-    return {k: v for k, v in out.items() if k.startswith("scheduler_")}
+    return {k: v for k, v in out.items() if k.startswith(("scheduler_", "dynamic_resource_allocation_"))}
 
 
 def _node(name: str) -> dict:
@@ -86,12 +88,15 @@ def test_families_labels_and_buckets_match_kube_scheduler() -> None:
             assert ours[name]["buckets"] == kube[name]["buckets"], name
 
 
-def test_resourceclaim_creates_has_kubes_name_and_label() -> None:
-    """kube-scheduler 1.36.3 (metrics.ResourceClaimCreatesTotal, registered while DRAExtendedResource is on):
-    scheduler_resourceclaim_creates_total{status="success"|"failure"}; 1.37 renames it
-    dynamic_resource_allocation_resourceclaim_creates_total."""
+def test_resourceclaim_creates_has_kubes_name_and_labels() -> None:
+    """kube-scheduler 1.37.2 (dynamic-resource-allocation resourceclaim/metrics, always registered): the claims
+    created for extended resources count in dynamic_resource_allocation_resourceclaim_creates_total with
+    status, admin_access, owner_api_group and owner_api_kind (1.36.3's scheduler_resourceclaim_creates_total
+    had only status)."""
     fams = declared_families(SchedulerMetrics())
-    assert fams["scheduler_resourceclaim_creates_total"] == {"type": "counter", "labels": ["status"], "buckets": None}
+    assert "scheduler_resourceclaim_creates_total" not in fams
+    assert fams["dynamic_resource_allocation_resourceclaim_creates_total"] == {
+        "type": "counter", "labels": ["admin_access", "owner_api_group", "owner_api_kind", "status"], "buckets": None}
 
 
 def test_plugin_evaluation_counts_like_kube() -> None:

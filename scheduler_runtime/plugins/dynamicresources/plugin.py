@@ -684,7 +684,7 @@ class DynamicResources(Plugin):
 
     def _create_extended_claim(self, s: _State, pod: Pod, node_name: str) -> dict[str, Any]:
         """createExtendedResourceClaimInAPI: the claim Filter built for the node, created with a generated
-        name; counted in scheduler_resourceclaim_creates_total."""
+        name; counted in dynamic_resource_allocation_resourceclaim_creates_total."""
         node_claim = s.ext_nodes.get(node_name, (None, []))[0]
         if node_claim is None:
             raise _BindError(f"extended resource claim not found for node {node_name}")
@@ -700,8 +700,8 @@ class DynamicResources(Plugin):
     def _count_create(self, result: str) -> None:
         metrics = getattr(getattr(self.handle, "framework", None), "metrics", None)
         counter = getattr(metrics, "resourceclaim_creates", None)
-        if counter is not None:
-            counter.labels(result).inc()
+        if counter is not None:  # the scheduler's claims: a Pod's, never admin access
+            counter.labels(result, "false", "", "Pod").inc()
 
     def _wait_for_informer(self, claim: dict[str, Any]) -> None:
         """waitForExtendedClaimInAssumeCache: the claim was just created, so its devices count as allocated for
