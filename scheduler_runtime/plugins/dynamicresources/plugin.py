@@ -228,10 +228,12 @@ class DynamicResources(Plugin):
                     or len(self._caches.eligible) > 500_000):
                 self._caches, self._caches_version = SliceCaches(), mgr.slices_version
                 self._device_inputs.clear()
-            s.allocator = Allocator(features=self.features, allocated=mgr.allocated(),
+            allocated = mgr.allocated()
+            s.allocator = Allocator(features=self.features, allocated=allocated,
                                     class_lister=lambda n: mgr.classes.get(n), slices=slices,
                                     cel_cache=self.cel_cache, device_inputs=self._device_inputs,
-                                    caches=self._caches)
+                                    caches=self._caches, allocated_capacity=allocated.capacity,
+                                    shared_devices=allocated.shared)
         s.claims = claims
         return None, None
 
