@@ -315,6 +315,11 @@ class AllocatedView:
     def __contains__(self, did: object) -> bool:
         return did in self._counts or did in self._extra
 
+    def all_dedicated(self) -> AllocatedView:
+        """The view kube-scheduler has with DRAConsumableCapacity off: a share holds its device like any
+        allocation (ListAllAllocatedDevices)."""
+        return AllocatedView(self._counts, self._extra | self.shared)
+
     def parts(self) -> tuple[dict[DeviceID, int], set[DeviceID]]:
         """The two containers `in` looks in, for a loop that tests many devices."""
         return self._counts, self._extra

@@ -229,6 +229,8 @@ class DynamicResources(Plugin):
                 self._caches, self._caches_version = SliceCaches(), mgr.slices_version
                 self._device_inputs.clear()
             allocated = mgr.allocated()
+            if not self.features.consumable_capacity:
+                allocated = allocated.all_dedicated()
             s.allocator = Allocator(features=self.features, allocated=allocated,
                                     class_lister=lambda n: mgr.classes.get(n), slices=slices,
                                     cel_cache=self.cel_cache, device_inputs=self._device_inputs,
