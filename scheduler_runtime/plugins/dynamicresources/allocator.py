@@ -16,6 +16,12 @@ Pools (slices grouped by driver and pool name): the highest generation wins; a p
 fail), a pool with duplicate device names or broken counter references is invalid (skipped; if no solution is
 found the node fails with `invalid resource pools were encountered`).
 
+Consumable capacity (DRAConsumableCapacity, as kube's incubating allocator_incubating.go of
+k8s.io/dynamic-resource-allocation v0.37 does it): a device with `allowMultipleAllocations` is never marked in
+use; each request allocated on it is a share (a random UUID `shareID`) that consumes part of its `capacity`
+(capacity.py), checked against what allocated shares, in-flight shares and this search's shares consume; its
+counters are charged by its first share only.
+
 Raw Kubernetes objects (dicts) are read directly; nothing here talks to a cluster.
 
 Over 600 lines on purpose: it is one depth-first search whose pool, counter, constraint and result pieces

@@ -17,9 +17,13 @@ pod, in memory until PreBind creates it (`<pod>-extended-resources-<suffix>`, ow
 `pod.status.extendedResourceClaimStatus`; Unreserve deletes it again, PostFilter deletes one left by an earlier
 cycle.
 
+Consumable capacity (DRAConsumableCapacity, beta on): devices allowing multiple allocations are shared between
+claims, each share written with its `shareID` and `consumedCapacity` (allocator.py, capacity.py); with the gate
+off a share holds its device like any allocation, as kube's ListAllAllocatedDevices has it.
+
 Every rejection is UnschedulableAndUnresolvable (preemption cannot help), as in kube. Not implemented (refused
-where they would matter, see docs/dra.md): consumable capacity (DRAConsumableCapacity), DeviceTaintRule objects
-(DRADeviceTaintRules, off by default), alpha gates.
+where they would matter, see docs/dra.md): fractional capacity ranges (DRAFractionalCapacityRange, off by
+default), alpha gates.
 """
 
 from __future__ import annotations
