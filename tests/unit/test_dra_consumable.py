@@ -147,3 +147,18 @@ def test_with_the_gate_off_capacity_requests_are_refused_and_a_shared_device_is_
     # allowMultipleAllocations means nothing with the gate off: one claim takes the device, without a share
     assert _where(m, "b") == "n1" and _where(m, "c") == ""
     assert "shareID" not in _results(m, "c2")[0] and "consumedCapacity" not in _results(m, "c2")[0]
+
+
+def test_capacity_consumed_by_claims_allocated_earlier_counts() -> None:
+    """A claim allocated before the scheduler started (its share in status.allocation) holds 6Gi of 8Gi."""
+    held = _claim("c0", "6Gi")
+    held["status"] = {"allocation": {"devices": {"results": [
+        {"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "gpu-0",
+         "shareID": "0b7f4d4e-5a55-4a8e-9d3c-1f2e3d4c5b6a", "consumedCapacity": {"memory": "6Gi"}}]}}}
+    m = _run([_node("n1"), _class(), _slice("n1"), held, _claim("c1", "4Gi"), _claim("c2", "2Gi")],
+             [_pod("a", "c1"), _pod("b", "c2")])
+    assert _where(m, "a") == "" and _where(m, "b") == "n1"
+    # with the gate off the share holds the whole device
+    gates = parse_feature_gates(["DRAConsumableCapacity=false"], "1.37")
+    m = _run([_node("n1"), _class(), _slice("n1"), held, _claim("c3", None)], [_pod("c", "c3")], gates)
+    assert _where(m, "c") == ""

@@ -431,6 +431,12 @@ class _DistinctAttribute(_MatchAttribute):
             self.n -= 1
 
 
+def _has_policy(device: dict[str, Any]) -> bool:
+    """Whether a capacity check could refuse the device for a request naming no amounts: only a request policy
+    can (each capacity's value or default is consumed, and a value always fits itself)."""
+    return any((c or {}).get("requestPolicy") for c in (device.get("capacity") or {}).values())
+
+
 def lookup_attribute(device: dict[str, Any], did: DeviceID, name: str) -> tuple[str, Any] | None:
     """The (type, value) of a fully qualified attribute; `<driver>/<id>` also finds an unqualified `<id>`."""
     attrs = device.get("attributes") or {}
@@ -737,7 +743,7 @@ class _Run:
                     if not ok:
                         continue
                     if (d.get("allowMultipleAllocations") or d.get("consumesCounters") or (taints and d.get("taints"))
-                            or (consumable and (req.amounts is not None or d.get("capacity")))):
+                            or (consumable and (req.amounts is not None or _has_policy(d)))):
                         if self._allocate_device(0, rd, did, d, s, p, must=False) is None:
                             continue
                     else:  # what _allocate_device does for such a device, without the undo closure

@@ -211,7 +211,8 @@ class DraManager:
     def allocated(self) -> AllocatedView:
         """Devices in use: allocated in the store, assumed after PreBind, or in flight."""
         extra: set[DeviceID] = set()
-        shares: list[tuple[DeviceID, dict[str, Decimal]]] = []
+        #: claim key -> its shares: the store's version, replaced by the assumed one, replaced by the one in flight
+        shares: dict[str, tuple[tuple[DeviceID, dict[str, Decimal]], ...]] = {}
         with self._lock:
             assumed = list(self._assumed.items())
         for key, (obj, written_rv) in assumed:
@@ -223,17 +224,15 @@ class DraManager:
                         del self._assumed[key]
                 continue
             extra.update(claim_devices(obj))
-            if key not in self._shares:  # the store's version, once it has one, is counted below
-                shares.extend(claim_shares(obj))
+            shares[key] = claim_shares(obj)
         with self._lock:
             for c in self._in_flight.values():
                 extra.update(claim_devices(c))
-                if self._key(c) not in self._shares:  # not yet (or no longer) counted from the store
-                    shares.extend(claim_shares(c))
+                shares[self._key(c)] = claim_shares(c)
             counts = dict(self._count)
-            for held in self._shares.values():
-                shares.extend(held)
-        return AllocatedView(counts, extra, shares)
+            for key, held in self._shares.items():
+                shares.setdefault(key, held)
+        return AllocatedView(counts, extra, [share for held in shares.values() for share in held])
 
     # -------------------------------------------------------------- claims
     def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
