@@ -9,6 +9,7 @@ from typing import Any
 
 from scheduler_runtime.cluster.memory import MemoryCluster
 from scheduler_runtime.config import load_config
+from scheduler_runtime.describe import describe
 from scheduler_runtime.featuregates import parse_feature_gates
 from scheduler_runtime.framework.cycle_state import CycleState
 from scheduler_runtime.framework.handle import Handle
@@ -99,6 +100,10 @@ def test_two_pods_share_one_devices_capacity_and_a_third_is_refused_when_it_is_u
     assert len(ids) == 2 and all(str(uuid.UUID(i)) == i for i in ids)  # a fresh UUID per share, as kube's
     assert _where(m, "c") == "" and not _results(m, "c3")
     assert _message(m, "c").startswith("0/1 nodes are available: 1 cannot allocate all claims.")
+    nodes = {n["metadata"]["name"]: Node.from_dict(n) for n in m.list("nodes")}
+    lines = describe(m.get_pod(NS, "c"), [], nodes, m.list).summary
+    assert any("ResourceClaim ml/c3, request gpu: no node has 1 free device of class gpu with 4Gi of memory "
+               "capacity left (spec.devices.requests[0].exactly.capacity.requests)" in x for x in lines), lines
 
 
 def test_request_policy_rounds_the_request_up_and_the_default_applies_without_one() -> None:
