@@ -167,3 +167,13 @@ def test_capacity_consumed_by_claims_allocated_earlier_counts() -> None:
     gates = parse_feature_gates(["DRAConsumableCapacity=false"], "1.37")
     m = _run([_node("n1"), _class(), _slice("n1"), held, _claim("c3", None)], [_pod("c", "c3")], gates)
     assert _where(m, "c") == ""
+
+
+def test_fractional_capacity_ranges_stay_refused() -> None:
+    """DRAFractionalCapacityRange (off by default in 1.37) is not implemented: switching it on is refused."""
+    import pytest
+
+    from scheduler_runtime.errors import UsageError
+
+    with pytest.raises(UsageError, match="DRAFractionalCapacityRange=true is not supported by ksched"):
+        parse_feature_gates(["DRAFractionalCapacityRange=true"], "1.37")
