@@ -177,3 +177,33 @@ def test_fractional_capacity_ranges_stay_refused() -> None:
 
     with pytest.raises(UsageError, match="DRAFractionalCapacityRange=true is not supported by ksched"):
         parse_feature_gates(["DRAFractionalCapacityRange=true"], "1.37")
+
+
+def test_the_shared_gpu_example_in_simulate() -> None:
+    """examples/dra/shared*.yaml: placements, consumed capacity and the pending pod's reason, as its comments
+    promise."""
+    from pathlib import Path
+
+    from scheduler_runtime.simulate import simulate
+
+    root = Path(__file__).resolve().parents[2] / "examples" / "dra"
+    reg = build_registry([])
+    res = simulate([root / "cluster.yaml", root / "shared.yaml"], [root / "shared-pods.yaml"],
+                   load_config(None, reg), reg, seed=0, keep_cluster=True)
+    assert {k: v or "" for k, v in res.placements.items()} == {
+        "ml/notebook-0": "gpu-3", "ml/notebook-1": "gpu-3", "ml/notebook-2": ""}
+    m = res.cluster
+    assert m is not None
+    for p in ("notebook-0", "notebook-1"):
+        claim = m.get_pod("ml", p)["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+        (r,) = _results_in(m, "ml", claim)
+        assert r["device"] == "gpu-0" and r["shareID"] and r["consumedCapacity"] == {"memory": "40Gi"}
+    nodes = {n["metadata"]["name"]: Node.from_dict(n) for n in m.list("nodes")}
+    text = "\n".join(describe(m.get_pod("ml", "notebook-2"), [], nodes, m.list).summary)
+    assert "with 30Gi of memory capacity left" in text
+
+
+def _results_in(m: MemoryCluster, ns: str, name: str) -> list[dict[str, Any]]:
+    got = m.informer("resourceclaims").get(name, ns)
+    assert got is not None
+    return list(got["status"]["allocation"]["devices"]["results"])
