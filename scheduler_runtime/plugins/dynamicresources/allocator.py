@@ -81,6 +81,9 @@ class Features:
     #: kube 1.37's CEL runtime errors: they name the device and hint at optional chaining for a missing key
     #: (dynamic-resource-allocation cel.EnhanceRuntimeError); off when emulating 1.35/1.36
     runtime_error_detail: bool = True
+    #: kube 1.37's distinctAttribute: every device's value is kept (a request's later device no longer replaces
+    #: its earlier one's, as in 1.36); off when emulating 1.35/1.36
+    distinct_every_device: bool = True
 
     @classmethod
     def from_gates(cls, gates: Mapping[str, bool] | None) -> Features:
@@ -96,7 +99,8 @@ class Features:
                    partitionable_devices=on("DRAPartitionableDevices"), device_taints=on("DRADeviceTaints"),
                    device_binding_and_status=on("DRADeviceBindingConditions") and on("DRAResourceClaimDeviceStatus"),
                    consumable_capacity=on("DRAConsumableCapacity"),
-                   runtime_error_detail=_minor_at_least(gates, (1, 37)))
+                   runtime_error_detail=_minor_at_least(gates, (1, 37)),
+                   distinct_every_device=_minor_at_least(gates, (1, 37)))
 
 
 def _minor_at_least(gates: Mapping[str, bool], minor: tuple[int, int]) -> bool:
@@ -402,9 +406,40 @@ class _MatchAttribute:
 
 
 class _DistinctAttribute(_MatchAttribute):
-    """distinctAttribute (DRAConsumableCapacity, beta): no two devices share the attribute's value. As kube's
-    incubating allocator does, values are remembered per (base) request name, so a later device of the same
-    request replaces the earlier one's value."""
+    """distinctAttribute (DRAConsumableCapacity, beta): no two devices share the attribute's value, as kube 1.37's
+    incubating allocator checks it: the value of every device picked so far is kept (in order, the last one
+    goes first on backtracking) and a new value must differ from each of the same type."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, requests: list[str], attribute: str) -> None:
+        super().__init__(requests, attribute)
+        self.values: list[tuple[str, Any]] = []
+
+    def add(self, req: _Request, device: dict[str, Any], did: DeviceID) -> bool:
+        if not self._applies(req):
+            return True
+        attr = lookup_attribute(device, did, self.attribute)
+        if attr is None:
+            return False
+        if attr[0] not in ("int", "bool", "string", "version"):
+            if self.values:
+                return False
+        elif attr in self.values:
+            return False
+        self.values.append(attr)
+        self.n += 1
+        return True
+
+    def remove(self, req: _Request) -> None:
+        if self._applies(req):
+            self.values.pop()
+            self.n -= 1
+
+
+class _DistinctAttribute136(_MatchAttribute):
+    """distinctAttribute as kube 1.36's incubating allocator checks it: values are remembered per (base) request
+    name, so a later device of the same request replaces the earlier one's value."""
 
     __slots__ = ("seen",)
 
@@ -671,7 +706,8 @@ class _Run:
                     self.constraints[ci].append(_MatchAttribute(list(c.get("requests") or []),
                                                                 str(c["matchAttribute"])))
                 elif c.get("distinctAttribute") and self.features.consumable_capacity:
-                    self.constraints[ci].append(_DistinctAttribute(list(c.get("requests") or []),
+                    kind = _DistinctAttribute if self.features.distinct_every_device else _DistinctAttribute136
+                    self.constraints[ci].append(kind(list(c.get("requests") or []),
                                                                    str(c["distinctAttribute"])))
                 else:
                     raise AllocationError(f"claim {claim_key(claim)}, constraint #{i}: empty constraint (unsupported "
