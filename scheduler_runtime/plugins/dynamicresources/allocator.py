@@ -1069,13 +1069,14 @@ class _Run:
     def _capacity_fits(self, ck: str, req: _Request, did: DeviceID, d: dict[str, Any],
                        allocating: Mapping[str, Decimal] | None, static: bool = False) -> bool:
         """CmpRequestOverCapacity against what allocated shares and `allocating` consume of the device (`static`:
-        against the device's capacity alone, as the `allocationMode: All` pre-scan checks)."""
+        against the device's capacity alone, as the `allocationMode: All` pre-scan checks; kube's error then
+        names the device by its name alone)."""
         allocated = None if static else self.a.allocated_capacity.get(did)
         try:
             return fits(req.amounts, d.get("capacity"), allocated, allocating)
         except CapacityError as exc:
-            raise AllocationError(f"claim {ck}, request {req.name}: checking capacity for device {'/'.join(did)}: "
-                                  f"{exc}") from None
+            raise AllocationError(f"claim {ck}, request {req.name}: checking capacity for device "
+                                  f"{did[2] if static else '/'.join(did)}: {exc}") from None
 
     def _capacity_in_use(self, did: DeviceID) -> bool:
         """deviceCapacityInUse: the device has an allocated or in-flight share."""
