@@ -207,3 +207,15 @@ def _results_in(m: MemoryCluster, ns: str, name: str) -> list[dict[str, Any]]:
     got = m.informer("resourceclaims").get(name, ns)
     assert got is not None
     return list(got["status"]["allocation"]["devices"]["results"])
+
+
+def test_with_the_gate_off_selectors_cannot_name_allow_multiple_allocations() -> None:
+    """kube's CEL environment has `device.allowMultipleAllocations` only with DRAConsumableCapacity on."""
+    cls = _class()
+    cls["spec"]["selectors"] = [{"cel": {"expression": "device.allowMultipleAllocations"}}]
+    objects = [_node("n1"), cls, _slice("n1"), _claim("c1", None)]
+    m = _run(objects, [_pod("a", "c1")], parse_feature_gates(["DRAConsumableCapacity=false"], "1.37"))
+    assert _where(m, "a") == "" and "CEL compile error" in _message(m, "a")
+    assert "undefined field 'allowMultipleAllocations'" in _message(m, "a")
+    m = _run(objects, [_pod("a", "c1")])
+    assert _where(m, "a") == "n1"

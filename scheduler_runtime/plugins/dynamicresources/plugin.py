@@ -145,7 +145,7 @@ class DynamicResources(Plugin):
         self.filter_timeout = decode_duration(ft) if ft is not None else 0.0
         bt = self.args.binding_timeout
         self.binding_timeout = decode_duration(bt) if bt is not None else 600.0
-        self.cel_cache = CelCache(10)
+        self.cel_cache = CelCache(10, consumable_capacity=self.features.consumable_capacity)
         self._mgr: DraManager | None = None
         if handle is not None and getattr(handle, "cluster", None) is not None:
             self._mgr = DraManager.for_handle(handle)
