@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import yaml
 from scheduler_runtime.objects import Node
 from scheduler_runtime.plugins.dynamicresources.allocator import AllocationError, Allocator, Features
 from scheduler_runtime.plugins.dynamicresources.cel import CelCache
+from scheduler_runtime.quantity import parse_quantity
 
 TABLE = Path(__file__).resolve().parents[1] / "data" / "dra_tables" / "allocator.yaml"
 CASES = yaml.safe_load(TABLE.read_text())
@@ -29,8 +31,10 @@ def _node(spec: dict[str, Any] | None) -> Node:
 
 def _class(c: Any) -> dict[str, Any]:
     if isinstance(c, str):
-        name, driver = c.split(":")
+        name, driver, *multi = c.split(":")
         c = {"name": name, "driver": driver}
+        if multi:  # kube's classWithAllowMultipleAllocations
+            c["selectors"] = [f'device.driver == "{driver}" && device.allowMultipleAllocations == {multi[0]}']
     sels = c.get("selectors") or [f'device.driver == "{c["driver"]}"']
     spec: dict[str, Any] = {"selectors": [{"cel": {"expression": e}} for e in sels]}
     if c.get("config"):
@@ -54,6 +58,20 @@ def _device(d: Any) -> dict[str, Any]:
         out["capacity"] = _qty_map({"memory": d["memory"]})
     if "attrs" in d:
         out["attributes"] = d["attrs"]
+    if "caps" in d:  # capacities without a request policy
+        out["capacity"] = _qty_map(d["caps"])
+    if "rangeCaps" in d:  # kube's withCapacityRequestPolicyRange: default 2, validRange min 2 step 2 max 4
+        out.setdefault("capacity", {}).update({k: {"value": str(v), "requestPolicy": {
+            "default": "2", "validRange": {"min": "2", "step": "2", "max": "4"}}} for k, v in d["rangeCaps"].items()})
+    if "validCaps" in d:  # kube's withCapacityRequestPolicyValidValues: {default, values: [more], caps: {..}}
+        vc = d["validCaps"]
+        values = [str(vc["default"])] + [str(x) for x in vc.get("values", [])]
+        out.setdefault("capacity", {}).update({k: {"value": str(v), "requestPolicy": {
+            "default": str(vc["default"]), "validValues": values}} for k, v in vc["caps"].items()})
+    if "capacityRaw" in d:
+        out.setdefault("capacity", {}).update(d["capacityRaw"])
+    if d.get("multi"):
+        out["allowMultipleAllocations"] = True
     if "consumes" in d:
         out["consumesCounters"] = [{"counterSet": s, "counters": _qty_map(c)} for s, c in d["consumes"].items()]
     for k in ("taints", "nodeName", "allNodes", "nodeSelector", "bindingConditions", "bindingFailureConditions",
@@ -105,6 +123,8 @@ def _request_body(r: dict[str, Any]) -> dict[str, Any]:
         body["adminAccess"] = True
     if "tolerations" in r:
         body["tolerations"] = r["tolerations"]
+    if "capacity" in r:  # kube's withCapacityRequest: an amount of capacity-0
+        body["capacity"] = {"requests": {"capacity-0": str(r["capacity"])}}
     return body
 
 
@@ -132,6 +152,11 @@ def _expected(e: dict[str, Any], node: Node) -> dict[str, Any]:
         out: dict[str, Any] = {"request": req, "driver": driver, "pool": pool, "device": device}
         if "admin" in flags:
             out["adminAccess"] = True
+        if "share" in flags:  # a share of a device allowing multiple allocations; `name=qty` what it consumes
+            out["shareID"] = SHARE_ID
+            consumed = {f.split("=")[0]: f.split("=")[1] for f in flags if "=" in f}
+            if consumed:
+                out["consumedCapacity"] = consumed
         if e.get("tolerations"):
             out["tolerations"] = e["tolerations"]
         if e.get("bindingConditions"):
@@ -156,6 +181,29 @@ def _expected(e: dict[str, Any], node: Node) -> dict[str, Any]:
     return {"results": results, "selector": selector, "config": config}
 
 
+SHARE_ID = "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa"  # kube's fixedShareID
+
+
+def _fixed_shares(allocations: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """Share IDs are random UUIDs (as kube's): check their form, then replace them by kube's fixed one; consumed
+    amounts are compared by value."""
+    if allocations is None:
+        return None
+    out = []
+    for a in allocations:
+        results = []
+        for r in a["devices"]["results"]:
+            r = dict(r)
+            if "shareID" in r:
+                assert str(uuid.UUID(r["shareID"])) == r["shareID"]
+                r["shareID"] = SHARE_ID
+            if "consumedCapacity" in r:
+                r["consumedCapacity"] = {k: parse_quantity(v) for k, v in r["consumedCapacity"].items()}
+            results.append(r)
+        out.append({**a, "devices": {**a["devices"], "results": results}})
+    return out
+
+
 def _canon(v: Any) -> Any:
     """Order-insensitive form (kube's matchers use ConsistOf for results, terms, requirements and values)."""
     if isinstance(v, dict):
@@ -171,17 +219,23 @@ def test_allocator_table(case: dict[str, Any]) -> None:
     classes = {c["metadata"]["name"]: c for c in (_class(x) for x in case.get("classes") or [])}
     node = _node(case.get("node"))
     allocated = {tuple(d.split("/")) for d in case.get("allocated") or []}
+    # allocatedCapacity: kube's allocatedCapacityDevices ({"driver/pool/device": {capacity: qty}});
+    # allocatedShares: kube's allocatedSharedDeviceIDs (the devices)
+    capacity = {tuple(k.split("/")): {n: parse_quantity(v) for n, v in c.items()}
+                for k, c in (case.get("allocatedCapacity") or {}).items()}
+    shares = {tuple(d.split("/")) for d in case.get("allocatedShares") or []}
     alloc = Allocator(features=features, allocated=allocated, class_lister=classes.get,  # type: ignore[arg-type]
-                      slices=[_slice(s) for s in case.get("slices") or []], cel_cache=CelCache())
+                      slices=[_slice(s) for s in case.get("slices") or []], cel_cache=CelCache(),
+                      allocated_capacity=capacity, shared_devices=shares)  # type: ignore[arg-type]
     claims = [_claim(c) for c in case.get("claims") or []]
     if "error" in case:
         with pytest.raises(AllocationError) as exc:
             alloc.allocate(node, claims)
         assert case["error"] in str(exc.value)
         return
-    got = alloc.allocate(node, claims)
+    got = _fixed_shares(alloc.allocate(node, claims))
     # a second node of the same cycle reuses the checked requests (Allocator.plans): same answer
-    assert alloc.allocate(node, claims) == got
+    assert _fixed_shares(alloc.allocate(node, claims)) == got
     expect = case.get("expect")
     if expect == "none":
         assert got is None
@@ -190,6 +244,9 @@ def test_allocator_table(case: dict[str, Any]) -> None:
     assert len(got) == len(expect)
     for g, e in zip(got, expect, strict=True):
         want = _expected(e, node)
+        for r in want["results"]:
+            if "consumedCapacity" in r:
+                r["consumedCapacity"] = {k: parse_quantity(v) for k, v in r["consumedCapacity"].items()}
         assert Counter(map(_canon, g["devices"]["results"])) == Counter(map(_canon, want["results"]))
         assert _canon(g.get("nodeSelector")) == _canon(want["selector"])
         assert g["devices"].get("config", []) == want["config"]

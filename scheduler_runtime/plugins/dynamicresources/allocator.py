@@ -16,6 +16,12 @@ Pools (slices grouped by driver and pool name): the highest generation wins; a p
 fail), a pool with duplicate device names or broken counter references is invalid (skipped; if no solution is
 found the node fails with `invalid resource pools were encountered`).
 
+Consumable capacity (DRAConsumableCapacity, as kube's incubating allocator_incubating.go of
+k8s.io/dynamic-resource-allocation v0.37 does it): a device with `allowMultipleAllocations` is never marked in
+use; each request allocated on it is a share (a random UUID `shareID`) that consumes part of its `capacity`
+(capacity.py), checked against what allocated shares, in-flight shares and this search's shares consume; its
+counters are charged by its first share only.
+
 Raw Kubernetes objects (dicts) are read directly; nothing here talks to a cluster.
 
 Over 600 lines on purpose: it is one depth-first search whose pool, counter, constraint and result pieces
@@ -26,6 +32,7 @@ passed around.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Container, Hashable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -34,6 +41,7 @@ from typing import Any
 from ...errors import InputError
 from ...objects import Node, NodeSelector
 from ...quantity import parse_quantity
+from .capacity import CapacityError, Consumed, add_into, consumed_by, fits, request_amounts
 from .cel import CelCache, CelError, DeviceInput
 
 #: resourceapi.AllocationResultsMaxSize
@@ -73,6 +81,9 @@ class Features:
     #: kube 1.37's CEL runtime errors: they name the device and hint at optional chaining for a missing key
     #: (dynamic-resource-allocation cel.EnhanceRuntimeError); off when emulating 1.35/1.36
     runtime_error_detail: bool = True
+    #: kube 1.37's distinctAttribute: every device's value is kept (a request's later device no longer replaces
+    #: its earlier one's, as in 1.36); off when emulating 1.35/1.36
+    distinct_every_device: bool = True
 
     @classmethod
     def from_gates(cls, gates: Mapping[str, bool] | None) -> Features:
@@ -88,7 +99,8 @@ class Features:
                    partitionable_devices=on("DRAPartitionableDevices"), device_taints=on("DRADeviceTaints"),
                    device_binding_and_status=on("DRADeviceBindingConditions") and on("DRAResourceClaimDeviceStatus"),
                    consumable_capacity=on("DRAConsumableCapacity"),
-                   runtime_error_detail=_minor_at_least(gates, (1, 37)))
+                   runtime_error_detail=_minor_at_least(gates, (1, 37)),
+                   distinct_every_device=_minor_at_least(gates, (1, 37)))
 
 
 def _minor_at_least(gates: Mapping[str, bool], minor: tuple[int, int]) -> bool:
@@ -313,7 +325,7 @@ class _Request:
     """A request or a sub-request, read from the claim (API defaults applied: ExactCount, count 1)."""
 
     __slots__ = ("name", "parent", "class_name", "mode", "count", "admin", "has_admin", "selectors", "tolerations",
-                 "capacity", "raw")
+                 "capacity", "amounts", "raw")
 
     def __init__(self, raw: dict[str, Any], parent: str | None) -> None:
         self.raw = raw
@@ -328,6 +340,8 @@ class _Request:
         self.selectors = body.get("selectors") or []
         self.tolerations = body.get("tolerations") or []
         self.capacity = body.get("capacity")
+        #: `capacity.requests` parsed (DRAConsumableCapacity), None when the request names no amounts
+        self.amounts = request_amounts(self.capacity)
 
     @property
     def full_name(self) -> str:
@@ -350,6 +364,9 @@ class _Result:
     id: DeviceID
     device: dict[str, Any]
     slice: dict[str, Any]
+    #: a device allowing multiple allocations (DRAConsumableCapacity): the share's id and what it consumes
+    share_id: str | None = None
+    consumed: Consumed | None = None
 
 
 class _MatchAttribute:
@@ -389,9 +406,40 @@ class _MatchAttribute:
 
 
 class _DistinctAttribute(_MatchAttribute):
-    """distinctAttribute (DRAConsumableCapacity, beta): no two devices share the attribute's value. As kube's
-    incubating allocator does, values are remembered per (base) request name, so a later device of the same
-    request replaces the earlier one's value."""
+    """distinctAttribute (DRAConsumableCapacity, beta): no two devices share the attribute's value, as kube 1.37's
+    incubating allocator checks it: the value of every device picked so far is kept (in order, the last one
+    goes first on backtracking) and a new value must differ from each of the same type."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, requests: list[str], attribute: str) -> None:
+        super().__init__(requests, attribute)
+        self.values: list[tuple[str, Any]] = []
+
+    def add(self, req: _Request, device: dict[str, Any], did: DeviceID) -> bool:
+        if not self._applies(req):
+            return True
+        attr = lookup_attribute(device, did, self.attribute)
+        if attr is None:
+            return False
+        if attr[0] not in ("int", "bool", "string", "version"):
+            if self.values:
+                return False
+        elif attr in self.values:
+            return False
+        self.values.append(attr)
+        self.n += 1
+        return True
+
+    def remove(self, req: _Request) -> None:
+        if self._applies(req):
+            self.values.pop()
+            self.n -= 1
+
+
+class _DistinctAttribute136(_MatchAttribute):
+    """distinctAttribute as kube 1.36's incubating allocator checks it: values are remembered per (base) request
+    name, so a later device of the same request replaces the earlier one's value."""
 
     __slots__ = ("seen",)
 
@@ -416,6 +464,12 @@ class _DistinctAttribute(_MatchAttribute):
         if self._applies(req):
             self.seen.pop(req.parent if req.parent is not None else req.name, None)
             self.n -= 1
+
+
+def _has_policy(device: dict[str, Any]) -> bool:
+    """Whether a capacity check could refuse the device for a request naming no amounts: only a request policy
+    can (each capacity's value or default is consumed, and a value always fits itself)."""
+    return any((c or {}).get("requestPolicy") for c in (device.get("capacity") or {}).values())
 
 
 def lookup_attribute(device: dict[str, Any], did: DeviceID, name: str) -> tuple[str, Any] | None:
@@ -493,9 +547,16 @@ class Allocator:
     def __init__(self, *, features: Features, allocated: Container[DeviceID],
                  class_lister: Callable[[str], dict[str, Any] | None], slices: list[dict[str, Any]],
                  cel_cache: CelCache, device_inputs: dict[int, DeviceInput] | None = None,
-                 caches: SliceCaches | None = None) -> None:
+                 caches: SliceCaches | None = None,
+                 allocated_capacity: Mapping[DeviceID, Mapping[str, Decimal]] | None = None,
+                 shared_devices: Container[DeviceID] | None = None) -> None:
         self.features = features
+        #: devices allocated exclusively; a share of a device allowing multiple allocations is not in it
         self.allocated = allocated
+        #: DRAConsumableCapacity: what allocated shares consume of each device (kube's AggregatedCapacity) and
+        #: the devices that have any share (kube's AllocatedSharedDeviceIDs)
+        self.allocated_capacity: Mapping[DeviceID, Mapping[str, Decimal]] = allocated_capacity or {}
+        self.shared_devices: Container[DeviceID] = shared_devices if shared_devices is not None else ()
         self.class_lister = class_lister
         self.cel_cache = cel_cache
         self.all_slices = slices
@@ -556,7 +617,7 @@ class Allocator:
 
 class _Run:
     __slots__ = ("a", "features", "node", "claims", "deadline", "steps", "request_data", "constraints", "matches",
-                 "allocating", "results", "consumed", "available", "pools")
+                 "allocating", "results", "consumed", "available", "pools", "allocating_capacity")
 
     def __init__(self, a: Allocator, node: Node, claims: list[dict[str, Any]], deadline: float | None) -> None:
         self.a = a
@@ -573,6 +634,8 @@ class _Run:
         self.consumed: dict[str, dict[str, dict[str, Decimal]]] = {}
         self.available: dict[str, dict[str, dict[str, Decimal]]] = {}
         self.pools: list[Pool] = []
+        #: what the shares picked in this search consume of each device (kube's allocatingCapacity)
+        self.allocating_capacity: dict[DeviceID, dict[str, Decimal]] = {}
 
     # -------------------------------------------------------------- setup
     def run(self) -> list[dict[str, Any]] | None:
@@ -643,7 +706,8 @@ class _Run:
                     self.constraints[ci].append(_MatchAttribute(list(c.get("requests") or []),
                                                                 str(c["matchAttribute"])))
                 elif c.get("distinctAttribute") and self.features.consumable_capacity:
-                    self.constraints[ci].append(_DistinctAttribute(list(c.get("requests") or []),
+                    kind = _DistinctAttribute if self.features.distinct_every_device else _DistinctAttribute136
+                    self.constraints[ci].append(kind(list(c.get("requests") or []),
                                                                    str(c["distinctAttribute"])))
                 else:
                     raise AllocationError(f"claim {claim_key(claim)}, constraint #{i}: empty constraint (unsupported "
@@ -693,6 +757,7 @@ class _Run:
         sig = (_exprs(_spec(rd.device_class).get("selectors") if rd.device_class is not None else None),
                _exprs(req.selectors), self.features.device_binding_and_status)
         taints = self.features.device_taints
+        consumable = self.features.consumable_capacity
         results = self.results[0]
         for p in self.pools:
             if p.incomplete or p.invalid:
@@ -713,7 +778,8 @@ class _Run:
                             eligible[(id(d), sig)] = (d, ok)
                     if not ok:
                         continue
-                    if d.get("allowMultipleAllocations") or d.get("consumesCounters") or (taints and d.get("taints")):
+                    if (d.get("allowMultipleAllocations") or d.get("consumesCounters") or (taints and d.get("taints"))
+                            or (consumable and (req.amounts is not None or _has_policy(d)))):
                         if self._allocate_device(0, rd, did, d, s, p, must=False) is None:
                             continue
                     else:  # what _allocate_device does for such a device, without the undo closure
@@ -743,9 +809,10 @@ class _Run:
             if not (sel or {}).get("cel"):
                 raise AllocationError(f"claim {ck}, request {req.name}, selector #{i}: CEL expression empty "
                                       f"(unsupported selector type?)")
-        if req.capacity is not None:
-            raise AllocationError(f"claim {ck}, request {req.name}: capacity requests (DRAConsumableCapacity) are not "
-                                  f"supported by ksched")
+        if req.capacity is not None and not self.features.consumable_capacity:
+            what = "subrequest" if req.parent is not None else "request"
+            raise AllocationError(f"claim {ck}, {what} {req.name}: has capacity requests, but the "
+                                  f"DRAConsumableCapacity feature is disabled")
         if not self.features.admin_access and req.has_admin:
             raise AllocationError(f"claim {ck}, request {req.name}: admin access is requested, but the feature is "
                                   f"disabled")
@@ -770,8 +837,13 @@ class _Run:
                 for s in p.slices:
                     for d in _devices(s):
                         did = (p.driver, p.name, str(d.get("name") or ""))
-                        if self._selectable(key, rd, s, d, did):
-                            rd.all_devices.append((did, d, s, p))
+                        if not self._selectable(key, rd, s, d, did):
+                            continue
+                        # static capacity only: what others consume is checked when the device is allocated
+                        if self.features.consumable_capacity and not self._capacity_fits(ck, req, did, d, None,
+                                                                                         static=True):
+                            continue
+                        rd.all_devices.append((did, d, s, p))
             rd.num_devices = len(rd.all_devices)
         else:
             raise AllocationError(f"claim {ck}, request {req.name}: unsupported count mode {req.mode}")
@@ -915,17 +987,17 @@ class _Run:
     def _allocate_device(self, ci: int, rd: _RequestData, did: DeviceID, d: dict[str, Any], s: dict[str, Any],
                          p: Pool, must: bool) -> Callable[[], None] | None:
         req = rd.request
-        if d.get("allowMultipleAllocations"):
-            raise AllocationError(f"claim {claim_key(self.claims[ci])}, request {req.full_name}: device "
-                                  f"{did[0]}/{did[1]}/{did[2]} allows multiple allocations (DRAConsumableCapacity), "
-                                  f"which ksched does not support")
-        if req.admin and ci in self.allocating.get(did, ()):
+        multi = self.features.consumable_capacity and bool(d.get("allowMultipleAllocations"))
+        if not multi and req.admin and ci in self.allocating.get(did, ()):
             return None
         if not req.admin and self._in_use(did):
             return None
         uses = d.get("consumesCounters") or []
         if uses and not self.features.partitionable_devices:
             return None
+        # a device allowing multiple allocations that already has a share: its counters are charged already
+        if multi and self._capacity_in_use(did):
+            uses = []
         if uses and not self._take_counters(p, uses):
             return None
         if self.features.device_taints and taint_prevents(d, req):
@@ -935,29 +1007,91 @@ class _Run:
         added: list[_MatchAttribute] = []
         for c in self.constraints[ci]:
             if not c.add(req, d, did):
-                if must:
-                    raise AllocationError(f"claim {claim_key(self.claims[ci])}, request {req.name}: cannot add device "
-                                          f"{did[0]}/{did[1]}/{did[2]} because a claim constraint would not be "
-                                          f"satisfied")
                 for a in added:
                     a.remove(req)
                 if uses:
                     self._give_counters(p, uses)
+                if must:
+                    raise AllocationError(f"claim {claim_key(self.claims[ci])}, request {req.name}: cannot add device "
+                                          f"{did[0]}/{did[1]}/{did[2]} because a claim constraint would not be "
+                                          f"satisfied")
                 return None
             added.append(c)
-        self.allocating.setdefault(did, set()).add(ci)
-        self.results[ci].append(_Result(req, did, d, s))
+
+        def release() -> None:
+            for a in added:
+                a.remove(req)
+            if uses:
+                self._give_counters(p, uses)
+
+        share_id: str | None = None
+        consumed: Consumed | None = None
+        if self.features.consumable_capacity:
+            ck = claim_key(self.claims[ci])
+            try:
+                ok = self._capacity_fits(ck, req, did, d, self.allocating_capacity.get(did))
+                if ok and multi:
+                    consumed = consumed_by(req.amounts, d.get("capacity") or {})
+            except AllocationError:
+                release()
+                raise
+            except CapacityError as exc:
+                release()
+                raise AllocationError(f"claim {ck}, request {req.name}: computing consumed capacity for device "
+                                      f"{'/'.join(did)}: {exc}") from None
+            if not ok:
+                release()
+                return None
+            if multi:
+                share_id = str(uuid.uuid4())
+        existed = did in self.allocating_capacity
+        if multi:
+            add_into(self.allocating_capacity.setdefault(did, {}), {k: v[0] for k, v in (consumed or {}).items()})
+        else:
+            self.allocating.setdefault(did, set()).add(ci)
+        self.results[ci].append(_Result(req, did, d, s, share_id, consumed or None))
         n = len(self.results[ci]) - 1
 
         def undo() -> None:
+            del self.results[ci][n:]
+            if multi:
+                self._release_capacity(did, consumed or {}, existed)
+            else:
+                self.allocating[did].discard(ci)
             for c in self.constraints[ci]:
                 c.remove(req)
-            self.allocating[did].discard(ci)
             if uses:
                 self._give_counters(p, uses)
-            del self.results[ci][n:]
 
         return undo
+
+    # -------------------------------------------------------------- consumable capacity
+    def _capacity_fits(self, ck: str, req: _Request, did: DeviceID, d: dict[str, Any],
+                       allocating: Mapping[str, Decimal] | None, static: bool = False) -> bool:
+        """CmpRequestOverCapacity against what allocated shares and `allocating` consume of the device (`static`:
+        against the device's capacity alone, as the `allocationMode: All` pre-scan checks; kube's error then
+        names the device by its name alone)."""
+        allocated = None if static else self.a.allocated_capacity.get(did)
+        try:
+            return fits(req.amounts, d.get("capacity"), allocated, allocating)
+        except CapacityError as exc:
+            raise AllocationError(f"claim {ck}, request {req.name}: checking capacity for device "
+                                  f"{did[2] if static else '/'.join(did)}: {exc}") from None
+
+    def _capacity_in_use(self, did: DeviceID) -> bool:
+        """deviceCapacityInUse: the device has an allocated or in-flight share."""
+        return did in self.a.allocated_capacity or did in self.a.shared_devices or did in self.allocating_capacity
+
+    def _release_capacity(self, did: DeviceID, consumed: Consumed, existed: bool) -> None:
+        """ConsumedCapacityCollection.Remove: the entry goes once all its amounts are zero, but an entry that held
+        an earlier share stays (it marks the device as shared)."""
+        have = self.allocating_capacity.get(did)
+        if have is not None:
+            add_into(have, {k: v[0] for k, v in consumed.items()}, sign=-1)
+            if all(v == 0 for v in have.values()):
+                del self.allocating_capacity[did]
+        if existed and did not in self.allocating_capacity:
+            self.allocating_capacity[did] = {}
 
     # -------------------------------------------------------------- counters
     def _available(self, p: Pool) -> dict[str, dict[str, Decimal]]:
@@ -966,7 +1100,9 @@ class _Run:
             av = {name: dict(cs) for name, cs in p.counter_sets.items()}
             for s in p.slices + p.other_slices:
                 for d in _devices(s):
-                    if (p.driver, p.name, str(d.get("name") or "")) not in self.a.allocated:
+                    cid = (p.driver, p.name, str(d.get("name") or ""))
+                    if cid not in self.a.allocated and cid not in self.a.shared_devices \
+                            and cid not in self.a.allocated_capacity:
                         continue
                     for use in d.get("consumesCounters") or []:
                         cs = av.get(str(use.get("counterSet") or ""), {})
@@ -1006,6 +1142,10 @@ class _Run:
                                    "device": r.id[2]}
             if r.request.admin:
                 out["adminAccess"] = True
+            if r.share_id is not None:
+                out["shareID"] = r.share_id
+            if r.consumed:
+                out["consumedCapacity"] = {k: v[1] for k, v in r.consumed.items()}
             if r.request.tolerations:
                 out["tolerations"] = r.request.tolerations
             if self.features.device_binding_and_status:

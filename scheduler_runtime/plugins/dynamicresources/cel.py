@@ -320,13 +320,15 @@ def _runtime_text(msg: str) -> str:
     return re.sub(r"^(flatten|sortBy|sort|slice)\(\): ", "", msg)
 
 
-def compile_expression(expression: str) -> Compiled:
-    """Compile without caching (see CelCache)."""
+def compile_expression(expression: str, consumable_capacity: bool = True) -> Compiled:
+    """Compile without caching (see CelCache). Without `consumable_capacity` (the DRAConsumableCapacity gate off)
+    the device has no `allowMultipleAllocations` field, as in kube's environment then."""
     if len(expression) > MAX_EXPRESSION_LENGTH:
         return Compiled(expression, error=f"compilation failed: expression too long ({len(expression)} characters, "
                                           f"maximum {MAX_EXPRESSION_LENGTH})")
+    fields = _DEVICE_FIELDS if consumable_capacity else _DEVICE_FIELDS - {"allowMultipleAllocations"}
     for m in _DEVICE_FIELD.finditer(expression):
-        if m.group(1) not in _DEVICE_FIELDS:
+        if m.group(1) not in fields:
             return Compiled(expression, error=f"compilation failed: ERROR: <input>:1:{m.start(1)}: undefined field "
                                               f"'{m.group(1)}'")
     try:
@@ -389,8 +391,9 @@ def _kube_wording(text: str, expression: str) -> str:
 class CelCache:
     """kube's cel.Cache: compiled selectors by expression, least recently used evicted (kube keeps 10)."""
 
-    def __init__(self, size: int = 10) -> None:
+    def __init__(self, size: int = 10, consumable_capacity: bool = True) -> None:
         self.size = size
+        self.consumable_capacity = consumable_capacity
         self._lock = threading.Lock()
         self._items: OrderedDict[str, Compiled] = OrderedDict()
 
@@ -400,7 +403,7 @@ class CelCache:
             if hit is not None:
                 self._items.move_to_end(expression)
                 return hit
-        compiled = compile_expression(expression)
+        compiled = compile_expression(expression, self.consumable_capacity)
         with self._lock:
             self._items[expression] = compiled
             self._items.move_to_end(expression)

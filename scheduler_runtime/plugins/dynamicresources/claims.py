@@ -10,9 +10,11 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import Counter
+from decimal import Decimal
 from typing import Any
 
 from ...objects import Pod
+from .capacity import quantity
 from .extended import ClassResolver
 
 CLAIMS = "resourceclaims.resource.k8s.io"
@@ -50,15 +52,31 @@ def allocation_of(claim: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def claim_devices(claim: dict[str, Any] | None) -> tuple[DeviceID, ...]:
-    """Devices an allocated claim holds exclusively (admin access does not hold a device)."""
+    """Devices an allocated claim holds exclusively (admin access does not hold a device, nor does a share of a
+    device allowing multiple allocations: see `claim_shares`)."""
     alloc = allocation_of(claim or {})
     if not alloc:
         return ()
     out = []
     for r in ((alloc.get("devices") or {}).get("results") or []):
-        if r.get("adminAccess"):
+        if r.get("adminAccess") or r.get("shareID") is not None:
             continue
         out.append((str(r.get("driver") or ""), str(r.get("pool") or ""), str(r.get("device") or "")))
+    return tuple(out)
+
+
+def claim_shares(claim: dict[str, Any] | None) -> tuple[tuple[DeviceID, dict[str, Decimal]], ...]:
+    """The shares an allocated claim holds (results with a `shareID`, DRAConsumableCapacity): each device with
+    what the share consumes of its capacity (`consumedCapacity`)."""
+    alloc = allocation_of(claim or {})
+    if not alloc:
+        return ()
+    out = []
+    for r in ((alloc.get("devices") or {}).get("results") or []):
+        if r.get("shareID") is None:
+            continue
+        did = (str(r.get("driver") or ""), str(r.get("pool") or ""), str(r.get("device") or ""))
+        out.append((did, {str(k): quantity(v)[0] for k, v in (r.get("consumedCapacity") or {}).items()}))
     return tuple(out)
 
 
@@ -103,6 +121,8 @@ class DraManager:
         #: claim uid -> the claim with the allocation Reserve picked, until PreBind wrote it (or Unreserve)
         self._in_flight: dict[str, dict[str, Any]] = {}
         self._held: dict[str, tuple[DeviceID, ...]] = {}
+        #: claim key -> the shares it holds (DRAConsumableCapacity), summed per device in `allocated()`
+        self._shares: dict[str, tuple[tuple[DeviceID, dict[str, Decimal]], ...]] = {}
         self._count: Counter[DeviceID] = Counter()
         #: bumped on every ResourceSlice (or DeviceTaintRule) change: what was derived from the slices must be rebuilt
         self.slices_version = 0
@@ -170,7 +190,12 @@ class DraManager:
     def _track(self, new: dict[str, Any] | None, old: dict[str, Any] | None) -> None:
         key = self._key(new or old or {})
         devices = claim_devices(new) if new is not None else ()
+        shares = claim_shares(new) if new is not None else ()
         with self._lock:
+            if shares:
+                self._shares[key] = shares
+            else:
+                self._shares.pop(key, None)
             before = self._held.pop(key, ())
             for d in before:
                 self._count[d] -= 1
@@ -186,6 +211,8 @@ class DraManager:
     def allocated(self) -> AllocatedView:
         """Devices in use: allocated in the store, assumed after PreBind, or in flight."""
         extra: set[DeviceID] = set()
+        #: claim key -> its shares: the store's version, replaced by the assumed one, replaced by the one in flight
+        shares: dict[str, tuple[tuple[DeviceID, dict[str, Decimal]], ...]] = {}
         with self._lock:
             assumed = list(self._assumed.items())
         for key, (obj, written_rv) in assumed:
@@ -197,11 +224,15 @@ class DraManager:
                         del self._assumed[key]
                 continue
             extra.update(claim_devices(obj))
+            shares[key] = claim_shares(obj)
         with self._lock:
             for c in self._in_flight.values():
                 extra.update(claim_devices(c))
+                shares[self._key(c)] = claim_shares(c)
             counts = dict(self._count)
-        return AllocatedView(counts, extra)
+            for key, held in self._shares.items():
+                shares.setdefault(key, held)
+        return AllocatedView(counts, extra, [share for held in shares.values() for share in held])
 
     # -------------------------------------------------------------- claims
     def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -263,14 +294,30 @@ def _caught_up(real: dict[str, Any], written_rv: str) -> bool:
 class AllocatedView:
     """`device in view`: the allocated set, without copying the whole count table."""
 
-    __slots__ = ("_counts", "_extra")
+    __slots__ = ("_counts", "_extra", "capacity", "shared")
 
-    def __init__(self, counts: dict[DeviceID, int], extra: set[DeviceID]) -> None:
+    def __init__(self, counts: dict[DeviceID, int], extra: set[DeviceID],
+                 shares: list[tuple[DeviceID, dict[str, Decimal]]] | None = None) -> None:
         self._counts = counts
         self._extra = extra
+        #: DRAConsumableCapacity: devices with an allocated, assumed or in-flight share, and the capacity that
+        #: those shares with a `consumedCapacity` consume (kube's AllocatedSharedDeviceIDs and AggregatedCapacity)
+        self.shared: set[DeviceID] = set()
+        self.capacity: dict[DeviceID, dict[str, Decimal]] = {}
+        for did, consumed in shares or ():
+            self.shared.add(did)
+            if consumed:
+                total = self.capacity.setdefault(did, {})
+                for name, value in consumed.items():
+                    total[name] = total.get(name, Decimal(0)) + value
 
     def __contains__(self, did: object) -> bool:
         return did in self._counts or did in self._extra
+
+    def all_dedicated(self) -> AllocatedView:
+        """The view kube-scheduler has with DRAConsumableCapacity off: a share holds its device like any
+        allocation (ListAllAllocatedDevices)."""
+        return AllocatedView(self._counts, self._extra | self.shared)
 
     def parts(self) -> tuple[dict[DeviceID, int], set[DeviceID]]:
         """The two containers `in` looks in, for a loop that tests many devices."""

@@ -17,8 +17,9 @@ from typing import Any
 
 from ...objects import Node, Pod
 from .allocator import Features, gather_pools, node_matches
+from .capacity import CapacityError, fits, request_amounts
 from .cel import CelCache, CelError, DeviceInput
-from .claims import allocation_of, claim_devices, meta, status
+from .claims import allocation_of, claim_devices, claim_shares, meta, status
 from .extended import (
     ANN_EXTENDED,
     IMPLICIT_PREFIX,
@@ -151,6 +152,15 @@ def _explain_allocation(mine: list[dict[str, Any]], claims: dict[str, dict[str, 
     cache = CelCache(64)
     own = {id(c) for c in mine}
     allocated = {d for c in claims.values() if id(c) not in own for d in claim_devices(c)}
+    #: what other claims' shares consume of each device allowing multiple allocations (DRAConsumableCapacity)
+    consumed: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for c in claims.values():
+        if id(c) in own:
+            continue
+        for did, amounts in claim_shares(c):
+            total = consumed.setdefault(did, {})
+            for name, value in amounts.items():
+                total[name] = total.get(name, 0) + value
     slices = list_objects("resourceslices")
     features = Features()
     pools_by_node = {name: gather_pools(slices, node, features, slices) for name, node in nodes.items()}
@@ -190,7 +200,8 @@ def _explain_allocation(mine: list[dict[str, Any]], claims: dict[str, dict[str, 
                                      f"{req.get('name')}/{sub.get('name')}"))
             best: list[str] = []
             for body, path, rname in alternatives:
-                line = _explain_request(key, rname, body, path, classes, cache, pools_by_node, nodes, allocated)
+                line = _explain_request(key, rname, body, path, classes, cache, pools_by_node, nodes, allocated,
+                                        consumed)
                 if line is None:
                     best = []
                     break
@@ -201,7 +212,8 @@ def _explain_allocation(mine: list[dict[str, Any]], claims: dict[str, dict[str, 
 
 def _explain_request(key: str, rname: str, body: dict[str, Any], path: str, classes: dict[str, dict[str, Any]],
                      cache: CelCache, pools_by_node: dict[str, list[Any]], nodes: dict[str, Node],
-                     allocated: set[tuple[str, str, str]]) -> str | None:
+                     allocated: set[tuple[str, str, str]],
+                     consumed: dict[tuple[str, str, str], dict[str, Any]] | None = None) -> str | None:
     """Why the request cannot be met, or None when some node has enough free matching devices."""
     cname = str(body.get("deviceClassName") or "")
     cls = classes.get(cname)
@@ -222,6 +234,7 @@ def _explain_request(key: str, rname: str, body: dict[str, Any], path: str, clas
     mode = body.get("allocationMode") or "ExactCount"
     want = int(body.get("count") or 1) if mode == "ExactCount" else 1
     most, most_node = 0, ""
+    amounts = request_amounts(body.get("capacity"))
     inputs: dict[int, DeviceInput] = {}
     for node_name, pools in pools_by_node.items():
         free = 0
@@ -245,6 +258,11 @@ def _explain_request(key: str, rname: str, body: dict[str, Any], path: str, clas
                     if ok and _spec(s).get("perDeviceNodeSelection"):
                         ok = node_matches(nodes[node_name], d.get("nodeName"), bool(d.get("allNodes")),
                                           d.get("nodeSelector"))
+                    if ok and (amounts is not None or d.get("allowMultipleAllocations")):
+                        try:
+                            ok = fits(amounts, d.get("capacity"), (consumed or {}).get(did), None)
+                        except CapacityError:
+                            ok = False
                     free += ok
         if free > most:
             most, most_node = free, node_name
@@ -253,5 +271,9 @@ def _explain_request(key: str, rname: str, body: dict[str, Any], path: str, clas
     matching = " and ".join(f"{_short(e)}" for e, _w, who in selectors if who == "claim")
     noun = "device" if want == 1 else "devices"
     held = f"the most on one node is {most} ({most_node})" if most else "none is free anywhere"
+    left = ""
+    if amounts is not None:
+        left = (" with " + ", ".join(f"{text} of {name}" for name, (_v, text) in amounts.items())
+                + f" capacity left ({path}.capacity.requests)")
     return (f"ResourceClaim {key}, request {rname}: no node has {want} free {noun} of class {cname}"
-            f"{' matching ' + matching if matching else ''}: {held}.")
+            f"{' matching ' + matching if matching else ''}{left}: {held}.")

@@ -17,9 +17,13 @@ pod, in memory until PreBind creates it (`<pod>-extended-resources-<suffix>`, ow
 `pod.status.extendedResourceClaimStatus`; Unreserve deletes it again, PostFilter deletes one left by an earlier
 cycle.
 
+Consumable capacity (DRAConsumableCapacity, beta on): devices allowing multiple allocations are shared between
+claims, each share written with its `shareID` and `consumedCapacity` (allocator.py, capacity.py); with the gate
+off a share holds its device like any allocation, as kube's ListAllAllocatedDevices has it.
+
 Every rejection is UnschedulableAndUnresolvable (preemption cannot help), as in kube. Not implemented (refused
-where they would matter, see docs/dra.md): consumable capacity (DRAConsumableCapacity), DeviceTaintRule objects
-(DRADeviceTaintRules, off by default), alpha gates.
+where they would matter, see docs/dra.md): fractional capacity ranges (DRAFractionalCapacityRange, off by
+default), alpha gates.
 """
 
 from __future__ import annotations
@@ -141,7 +145,7 @@ class DynamicResources(Plugin):
         self.filter_timeout = decode_duration(ft) if ft is not None else 0.0
         bt = self.args.binding_timeout
         self.binding_timeout = decode_duration(bt) if bt is not None else 600.0
-        self.cel_cache = CelCache(10)
+        self.cel_cache = CelCache(10, consumable_capacity=self.features.consumable_capacity)
         self._mgr: DraManager | None = None
         if handle is not None and getattr(handle, "cluster", None) is not None:
             self._mgr = DraManager.for_handle(handle)
@@ -228,10 +232,14 @@ class DynamicResources(Plugin):
                     or len(self._caches.eligible) > 500_000):
                 self._caches, self._caches_version = SliceCaches(), mgr.slices_version
                 self._device_inputs.clear()
-            s.allocator = Allocator(features=self.features, allocated=mgr.allocated(),
+            allocated = mgr.allocated()
+            if not self.features.consumable_capacity:
+                allocated = allocated.all_dedicated()
+            s.allocator = Allocator(features=self.features, allocated=allocated,
                                     class_lister=lambda n: mgr.classes.get(n), slices=slices,
                                     cel_cache=self.cel_cache, device_inputs=self._device_inputs,
-                                    caches=self._caches)
+                                    caches=self._caches, allocated_capacity=allocated.capacity,
+                                    shared_devices=allocated.shared)
         s.claims = claims
         return None, None
 
