@@ -29,8 +29,15 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-OUT = HERE.parents[1] / "tests/data/upstream_tables"
-SRC = "k8s.io/kubernetes@v1.36.3 pkg/scheduler/framework/plugins"
+DEFAULT_VERSION = "1.37.2"
+#: where each release's cases go: the pinned release's are the default set, earlier ones a subdirectory
+DATA = HERE.parents[1] / "tests/data/upstream_tables"
+OUT = DATA
+VERSION = DEFAULT_VERSION
+
+
+def src() -> str:
+    return f"k8s.io/kubernetes@v{VERSION} pkg/scheduler/framework/plugins"
 
 NOISE = {"daemonEndpoints", "nodeInfo", "creationTimestamp", "TypeMeta"}
 
@@ -92,7 +99,7 @@ def named(nodes: list[Any]) -> list[dict[str, Any]]:
 
 def taint_score(c):
     if c.get("enableTaintTolerationComparisonOps"):
-        return {"na": "TaintTolerationComparisonOperators feature gate (alpha, off in 1.36 defaults)"}
+        return {"na": "TaintTolerationComparisonOperators feature gate (alpha, off by default)"}
     nodes = named(c["nodes"])
     return {"plugin": "TaintToleration", "nodes": nodes, "pod": pod_of(c),
             "steps": [{"op": "prescore", "status": None},
@@ -102,7 +109,7 @@ def taint_score(c):
 def single_filter(plugin: str, gate: str | None = None, want: str = "wantStatus"):
     def f(c):
         if gate and c.get(gate):
-            return {"na": f"{gate}: alpha feature gate, off in 1.36 defaults"}
+            return {"na": f"{gate}: alpha feature gate, off by default"}
         node = clean(c.get("node") or {})
         node.setdefault("metadata", {}).setdefault("name", "node")
         return {"plugin": plugin, "nodes": [node], "pod": pod_of(c),
@@ -125,6 +132,13 @@ def nodeports(c):
     if not pre or pre["code"] != "Skip":
         steps.append({"op": "filter", "node": node["metadata"]["name"], "status": status(c.get("wantFilterStatus"))})
     return {"plugin": "NodePorts", "nodes": [node], "pods": pods, "pod": pod_of(c), "steps": steps}
+
+
+def nodename_prefilter(c):
+    """NodeName's PreFilter (1.37): a pod naming its node narrows the nodes to it."""
+    want = (c.get("wantResult") or {}).get("NodeNames")
+    return {"plugin": "NodeName", "nodes": [], "pod": pod_of(c),
+            "steps": [{"op": "prefilter", "status": None, "nodes": sorted(want) if want is not None else None}]}
 
 
 def imagelocality(c):
@@ -224,9 +238,9 @@ def _sets_match_label_keys(pod: dict[str, Any]) -> bool:
 
 def pts_gates(c: dict[str, Any], pod: dict[str, Any]) -> str:
     if c.get("enableNodeInclusionPolicy") is False and _sets_policies(pod):
-        return "runs with NodeInclusionPolicyInPodTopologySpread disabled (on in 1.36)"
+        return "runs with NodeInclusionPolicyInPodTopologySpread disabled (on by default)"
     if c.get("enableMatchLabelKeys") is False and _sets_match_label_keys(pod):
-        return "runs with MatchLabelKeysInPodTopologySpread disabled (on in 1.36)"
+        return "runs with MatchLabelKeysInPodTopologySpread disabled (on by default)"
     return ""
 
 
@@ -308,9 +322,9 @@ def fit_filter(alloc: dict[str, str], prefilter_want: str | None = None):
     def f(c):
         pod = pod_of(c)
         if c.get("podLevelResourcesEnabled") is False and _pod_level(pod):
-            return {"na": "runs with PodLevelResources disabled (on in 1.36)"}
+            return {"na": "runs with PodLevelResources disabled (on by default)"}
         if c.get("enableSidecarContainers") is False:
-            return {"na": "runs with SidecarContainers disabled (GA in 1.36)"}
+            return {"na": "runs with SidecarContainers disabled (GA)"}
         node = fit_node(alloc)
         pods = []
         for i, p in enumerate(((c.get("nodeInfo") or {}).get("pods")) or []):
@@ -335,6 +349,27 @@ def fit_filter(alloc: dict[str, str], prefilter_want: str | None = None):
             out["objs"] = [NR_DRA_CLASS]  # the cluster's DRA manager knows this class
         return out
     return f
+
+
+def deferred_resize_fit(c):
+    """TestDeferredResizeFit: Filter of a bound pod on its node (the gate-off cases: kube then counts the pod's
+    requests once as the incoming pod's and once as the node's, as ksched does)."""
+    if c.get("enablePreemptionFeature"):
+        return {"na": "runs with InPlacePodVerticalScalingSchedulerPreemption (alpha, off by default): a deferred "
+                      "resize's Filter without its own requests counted twice"}
+    alloc = c.get("nodeAllocatable") or {}
+    node = {"metadata": {"name": "test-node"},
+            "status": {"allocatable": {"cpu": f"{alloc.get('MilliCPU') or 0}m", "memory": str(alloc.get("Memory") or 0),
+                                       "pods": "32"}}}
+    pods = []
+    for i, p in enumerate(c.get("existingPods") or []):
+        p = clean(p)
+        p.setdefault("metadata", {}).setdefault("name", f"existing-{i}")
+        p.setdefault("spec", {})["nodeName"] = "test-node"
+        pods.append(p)
+    return {"plugin": "NodeResourcesFit", "nodes": [node], "pods": pods, "pod": pod_of(c),
+            "steps": [{"op": "prefilter", "status": None},
+                      {"op": "filter", "node": "test-node", "status": status(c.get("wantStatus"))}]}
 
 
 def fit_score(c):
@@ -535,7 +570,7 @@ def post_filter(c):
                       "tests/integration/test_extender_parity.py against kube-scheduler"}
     if c.get("podGroups") or any((c.get("features") or {}).values()):
         return {"na": "PodGroups / workload-aware preemption (alpha TopologyAwareWorkloadScheduling, "
-                      "WorkloadAwarePreemption): not in 1.36 defaults"}
+                      "WorkloadAwarePreemption): not in the defaults"}
     if "TestPlugin" in (c.get("name") or ""):
         return {"na": "a test-only PreFilter plugin whose RemovePod fails on purpose: no ksched counterpart"}
     want = c.get("wantResult") or {}
@@ -772,14 +807,23 @@ def _pts_hint_gate(c: dict[str, Any]) -> str:
     honors = any(x.get("nodeTaintsPolicy") == "Honor"
                  for x in (pod_of(c).get("spec") or {}).get("topologySpreadConstraints") or [])
     if c.get("enableNodeInclusionPolicyInPodTopologySpread") is False and honors:
-        return "runs with NodeInclusionPolicyInPodTopologySpread disabled (on in 1.36): a nodeTaintsPolicy: Honor " \
+        return "runs with NodeInclusionPolicyInPodTopologySpread disabled (on by default): a nodeTaintsPolicy: Honor " \
                "it reads as Ignore"
     return ""
 
 
+def _resize_deferred(pod: Any) -> bool:
+    """A pod whose in-place resize the kubelet deferred (condition PodResizePending, reason Deferred)."""
+    return any(x.get("type") == "PodResizePending" and x.get("reason") == "Deferred"
+               for x in ((pod or {}).get("status") or {}).get("conditions") or [])
+
+
 def _fit_hint_gate(c: dict[str, Any]) -> str:
+    if c.get("enablePreemptionGate") or _resize_deferred(c.get("pod")):
+        return ("runs with InPlacePodVerticalScalingSchedulerPreemption (alpha, off by default): the hints of a "
+                "bound pod whose resize is deferred")
     if c.get("enableInPlacePodVerticalScaling") is False and c.get("oldObj") and c.get("newObj"):
-        return "runs with InPlacePodVerticalScaling disabled (GA and locked on in 1.36)"
+        return "runs with InPlacePodVerticalScaling disabled (GA and locked on)"
     return ""
 
 
@@ -867,7 +911,7 @@ def _config(c: dict[str, Any]) -> dict[str, Any]:
 
 NR_INTERNAL = na("private helper of the plugin package (no extension point); its effect is covered by the "
                  "Filter/Score tables")
-NR_NA_DRA = na("runs with DRANodeAllocatableResources (alpha, off in 1.36; ksched refuses turning it on): "
+NR_NA_DRA = na("runs with DRANodeAllocatableResources (alpha, off by default; ksched refuses turning it on): "
                "node-allocatable DRA claims")
 
 PTS_STATE = na("compares the plugin's private PreFilter/PreScore state struct; ksched keeps its own state "
@@ -881,15 +925,18 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
                                                                   "enableTaintTolerationComparisonOps"),
         "TestIsSchedulableAfterNodeChange": hint("TaintToleration", "Node", "Add", "UpdateNodeTaint"),
         "Test_isSchedulableAfterPodTolerationChange": hint("TaintToleration", "Pod", "UpdatePodToleration"),
+        # 1.37 names the pod events by whose pod changed (TargetPod: the pod itself); ksched's Pod events cover it
+        "Test_isSchedulableAfterTargetPodTolerationChange": hint("TaintToleration", "Pod", "UpdatePodToleration"),
     },
     "nodeunschedulable": {
         "TestNodeUnschedulable": single_filter("NodeUnschedulable"),
         "TestIsSchedulableAfterNodeChange": hint("NodeUnschedulable", "Node", "Add", "UpdateNodeTaint"),
         "TestIsSchedulableAfterPodTolerationChange": hint("NodeUnschedulable", "Pod", "UpdatePodToleration"),
     },
-    "nodename": {"TestNodeName": single_filter("NodeName")},
+    "nodename": {"TestNodeName": single_filter("NodeName"), "TestNodeName_PreFilter": nodename_prefilter},
     "nodeports": {
         "TestNodePorts": nodeports, "Test_isSchedulableAfterPodDeleted": hint("NodePorts", "Pod", "Delete"),
+        "Test_isSchedulableAfterAssignedPodDeleted": hint("NodePorts", "Pod", "Delete"),
         "TestFits": na("internal helper fitsPorts on port maps; its cases are covered through TestNodePorts"),
     },
     "imagelocality": {
@@ -911,6 +958,8 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
                                              "covered by the filter tables)"),
         "TestGetTPMapMatchingIncomingAffinityAntiAffinity": na("private helper returning internal topology maps"),
         "Test_isSchedulableAfterPodChange": IPA_POD_HINT, "Test_isSchedulableAfterNodeChange": IPA_NODE_HINT,
+        "Test_isSchedulableAfterAssignedPodChange": IPA_POD_HINT, "Test_isSchedulableAfterTargetPodUpdateLabel":
+            IPA_POD_HINT,
         "TestPodAffinitySignature": signature("InterPodAffinity", "schedulable", _config),
     },
     "podtopologyspread": {
@@ -920,6 +969,8 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
         "TestPreFilterStateAddPod": PTS_STATE, "TestPreFilterStateRemovePod": PTS_STATE,
         "TestPodTopoSignatures": pts_signature,
         "Test_isSchedulableAfterNodeChange": PTS_NODE_HINT, "Test_isSchedulableAfterPodChange": PTS_POD_HINT,
+        "Test_isSchedulableAfterAssignedPodChange": PTS_POD_HINT, "Test_isSchedulableAfterTargetPodChange":
+            PTS_POD_HINT,
     },
     "noderesources": {
         "testEnoughRequests": fit_filter(ENOUGH_NODE),
@@ -930,6 +981,7 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
                                                      "ephemeral-storage": "0", "hugepages-2Mi": "0"},
                                                     "wantPreFilterStatus"),
         "testFitScore": fit_score,
+        "TestDeferredResizeFit": deferred_resize_fit,
         "TestLeastAllocatedScoringStrategy": strategy_score("LeastAllocated"),
         "TestMostAllocatedScoringStrategy": strategy_score("MostAllocated"),
         "TestRequestedToCapacityRatioScoringStrategy": strategy_score("RequestedToCapacityRatio"),
@@ -943,6 +995,9 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
                                    "turns SchedulerQueueingHints or InPlacePodVerticalScaling off (both locked on); "
                                    "the 1.36 lists are checked in tests/unit/test_queueing_hints.py"),
         "Test_isSchedulableAfterPodChange": FIT_POD_HINT, "Test_isSchedulableAfterNodeChange": FIT_NODE_HINT,
+        **{f"Test_isSchedulableAfter{w}": FIT_POD_HINT for w in (
+            "AssignedPodDelete", "AssignedPodScaleDown", "AssignedPodScaleUp", "TargetPodScaleDown",
+            "TargetPodScaleUp")},
         "Test_isSchedulableAfterDeviceClassChange": FIT_DEVICE_CLASS_HINT,
         "TestIsFit": NR_INTERNAL, "testHaveAnyRequestedResourcesIncreased": NR_INTERNAL,
         "TestBrokenLinearFunction": NR_INTERNAL, "TestResourceAllocationScorerCalculateRequests": NR_INTERNAL,
@@ -951,7 +1006,9 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
         "testComputePodResourceRequestWithNodeAllocatableDRA": NR_NA_DRA,
     },
     "schedulinggates": {"TestPreEnqueue": gates, "Test_isSchedulableAfterPodChange": hint(
-        "SchedulingGates", "Pod", "UpdatePodSchedulingGatesEliminated")},
+        "SchedulingGates", "Pod", "UpdatePodSchedulingGatesEliminated"),
+        "TestIsSchedulableAfterUpdateTargetPodSchedulingGatesEliminated": hint(
+            "SchedulingGates", "Pod", "UpdatePodSchedulingGatesEliminated")},
     "volumezone": {
         "TestSingleZone": volumezone, "TestMultiZone": volumezone, "TestWithBinding": volumezone,
         "TestIsSchedulableAfterPersistentVolumeClaimAdded": hint("VolumeZone", "PersistentVolumeClaim", "Add"),
@@ -963,6 +1020,7 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
         "TestRBDDiskConflicts": volumerestrictions, "TestISCSIDiskConflicts": volumerestrictions,
         "TestAccessModeConflicts": volumerestrictions,
         "Test_isSchedulableAfterPodDeleted": hint("VolumeRestrictions", "Pod", "Delete"),
+        "Test_isSchedulableAfterAssignedPodDeleted": hint("VolumeRestrictions", "Pod", "Delete"),
         "Test_isSchedulableAfterPersistentVolumeClaimChange": hint("VolumeRestrictions", "PersistentVolumeClaim",
                                                                    "Add"),
     },
@@ -993,7 +1051,7 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
            for t in ("TestDryRunPreemption", "TestCustomSelection",
                      "TestCustomOrdering")},
         "TestPodEligibleToPreemptOthers": eligible,
-        "TestPreEnqueue": na("AsyncPreemption's PreEnqueue (alpha gate, off in 1.36 defaults)"),
+        "TestPreEnqueue": na("AsyncPreemption's PreEnqueue (alpha gate, off by default)"),
     },
 }
 #: adapters that also read the test function's fixtures (listers built before the table)
@@ -1007,7 +1065,7 @@ def convert(pkg: str, extra: dict[str, Callable[[dict[str, Any]], dict[str, Any]
     adapters = {**ADAPTERS.get(pkg, {}), **(extra or {})}
     cases = []
     seen: dict[str, int] = {}
-    for line in (HERE / "raw" / f"{pkg}.jsonl").open():
+    for line in (HERE / "raw" / VERSION / f"{pkg}.jsonl").open():
         rec = json.loads(line)
         c = rec.get("case") or {}
         name = c.get("name") or c.get("desc") or rec.get("key") or ""
@@ -1030,7 +1088,7 @@ def convert(pkg: str, extra: dict[str, Callable[[dict[str, Any]], dict[str, Any]
                 if c["id"].split("/", 1)[0] not in only]
         cases = kept + fresh
     OUT.mkdir(parents=True, exist_ok=True)
-    doc = {"source": f"{SRC}/{pkg}/*_test.go", "cases": cases}
+    doc = {"source": f"{src()}/{pkg}/*_test.go", "cases": cases}
     (OUT / f"{pkg}.json").write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
     return len(cases)
 
@@ -1039,10 +1097,15 @@ if __name__ == "__main__":
     import argparse
 
     ap = argparse.ArgumentParser(description="raw/<pkg>.jsonl -> tests/data/upstream_tables/<pkg>.json")
+    ap.add_argument("--kube-version", default=DEFAULT_VERSION,
+                    help="release whose raw/<version>/ cases to convert (default %(default)s; another release's "
+                         "set goes to tests/data/upstream_tables/<version>/)")
     ap.add_argument("packages", nargs="*")
     ap.add_argument("--only", action="append", metavar="TEST",
                     help="regenerate only this upstream test function's cases (repeatable)")
     ns = ap.parse_args()
+    VERSION = ns.kube_version
+    OUT = DATA if VERSION == DEFAULT_VERSION else DATA / VERSION
     for p in ns.packages or sorted(ADAPTERS):
-        if (HERE / "raw" / f"{p}.jsonl").exists():
+        if (HERE / "raw" / VERSION / f"{p}.jsonl").exists():
             print(p, convert(p, only=set(ns.only) if ns.only else None))

@@ -1,4 +1,4 @@
-"""kube-scheduler's own plugin test tables (v1.36.3), replayed through ksched's plugins.
+"""kube-scheduler's own plugin test tables (v1.37.2; plugins built at emulated 1.37), replayed through ksched's plugins.
 
 The cases live as data in tests/data/upstream_tables/<package>.json (format: hack/upstream_tables/convert.py),
 each named by the upstream test function and case. A case kube's test runs through an extension point ksched
@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from scheduler_runtime.cluster.memory import MemoryCluster
+from scheduler_runtime.featuregates import FeatureGates, default_gates
 from scheduler_runtime.framework import signers
 from scheduler_runtime.framework.cycle_state import CycleState
 from scheduler_runtime.framework.handle import Handle
@@ -38,6 +39,8 @@ from scheduler_runtime.plugins import GATE_READERS, in_tree
 from scheduler_runtime.plugins.gates import GATES_CONTEXT, PluginFeatures
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "upstream_tables"
+#: the minor the tables' release runs its plugins at (kube's tests build them with that binary's gate defaults)
+EMULATED = "1.37"
 #: the gates kube's tables leave at zero that switch ksched's plugins (on by default from 1.37)
 TEST_GATES_OFF = {"StorageCapacityScoring": False, "VolumeLimitScaling": False, "DRADeviceTaintRules": False}
 PLUGINS = {cls.name: cls for cls in in_tree()}
@@ -94,7 +97,7 @@ def _build(case: dict[str, Any]) -> tuple[Any, Snapshot, Pod]:
     cls = PLUGINS[case["plugin"]]
     # kube's plugin tests build plugins with feature.Features{} unless a case sets a gate: off, whatever the
     # release's defaults (cases that turn one on carry `na` or live in their own tests)
-    gates = {**TEST_GATES_OFF, **(case.get("gates") or {})}
+    gates = FeatureGates({**default_gates(EMULATED), **TEST_GATES_OFF, **(case.get("gates") or {})}, EMULATED)
     args = (cls.args_model.model_validate(case.get("args") or {}, context={GATES_CONTEXT: gates})
             if cls.args_model is not None else PluginFeatures(gates) if cls.name in GATE_READERS else None)
     cluster = None
@@ -111,7 +114,9 @@ def _build(case: dict[str, Any]) -> tuple[Any, Snapshot, Pod]:
             if o["kind"] == "StorageClass" and "volumeBindingMode" not in o:
                 # kube's fake lister hands the plugin the class as written: no API-server defaulting
                 stored.pop("volumeBindingMode", None)
-    plugin = cls(args, Handle(snap, cluster=cluster))
+    handle = Handle(snap, cluster=cluster)
+    handle.feature_gates = gates
+    plugin = cls(args, handle)
     return plugin, snap, Pod.from_dict(case["pod"])
 
 
