@@ -134,6 +134,25 @@ def nodeports(c):
     return {"plugin": "NodePorts", "nodes": [node], "pods": pods, "pod": pod_of(c), "steps": steps}
 
 
+def queue_less(c):
+    """TestLess: PrioritySort's Less on two queued pods; queue times as seconds after the case's earliest."""
+    from datetime import datetime
+
+    def when(q: dict[str, Any]) -> datetime | None:
+        ts = (q.get("QueueingParams") or {}).get("Timestamp") or ""
+        return datetime.fromisoformat(ts) if ts else None
+
+    def queued(q: dict[str, Any], t0: datetime | None) -> dict[str, Any]:
+        t = when(q)
+        prio = (((q.get("PodInfo") or {}).get("spec")) or {}).get("priority") or 0
+        return {"priority": prio, "timestamp": 0 if t is None or t0 is None else (t - t0).total_seconds()}
+
+    times = [t for t in (when(c["p1"]), when(c["p2"])) if t is not None]
+    t0 = min(times) if times else None
+    return {"plugin": "PrioritySort",
+            "steps": [{"op": "less", "p1": queued(c["p1"], t0), "p2": queued(c["p2"], t0), "want": c["expected"]}]}
+
+
 def nodename_prefilter(c):
     """NodeName's PreFilter (1.37): a pod naming its node narrows the nodes to it."""
     want = (c.get("wantResult") or {}).get("NodeNames")
@@ -351,6 +370,25 @@ def fit_filter(alloc: dict[str, str], prefilter_want: str | None = None):
     return f
 
 
+#: kube 1.37's pod event resources (the pod being scheduled, another bound pod, another pending pod): ksched has
+#: one Pod resource whose hints tell the pods apart
+POD_RESOURCES = {"AssignedPod": "Pod", "TargetPod": "Pod", "UnscheduledPod": "Pod"}
+
+
+def fit_events(c):
+    """TestEventsToRegister: the events NodeResourcesFit registers, per resource the union of the actions (kube's
+    AssignedPod and TargetPod are both ksched's Pod)."""
+    if not c.get("enableInPlacePodVerticalScaling"):
+        return {"na": "runs with InPlacePodVerticalScaling disabled (GA and locked on)"}
+    want: dict[str, set[str]] = {}
+    for e in c.get("expectedClusterEvents") or []:
+        ev = e["Event"]
+        want.setdefault(POD_RESOURCES.get(ev["Resource"], ev["Resource"]), set()).update(ev["ActionType"] or [])
+    return {"plugin": "NodeResourcesFit", "args": {}, "pod": {"metadata": {"name": "pod"}},
+            "gates": {"DRAExtendedResource": bool(c.get("enableDRAExtendedResource"))},
+            "steps": [{"op": "events", "events": {r: sorted(a) for r, a in sorted(want.items())}}]}
+
+
 def deferred_resize_fit(c):
     """TestDeferredResizeFit: Filter of a bound pod on its node (the gate-off cases: kube then counts the pod's
     requests once as the incoming pod's and once as the node's, as ksched does)."""
@@ -511,9 +549,7 @@ VB_CLASSES = [
 
 def volumebinding(c):
     """TestVolumeBinding: PreFilter (no PreFilterResult), Filter on every node, PreScore, as kube's test."""
-    if (c.get("fts") or {}).get("EnableStorageCapacityScoring"):
-        return {"na": "StorageCapacityScoring feature gate (alpha, off in 1.36 defaults; ksched refuses `shape` "
-                      "without it, as kube-scheduler's validation does)"}
+    scoring = bool((c.get("fts") or {}).get("EnableStorageCapacityScoring"))
     nodes = named(c.get("nodes"))
     objs = VB_CLASSES + _kinded(c.get("pvcs"), "PersistentVolumeClaim") + _kinded(c.get("pvs"), "PersistentVolume")
     objs += [{"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity", **clean(x)}
@@ -524,8 +560,14 @@ def volumebinding(c):
         for n, want in zip(nodes, c.get("wantFilterStatus") or [], strict=True):
             steps.append({"op": "filter", "node": n["metadata"]["name"], "status": status(want)})
         steps.append({"op": "prescore", "status": status(c.get("wantPreScoreStatus"))})
-    return {"plugin": "VolumeBinding", "args": {"bindTimeoutSeconds": 300}, "nodes": nodes, "pod": pod_of(c),
-            "objs": objs, "steps": steps}
+        if scoring and status(c.get("wantPreScoreStatus")) is None:
+            steps.append({"op": "score", "normalize": False,
+                          "scores": {n["metadata"]["name"]: w for n, w in zip(nodes, c.get("wantScores") or [],
+                                                                                strict=True)}})
+    # kube's test: the case's args, else bindTimeoutSeconds 300 (and, with the gate on, the shape it defaults to)
+    args = lower_keys(clean(c["args"])) if isinstance(c.get("args"), dict) else {"bindTimeoutSeconds": 300}
+    return {"plugin": "VolumeBinding", "args": args, "nodes": nodes, "pod": pod_of(c), "objs": objs,
+            "steps": steps, "gates": {"StorageCapacityScoring": scoring}}
 
 
 def csi_limits(c, rec):
@@ -551,6 +593,19 @@ def csi_limits(c, rec):
         steps.append({"op": "filter", "node": name, "status": _real_lister(status(c.get("wantStatus")))})
     return {"plugin": "NodeVolumeLimits", "nodes": [node], "pods": pods, "pod": pod_of(c, "newPod"), "objs": objs,
             "steps": steps}
+
+
+def volume_limit_scaling(c, rec):
+    """TestVolumeLimitScalingGate: TestCSILimits' fixtures plus the CSIDriver objects its lister holds, with the
+    case's VolumeLimitScaling setting (beta, on by default from 1.37)."""
+    fx = rec.get("fixtures") or {}
+    out = csi_limits({"wantStatus": c.get("wantStatus")}, rec)
+    out["pod"] = pod_of({"pod": fx.get("pod")})
+    out["objs"] += [{"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", **clean(d)}
+                    for d in fx.get("drivers") or []]
+    out["steps"] = [{"op": "prefilter", "not_code": "Skip"}, out["steps"][-1]]
+    out["gates"] = {"VolumeLimitScaling": bool(c.get("enableVolumeLimitScaling"))}
+    return out
 
 
 def _statuses(fns: Any) -> dict[str, Any]:
@@ -718,7 +773,8 @@ def preempt(c):
     want = (c.get("want") or {}).get("NominatingInfo") or {}
     plugin = "PodTopologySpread" if "topology spread" in (c.get("name") or "") else "NodeResourcesFit"
     return {"plugin": "DefaultPreemption", "filter_plugin": plugin, "nodes": nodes,
-            "pods": [clean(p) for p in c.get("pods") or []], "pod": pod_of(c),
+            "pods": [clean(p) for p in c.get("pods") or []],
+            "pod": pod_of(c, "preemptor" if "preemptor" in c else "pod"),  # 1.37 names it preemptor
             "steps": [{"op": "postfilter",
                        "statuses": {"nodes": {n["metadata"]["name"]: {"code": "Unschedulable", "reasons": []}
                                               for n in nodes},
@@ -745,8 +801,21 @@ def select_best_candidate(c):
                        "nominated_in": sorted(c.get("expected") or [])}]}
 
 
+def async_preenqueue(c):
+    """TestPreEnqueue (SchedulerAsyncPreemption, beta and on by default): PodGroup cases are alpha; the others
+    test PreEnqueue blocking a pod while preemption on its behalf runs asynchronously."""
+    fts = c.get("features") or {}
+    if fts.get("EnableGenericWorkload") or fts.get("EnableCompositePodGroup"):
+        return {"na": "PodGroup preemptors (GenericWorkload / CompositePodGroup: alpha, off by default)"}
+    return {"na": "NOT A GENUINE N/A: SchedulerAsyncPreemption (beta, on by default) runs preemption API calls "
+                  "asynchronously and PreEnqueue holds back the preemptor meanwhile; ksched deletes victims "
+                  "synchronously inside PostFilter and has no DefaultPreemption PreEnqueue"}
+
+
 def eligible(c):
     """TestPodEligibleToPreemptOthers: PostFilter says "not eligible" exactly when kube's check is false."""
+    if (c.get("features") or {}).get("EnableGenericWorkload"):
+        return {"na": "a preemptor in a PodGroup (GenericWorkload: alpha, off by default)"}
     res = {"cpu": "500m", "memory": "500", "pods": "32"}
     nodes = [{"metadata": {"name": n if isinstance(n, str) else n["metadata"]["name"]},
               "status": {"capacity": res, "allocatable": res}} for n in c.get("nodes") or []]
@@ -991,9 +1060,7 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
         "testNodeResourcesBalancedAllocation": balanced,
         "testBalancedAllocationSignPod": resources_sign("NodeResourcesBalancedAllocation"),
         "testFitSignPod": resources_sign("NodeResourcesFit"),
-        "TestEventsToRegister": na("EventsToRegister under gate settings kube-scheduler 1.36 cannot run: every case "
-                                   "turns SchedulerQueueingHints or InPlacePodVerticalScaling off (both locked on); "
-                                   "the 1.36 lists are checked in tests/unit/test_queueing_hints.py"),
+        "TestEventsToRegister": fit_events,
         "Test_isSchedulableAfterPodChange": FIT_POD_HINT, "Test_isSchedulableAfterNodeChange": FIT_NODE_HINT,
         **{f"Test_isSchedulableAfter{w}": FIT_POD_HINT for w in (
             "AssignedPodDelete", "AssignedPodScaleDown", "AssignedPodScaleUp", "TargetPodScaleDown",
@@ -1005,6 +1072,7 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
         "TestScorePlacement_Resources": na("PlacementScore for PodGroups (alpha TopologyAwareWorkloadScheduling)"),
         "testComputePodResourceRequestWithNodeAllocatableDRA": NR_NA_DRA,
     },
+    "queuesort": {"TestLess": queue_less},
     "schedulinggates": {"TestPreEnqueue": gates, "Test_isSchedulableAfterPodChange": hint(
         "SchedulingGates", "Pod", "UpdatePodSchedulingGatesEliminated"),
         "TestIsSchedulableAfterUpdateTargetPodSchedulingGatesEliminated": hint(
@@ -1033,7 +1101,8 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
                                     "TestAssumePodVolumes", "TestAssume", "TestCheckBindingsWithCSIMigration",
                                     "TestFindPodVolumesWithCSIMigration", "Test_PreBindPreFlight")},
         "TestCapacity": capacity,
-        "TestScore": na("the StorageCapacityScoring shape function (alpha gate, off in 1.36 defaults)"),
+        "TestScore": na("the private scorer (classResourceMap -> score) of StorageCapacityScoring: no extension point; "
+                        "TestVolumeBinding's StorageCapacityScoring cases score through it"),
         **VB_HINTS,
     },
     "nodevolumelimits": {
@@ -1041,7 +1110,7 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
         "TestCSILimitsQHint": csi_qhint_pod_deleted, "TestCSILimitsAddedPVCQHint": csi_qhint_pvc_added,
         "TestCSILimitsAfterCSINodeUpdatedQHint": csi_qhint_csinode_updated,
         "TestCSILimitsDeletedVolumeAttachmentQHint": csi_qhint_va_deleted,
-        "TestVolumeLimitScalingGate": na("VolumeLimitScaling feature gate (alpha, off in 1.36 defaults)"),
+        "TestVolumeLimitScalingGate": volume_limit_scaling,
     },
     "defaultpreemption": {
         "TestPostFilter": post_filter, "TestPreempt": preempt, "TestSelectBestCandidate": select_best_candidate,
@@ -1051,11 +1120,17 @@ ADAPTERS: dict[str, dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
            for t in ("TestDryRunPreemption", "TestCustomSelection",
                      "TestCustomOrdering")},
         "TestPodEligibleToPreemptOthers": eligible,
-        "TestPreEnqueue": na("AsyncPreemption's PreEnqueue (alpha gate, off by default)"),
+        "TestPreEnqueue": async_preenqueue,
+        "TestSelectVictimsOnNode": na("the preemption evaluator's SelectVictimsOnNode against a fake framework: no "
+                                      "extension point of ksched; TestPostFilter's and TestPreempt's victims cover it"),
+        **{f"TestDefaultPreemption_PodGroupPostFilter_{t}": na(
+            "PodGroup PostFilter (workload-aware preemption; GenericWorkload / WorkloadAwarePreemption: alpha, off "
+            "by default)") for t in ("CompositePodGroup", "ErrorWrapping", "InvalidSnapshot",
+                                     "WorkloadPreemptionAttempts")},
     },
 }
 #: adapters that also read the test function's fixtures (listers built before the table)
-WITH_FIXTURES = {volumezone, csi_limits, find_pod_volumes, capacity}
+WITH_FIXTURES = {volumezone, csi_limits, find_pod_volumes, capacity, volume_limit_scaling}
 
 
 def convert(pkg: str, extra: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,

@@ -54,6 +54,11 @@ HOOKS = {
                       'test.test, &test, map[string]any{"node": node, "csiNode": csiNode, "pvs": p.pvLister, '
                       '"pvcs": p.pvcLister, "scs": p.scLister, "vas": func() any { l, _ := informerFactory.Storage().'
                       'V1().VolumeAttachments().Lister().List(labels.Everything()); return l }()}'),
+    # its CSIDriver lister (with or without preventPodSchedulingIfMissing) is built in the case loop
+    "TestVolumeLimitScalingGate": ("_, preStatus := p.PreFilter(ctx, nil, newPod, nil)",
+                                   'tt.name, &tt, map[string]any{"node": node, "csiNode": csiNode, "pvs": p.pvLister, '
+                                   '"pvcs": p.pvcLister, "scs": p.scLister, "drivers": p.csiDriverLister, '
+                                   '"pod": newPod}'),
     # its expectations depend on the CSIDriver of the outer loop, which only the run closure sees
     "TestFindPodVolumesWithProvisioning": ("podVolumes, reasons, err := findPodVolumes(",
                                            't.Name(), &scenario, map[string]any{"csiDriver": csiDriver}'),

@@ -149,6 +149,8 @@ def run_case(case: dict[str, Any]) -> list[str]:
         return _run_less(case)
     if case["steps"][0]["op"] == "hint":
         return _run_hint(case)
+    if case["steps"][0]["op"] == "events":
+        return _run_events(case)
     if case["steps"][0]["op"] == "postfilter":
         return _run_post_filter(case)
     plugin, snap, pod = _build(case)
@@ -292,6 +294,17 @@ def _run_hint(case: dict[str, Any]) -> list[str]:
         if got != want:
             diffs.append(f"hint: want {step['want']}, got {'Queue' if got == QUEUE else 'QueueSkip'}")
     return diffs
+
+
+def _run_events(case: dict[str, Any]) -> list[str]:
+    """EventsToRegister: per resource, the union of the action flags the plugin registers."""
+    plugin, _, _ = _build(case)
+    got: dict[str, set[str]] = {}
+    for ev in plugin.events_to_register():
+        got.setdefault(ev.event.resource, set()).update(
+            a.name for a in ActionType if a.name and a.value.bit_count() == 1 and ev.event.action & a)
+    want = {r: set(a) for r, a in case["steps"][0]["events"].items()}
+    return [] if got == want else [f"events: want {want}, got {got}"]
 
 
 def _with_uid(raw: dict[str, Any]) -> dict[str, Any]:
