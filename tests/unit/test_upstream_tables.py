@@ -41,16 +41,25 @@ from scheduler_runtime.plugins.gates import GATES_CONTEXT, PluginFeatures
 DATA = Path(__file__).resolve().parents[1] / "data" / "upstream_tables"
 #: the minor the tables' release runs its plugins at (kube's tests build them with that binary's gate defaults)
 EMULATED = "1.37"
+#: earlier releases' sets (tests/data/upstream_tables/<release>/, `convert.py --kube-version`), each run at its
+#: minor's emulated version: what `--emulated-version` promises for the gated and versioned behaviour
+PREVIOUS = {"1.36.3": "1.36"}
 #: the gates kube's tables leave at zero that switch ksched's plugins (on by default from 1.37)
 TEST_GATES_OFF = {"StorageCapacityScoring": False, "VolumeLimitScaling": False, "DRADeviceTaintRules": False}
 PLUGINS = {cls.name: cls for cls in in_tree()}
 
 
 def load_cases() -> list[tuple[str, dict[str, Any]]]:
+    """(package, case) of the pinned release's set, then of each earlier set (package named `<release>/<pkg>`,
+    the case carrying the `emulated` minor it runs at)."""
     out = []
     for f in sorted(DATA.glob("*.json")):
         for c in json.loads(f.read_text())["cases"]:
             out.append((f.stem, c))
+    for release, minor in PREVIOUS.items():
+        for f in sorted((DATA / release).glob("*.json")):
+            for c in json.loads(f.read_text())["cases"]:
+                out.append((f"{release}/{f.stem}", {**c, "emulated": minor}))
     return out
 
 
@@ -97,7 +106,7 @@ def _build(case: dict[str, Any]) -> tuple[Any, Snapshot, Pod]:
     cls = PLUGINS[case["plugin"]]
     # kube's plugin tests build plugins with feature.Features{} unless a case sets a gate: off, whatever the
     # release's defaults (cases that turn one on carry `na` or live in their own tests)
-    gates = FeatureGates({**default_gates(EMULATED), **TEST_GATES_OFF, **(case.get("gates") or {})}, EMULATED)
+    gates = _gates(case)
     args = (cls.args_model.model_validate(case.get("args") or {}, context={GATES_CONTEXT: gates})
             if cls.args_model is not None else PluginFeatures(gates) if cls.name in GATE_READERS else None)
     cluster = None
@@ -118,6 +127,12 @@ def _build(case: dict[str, Any]) -> tuple[Any, Snapshot, Pod]:
     handle.feature_gates = gates
     plugin = cls(args, handle)
     return plugin, snap, Pod.from_dict(case["pod"])
+
+
+def _gates(case: dict[str, Any]) -> FeatureGates:
+    """The case's minor's defaults, the gates kube's tables leave at zero off, then the gates the case sets."""
+    em = case.get("emulated", EMULATED)
+    return FeatureGates({**default_gates(em), **TEST_GATES_OFF, **(case.get("gates") or {})}, em)
 
 
 def _guess_kind(o: dict[str, Any]) -> str:
@@ -349,7 +364,9 @@ def _run_post_filter(case: dict[str, Any]) -> list[str]:
     reg = build_registry([])
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(POSTFILTER_PROFILE.replace("FILTER", case.get("filter_plugin") or "NodeResourcesFit"))
-    sched = Scheduler(cluster, load_config(Path(f.name), reg), reg, seed=1)
+    gates = _gates(case)
+    sched = Scheduler(cluster, load_config(Path(f.name), reg, feature_gates=gates), reg, seed=1, feature_gates=gates,
+                      kube_minor=int(gates.emulated.split(".")[1]))
     Path(f.name).unlink()
     sched.start()
     fw = sched.frameworks["t"]
