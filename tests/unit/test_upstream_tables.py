@@ -1,7 +1,8 @@
 """kube-scheduler's own plugin test tables (v1.37.2; plugins built at emulated 1.37), replayed through ksched's plugins.
 
 The cases live as data in tests/data/upstream_tables/<package>.json (format: hack/upstream_tables/convert.py),
-each named by the upstream test function and case. A case kube's test runs through an extension point ksched
+each named by the upstream test function and case; the previous release's set (v1.36.3) lives in
+tests/data/upstream_tables/1.36.3/ and runs at emulated 1.36. A case kube's test runs through an extension point ksched
 does not have (alpha feature gates, private helpers) carries `na` with the reason and is not run.
 `python tests/unit/test_upstream_tables.py` prints the counts per plugin.
 """
