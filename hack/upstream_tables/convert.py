@@ -259,7 +259,8 @@ def pts_gates(c: dict[str, Any], pod: dict[str, Any]) -> str:
     if c.get("enableNodeInclusionPolicy") is False and _sets_policies(pod):
         return "runs with NodeInclusionPolicyInPodTopologySpread disabled (on by default)"
     if c.get("enableMatchLabelKeys") is False and _sets_match_label_keys(pod):
-        return "runs with MatchLabelKeysInPodTopologySpread disabled (on by default)"
+        return ("runs with MatchLabelKeysInPodTopologySpread disabled (beta, on by default; ksched does not honour "
+                "turning it off)")
     return ""
 
 
@@ -341,7 +342,8 @@ def fit_filter(alloc: dict[str, str], prefilter_want: str | None = None):
     def f(c):
         pod = pod_of(c)
         if c.get("podLevelResourcesEnabled") is False and _pod_level(pod):
-            return {"na": "runs with PodLevelResources disabled (on by default)"}
+            return {"na": "runs with PodLevelResources disabled (beta, on by default; ksched does not honour turning "
+                          "it off)"}
         if c.get("enableSidecarContainers") is False:
             return {"na": "runs with SidecarContainers disabled (GA)"}
         node = fit_node(alloc)
