@@ -1,6 +1,7 @@
 """NodeName: a pod with spec.nodeName set only fits that node.
 
-Upstream: kube-scheduler v1.36, pkg/scheduler/framework/plugins/nodename/node_name.go.
+Upstream: kube-scheduler v1.37.2, pkg/scheduler/framework/plugins/nodename/node_name.go. Since 1.37 (ungated) its
+PreFilter narrows a pod that names its node to that node, so the other nodes are no preemption targets.
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ import numpy as np
 from ..framework import signers
 from ..framework.cycle_state import CycleState
 from ..framework.interface import SignFragment
+from ..framework.nodelist import NodeList
 from ..framework.plugin import FilterBatch, Plugin
 from ..framework.snapshot import Snapshot
 from ..framework.status import Status
-from ..framework.types import ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
+from ..framework.types import ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo, PreFilterResult
 from ..objects import Pod
 
 REASON = "node(s) didn't match the requested node name"
@@ -29,6 +31,11 @@ class NodeName(Plugin):
     def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
         """Opportunistic batching: this plugin's part of the pod's signature (kube's SignPod)."""
         return [SignFragment(signers.NODE_NAME, _wanted(pod))]
+
+    def pre_filter(self, state: CycleState, pod: Pod,
+                   nodes: NodeList) -> tuple[PreFilterResult | None, Status | None]:
+        want = _wanted(pod)
+        return (PreFilterResult({want}) if want else None), None
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         want = _wanted(pod)
