@@ -113,10 +113,15 @@ class Scheduler(SchedulingCycle):
                  results: ResultStore | None = None, observer: Callable[[Decision], None] | None = None,
                  metrics: Any = None, record_breakdown: bool = True, results_mode: str = "ksched",
                  watchdog: CycleWatchdog | None = None, bind_deadline: float = 30.0,
-                 feature_gates: dict[str, bool] | None = None, kube_minor: int = 36) -> None:
+                 feature_gates: dict[str, bool] | None = None, kube_minor: int | None = None) -> None:
         """`feature_gates`: the effective gates (featuregates.parse_feature_gates); only the ones the cycle
         reads matter here (OpportunisticBatching, on unless turned off). `kube_minor`: the kube-scheduler
-        minor whose behaviour the cycle follows where minors differ (opportunistic batching rescores from 37)."""
+        minor whose behaviour the cycle follows where minors differ (opportunistic batching rescores from 37);
+        by default the one the gates emulate, else the pinned one."""
+        if kube_minor is None:
+            from .featuregates import emulated_minor
+
+            kube_minor = int(emulated_minor(feature_gates).split(".")[1])
         self.cluster = cluster
         #: how long a binding cycle may take before it stops holding anything up: synchronous binding waits
         #: no longer for one with a plugin from outside the runtime; async binding replaces its worker

@@ -8,7 +8,6 @@ cached ranking lives. A preferred node affinity ranks the nodes, so every decisi
 
 from __future__ import annotations
 
-import os
 import socket
 import ssl
 import threading
@@ -111,18 +110,11 @@ def _ksched(config: Path, kubeconfig: Path, minor: int) -> Iterator[Any]:
         t.join(30)
 
 
-def _kube_bin(control_plane: Any, minor: int) -> tuple[Path, tuple[str, ...]]:
-    """kube-scheduler of that minor and the flags it needs on the suite's 1.36 API server: the 1.37 build
-    beside the control plane's lists DeviceTaintRules (resource.k8s.io/v1 there, not in 1.36) unless its
-    DRADeviceTaintRules gate is off (no device taints on these pods either way)."""
-    if minor == 36:
+def _kube_bin(control_plane: Any, minor: int, prev_kube_scheduler: Path) -> tuple[Path, tuple[str, ...]]:
+    """kube-scheduler of that minor: the control plane's own (the pinned 1.37) or the previous minor's."""
+    if minor == 37:
         return Path(control_plane.bin_dir), ()
-    d = Path.home() / ".cache" / "ksched" / "controlplane" / "1.37.2" / "bin"
-    if not (d / "kube-scheduler").exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"no kube-scheduler 1.37.2 in {d}")
-        pytest.skip(f"no kube-scheduler 1.37.2 in {d}")
-    return d, ("--feature-gates=DRADeviceTaintRules=false",)
+    return prev_kube_scheduler.parent, ()
 
 
 @pytest.mark.parametrize(("workload", "profile", "minor"), [
@@ -130,11 +122,11 @@ def _kube_bin(control_plane: Any, minor: int) -> tuple[Path, tuple[str, ...]]:
     ("small", "no-topology", 37)])
 def test_batched_placements_and_counters_match_kube_scheduler(workload: str, profile: str, minor: int,
                                                               control_plane: Any, namespace: str,
-                                                              tmp_path: Path) -> None:
+                                                              tmp_path: Path, prev_kube_scheduler: Path) -> None:
     """hostport: one pod per node, batched. small: every pod fits the best node again: 1.36 flushes the cache
     each time (node_not_full), 1.37 rescores that node and hints it again; all pods go to the best node."""
     cp = control_plane
-    bin_dir, kube_flags = _kube_bin(cp, minor)
+    bin_dir, kube_flags = _kube_bin(cp, minor, prev_kube_scheduler)
     extra = NO_TOPOLOGY if profile == "no-topology" else ""
     host_port = workload == "hostport"
     admin = KubeClient(load_connection(str(cp.kubeconfig_path)))

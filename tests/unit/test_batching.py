@@ -340,3 +340,13 @@ def test_pods_of_another_profile_in_between_skip_the_cache() -> None:
     _, placed, counts = run(objs, config=two)
     assert all(placed.values())
     assert counts[("flush", "pod_skipped")] == 2 and ("attempt", "hint_used") not in counts
+
+
+def test_the_batch_follows_the_emulated_minor_unless_told() -> None:
+    """Without an explicit minor the cycle batches as the emulated kube-scheduler does: 1.37 (pinned) rescores
+    the node just chosen, `--emulated-version 1.36` flushes as 1.36 did."""
+    reg = build_registry([])
+    cfg = build({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}, reg)
+    for emulated, rescore in (("1.37", True), ("1.36", False)):
+        s = Scheduler(MemoryCluster(), cfg, reg, seed=1, feature_gates=parse_feature_gates([], emulated=emulated))
+        assert {fw.batch.rescore for fw in s.frameworks.values()} == {rescore}, emulated
