@@ -221,24 +221,8 @@ def _source_info(buf: bytes, positions: dict[int, int], line_offsets: list[int])
             positions[_signed(kv.get(1, 0))] = kv.get(2, 0)
 
 
-def decode_parsed(serialized: bytes) -> CheckedAst:
-    """The ParsedExpr of an expression compiled with `disable_check=True` (no types)."""
-    top = fields(serialized)
-    if top and top[0][0] == 1 and isinstance(top[0][2], bytes) and top[0][2].startswith(b"type.googleapis.com/"):
-        serialized = next(v for n, _, v in top if n == 2)
-    root = Node(0, "const")
-    positions: dict[int, int] = {}
-    line_offsets: list[int] = []
-    for num, _wt, v in fields(serialized):
-        if num == 2:
-            root = decode_expr(v)
-        elif num == 3:
-            _source_info(v, positions, line_offsets)
-    return CheckedAst(root, {}, positions, line_offsets)
-
-
-def decode_checked(serialized: bytes) -> CheckedAst:
-    """The CheckedExpr inside cel-expr-python's serialized expression (an Any, or the bare message)."""
+def _decode(serialized: bytes, expr_num: int, source_num: int, type_num: int | None) -> CheckedAst:
+    """Shared reader of ParsedExpr/CheckedExpr: they differ only in field numbers (and types)."""
     top = fields(serialized)
     if top and top[0][0] == 1 and isinstance(top[0][2], bytes) and top[0][2].startswith(b"type.googleapis.com/"):
         serialized = next(v for n, _, v in top if n == 2)
@@ -247,14 +231,24 @@ def decode_checked(serialized: bytes) -> CheckedAst:
     positions: dict[int, int] = {}
     line_offsets: list[int] = []
     for num, _wt, v in fields(serialized):
-        if num == 4:
+        if num == expr_num:
             root = decode_expr(v)
-        elif num == 3:
+        elif num == type_num:
             kv = {n: x for n, _, x in fields(v)}
             types[_signed(kv.get(1, 0))] = decode_type(kv.get(2, b""))
-        elif num == 5:
+        elif num == source_num:
             _source_info(v, positions, line_offsets)
     return CheckedAst(root, types, positions, line_offsets)
+
+
+def decode_parsed(serialized: bytes) -> CheckedAst:
+    """The ParsedExpr of an expression compiled with `disable_check=True` (no types)."""
+    return _decode(serialized, expr_num=2, source_num=3, type_num=None)
+
+
+def decode_checked(serialized: bytes) -> CheckedAst:
+    """The CheckedExpr inside cel-expr-python's serialized expression (an Any, or the bare message)."""
+    return _decode(serialized, expr_num=4, source_num=5, type_num=3)
 
 
 def walk(node: Node) -> list[Node]:
