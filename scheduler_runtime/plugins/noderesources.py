@@ -107,12 +107,10 @@ def _shape_errors(shape: list[UtilizationShapePoint], path: tuple[str | int, ...
             errs.add((*path, i, "score"), invalid(p.score, f"not in valid range [0, {MAX_CUSTOM_PRIORITY_SCORE}]"))
 
 
-class NodeResourcesFitArgs(PluginArgs):
-    ignored_resources: list[str] = Field(default_factory=list)
-    ignored_resource_groups: list[str] = Field(default_factory=list)
-    scoring_strategy: ScoringStrategy = Field(default_factory=_default_strategy)
+class _ExtendedResourceGatedArgs(PluginArgs):
+    """Args that remember the DRAExtendedResource gate they were validated with
+    (kube hands the plugin its feature.Features)."""
 
-    #: the DRAExtendedResource gate the args were validated with (kube hands the plugin its feature.Features)
     _extended_resource: bool = PrivateAttr(default=True)
 
     @property
@@ -120,9 +118,15 @@ class NodeResourcesFitArgs(PluginArgs):
         return self._extended_resource
 
     @model_validator(mode="after")
-    def _gates(self, info: ValidationInfo) -> NodeResourcesFitArgs:
+    def _gates(self, info: ValidationInfo) -> _ExtendedResourceGatedArgs:
         self._extended_resource = gates.from_context("DRAExtendedResource", info.context)
         return self
+
+
+class NodeResourcesFitArgs(_ExtendedResourceGatedArgs):
+    ignored_resources: list[str] = Field(default_factory=list)
+    ignored_resource_groups: list[str] = Field(default_factory=list)
+    scoring_strategy: ScoringStrategy = Field(default_factory=_default_strategy)
 
     @field_validator("scoring_strategy", mode="before")
     @classmethod
@@ -162,19 +166,8 @@ class NodeResourcesFitArgs(PluginArgs):
         return self
 
 
-class NodeResourcesBalancedAllocationArgs(PluginArgs):
+class NodeResourcesBalancedAllocationArgs(_ExtendedResourceGatedArgs):
     resources: list[ResourceSpec] = Field(default_factory=_default_resources)
-    #: the DRAExtendedResource gate the args were validated with
-    _extended_resource: bool = PrivateAttr(default=True)
-
-    @property
-    def extended_resource(self) -> bool:
-        return self._extended_resource
-
-    @model_validator(mode="after")
-    def _gates(self, info: ValidationInfo) -> NodeResourcesBalancedAllocationArgs:
-        self._extended_resource = gates.from_context("DRAExtendedResource", info.context)
-        return self
 
     @field_validator("resources")
     @classmethod
