@@ -412,6 +412,13 @@ class DynamicResources(Plugin):
             return Status.unschedulable()
         return Status.unschedulable(reason)
 
+    def _refetched(self, name: str, ns: str, missing: Exception) -> dict[str, Any]:
+        """The informer's copy of a claim after a write conflict; `missing` is raised when it is gone."""
+        fresh = self.mgr.claims.get(name, ns)
+        if fresh is None:
+            raise missing
+        return fresh
+
     def _delete_claim(self, claim: dict[str, Any]) -> None:
         """deleteClaim: remove the delete-protection finalizer (retrying on conflict), then delete (a claim
         already gone is an error in 1.36; 1.37 ignores it)."""
@@ -422,11 +429,8 @@ class DynamicResources(Plugin):
         cluster = self.handle.cluster
         for attempt in range(5):
             if attempt:
-                fresh = self.mgr.claims.get(name, ns)
-                if fresh is None:
-                    raise ValueError(f'get resourceclaim {ns}/{name}: resourceclaims.resource.k8s.io "{name}" '
-                                     f"not found")
-                claim = fresh
+                claim = self._refetched(name, ns, ValueError(
+                    f'get resourceclaim {ns}/{name}: resourceclaims.resource.k8s.io "{name}" not found'))
                 m = meta(claim)
             fins = list(m.get("finalizers") or [])
             if FINALIZER not in fins:
@@ -633,11 +637,8 @@ class DynamicResources(Plugin):
         try:
             for attempt in range(5):
                 if attempt:
-                    fresh = self.mgr.claims.get(name, ns)
-                    if fresh is None:
-                        raise _BindError(f'get updated claim {ck} after conflict: resourceclaims.resource.k8s.io '
-                                         f'"{name}" not found')
-                    claim = fresh
+                    claim = self._refetched(name, ns, _BindError(
+                        f'get updated claim {ck} after conflict: resourceclaims.resource.k8s.io "{name}" not found'))
                     m = meta(claim)
                 if m.get("deletionTimestamp"):
                     raise _BindError(f"claim {ck} got deleted in the meantime")
