@@ -386,11 +386,13 @@ class _MatchAttribute:
         return req.parent in self.requests or req.full_name in self.requests
 
     def add(self, req: _Request, device: dict[str, Any], did: DeviceID) -> bool:
+        """Record the device if the constraint covers its request; False when it breaks the constraint."""
         if not self._applies(req):
             return True
         attr = lookup_attribute(device, did, self.attribute)
-        if attr is None:
-            return False
+        return attr is not None and self._accept(req, attr)
+
+    def _accept(self, req: _Request, attr: tuple[str, Any]) -> bool:
         if self.n == 0:
             self.value = attr
             self.n = 1
@@ -416,12 +418,7 @@ class _DistinctAttribute(_MatchAttribute):
         super().__init__(requests, attribute)
         self.values: list[tuple[str, Any]] = []
 
-    def add(self, req: _Request, device: dict[str, Any], did: DeviceID) -> bool:
-        if not self._applies(req):
-            return True
-        attr = lookup_attribute(device, did, self.attribute)
-        if attr is None:
-            return False
+    def _accept(self, req: _Request, attr: tuple[str, Any]) -> bool:
         if attr[0] not in ("int", "bool", "string", "version"):
             if self.values:
                 return False
@@ -447,12 +444,7 @@ class _DistinctAttribute136(_MatchAttribute):
         super().__init__(requests, attribute)
         self.seen: dict[str, tuple[str, Any]] = {}
 
-    def add(self, req: _Request, device: dict[str, Any], did: DeviceID) -> bool:
-        if not self._applies(req):
-            return True
-        attr = lookup_attribute(device, did, self.attribute)
-        if attr is None:
-            return False
+    def _accept(self, req: _Request, attr: tuple[str, Any]) -> bool:
         base = req.parent if req.parent is not None else req.name
         if self.n and (attr[0] not in ("int", "bool", "string", "version") or attr in self.seen.values()):
             return False
