@@ -23,13 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 DATA = ROOT / "tests" / "data"
-KUBECONFIG = """apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: unused}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-"""
+
+from scheduler_runtime.testing.kube import DUMMY_KUBECONFIG  # noqa: E402  (after the sys.path line)
 
 
 def capture_help(binary: Path, version: str) -> None:
@@ -40,7 +35,7 @@ def capture_help(binary: Path, version: str) -> None:
 def capture_config(binary: Path, version: str) -> None:
     with tempfile.TemporaryDirectory() as d:
         cfg, out, kc = Path(d) / "c.yaml", Path(d) / "written.yaml", Path(d) / "scheduler.conf"
-        kc.write_text(KUBECONFIG)  # kube-scheduler stats the file; the output names the kubeadm path
+        kc.write_text(DUMMY_KUBECONFIG)  # kube-scheduler stats the file; the output names the kubeadm path
         cfg.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
                        f"clientConnection:\n  kubeconfig: {kc}\nleaderElection:\n  leaderElect: false\n")
         subprocess.run([str(binary), f"--config={cfg}", f"--write-config-to={out}", "--secure-port=0"],

@@ -11,6 +11,15 @@ from typing import Any, NamedTuple
 
 from .. import processes
 
+#: a kubeconfig naming an unreachable server: for runs that only need the file to exist and parse
+DUMMY_KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: unused}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+"""
+
 
 def wait_for(cond: Callable[[], Any], timeout: float = 30.0, what: str = "condition", interval: float = 0.1) -> Any:
     """Poll until `cond()` is truthy and return it; an AssertionError naming `what` after `timeout`."""

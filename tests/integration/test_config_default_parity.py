@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from scheduler_runtime.plugins import UNSUPPORTED_IN_TREE
+from scheduler_runtime.testing.kube import DUMMY_KUBECONFIG
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,13 +28,6 @@ NOT_RUN_BY_KSCHED = set(UNSUPPORTED_IN_TREE)
 CONFIGS = sorted(p for p in (ROOT / "tests/data/configs").glob("valid-*.yaml") if "prefilter" not in p.name) + [
     ROOT / "examples/configs/least-allocated.yaml", ROOT / "examples/configs/most-allocated.yaml"]
 
-KUBECONFIG = """apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: unused}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-"""
 
 
 def _normalise(doc: dict[str, Any]) -> dict[str, Any]:
@@ -63,7 +57,7 @@ def _normalise(doc: dict[str, Any]) -> dict[str, Any]:
 def test_config_default_matches_kube_scheduler_write_config_to(config: Path, control_plane: Any,
                                                                tmp_path: Path) -> None:
     kc = tmp_path / "kubeconfig"
-    kc.write_text(KUBECONFIG)
+    kc.write_text(DUMMY_KUBECONFIG)
     doc = yaml.safe_load(config.read_text())
     doc.setdefault("clientConnection", {})["kubeconfig"] = str(kc)  # kube-scheduler stats the file
     cfg = tmp_path / config.name
@@ -121,7 +115,7 @@ profiles:
 def _write_config_to(control_plane: Any, tmp_path: Path, text: str, name: str) -> tuple[Path, str]:
     """(the config given to both, what kube-scheduler wrote for it)."""
     kc = tmp_path / "kubeconfig"
-    kc.write_text(KUBECONFIG)
+    kc.write_text(DUMMY_KUBECONFIG)
     doc = yaml.safe_load(text)
     doc.setdefault("clientConnection", {})["kubeconfig"] = str(kc)  # kube-scheduler stats the file
     cfg = tmp_path / name
@@ -167,7 +161,7 @@ def test_node_declared_features_gate_off_writes_what_kube_writes(body: str, prev
     profile but keeps an explicit entry; ksched writes the same bytes. The gate is GA and locked in 1.37, so this
     is kube-scheduler 1.36.3 against ksched emulating 1.36."""
     kc = tmp_path / "kubeconfig"
-    kc.write_text(KUBECONFIG)
+    kc.write_text(DUMMY_KUBECONFIG)
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
                    f"clientConnection: {{kubeconfig: {kc}}}\n" + body)

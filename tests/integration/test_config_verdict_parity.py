@@ -18,17 +18,12 @@ from typing import Any
 import pytest
 import yaml
 
+from scheduler_runtime.testing.kube import DUMMY_KUBECONFIG
+
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = sorted((ROOT / "tests/data/configs").glob("*.yaml"))
 OUT_OF_TREE = ("MyPreFilter", "NetworkTraffic", "NodeCRDResourceFit", "Coscheduling")
-KUBECONFIG = """apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: unused}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-"""
 RUNNING = "still running"
 
 #: file -> (why ksched's verdict differs, None) or (why ksched's wording differs, what kube-scheduler prints)
@@ -93,7 +88,7 @@ def _run_kube(binary: Path, path: Path, work: Path) -> tuple[int | str, str]:
 @pytest.fixture(scope="module")
 def kube_verdicts(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, str]]:
     work = tmp_path_factory.mktemp("verdicts")
-    (work / "kubeconfig").write_text(KUBECONFIG)
+    (work / "kubeconfig").write_text(DUMMY_KUBECONFIG)
     binary = control_plane.bin_dir / "kube-scheduler"
     files = [p for p in CORPUS if _judgeable(p)]
     with ThreadPoolExecutor(8) as pool:

@@ -26,17 +26,11 @@ import yaml
 from scheduler_runtime.errors import UsageError
 from scheduler_runtime.featuregates import gate_specs, parse_feature_gates
 from scheduler_runtime.options.flags import emulated_and_min_compat, parse
+from scheduler_runtime.testing.kube import DUMMY_KUBECONFIG
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 KSCHED = Path(sys.executable).parent / "ksched"
-KUBECONFIG = """apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: unused}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-"""
 MULTI_PROFILE = """apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 profiles:
@@ -69,7 +63,7 @@ _KUBE_ERR = re.compile(r'"command failed" err="(.*)"$')
 
 def _cfg(tmp_path: Path, text: str) -> Path:
     kc = tmp_path / "kubeconfig"
-    kc.write_text(KUBECONFIG)
+    kc.write_text(DUMMY_KUBECONFIG)
     doc = yaml.safe_load(text)
     doc.setdefault("clientConnection", {})["kubeconfig"] = str(kc)  # kube-scheduler stats the file
     cfg = tmp_path / "cfg.yaml"

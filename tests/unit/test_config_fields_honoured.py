@@ -14,14 +14,8 @@ from scheduler_runtime.cluster.memory import MemoryCluster
 from scheduler_runtime.config import load_config
 from scheduler_runtime.plugins.registry import build_registry
 from scheduler_runtime.scheduler import Scheduler
+from scheduler_runtime.testing.kube import DUMMY_KUBECONFIG
 
-KUBECONFIG = """apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: unused}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-"""
 HEAD = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
 
 
@@ -65,7 +59,7 @@ def _profile(plugin: str, args: dict) -> dict:
 
 def test_leader_election_and_client_connection_reach_the_runner(tmp_path: Path) -> None:
     kc = tmp_path / "kubeconfig"
-    kc.write_text(KUBECONFIG)
+    kc.write_text(DUMMY_KUBECONFIG)
     cfg = _config(tmp_path, {
         "leaderElection": {"leaderElect": True, "leaseDuration": "30s", "renewDeadline": "20s", "retryPeriod": "4s",
                            "resourceName": "my-lock", "resourceNamespace": "my-ns"},

@@ -26,20 +26,13 @@ from scheduler_runtime.options.resolve import JsonLogFormatter, leader_overrides
 from scheduler_runtime.plugins.registry import build_registry
 from scheduler_runtime.server.endpoints import Endpoints
 from scheduler_runtime.server.serving import SecureServer, ServingOptions
-
-KUBECONFIG = """apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: unused}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-"""
+from scheduler_runtime.testing.kube import DUMMY_KUBECONFIG
 
 
 @pytest.fixture
 def kubeconfig(tmp_path: Path) -> str:
     p = tmp_path / "kubeconfig"
-    p.write_text(KUBECONFIG)
+    p.write_text(DUMMY_KUBECONFIG)
     return str(p)
 
 
