@@ -111,9 +111,10 @@ def wait_decision(client: Any, ns: str, name: str, timeout: float = 60.0,
 
 @contextmanager
 def ksched_runner(config: str | Path, kubeconfig: str | Path, seed: int = 1,
-                  feature_gates: dict[str, bool] | None = None) -> Iterator[Any]:
+                  feature_gates: dict[str, bool] | None = None, batch_rescore: bool | None = None) -> Iterator[Any]:
     """ksched's scheduler (the Runner `ksched run` uses) with `config` against the API server of `kubeconfig`,
-    in a thread for the `with` block; stopped and joined after it."""
+    in a thread for the `with` block; stopped and joined after it. `batch_rescore`, when given, makes every
+    profile's opportunistic batching rescore (as 1.37) or flush (as 1.36) whatever the emulated minor."""
     import threading
 
     from ..app import Runner, RunOptions
@@ -124,6 +125,9 @@ def ksched_runner(config: str | Path, kubeconfig: str | Path, seed: int = 1,
     runner = Runner(load_config(Path(config), reg, feature_gates=feature_gates), reg, RunOptions(
         kubeconfig=str(kubeconfig), secure_port=0, leader_overrides={"leader_elect": False}, seed=seed,
         feature_gates=dict(feature_gates or {})))
+    if batch_rescore is not None:
+        for fw in runner.scheduler.frameworks.values():
+            fw.batch.rescore = batch_rescore
     t = threading.Thread(target=runner.run, daemon=True)
     t.start()
     try:

@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import socket
 import ssl
-import threading
 import urllib.request
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +19,8 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from scheduler_runtime.app import Runner, RunOptions
 from scheduler_runtime.cluster.kube import KubeClient, load_connection
-from scheduler_runtime.config import load_config
-from scheduler_runtime.plugins.registry import build_registry
-from scheduler_runtime.testing.kube import create_node, kube_scheduler, wait_decision, wait_for
+from scheduler_runtime.testing.kube import create_node, ksched_runner, kube_scheduler, wait_decision, wait_for
 
 pytestmark = pytest.mark.integration
 N = 8
@@ -93,23 +87,6 @@ def _run(admin: KubeClient, ns: str, pods: list[dict[str, Any]]) -> dict[str, st
     return {p["metadata"]["name"].split("-", 1)[1]: wait_decision(admin, ns, p["metadata"]["name"])[1] for p in pods}
 
 
-@contextmanager
-def _ksched(config: Path, kubeconfig: Path, minor: int) -> Iterator[Any]:
-    """ksched's Runner (as `ksched run`) following kube-scheduler `minor`'s batching, in a thread."""
-    reg = build_registry([])
-    runner = Runner(load_config(config, reg), reg, RunOptions(
-        kubeconfig=str(kubeconfig), secure_port=0, leader_overrides={"leader_elect": False}, seed=1))
-    for fw in runner.scheduler.frameworks.values():
-        fw.batch.rescore = minor >= 37
-    t = threading.Thread(target=runner.run, daemon=True)
-    t.start()
-    try:
-        yield runner
-    finally:
-        runner.stop()
-        t.join(30)
-
-
 def _kube_bin(control_plane: Any, minor: int, prev_kube_scheduler: Path) -> tuple[Path, tuple[str, ...]]:
     """kube-scheduler of that minor: the control plane's own (the pinned 1.37) or the previous minor's."""
     if minor == 37:
@@ -158,7 +135,7 @@ def test_batched_placements_and_counters_match_kube_scheduler(workload: str, pro
             admin.call("POST", f"/api/v1/namespaces/{namespace}/pods", body=p)
         ours_cfg = tmp_path / "ksched.yaml"
         ours_cfg.write_text(CONFIG.format(client="", name=ours_name) + extra)
-        with _ksched(ours_cfg, cp.kubeconfig_path, minor) as runner:
+        with ksched_runner(ours_cfg, cp.kubeconfig_path, batch_rescore=minor >= 37) as runner:
             ours = _run(admin, namespace, ours_pods)
             ours_counts = _batch_counts(generate_latest(runner.metrics.registry).decode(), ours_name)
     finally:
