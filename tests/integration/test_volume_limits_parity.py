@@ -8,18 +8,14 @@ the same message from both schedulers.
 
 from __future__ import annotations
 
-import threading
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from scheduler_runtime.app import Runner, RunOptions
 from scheduler_runtime.cluster.kube import KubeClient, load_connection
-from scheduler_runtime.config import load_config
-from scheduler_runtime.plugins.registry import build_registry
-from scheduler_runtime.testing.kube import create_node, kube_scheduler, scheduler_config, wait_decision
+from scheduler_runtime.testing.kube import create_node, ksched_runner, kube_scheduler, scheduler_config, wait_decision
 
 pytestmark = pytest.mark.integration
 KUBE, OURS = "nvl-kube-scheduler", "nvl-ksched"
@@ -63,23 +59,14 @@ def test_migrated_inline_volumes_and_volume_attachments_match_kube_scheduler(con
     cfg.write_text(scheduler_config(KUBE, control_plane.kubeconfig_path))
     ours_cfg = tmp_path / "ours.yaml"
     ours_cfg.write_text(scheduler_config(OURS))
-    reg = build_registry([])
-    runner = Runner(load_config(ours_cfg, reg), reg, RunOptions(
-        kubeconfig=str(control_plane.kubeconfig_path), secure_port=0, leader_overrides={"leader_elect": False},
-        seed=1))
-    t = threading.Thread(target=runner.run, daemon=True)
-    t.start()
     got: dict[str, Any] = {}
-    try:
+    with ksched_runner(ours_cfg, control_plane.kubeconfig_path):
         with kube_scheduler(control_plane.bin_dir, cfg, tmp_path / "kube-scheduler.log"):
             for who, sched in (("kube", KUBE), ("ours", OURS)):
                 for i, vol in enumerate(("vol-0a", "aws://us-east-1a/vol-0b")):
                     name = f"{who}-{i}"
                     c.call("POST", f"/api/v1/namespaces/{ns}/pods", body=_pod(name, sched, groups[who], vol))
                     got[name] = wait_decision(c, ns, name, need_message=True)
-    finally:
-        runner.stop()
-        t.join(30)
     assert got["kube-0"] == ("bound", free["kube"])
     assert got["ours-0"] == ("bound", free["ours"])
     assert got["kube-1"][0] == "pending" and "2 node(s) exceed max volume count" in got["kube-1"][1]

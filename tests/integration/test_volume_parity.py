@@ -4,17 +4,13 @@ stays pending with the same reason."""
 
 from __future__ import annotations
 
-import threading
 import uuid
 from pathlib import Path
 
 import pytest
 
-from scheduler_runtime.app import Runner, RunOptions
 from scheduler_runtime.cluster.kube import KubeClient, load_connection
-from scheduler_runtime.config import load_config
-from scheduler_runtime.plugins.registry import build_registry
-from scheduler_runtime.testing.kube import create_node, kube_scheduler, scheduler_config, wait_decision
+from scheduler_runtime.testing.kube import create_node, ksched_runner, kube_scheduler, scheduler_config, wait_decision
 
 pytestmark = pytest.mark.integration
 KUBE, OURS = "vol-kube-scheduler", "vol-ksched"
@@ -65,13 +61,7 @@ def test_bound_pv_affinity_and_unbound_immediate_claim_match_kube_scheduler(cont
     cfg.write_text(scheduler_config(KUBE, control_plane.kubeconfig_path))
     ours_cfg = tmp_path / "ours.yaml"
     ours_cfg.write_text(scheduler_config(OURS))
-    reg = build_registry([])
-    runner = Runner(load_config(ours_cfg, reg), reg, RunOptions(
-        kubeconfig=str(control_plane.kubeconfig_path), secure_port=0, leader_overrides={"leader_elect": False},
-        seed=1))
-    t = threading.Thread(target=runner.run, daemon=True)
-    t.start()
-    try:
+    with ksched_runner(ours_cfg, control_plane.kubeconfig_path):
         with kube_scheduler(control_plane.bin_dir, cfg, tmp_path / "kube-scheduler.log"):
             got = {}
             for who, sched in (("kube", KUBE), ("ours", OURS)):
@@ -79,9 +69,6 @@ def test_bound_pv_affinity_and_unbound_immediate_claim_match_kube_scheduler(cont
                     name = f"{who}-{claim}"
                     c.call("POST", f"/api/v1/namespaces/{ns}/pods", body=_pod(ns, name, sched, claim, group))
                     got[name] = wait_decision(c, ns, name, need_message=True)
-    finally:
-        runner.stop()
-        t.join(30)
     assert got["kube-bound"] == ("bound", nodes[1])
     assert got["ours-bound"] == got["kube-bound"]
     assert got["kube-unbound"][0] == "pending"
