@@ -110,13 +110,20 @@ def _view(c: KubeClient, ns: str, name: str, who: str, ctx: dict[str, Any]) -> A
     }
 
 
-def test_extended_resources_are_allocated_like_kube_scheduler(control_plane, namespace, tmp_path: Path):
+def _prepare(control_plane: Any, namespace: str, tmp_path: Path
+             ) -> tuple[KubeClient, str, dict[str, dict[str, Any]], Path, Path]:
+    """Each test's start: a client, both schedulers' own devices (`_setup`) and their two config files."""
     c = KubeClient(load_connection(str(control_plane.kubeconfig_path)))
-    ns, group = namespace, uuid.uuid4().hex[:6]
+    group = uuid.uuid4().hex[:6]
     ctx = {who: _setup(c, who, group) for who in ("kube", "ours")}
     cfg, ours_cfg = tmp_path / "kube.yaml", tmp_path / "ours.yaml"
     cfg.write_text(scheduler_config(KUBE, control_plane.kubeconfig_path))
     ours_cfg.write_text(scheduler_config(OURS))
+    return c, namespace, ctx, cfg, ours_cfg
+
+
+def test_extended_resources_are_allocated_like_kube_scheduler(control_plane, namespace, tmp_path: Path):
+    c, ns, ctx, cfg, ours_cfg = _prepare(control_plane, namespace, tmp_path)
     # each step has one feasible node: two devices (n0), the implicit name that no device plugin offers (n1),
     # the device plugin (n2), nothing left
     steps = ["two", "mixed", "dp", "more"]
@@ -179,12 +186,7 @@ def test_a_burst_of_pods_never_shares_a_device(control_plane, namespace, tmp_pat
     must each see the devices the previous ones took (in flight, then written, then in the informer), so four
     are bound (two devices on n0, one on n1, the device plugin's on n2), each with its own device, and one waits;
     as with kube-scheduler."""
-    c = KubeClient(load_connection(str(control_plane.kubeconfig_path)))
-    ns, group = namespace, uuid.uuid4().hex[:6]
-    ctx = {who: _setup(c, who, group) for who in ("kube", "ours")}
-    cfg, ours_cfg = tmp_path / "kube.yaml", tmp_path / "ours.yaml"
-    cfg.write_text(scheduler_config(KUBE, control_plane.kubeconfig_path))
-    ours_cfg.write_text(scheduler_config(OURS))
+    c, ns, ctx, cfg, ours_cfg = _prepare(control_plane, namespace, tmp_path)
     port = _free_port()
     with kube_scheduler(control_plane.bin_dir, cfg, tmp_path / "kube-scheduler.log",
                         args=(f"--secure-port={port}", "--bind-address=127.0.0.1",
@@ -241,12 +243,7 @@ def test_with_the_feature_gate_off_no_class_backs_an_extended_resource(control_p
     node fits, and no claim is created."""
     from scheduler_runtime.featuregates import parse_feature_gates
 
-    c = KubeClient(load_connection(str(control_plane.kubeconfig_path)))
-    ns, group = namespace, uuid.uuid4().hex[:6]
-    ctx = {who: _setup(c, who, group) for who in ("kube", "ours")}
-    cfg, ours_cfg = tmp_path / "kube.yaml", tmp_path / "ours.yaml"
-    cfg.write_text(scheduler_config(KUBE, control_plane.kubeconfig_path))
-    ours_cfg.write_text(scheduler_config(OURS))
+    c, ns, ctx, cfg, ours_cfg = _prepare(control_plane, namespace, tmp_path)
     with kube_scheduler(prev_kube_scheduler.parent, cfg, tmp_path / "kube-scheduler.log",
                         args=("--feature-gates=DRAExtendedResource=false",)), \
             ksched_runner(ours_cfg, control_plane.kubeconfig_path,
