@@ -46,6 +46,17 @@ def create_node(client: Any, name: str, *, cpu: str = "8", memory: str = "32Gi",
                 content_type="application/merge-patch+json")
 
 
+def create_capacity_storage_class(client: Any, driver: str, name: str) -> None:
+    """A CSIDriver `driver` that publishes storage capacity, and a WaitForFirstConsumer StorageClass `name`
+    it provisions (no CSI driver runs: tests post the CSIStorageCapacity objects themselves)."""
+    client.call("POST", "/apis/storage.k8s.io/v1/csidrivers", body={
+        "apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": driver},
+        "spec": {"storageCapacity": True, "attachRequired": False}})
+    client.call("POST", "/apis/storage.k8s.io/v1/storageclasses", body={
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+        "provisioner": driver, "volumeBindingMode": "WaitForFirstConsumer"})
+
+
 def put_node(client: Any, node: dict[str, Any]) -> dict[str, Any]:
     """Create `node` as written and return it as stored: the not-ready taint kube-apiserver's admission adds
     (no node controller lifts it on a test control plane) is replaced by the node's own taints."""

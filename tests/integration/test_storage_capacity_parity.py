@@ -20,7 +20,13 @@ from scheduler_runtime.app import Runner, RunOptions
 from scheduler_runtime.cluster.kube import KubeClient, load_connection
 from scheduler_runtime.config import load_config
 from scheduler_runtime.plugins.registry import build_registry
-from scheduler_runtime.testing.kube import create_node, kube_scheduler, scheduler_config, wait_decision
+from scheduler_runtime.testing.kube import (
+    create_capacity_storage_class,
+    create_node,
+    kube_scheduler,
+    scheduler_config,
+    wait_decision,
+)
 
 pytestmark = pytest.mark.integration
 KUBE, OURS = "cap-kube-scheduler", "cap-ksched"
@@ -57,12 +63,7 @@ def test_storage_capacity_filter_and_scoring_match_kube_scheduler(control_plane,
     nodes = {f"cap-{group}-big": "100Gi", f"cap-{group}-half": "50Gi", f"cap-{group}-tiny": "5Gi"}
     for n in nodes:
         create_node(c, n, labels={"cap-group": group, "cap-node": n})
-    c.call("POST", "/apis/storage.k8s.io/v1/csidrivers", body={
-        "apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": driver},
-        "spec": {"storageCapacity": True, "attachRequired": False}})
-    c.call("POST", "/apis/storage.k8s.io/v1/storageclasses", body={
-        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": sc},
-        "provisioner": driver, "volumeBindingMode": "WaitForFirstConsumer"})
+    create_capacity_storage_class(c, driver, sc)
     for n, size in nodes.items():
         c.call("POST", f"/apis/storage.k8s.io/v1/namespaces/{ns}/csistoragecapacities", body={
             "apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity", "metadata": {"name": n},

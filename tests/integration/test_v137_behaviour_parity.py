@@ -24,7 +24,14 @@ from scheduler_runtime.config import load_config
 from scheduler_runtime.controlplane import ControlPlane, ControlPlaneUnavailable
 from scheduler_runtime.errors import KschedError
 from scheduler_runtime.plugins.registry import build_registry
-from scheduler_runtime.testing.kube import create_node, kube_scheduler, scheduler_config, wait_decision, wait_for
+from scheduler_runtime.testing.kube import (
+    create_capacity_storage_class,
+    create_node,
+    kube_scheduler,
+    scheduler_config,
+    wait_decision,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 KUBE, OURS = "v137-kube-scheduler", "v137-ksched"
@@ -154,12 +161,7 @@ def test_storage_capacity_scoring_is_on_in_kube_scheduler_137(cp137: ControlPlan
     ns, group = f"t-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex[:8]
     c.call("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     driver, sc = f"cap-{group}.csi.example.com", f"cap-{group}"
-    c.call("POST", "/apis/storage.k8s.io/v1/csidrivers", body={
-        "apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": driver},
-        "spec": {"storageCapacity": True, "attachRequired": False}})
-    c.call("POST", "/apis/storage.k8s.io/v1/storageclasses", body={
-        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": sc},
-        "provisioner": driver, "volumeBindingMode": "WaitForFirstConsumer"})
+    create_capacity_storage_class(c, driver, sc)
     nodes: dict[str, dict[str, str]] = {}
     for who in ("kube", "ours"):
         nodes[who] = {f"cap-{who}-{group}-{k}": size for k, size in (("big", "100Gi"), ("half", "50Gi"))}
