@@ -57,6 +57,28 @@ def create_capacity_storage_class(client: Any, driver: str, name: str) -> None:
         "provisioner": driver, "volumeBindingMode": "WaitForFirstConsumer"})
 
 
+def create_dra_nodes_and_class(client: Any, prefix: str, who: str, group: str) -> tuple[str, str, list[str]]:
+    """One scheduler's DRA corner of a parity run: two nodes `<prefix>-<who>-<group>-<i>` labelled
+    dra-group=<who>-<group> and a DeviceClass selecting that corner's own driver; (driver, class, nodes)."""
+    driver = f"{who}-{group}.example.com"
+    cls = f"gpu-{who}-{group}"
+    nodes = [f"{prefix}-{who}-{group}-{i}" for i in range(2)]
+    for n in nodes:
+        create_node(client, n, labels={"dra-group": f"{who}-{group}"})
+    client.call("POST", "/apis/resource.k8s.io/v1/deviceclasses", body={
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": cls},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}})
+    return driver, cls, nodes
+
+
+def create_resource_slice(client: Any, driver: str, node: str, devices: list[dict[str, Any]]) -> None:
+    """The single ResourceSlice of `node`'s pool (named after the node) publishing `devices`."""
+    client.call("POST", "/apis/resource.k8s.io/v1/resourceslices", body={
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-slice"},
+        "spec": {"driver": driver, "nodeName": node,
+                 "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": devices}})
+
+
 def put_node(client: Any, node: dict[str, Any]) -> dict[str, Any]:
     """Create `node` as written and return it as stored: the not-ready taint kube-apiserver's admission adds
     (no node controller lifts it on a test control plane) is replaced by the node's own taints."""

@@ -17,7 +17,14 @@ import pytest
 
 from scheduler_runtime.cluster.kube import KubeClient, load_connection
 from scheduler_runtime.quantity import parse_quantity
-from scheduler_runtime.testing.kube import create_node, ksched_runner, kube_scheduler, scheduler_config, wait_decision
+from scheduler_runtime.testing.kube import (
+    create_dra_nodes_and_class,
+    create_resource_slice,
+    ksched_runner,
+    kube_scheduler,
+    scheduler_config,
+    wait_decision,
+)
 
 pytestmark = pytest.mark.integration
 KUBE, OURS = "dra-cc-kube-scheduler", "dra-cc-ksched"
@@ -28,23 +35,13 @@ STEPS = [("a-3gi", "a", "3Gi"), ("a-default", "a", None), ("a-4gi", "a", "4Gi"),
 
 
 def _setup(c: KubeClient, who: str, group: str, ns: str) -> dict[str, Any]:
-    driver = f"{who}-{group}.example.com"
-    cls = f"gpu-{who}-{group}"
-    nodes = [f"dra-cc-{who}-{group}-{i}" for i in range(2)]
-    for n in nodes:
-        create_node(c, n, labels={"dra-group": f"{who}-{group}"})
-    c.call("POST", f"{RES}/deviceclasses", body={
-        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": cls},
-        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}})
+    driver, cls, nodes = create_dra_nodes_and_class(c, "dra-cc", who, group)
     policy = {"default": "2Gi", "validRange": {"min": "2Gi", "step": "2Gi", "max": "8Gi"}}
     for node, model, memory in ((nodes[0], "a", {"value": "8Gi", "requestPolicy": policy}),
                                 (nodes[1], "b", {"value": "4Gi"})):
-        c.call("POST", f"{RES}/resourceslices", body={
-            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-slice"},
-            "spec": {"driver": driver, "nodeName": node,
-                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-                     "devices": [{"name": "gpu-0", "allowMultipleAllocations": True,
-                                  "attributes": {"model": {"string": model}}, "capacity": {"memory": memory}}]}})
+        create_resource_slice(c, driver, node, [{"name": "gpu-0", "allowMultipleAllocations": True,
+                                                 "attributes": {"model": {"string": model}},
+                                                 "capacity": {"memory": memory}}])
     for name, model, memory in STEPS:
         body: dict[str, Any] = {"deviceClassName": cls, "selectors": [
             {"cel": {"expression": f'device.attributes["{driver}"].model == "{model}"'}}]}

@@ -16,7 +16,14 @@ from typing import Any
 import pytest
 
 from scheduler_runtime.cluster.kube import DRA_PERMISSIONS, KubeClient, load_connection
-from scheduler_runtime.testing.kube import create_node, ksched_runner, kube_scheduler, scheduler_config, wait_decision
+from scheduler_runtime.testing.kube import (
+    create_dra_nodes_and_class,
+    create_resource_slice,
+    ksched_runner,
+    kube_scheduler,
+    scheduler_config,
+    wait_decision,
+)
 
 pytestmark = pytest.mark.integration
 KUBE, OURS = "dra-kube-scheduler", "dra-ksched"
@@ -25,25 +32,14 @@ RES = "/apis/resource.k8s.io/v1"
 
 def _setup(c: KubeClient, who: str, group: str, ns: str) -> dict[str, Any]:
     """Two nodes (two A100 on n0, one T4 on n1) behind a class and driver of this scheduler's own."""
-    driver = f"{who}-{group}.example.com"
-    cls = f"gpu-{who}-{group}"
-    nodes = [f"dra-{who}-{group}-{i}" for i in range(2)]
-    for n in nodes:
-        create_node(c, n, labels={"dra-group": f"{who}-{group}"})
-    c.call("POST", f"{RES}/deviceclasses", body={
-        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": cls},
-        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}})
+    driver, cls, nodes = create_dra_nodes_and_class(c, "dra", who, group)
 
     def dev(name: str, model: str, mem: str) -> dict[str, Any]:
         return {"name": name, "attributes": {"model": {"string": model}}, "capacity": {"memory": {"value": mem}}}
 
     for node, devices in ((nodes[0], [dev("gpu-0", "a100", "80Gi"), dev("gpu-1", "a100", "80Gi")]),
                           (nodes[1], [dev("gpu-0", "t4", "16Gi")])):
-        c.call("POST", f"{RES}/resourceslices", body={
-            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-slice"},
-            "spec": {"driver": driver, "nodeName": node, "pool": {"name": node, "generation": 1,
-                                                                  "resourceSliceCount": 1},
-                     "devices": devices}})
+        create_resource_slice(c, driver, node, devices)
 
     def claim(name: str, requests: list[dict[str, Any]]) -> None:
         c.call("POST", f"{RES}/namespaces/{ns}/resourceclaims", body={
