@@ -229,10 +229,7 @@ class NodeResourcesFit(Plugin):
     def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
         """Opportunistic batching: the pod's requests, containers, init containers and overhead (kube's
         SignPod); a pod requesting an extended resource a DeviceClass backs is not signed."""
-        unsignable = _dra_unsignable(self._dra_handle(), pod)
-        if unsignable is not None:
-            return unsignable
-        return [SignFragment(signers.RESOURCES, signers.resources(pod))]
+        return _sign_resources(self._dra_handle(), pod)
 
     def __init__(self, args: NodeResourcesFitArgs | None = None, handle: Handle | None = None) -> None:
         super().__init__(args or NodeResourcesFitArgs(), handle)
@@ -487,15 +484,15 @@ def dra_columns(handle: Handle | None, scorer: DraScorer, name: str, snapshot: S
     return alloc, req
 
 
-def _dra_unsignable(handle: Handle | None, pod: Pod) -> Status | None:
-    """SignPod with DRAExtendedResource: a requested resource some DeviceClass backs may be allocated from
-    devices, which a signature does not capture."""
-    if handle is None or getattr(handle, "cluster", None) is None or not any("/" in n for n in pod.requests):
-        return None
-    mapping = DraManager.for_handle(handle).resolver.mapping()
-    if any(v and n in mapping and is_dra_extended_name(n) for n, v in pod.requests.items()):
-        return Status.unschedulable("signature disabled when dra extended resources are used in the cluster")
-    return None
+def _sign_resources(handle: Handle | None, pod: Pod) -> list[SignFragment] | Status:
+    """Both resource plugins' SignPod: the pod's resources; with DRAExtendedResource (`handle` set) a pod
+    requesting a resource some DeviceClass backs is not signed, as it may be allocated from devices, which a
+    signature does not capture."""
+    if handle is not None and getattr(handle, "cluster", None) is not None and any("/" in n for n in pod.requests):
+        mapping = DraManager.for_handle(handle).resolver.mapping()
+        if any(v and n in mapping and is_dra_extended_name(n) for n, v in pod.requests.items()):
+            return Status.unschedulable("signature disabled when dra extended resources are used in the cluster")
+    return [SignFragment(signers.RESOURCES, signers.resources(pod))]
 
 
 def _after_device_class_change(pod: Pod, old: object, new: object) -> int:
@@ -527,10 +524,7 @@ class NodeResourcesBalancedAllocation(Plugin):
     def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
         """Opportunistic batching: the pod's requests, containers, init containers and overhead (kube's
         SignPod); a pod requesting an extended resource a DeviceClass backs is not signed."""
-        unsignable = _dra_unsignable(self._dra_handle(), pod)
-        if unsignable is not None:
-            return unsignable
-        return [SignFragment(signers.RESOURCES, signers.resources(pod))]
+        return _sign_resources(self._dra_handle(), pod)
 
     def __init__(self, args: NodeResourcesBalancedAllocationArgs | None = None, handle: Handle | None = None) -> None:
         super().__init__(args or NodeResourcesBalancedAllocationArgs(), handle)
