@@ -146,21 +146,14 @@ def decode_expr(buf: bytes) -> Node:
         elif num == 4:
             node.kind = "ident"
             node.value = next((x.decode() for n, _, x in fields(v) if n == 1), "")
-        elif num == 5:
-            node.kind = "select"
+        elif num in (5, 6):  # Select{operand, field, test_only} / Call{target, function, args}
+            node.kind = "select" if num == 5 else "call"
             for n, _, x in fields(v):
                 if n == 1:
                     node.operand = decode_expr(x)
                 elif n == 2:
                     node.value = x.decode()
-        elif num == 6:
-            node.kind = "call"
-            for n, _, x in fields(v):
-                if n == 1:
-                    node.operand = decode_expr(x)
-                elif n == 2:
-                    node.value = x.decode()
-                elif n == 3:
+                elif n == 3 and num == 6:
                     node.args.append(decode_expr(x))
         elif num == 7:
             node.kind = "list"
