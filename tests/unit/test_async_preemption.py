@@ -84,6 +84,8 @@ def test_async_preemption_holds_the_preemptor_until_the_victims_are_gone() -> No
     text = _text(metrics)
     assert 'scheduler_preemption_goroutines_execution_total{result="success"} 1.0' in text
     assert 'scheduler_preemption_goroutines_duration_seconds_count{result="success"} 1.0' in text
+    # kube's buckets: ExponentialBuckets(0.01, 2, 20)
+    assert 'scheduler_preemption_goroutines_duration_seconds_bucket{le="5242.88",result="success"} 1.0' in text
     s.stop()
 
 
