@@ -107,6 +107,12 @@ class SchedulingQueue:
         qpi.gated = False
         self._push_active(qpi, event)
 
+    def _pre_enqueue_passes(self, qpi: QueuedPodInfo) -> bool:
+        """kube's moveToActiveQ runs PreEnqueue on an unschedulable pod an event moves: a pod it rejects (a
+        preemptor whose asynchronous preemption is in flight) stays in the unschedulable pool."""
+        st = self._pre_enqueue(qpi.pod)
+        return st is None or st.is_success()
+
     def _push_active(self, qpi: QueuedPodInfo, event: str) -> None:
         if qpi.initial_attempt_timestamp is None:
             qpi.initial_attempt_timestamp = self.clock()
@@ -308,6 +314,8 @@ class SchedulingQueue:
                         d = self._hint(qpi, ev, old, new)
                         if d is not None:
                             decision = d if decision != "immediate" else decision
+                if decision is not None and not self._pre_enqueue_passes(qpi):
+                    decision = None
                 if decision == "immediate":
                     self._push_active(qpi, "ScheduleAttemptFailure")
                 elif decision == "backoff":
@@ -402,7 +410,7 @@ class SchedulingQueue:
                 if precheck is not None and not precheck(qpi.pod):
                     continue
                 d = self._hint(qpi, ev, old, new)
-                if d is None:
+                if d is None or not self._pre_enqueue_passes(qpi):
                     continue
                 self._unpark(uid)
                 if d == "immediate":

@@ -129,3 +129,40 @@ def test_failed_deletion_releases_and_activates_the_preemptor() -> None:
     assert 'scheduler_preemption_goroutines_execution_total{result="error"} 1.0' in text
     assert 'scheduler_preemption_goroutines_execution_total{result="success"} 1.0' in text
     s.stop()
+
+
+def test_async_preemption_on_the_binding_workers() -> None:
+    """As `ksched run` schedules (asynchronous binding): the deletions run on the binding workers."""
+    import threading
+
+    m, s = _scheduler([], bind_async=True, bind_workers=2)
+    threads: list[str] = []
+    m.before_delete = lambda victim: threads.append(threading.current_thread().name)
+    m.create(_pod("urgent", "2", 100))
+    for _ in range(50):
+        s.run(until_idle=True)
+        if (m.get_pod("ns", "urgent") or {}).get("spec", {}).get("nodeName"):
+            break
+        threading.Event().wait(0.05)
+    assert sorted(m.deleted) == ["ns/v1", "ns/v2"]
+    assert threads and all(t.startswith("bind-") for t in threads)
+    assert m.get_pod("ns", "urgent")["spec"]["nodeName"] == "a"
+    s.stop()
+
+
+def test_an_event_does_not_move_the_preemptor_while_its_preemption_is_in_flight() -> None:
+    m, s = _scheduler([])
+    handle = s.frameworks["default-scheduler"].handle
+    pending: list[Any] = []
+    handle.run_in_background = pending.append  # the API calls have not run yet
+    urgent = Pod.from_dict(m.create(_pod("urgent", "2", 100)))
+    s.run(until_idle=True)
+    assert len(pending) == 1 and s.queue.where(urgent.uid) == "unschedulable"
+    # a victim goes away on its own: NodeResourcesFit would requeue the pod, PreEnqueue keeps it back
+    m.delete("pods", "v1", "ns")
+    s.run(until_idle=True)
+    assert s.queue.where(urgent.uid) == "unschedulable" and len(pending) == 1  # no second preemption
+    pending.pop()()  # the API calls run: the last victim's deletion moves the preemptor
+    s.run(until_idle=True)
+    assert m.get_pod("ns", "urgent")["spec"]["nodeName"] == "a"
+    s.stop()
