@@ -270,7 +270,12 @@ class DefaultPreemption(Plugin):
             if not ok:  # no deletion event may come: without this the preemptor could stay unschedulable
                 self.handle.activate([pod])
 
-        self.handle.run_in_background(run)
+        try:
+            self.handle.run_in_background(run)
+        except Exception:  # the workers are shut down: nothing will release the preemptor
+            with self._lock:
+                self._preempting.discard(pod.uid)
+            raise
 
     # ---------------------------------------------------------------- dry run
     def _pdbs(self) -> list[PodDisruptionBudget]:
