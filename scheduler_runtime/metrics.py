@@ -82,6 +82,14 @@ class SchedulerMetrics:
         self.preemption_victims = Histogram(
             "scheduler_preemption_victims", "Number of selected preemption victims", buckets=_exp(1, 2, 7),
             registry=r)
+        # kube's async preemption (SchedulerAsyncPreemption): the background API calls of each preemption
+        self.preemption_goroutines_duration = Histogram(
+            "scheduler_preemption_goroutines_duration_seconds",
+            "Duration in seconds for running goroutines for the preemption.", ["result"],
+            buckets=_exp(0.01, 2, 20), registry=r)
+        self.preemption_goroutines_total = Counter(
+            "scheduler_preemption_goroutines_execution", "Number of preemption goroutines executed.",
+            ["result"], registry=r)
         self.event_handling = Histogram(
             "scheduler_event_handling_duration_seconds", "Event handling latency in seconds.", ["event"],
             buckets=_exp(0.0001, 2, 12), registry=r)
@@ -189,6 +197,11 @@ class SchedulerMetrics:
             self.preemption_attempts.inc()
         if victims:
             self.preemption_victims.observe(victims)
+
+    def preemption_goroutine(self, result: str, seconds: float) -> None:
+        """One background preemption finished ("success" or "error")."""
+        self.preemption_goroutines_duration.labels(result).observe(seconds)
+        self.preemption_goroutines_total.labels(result).inc()
 
     def event_handled(self, resource: str, action: str, old: dict | None, new: dict | None, seconds: float,
                       profiles: Any = ()) -> None:

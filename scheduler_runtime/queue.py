@@ -76,6 +76,8 @@ class SchedulingQueue:
         self._unschedulable: dict[str, QueuedPodInfo] = {}  # unschedulable and gated pods, kept by _park
         self._where: dict[str, tuple[str, Any]] = {}  # uid -> (queue, entry/qpi)
         self._in_flight: dict[str, int] = {}  # uid -> event-log position at pop
+        #: in-flight pods activated meanwhile (kube's ForceActivate in-flight event): back to activeQ when done
+        self._force_activated: set[str] = set()
         self._event_log: deque[tuple[int, ClusterEvent, Any, Any]] = deque()
         self._event_seq = 0
         self._closed = False
@@ -104,6 +106,12 @@ class SchedulingQueue:
             return
         qpi.gated = False
         self._push_active(qpi, event)
+
+    def _pre_enqueue_passes(self, qpi: QueuedPodInfo) -> bool:
+        """kube's moveToActiveQ runs PreEnqueue on an unschedulable pod an event moves: a pod it rejects (a
+        preemptor whose asynchronous preemption is in flight) stays in the unschedulable pool."""
+        st = self._pre_enqueue(qpi.pod)
+        return st is None or st.is_success()
 
     def _push_active(self, qpi: QueuedPodInfo, event: str) -> None:
         if qpi.initial_attempt_timestamp is None:
@@ -267,6 +275,7 @@ class SchedulingQueue:
     def done(self, uid: str) -> None:
         with self._cond:
             self._in_flight.pop(uid, None)
+            self._force_activated.discard(uid)
             self._prune_event_log()
 
     def _prune_event_log(self) -> None:
@@ -284,6 +293,8 @@ class SchedulingQueue:
         with self._cond:
             uid = qpi.pod.uid
             popped_at = self._in_flight.pop(uid, self._event_seq)
+            forced = uid in self._force_activated
+            self._force_activated.discard(uid)
             if uid in self._where:
                 self._prune_event_log()
                 return
@@ -297,12 +308,14 @@ class SchedulingQueue:
             else:
                 qpi.unschedulable_count += 1
                 qpi.consecutive_errors_count = 0
-                decision = None
+                decision = "immediate" if forced else None
                 for seq, ev, old, new in self._event_log:
                     if seq > popped_at:
                         d = self._hint(qpi, ev, old, new)
                         if d is not None:
                             decision = d if decision != "immediate" else decision
+                if decision is not None and not self._pre_enqueue_passes(qpi):
+                    decision = None
                 if decision == "immediate":
                     self._push_active(qpi, "ScheduleAttemptFailure")
                 elif decision == "backoff":
@@ -397,7 +410,7 @@ class SchedulingQueue:
                 if precheck is not None and not precheck(qpi.pod):
                     continue
                 d = self._hint(qpi, ev, old, new)
-                if d is None:
+                if d is None or not self._pre_enqueue_passes(qpi):
                     continue
                 self._unpark(uid)
                 if d == "immediate":
@@ -468,6 +481,9 @@ class SchedulingQueue:
         with self._cond:
             for pod in pods:
                 where = self._where.get(pod.uid)
+                if where is None and pod.uid in self._in_flight:
+                    self._force_activated.add(pod.uid)
+                    continue
                 if where is None or where[0] == ACTIVE:
                     continue
                 kind, obj = where

@@ -495,8 +495,22 @@ class SchedulingCycle:
             log.warning("could not record event for pod %s: %s", pod.key, exc)
 
     def _delete_victim(self, pod: Pod) -> None:
-        self._victims_deleted += 1
         self.cluster.delete_pod(pod, reason="preempted")
+
+    def _observe_victims(self, n: int) -> None:
+        self._victims_deleted += n
+
+    def _run_in_background(self, fn: Callable[[], None]) -> None:
+        """Async preemption's API calls: on the binding workers when binding is asynchronous, else now."""
+        if self._binders is not None:
+            self._binders.submit(fn)
+        else:
+            fn()
+
+    def _get_pod(self, namespace: str, name: str) -> Pod | None:
+        get = getattr(self.cluster, "get_pod", None)
+        raw = get(namespace, name) if get is not None else None
+        return Pod.from_dict(raw) if raw is not None else None
 
 
 def _not_leader(st: Status) -> bool:

@@ -160,6 +160,9 @@ class Scheduler(SchedulingCycle):
             fw.handle.nominated_node_names = self.queue.nominator.node_names
             fw.handle.delete_pod = self._delete_victim
             fw.handle.record_event = self._record_event
+            fw.handle.observe_victims = self._observe_victims
+            fw.handle.run_in_background = self._run_in_background
+            fw.handle.get_pod = self._get_pod
         if metrics is not None:
             self.queue.on_incoming = metrics.incoming
             self.queue.on_hint = getattr(metrics, "queueing_hint", None)

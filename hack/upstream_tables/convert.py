@@ -809,14 +809,18 @@ def select_best_candidate(c):
 
 
 def async_preenqueue(c):
-    """TestPreEnqueue (SchedulerAsyncPreemption, beta and on by default): PodGroup cases are alpha; the others
-    test PreEnqueue blocking a pod while preemption on its behalf runs asynchronously."""
+    """TestPreEnqueue (SchedulerAsyncPreemption, beta and on by default): PreEnqueue holds back a pod while
+    preemption on its behalf runs asynchronously (`preempting`: the preemptors in flight). PodGroup
+    preemptors are alpha."""
     fts = c.get("features") or {}
-    if fts.get("EnableGenericWorkload") or fts.get("EnableCompositePodGroup"):
+    if fts.get("EnableGenericWorkload") or fts.get("EnableCompositePodGroup") or fts.get(
+            "EnableWorkloadAwarePreemption"):
         return {"na": "PodGroup preemptors (GenericWorkload / CompositePodGroup: alpha, off by default)"}
-    return {"na": "NOT A GENUINE N/A: SchedulerAsyncPreemption (beta, on by default) runs preemption API calls "
-                  "asynchronously and PreEnqueue holds back the preemptor meanwhile; ksched deletes victims "
-                  "synchronously inside PostFilter and has no DefaultPreemption PreEnqueue"}
+    trigger = (c.get("podToTriggerPreemption") or {}).get("metadata") or {}
+    return {"plugin": "DefaultPreemption", "nodes": [], "pod": pod_of(c, "podToCheck"),
+            "gates": {"SchedulerAsyncPreemption": bool(fts.get("EnableAsyncPreemption"))},
+            "steps": [{"op": "preenqueue", "preempting": [trigger.get("uid")] if c.get("expectPreemption") else [],
+                       "status": status(c.get("wantStatus"))}]}
 
 
 def eligible(c):

@@ -38,6 +38,13 @@ class Handle:
         self.nominated_node_names: Callable[[], set[str]] = lambda: set()
         #: pods deleted as preemption victims go through this (graceful delete)
         self.delete_pod: Callable[[Pod], None] = lambda pod: None
+        #: preemption victims chosen (scheduler_preemption_victims), counted when PostFilter picks them
+        self.observe_victims: Callable[[int], None] = lambda n: None
+        #: runs API work off the scheduling cycle (async preemption): the scheduler's binding workers when it
+        #: binds asynchronously, else at once in the caller
+        self.run_in_background: Callable[[Callable[[], None]], None] = lambda fn: fn()
+        #: the pod as the cluster has it now (namespace, name), or None when it is gone
+        self.get_pod: Callable[[str, str], Pod | None] = lambda ns, name: None
         #: the scheduler's extenders (scheduler_runtime.extenders.ExtenderSet) or None; DefaultPreemption asks
         #: them about its candidates
         self.extenders: Any = None

@@ -11,12 +11,15 @@ and the same ordering when picking the node.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import Field, model_validator
 
+from ..featuregates import default_gates, emulated_minor
 from ..fielderrors import FieldErrorList, invalid
 from ..framework import filter_readers
 from ..framework.cycle_state import CycleState
@@ -28,6 +31,8 @@ from ..objects import Pod, PodDisruptionBudget
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 MAX_INT32 = 2**31 - 1
+ASYNC_GATE = "SchedulerAsyncPreemption"
+WAITING = "waiting for the preemption for this pod to be finished"
 
 
 class DefaultPreemptionArgs(PluginArgs):
@@ -83,6 +88,11 @@ class DefaultPreemption(Plugin):
 
     def __init__(self, args: DefaultPreemptionArgs | None = None, handle: Any = None) -> None:
         super().__init__(args or DefaultPreemptionArgs(), handle)
+        # async preemption (kube's Executor): preemptors whose API calls are in flight, and the last victim
+        # each one waits for once the others are deleted
+        self._lock = threading.Lock()
+        self._preempting: set[str] = set()
+        self._last_victim: dict[str, tuple[str, str]] = {}
 
     # ---------------------------------------------------------------- entry
     def post_filter(self, state: CycleState, pod: Pod, statuses: dict[str, Status]
@@ -150,18 +160,122 @@ class DefaultPreemption(Plugin):
             if not candidates:
                 return None, Status(Code.Unschedulable, "preemption: no candidate node for preemption")
         best = self._pick(candidates)
-        for v in best.victims:
-            self.handle.record_event(v, "Normal", "Preempted", "Preempting",
-                                     f"Preempted by pod {pod.uid} on node {best.node}")
-            self.handle.delete_pod(v)
-        from ..featuregates import emulated_minor
-
+        self.handle.observe_victims(len(best.victims))
+        if self._async_enabled():
+            self._prepare_candidate_async(best, pod)
+        else:
+            err = self._prepare_candidate(best, pod)
+            if err is not None:
+                return None, Status(Code.Error, "preemption: " + err)
         if emulated_minor(getattr(self.handle, "feature_gates", None)) in ("1.35", "1.36"):
             return PostFilterResult(best.node), Status(Code.Success)
         # kube 1.37: the FailedScheduling message of a pod that preempts ends with where it preempts
         return PostFilterResult(best.node), Status(Code.Success, f"preemption: found a potential placement for pod "
                                                                  f"on node {best.node}, preempting "
                                                                  f"{len(best.victims)} victims")
+
+    # ---------------------------------------------------------------- executing the preemption
+    def _async_enabled(self) -> bool:
+        gates = getattr(self.handle, "feature_gates", None)
+        if gates is None:
+            gates = default_gates(emulated_minor(None))
+        return bool(gates.get(ASYNC_GATE, False))
+
+    def pre_enqueue(self, pod: Pod) -> Status | None:
+        """Holds a preemptor back while the API calls of its asynchronous preemption are in flight."""
+        if not self._async_enabled() or not self._running_preemption(pod.uid):
+            return None
+        return Status(Code.UnschedulableAndUnresolvable, WAITING)
+
+    def _running_preemption(self, uid: str) -> bool:
+        """kube's IsPodRunningPreemption: in flight until the last victim is gone or terminating."""
+        with self._lock:
+            if uid not in self._preempting:
+                return False
+            last = self._last_victim.get(uid)
+        if last is None:
+            return True
+        victim = self.handle.get_pod(*last)
+        return victim is not None and not victim.deletion_timestamp
+
+    def _preempt_victim(self, node: str, pod: Pod, victim: Pod) -> None:
+        """Deletes one victim (the kube backend marks it DisruptionTarget first); raises when that fails."""
+        self.handle.delete_pod(victim)
+        self.handle.record_event(victim, "Normal", "Preempted", "Preempting",
+                                 f"Preempted by pod {pod.uid} on node {node}")
+
+    def _clear_lower_nominations(self, node: str, pod: Pod) -> bool:
+        """Lower-priority pods nominated to `node` may no longer fit there: their nominations are cleared."""
+        cluster = getattr(self.handle, "cluster", None)
+        ok = True
+        for p in self.handle.nominated_pods_for_node(node):
+            if p.priority >= pod.priority or cluster is None:
+                continue
+            try:
+                cluster.patch_pod_status(p, None, nominated_node_name="")
+            except Exception as exc:  # noqa: BLE001 - not critical, as in kube-scheduler
+                self.handle.logger.warning("cannot clear the nominatedNodeName of %s: %s", p.key, exc)
+                ok = False
+        return ok
+
+    def _prepare_candidate(self, c: Candidate, pod: Pod) -> str | None:
+        """SchedulerAsyncPreemption off: the victims are deleted inside PostFilter; a failed deletion fails
+        PostFilter (its message returned)."""
+        for v in c.victims:
+            if v.deletion_timestamp:
+                continue
+            try:
+                self._preempt_victim(c.node, pod, v)
+            except Exception as exc:  # noqa: BLE001 - kube's AsStatus(err)
+                return str(exc)
+        self._clear_lower_nominations(c.node, pod)
+        return None
+
+    def _prepare_candidate_async(self, c: Candidate, pod: Pod) -> None:
+        """kube's prepareCandidateAsync: the nomination is returned at once; clearing lower-priority
+        nominations and deleting the victims (all but the last, then the last one, which PreEnqueue watches)
+        run on the scheduler's background workers. On a failure the preemptor is activated."""
+        victims = [v for v in c.victims if not v.deletion_timestamp]
+        if not victims:
+            return
+        with self._lock:
+            self._preempting.add(pod.uid)
+
+        def run() -> None:
+            start = time.monotonic()
+            ok = self._clear_lower_nominations(c.node, pod)
+            try:
+                for v in victims[:-1]:
+                    self._preempt_victim(c.node, pod, v)
+            except Exception as exc:  # noqa: BLE001 - reported, the preemptor is retried
+                self.handle.logger.error("async preemption for %s failed: %s", pod.key, exc)
+                ok = False
+            else:
+                last = victims[-1]
+                with self._lock:
+                    self._last_victim[pod.uid] = (last.namespace, last.name)
+                try:
+                    self._preempt_victim(c.node, pod, last)
+                except Exception as exc:  # noqa: BLE001
+                    self.handle.logger.error("async preemption of the last victim for %s failed: %s",
+                                             pod.key, exc)
+                    ok = False
+            with self._lock:
+                self._preempting.discard(pod.uid)
+                self._last_victim.pop(pod.uid, None)
+            result = "success" if ok else "error"
+            metrics = getattr(getattr(self.handle, "framework", None), "metrics", None)
+            if metrics is not None and hasattr(metrics, "preemption_goroutine"):
+                metrics.preemption_goroutine(result, time.monotonic() - start)
+            if not ok:  # no deletion event may come: without this the preemptor could stay unschedulable
+                self.handle.activate([pod])
+
+        try:
+            self.handle.run_in_background(run)
+        except Exception:  # the workers are shut down: nothing will release the preemptor
+            with self._lock:
+                self._preempting.discard(pod.uid)
+            raise
 
     # ---------------------------------------------------------------- dry run
     def _pdbs(self) -> list[PodDisruptionBudget]:

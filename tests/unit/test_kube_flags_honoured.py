@@ -116,8 +116,9 @@ def test_feature_gates_switch_flagz_and_statusz(kubeconfig: str) -> None:
     assert parse_feature_gates(["kube:ComponentFlagz=false"])["ComponentFlagz"] is False
     with pytest.raises(UsageError, match="unrecognized feature gate: Nope"):
         parse_feature_gates(["Nope=true"])
-    with pytest.raises(UsageError, match="SchedulerAsyncPreemption=false is not supported by ksched"):
-        parse_feature_gates(["SchedulerAsyncPreemption=false"])
+    with pytest.raises(UsageError, match="SchedulerPopFromBackoffQ=false is not supported by ksched"):
+        parse_feature_gates(["SchedulerPopFromBackoffQ=false"])
+    assert parse_feature_gates(["SchedulerAsyncPreemption=false"])["SchedulerAsyncPreemption"] is False  # honoured
     assert parse_feature_gates(["OpportunisticBatching=false"])["OpportunisticBatching"] is False  # honoured
     with pytest.raises(UsageError, match="do not mix use"):
         parse_feature_gates(["kube:ComponentFlagz=false,ComponentStatusz=false"])

@@ -27,7 +27,10 @@ DATA = Path(__file__).resolve().parents[1] / "data" / f"kube-scheduler-{KUBE_VER
 #: only when ksched follows 1.37)
 NOT_IN_REFERENCE_RUN = {"scheduler_permit_wait_duration_seconds", "scheduler_batch_rescore_attempts_total",
                         "scheduler_batch_rescore_duration_seconds",
-                        "dynamic_resource_allocation_resourceclaim_creates_total"}
+                        "dynamic_resource_allocation_resourceclaim_creates_total",
+                        # vectors kube exposes once a preemption ran (the reference run preempts nothing)
+                        "scheduler_preemption_goroutines_duration_seconds",
+                        "scheduler_preemption_goroutines_execution_total"}
 
 
 def kube_families() -> dict[str, dict[str, Any]]:

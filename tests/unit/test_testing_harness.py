@@ -148,7 +148,8 @@ def test_preenqueue_gate_is_reported_and_nothing_else_runs() -> None:
     assert_gated(r, by="HoldLabelled")
     assert r.outcome == "gated" and r.node == "" and r.filters == {} and "HoldLabelled" in r.message
     ok = run_cycle(HoldLabelled, ranked(), make_pod("q").build())
-    assert ok.preenqueue == {"SchedulingGates": "success", "DynamicResources": "success", "HoldLabelled": "success"}
+    assert ok.preenqueue == {"SchedulingGates": "success", "DynamicResources": "success",
+                             "DefaultPreemption": "success", "HoldLabelled": "success"}
     with pytest.raises(AssertionError, match="gated by HoldLabelled"):
         assert_gated(ok, by="HoldLabelled")
 

@@ -239,6 +239,8 @@ def run_case(case: dict[str, Any]) -> list[str]:
         elif op == "sign":
             diffs += _check_sign(plugin.sign_pod(pod), step)
         elif op == "preenqueue":
+            for uid in step.get("preempting") or ():  # kube's test marks these preemptors as in flight
+                plugin._preempting.add(uid)
             got = _status(plugin.pre_enqueue(pod))
             if got != step["status"]:
                 diffs.append(f"PreEnqueue status: want {step['status']}, got {got}")

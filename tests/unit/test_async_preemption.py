@@ -1,0 +1,168 @@
+"""SchedulerAsyncPreemption: victims deleted off the scheduling cycle, the preemptor held by PreEnqueue."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler_runtime.cluster.memory import MemoryCluster
+from scheduler_runtime.config import load_config
+from scheduler_runtime.featuregates import HONOURED, parse_feature_gates
+from scheduler_runtime.framework.status import Code
+from scheduler_runtime.metrics import SchedulerMetrics
+from scheduler_runtime.objects import Pod
+from scheduler_runtime.plugins.defaultpreemption import WAITING
+from scheduler_runtime.plugins.registry import build_registry
+from scheduler_runtime.scheduler import Scheduler
+
+
+def _node(name: str, cpu: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"allocatable": {"cpu": cpu, "memory": "16Gi", "pods": "110"}}}
+
+
+def _pod(name: str, cpu: str, priority: int, node_name: str = "") -> dict:
+    s: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}], "priority": priority}
+    if node_name:
+        s["nodeName"] = node_name
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns"}, "spec": s}
+
+
+class _Cluster(MemoryCluster):
+    """The embedded cluster, with a hook run before each victim deletion (and deletions that can fail)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.before_delete: Any = None
+        self.fail_deletes = 0  # how many deletions fail next
+
+    def delete_pod(self, pod: Pod, reason: str = "") -> None:
+        if self.before_delete is not None:
+            self.before_delete(pod)
+        if self.fail_deletes:
+            self.fail_deletes -= 1
+            raise RuntimeError(f"pods {pod.name!r} is forbidden")
+        super().delete_pod(pod, reason)
+
+
+def _scheduler(gates: list[str], **kw: Any) -> tuple[_Cluster, Scheduler]:
+    m = _Cluster()
+    for o in (_node("a", "2"), _pod("v1", "1", 1, "a"), _pod("v2", "1", 1, "a")):
+        m.create(o, emit=False)
+    fg = parse_feature_gates(gates)
+    reg = build_registry([])
+    s = Scheduler(m, load_config(None, reg, feature_gates=fg), reg, seed=1, feature_gates=fg, **kw)
+    s.start()
+    return m, s
+
+
+def _preemption(s: Scheduler) -> Any:
+    return next(cp.plugin for cp in s.frameworks["default-scheduler"].post_filter if cp.name == "DefaultPreemption")
+
+
+def test_async_preemption_holds_the_preemptor_until_the_victims_are_gone() -> None:
+    assert "SchedulerAsyncPreemption" in HONOURED
+    metrics = SchedulerMetrics()
+    m, s = _scheduler([], metrics=metrics)
+    seen: list[tuple[str, Any]] = []
+    pl = _preemption(s)
+    urgent: list[Pod] = []
+
+    def before(victim: Pod) -> None:  # runs while the API calls are in flight
+        st = pl.pre_enqueue(urgent[0])
+        seen.append((victim.name, st))
+
+    m.before_delete = before
+    urgent.append(Pod.from_dict(m.create(_pod("urgent", "2", 100))))
+    s.run(until_idle=True)
+    assert sorted(m.deleted) == ["ns/v1", "ns/v2"]
+    # both deletions were made while PreEnqueue held the preemptor, with kube's status
+    assert [st.code for _, st in seen] == [Code.UnschedulableAndUnresolvable] * 2
+    assert {st.message for _, st in seen} == {WAITING}
+    # finished: no longer held, and scheduled onto the node it was nominated to
+    assert pl.pre_enqueue(urgent[0]) is None
+    assert m.get_pod("ns", "urgent")["spec"]["nodeName"] == "a"
+    text = _text(metrics)
+    assert 'scheduler_preemption_goroutines_execution_total{result="success"} 1.0' in text
+    assert 'scheduler_preemption_goroutines_duration_seconds_count{result="success"} 1.0' in text
+    # kube's buckets: ExponentialBuckets(0.01, 2, 20)
+    assert 'scheduler_preemption_goroutines_duration_seconds_bucket{le="5242.88",result="success"} 1.0' in text
+    s.stop()
+
+
+def _text(metrics: SchedulerMetrics) -> str:
+    from prometheus_client import generate_latest
+
+    return generate_latest(metrics.registry).decode()
+
+
+def test_gate_off_deletes_inside_post_filter() -> None:
+    m, s = _scheduler(["SchedulerAsyncPreemption=false"])
+    pl = _preemption(s)
+    held: list[Any] = []
+    urgent: list[Pod] = []
+    m.before_delete = lambda victim: held.append(pl.pre_enqueue(urgent[0]))
+    urgent.append(Pod.from_dict(m.create(_pod("urgent", "2", 100))))
+    s.run(until_idle=True)
+    assert sorted(m.deleted) == ["ns/v1", "ns/v2"]
+    assert held == [None, None] and not pl._preempting
+    assert m.get_pod("ns", "urgent")["spec"]["nodeName"] == "a"
+    s.stop()
+
+
+def test_failed_deletion_releases_and_activates_the_preemptor() -> None:
+    metrics = SchedulerMetrics()
+    m, s = _scheduler([], metrics=metrics)
+    m.fail_deletes = 1
+    pl = _preemption(s)
+    activated: list[str] = []
+    handle = s.frameworks["default-scheduler"].handle
+    activate = handle.activate
+    handle.activate = lambda pods: (activated.extend(p.name for p in pods), activate(pods))
+    urgent = Pod.from_dict(m.create(_pod("urgent", "2", 100)))
+    s.run(until_idle=True)
+    # the first attempt failed (the preemptor was activated at once), the next one preempted and bound
+    assert activated == ["urgent"]
+    assert pl.pre_enqueue(urgent) is None
+    assert sorted(m.deleted) == ["ns/v1", "ns/v2"]
+    assert m.get_pod("ns", "urgent")["spec"]["nodeName"] == "a"
+    text = _text(metrics)
+    assert 'scheduler_preemption_goroutines_execution_total{result="error"} 1.0' in text
+    assert 'scheduler_preemption_goroutines_execution_total{result="success"} 1.0' in text
+    s.stop()
+
+
+def test_async_preemption_on_the_binding_workers() -> None:
+    """As `ksched run` schedules (asynchronous binding): the deletions run on the binding workers."""
+    import threading
+
+    m, s = _scheduler([], bind_async=True, bind_workers=2)
+    threads: list[str] = []
+    m.before_delete = lambda victim: threads.append(threading.current_thread().name)
+    m.create(_pod("urgent", "2", 100))
+    for _ in range(50):
+        s.run(until_idle=True)
+        if (m.get_pod("ns", "urgent") or {}).get("spec", {}).get("nodeName"):
+            break
+        threading.Event().wait(0.05)
+    assert sorted(m.deleted) == ["ns/v1", "ns/v2"]
+    assert threads and all(t.startswith("bind-") for t in threads)
+    assert m.get_pod("ns", "urgent")["spec"]["nodeName"] == "a"
+    s.stop()
+
+
+def test_an_event_does_not_move_the_preemptor_while_its_preemption_is_in_flight() -> None:
+    m, s = _scheduler([])
+    handle = s.frameworks["default-scheduler"].handle
+    pending: list[Any] = []
+    handle.run_in_background = pending.append  # the API calls have not run yet
+    urgent = Pod.from_dict(m.create(_pod("urgent", "2", 100)))
+    s.run(until_idle=True)
+    assert len(pending) == 1 and s.queue.where(urgent.uid) == "unschedulable"
+    # a victim goes away on its own: NodeResourcesFit would requeue the pod, PreEnqueue keeps it back
+    m.delete("pods", "v1", "ns")
+    s.run(until_idle=True)
+    assert s.queue.where(urgent.uid) == "unschedulable" and len(pending) == 1  # no second preemption
+    pending.pop()()  # the API calls run: the last victim's deletion moves the preemptor
+    s.run(until_idle=True)
+    assert m.get_pod("ns", "urgent")["spec"]["nodeName"] == "a"
+    s.stop()
