@@ -60,7 +60,7 @@ def test_default_and_expand(ksched):
 def test_explain(ksched):
     r = ksched("config", "explain", "DefaultPreemption", "-o", "json")
     info = json.loads(r.stdout)
-    assert info["extensionPoints"] == ["postFilter"]
+    assert info["extensionPoints"] == ["preEnqueue", "postFilter"]  # PreEnqueue holds a preemptor (async)
     args = {a["name"]: a for a in info["args"]}
     assert args["minCandidateNodesPercentage"]["default"] == 10
     assert args["minCandidateNodesPercentage"]["range"] == ">= 0, <= 100"
