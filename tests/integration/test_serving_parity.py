@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler_runtime.cluster.kube import KubeClient, load_connection
 from scheduler_runtime.kubeversion import KUBE_VERSION
+from scheduler_runtime.testing.kube import DUMMY_KUBECONFIG
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -323,7 +324,7 @@ def test_every_real_help_flag_and_config_field_is_covered(control_plane: Any, tm
     assert flags == help_flags((ROOT / f"tests/data/kube-scheduler-{KUBE_VERSION}-help.txt").read_text())
     assert flags == set(TABLE["flags"])
     kc = tmp_path / "kubeconfig"
-    kc.write_text(defaults_parity.KUBECONFIG)
+    kc.write_text(DUMMY_KUBECONFIG)
     cfg = tmp_path / "c.yaml"
     cfg.write_text(f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
                    f"clientConnection: {{kubeconfig: {kc}}}\n")
