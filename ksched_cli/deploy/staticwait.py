@@ -71,7 +71,11 @@ def classify(pod: dict[str, Any] | None, container: str, image: str) -> Status:
     if reason in STUCK_REASONS:
         return Status("stuck", f"{reason}: {str(waiting.get('message') or '').strip()[:300]}", restarts)
     last = _last_exit(st)
-    if reason == "CrashLoopBackOff" or restarts >= CRASH_RESTARTS:
+    term = (st.get("lastState") or {}).get("terminated") or {}
+    # restarts after clean exits (code 0) are the kubelet replacing the container while the static pod
+    # changes, not a crash; a container that keeps exiting still reaches CrashLoopBackOff
+    failed = term.get("exitCode") != 0  # unknown counts as failed
+    if reason == "CrashLoopBackOff" or (restarts >= CRASH_RESTARTS and failed):
         return Status("crashloop", f"{reason or 'restarting'}, {restarts} restarts" + (f", {last}" if last else ""),
                       restarts)
     state = next(iter(st.get("state") or {}), "pending")

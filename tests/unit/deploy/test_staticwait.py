@@ -30,6 +30,11 @@ CRASH = _pod(ready=False, restartCount=1, state={"waiting": {"reason": "CrashLoo
     (_pod(ready=True, restartCount=0, state={"running": {}}), "ready"),
     (CRASH, "crashloop"),
     (_pod(ready=False, restartCount=2, state={"running": {}}), "crashloop"),
+    # restarted twice after clean exits while the kubelet swapped the static pod: not a crash loop
+    (_pod(ready=False, restartCount=2, state={"running": {}},
+          lastState={"terminated": {"exitCode": 0, "reason": "Completed"}}), "starting"),
+    (_pod(ready=False, restartCount=2, state={"running": {}},
+          lastState={"terminated": {"exitCode": 1, "reason": "Error"}}), "crashloop"),
     (_pod(ready=False, state={"waiting": {"reason": "ErrImageNeverPull", "message": "not present"}}), "stuck"),
 ])
 def test_classify(pod: dict[str, Any] | None, phase: str) -> None:
