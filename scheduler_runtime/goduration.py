@@ -17,7 +17,8 @@ _MAX = 1 << 63  # |min int64|; a positive result must stay below it
 _DIGITS = "0123456789"
 
 
-def _quote(s: str) -> str:
+def go_quote(s: str) -> str:
+    """Go's %q of a string (the escapes its error messages show)."""
     out = []
     for ch in s:
         if ch in ('"', "\\"):
@@ -32,8 +33,8 @@ def _quote(s: str) -> str:
 def parse_ns(text: str) -> int:
     """Nanoseconds of a Go duration string; ValueError carries Go's message (`time: invalid duration "x"`)."""
     if not isinstance(text, str):
-        raise ValueError(f"time: invalid duration {_quote(str(text))}")
-    invalid = ValueError(f"time: invalid duration {_quote(text)}")
+        raise ValueError(f"time: invalid duration {go_quote(str(text))}")
+    invalid = ValueError(f"time: invalid duration {go_quote(text)}")
     s = text
     neg = False
     if s[:1] in ("-", "+"):
@@ -64,11 +65,11 @@ def parse_ns(text: str) -> int:
         while i < len(s) and s[i] != "." and s[i] not in _DIGITS:
             i += 1
         if i == 0:
-            raise ValueError(f"time: missing unit in duration {_quote(text)}")
+            raise ValueError(f"time: missing unit in duration {go_quote(text)}")
         unit_name, s = s[:i], s[i:]
         unit = _UNITS.get(unit_name)
         if unit is None:
-            raise ValueError(f"time: unknown unit {_quote(unit_name)} in duration {_quote(text)}")
+            raise ValueError(f"time: unknown unit {go_quote(unit_name)} in duration {go_quote(text)}")
         whole = whole.lstrip("0")
         if len(whole) > 19:
             raise invalid

@@ -140,6 +140,15 @@ class SchedulerMetrics:
             "Number of pods that were successfully scheduled after being flushed from unschedulablePods due to "
             "timeout. This metric helps detect potential queueing hint misconfigurations or event handling "
             "issues.", registry=r)
+        # DynamicResources PreBind's wait for device binding conditions (DRADeviceBindingConditions, beta on)
+        self.dra_binding_conditions = Counter(
+            "scheduler_dra_bindingconditions_allocations",
+            "Number of allocations using devices with BindingConditions, counted per driver per scheduling attempt",
+            ["profile", "driver", "status"], registry=r)
+        self.dra_binding_conditions_wait = Histogram(
+            "scheduler_dra_bindingconditions_wait_duration_seconds",
+            "Time in seconds spent waiting for BindingConditions to be satisfied during PreBind.",
+            ["profile", "driver", "status"], buckets=_exp(0.1, 2, 14), registry=r)
         self.plugin_sample_rate = plugin_sample_rate
         self._rng = random.Random()
         self._scheduler: Any = None

@@ -4,6 +4,7 @@ becomes a claim, inconsistent pools) with kube's messages, and the scheduler run
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from scheduler_runtime.cluster.memory import MemoryCluster
@@ -336,9 +337,14 @@ def test_unreserve_takes_the_pod_out_of_reserved_for():
     assert get_claim(m, "c")["status"]["reservedFor"] == [{"resource": "pods", "name": "other", "uid": "u-other"}]
 
 
-def _binding_setup(cond_status: dict[str, str]) -> Any:
+def _binding_setup(cond_status: dict[str, str] | None, binding_timeout: float | None = None) -> Any:
+    """A pod whose device has binding conditions, through PreFilter..PreBind on a thread; once PreBind has
+    written the allocation the device's conditions are set to `cond_status` (None: never set). Returns
+    PreBind's status, the cluster and the scheduler metrics PreBind recorded into."""
     import threading
     import time as _time
+
+    from scheduler_runtime.metrics import SchedulerMetrics
 
     m = MemoryCluster()
     sl = rslice("n1", ["t4"])
@@ -347,7 +353,11 @@ def _binding_setup(cond_status: dict[str, str]) -> Any:
         m.create(o, emit=False)
     pa = Pod.from_dict(m.get_pod(NS, "a"))
     pl, _ = _plugin(m)
+    metrics = SchedulerMetrics()
+    pl.handle.framework = SimpleNamespace(metrics=metrics, profile_name="prof")
     pl.binding_poll = 0.02
+    if binding_timeout is not None:
+        pl.binding_timeout = binding_timeout
     st, status = _cycle(pl, pa, Node.from_dict(node("n1")))
     assert status is None and pl.reserve(st, pa, "n1") is None
     out: dict[str, Any] = {}
@@ -356,24 +366,51 @@ def _binding_setup(cond_status: dict[str, str]) -> Any:
     deadline = _time.monotonic() + 10
     while not (get_claim(m, "c").get("status") or {}).get("allocation") and _time.monotonic() < deadline:
         _time.sleep(0.01)
-    conds = [{"type": k, "status": v, "reason": "Test", "message": "set by the test"} for k, v in cond_status.items()]
-    m.patch_object("resourceclaims", "c", NS, {"status": {"devices": [
-        {"driver": DRIVER, "pool": "n1", "device": "gpu-0", "conditions": conds}]}}, subresource="status")
+    if cond_status is not None:
+        conds = [{"type": k, "status": v, "reason": "Test", "message": "set by the test"}
+                 for k, v in cond_status.items()]
+        m.patch_object("resourceclaims", "c", NS, {"status": {"devices": [
+            {"driver": DRIVER, "pool": "n1", "device": "gpu-0", "conditions": conds}]}}, subresource="status")
     t.join(10)
-    return out["status"], m
+    return out["status"], m, metrics
+
+
+def _bc_samples(metrics: Any) -> dict[str, float]:
+    """The binding-conditions counter and the histogram's count, by status label."""
+    out = {}
+    for fam in metrics.registry.collect():
+        for smp in fam.samples:
+            if smp.name == "scheduler_dra_bindingconditions_allocations_total":
+                assert smp.labels["profile"] == "prof" and smp.labels["driver"] == DRIVER
+                out["allocations/" + smp.labels["status"]] = smp.value
+            elif smp.name == "scheduler_dra_bindingconditions_wait_duration_seconds_count":
+                out["wait/" + smp.labels["status"]] = smp.value
+    return out
 
 
 def test_prebind_waits_for_binding_conditions():
-    st, m = _binding_setup({"Attached": "True"})
+    st, m, metrics = _binding_setup({"Attached": "True"})
     assert st is None
     results = get_claim(m, "c")["status"]["allocation"]["devices"]["results"]
     assert results[0]["bindingConditions"] == ["Attached"]
+    assert _bc_samples(metrics) == {"allocations/success": 1, "wait/success": 1}
 
 
 def test_prebind_fails_on_a_binding_failure_condition():
-    st, _m = _binding_setup({"Failed": "True"})
+    """kube 1.36/1.37's ErrDeviceBindingFailed wording (the message in Go's %q), counted as a failure."""
+    st, _m, metrics = _binding_setup({"Failed": "True"})
     assert st.code == Code.Error
-    assert st.message == 'claim c binding failed: reason=Test, message="set by the test"'
+    assert st.message == 'device binding failed: claim=c, reason=Test, message="set by the test"'
+    assert _bc_samples(metrics) == {"allocations/failure": 1, "wait/failure": 1}
+
+
+def test_prebind_gives_up_after_the_binding_timeout():
+    """Conditions never set: PreBind stops at bindingTimeout with kube's wrapped context error (claim-level
+    timeout from the allocation timestamp is whole seconds, so the poll's own deadline comes first)."""
+    st, _m, metrics = _binding_setup(None, binding_timeout=0.3)
+    assert st.code == Code.Error
+    assert st.message in ("device binding timeout: context deadline exceeded", "device binding timeout: claim=c")
+    assert _bc_samples(metrics) == {"allocations/timeout": 1, "wait/timeout": 1}
 
 
 def test_filter_and_binding_timeouts_come_from_the_args_and_are_validated_like_kube():

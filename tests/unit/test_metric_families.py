@@ -30,7 +30,10 @@ NOT_IN_REFERENCE_RUN = {"scheduler_permit_wait_duration_seconds", "scheduler_bat
                         "dynamic_resource_allocation_resourceclaim_creates_total",
                         # vectors kube exposes once a preemption ran (the reference run preempts nothing)
                         "scheduler_preemption_goroutines_duration_seconds",
-                        "scheduler_preemption_goroutines_execution_total"}
+                        "scheduler_preemption_goroutines_execution_total",
+                        # DynamicResources PreBind waiting on device binding conditions (none in the reference run)
+                        "scheduler_dra_bindingconditions_allocations_total",
+                        "scheduler_dra_bindingconditions_wait_duration_seconds"}
 
 
 def kube_families() -> dict[str, dict[str, Any]]:
@@ -136,3 +139,13 @@ def test_extension_point_durations_cover_every_point_ksched_runs() -> None:
     assert {("PreEnqueue", "Success"), ("PreFilter", "Success"), ("Filter", "Success"), ("PreScore", "Success"),
             ("Score", "Success"), ("Reserve", "Success"), ("Permit", "Success"), ("PreBind", "Success"),
             ("Bind", "Success"), ("PostBind", "Success"), ("PostFilter", "Unschedulable"), ("Sign", "Success")} <= seen
+
+
+def test_dra_binding_conditions_families_as_kube_declares_them() -> None:
+    """pkg/scheduler/metrics (1.36.3 and 1.37.2): labels profile, driver, status; ExponentialBuckets(0.1, 2, 14)."""
+    fams = declared_families(SchedulerMetrics())
+    assert fams["scheduler_dra_bindingconditions_allocations_total"] == {
+        "type": "counter", "labels": ["driver", "profile", "status"], "buckets": None}
+    wait = fams["scheduler_dra_bindingconditions_wait_duration_seconds"]
+    assert wait["labels"] == ["driver", "profile", "status"]
+    assert wait["buckets"][0] == 0.1 and len(wait["buckets"]) == 14 and wait["buckets"][-1] == 0.1 * 2 ** 13

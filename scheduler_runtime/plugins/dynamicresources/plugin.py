@@ -52,6 +52,7 @@ from ...framework.types import (
     PostFilterResult,
     PreFilterResult,
 )
+from ...goduration import go_quote
 from ...objects import NodeSelector, Pod
 from ..tainttoleration import default_normalize
 from .allocator import AllocationError, Allocator, Features, NodeAllocationFailure, SliceCaches
@@ -588,28 +589,54 @@ class DynamicResources(Plugin):
             return None
         self.handle.record_event(pod, "Normal", "BindingConditionsPending", "Scheduling",
                                  f"waiting for binding conditions for device on node {node_name}")
-        deadline = time.monotonic() + self.binding_timeout
+        start = time.monotonic()
+        deadline = start + self.binding_timeout
+        label, error = BC_SUCCESS, ""
         while True:
             try:
                 if self._pod_ready_for_binding(s):
-                    return None
-            except ValueError as exc:
-                return Status.as_error(str(exc))
+                    break
+            except _BindingOutcome as exc:
+                label, error = exc.label, str(exc)
+                break
             if time.monotonic() >= deadline:
-                return Status.as_error("device binding timeout")
+                label, error = BC_TIMEOUT, "device binding timeout: context deadline exceeded"
+                break
             time.sleep(min(self.binding_poll, max(0.0, deadline - time.monotonic())))
+        self._observe_binding_conditions(s, label, time.monotonic() - start)
+        return Status.as_error(error) if error else None
+
+    def _observe_binding_conditions(self, s: _State, label: str, seconds: float) -> None:
+        """kube's scheduler_dra_bindingconditions_wait_duration_seconds (one observation per allocated device
+        of every claim) and scheduler_dra_bindingconditions_allocations_total (one per device with binding
+        conditions), labelled with the wait's outcome."""
+        fw = getattr(self.handle, "framework", None)
+        metrics = getattr(fw, "metrics", None)
+        if metrics is None or not hasattr(metrics, "dra_binding_conditions"):
+            return
+        profile = str(getattr(fw, "profile_name", "") or "")
+        for claim in s.claims:
+            alloc = allocation_of(claim)
+            if alloc is None:
+                continue
+            for r in (alloc.get("devices") or {}).get("results") or []:
+                metrics.dra_binding_conditions_wait.labels(profile, str(r.get("driver") or ""), label).observe(seconds)
+                if r.get("bindingConditions"):
+                    metrics.dra_binding_conditions.labels(profile, str(r.get("driver") or ""), label).inc()
 
     def _pod_ready_for_binding(self, s: _State) -> bool:
+        """isPodReadyForBinding: re-read every claim; a failure condition or a claim past its binding timeout
+        ends the wait (_BindingOutcome with kube's error text and metric label)."""
         now = time.time()
         for i, claim in enumerate(s.claims):
             m = meta(claim)
             cur = self.mgr.get_claim(m.get("namespace") or "default", m.get("name", ""))
             if cur is None:
-                raise ValueError(f'resourceclaim.resource.k8s.io "{m.get("name")}" not found')
+                raise _BindingOutcome(BC_ERROR, f'resourceclaim.resource.k8s.io "{m.get("name")}" not found')
             s.claims[i] = cur
             if not _ready_for_binding(cur):
                 if self._binding_timed_out(cur, now):
-                    raise ValueError(f"claim {m.get('name')} binding timeout")
+                    raise _BindingOutcome(BC_TIMEOUT, f"device binding timeout: claim={m.get('name')}")
                 return False
         return True
 
@@ -785,9 +812,21 @@ class _BindError(Exception):
     pass
 
 
+#: the `status` label values of kube's DRA binding-conditions metrics
+BC_SUCCESS, BC_FAILED, BC_TIMEOUT, BC_ERROR = "success", "failure", "timeout", "error"
+
+
+class _BindingOutcome(ValueError):
+    """Ends PreBind's wait for binding conditions: kube's error text and the metrics' status label."""
+
+    def __init__(self, label: str, message: str) -> None:
+        super().__init__(message)
+        self.label = label
+
+
 def _ready_for_binding(claim: dict[str, Any]) -> bool:
     """isClaimReadyForBinding: every binding condition of every allocated device is True; a True failure
-    condition raises ValueError (kube's error text)."""
+    condition raises _BindingOutcome (a ValueError with kube's error text)."""
     alloc = allocation_of(claim)
     if alloc is None:
         return False
@@ -804,8 +843,8 @@ def _ready_for_binding(claim: dict[str, Any]) -> bool:
         for f in r.get("bindingFailureConditions") or []:
             c = have.get(f)
             if c is not None and c.get("status") == "True":
-                raise ValueError(f'claim {meta(claim).get("name")} binding failed: reason={c.get("reason") or ""}, '
-                                 f'message="{c.get("message") or ""}"')
+                raise _BindingOutcome(BC_FAILED, f'device binding failed: claim={meta(claim).get("name")}, '
+                                      f'reason={c.get("reason") or ""}, message={go_quote(c.get("message") or "")}')
         for want in conds:
             c = have.get(want)
             if c is None or c.get("status") != "True":
