@@ -48,18 +48,21 @@ class ExtenderProcess:
 
 @pytest.fixture
 def extender_server(tmp_path: Path) -> Iterator[Callable[..., ExtenderProcess]]:
-    """Start extender processes: `extender_server(behaviour, cert=..., key=..., kubeconfig=...)`; all are
+    """Start extender processes: `extender_server(behaviour, cert=..., key=..., client_ca=..., kubeconfig=...)`
+    (client_ca: the extender requires a client certificate that CA signed); all are
     stopped (SIGTERM, then SIGKILL) when the test ends."""
     started: list[ExtenderProcess] = []
 
     def start(behaviour: dict[str, Any] | None = None, *, cert: str | None = None, key: str | None = None,
-              kubeconfig: str | None = None) -> ExtenderProcess:
+              client_ca: str | None = None, kubeconfig: str | None = None) -> ExtenderProcess:
         n = len(started)
         bfile, log = tmp_path / f"ext{n}-behaviour.json", tmp_path / f"ext{n}-requests.jsonl"
         bfile.write_text(json.dumps(behaviour or {}))
         cmd = [sys.executable, str(SERVER), "--behaviour", str(bfile), "--log", str(log)]
         if cert:
             cmd += ["--cert", cert, "--key", str(key)]
+            if client_ca:
+                cmd += ["--client-ca", client_ca]
         if kubeconfig:
             cmd += ["--kubeconfig", kubeconfig]
         env = dict(os.environ)

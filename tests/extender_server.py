@@ -1,8 +1,10 @@
 """A real scheduler extender for the tests: an HTTP(S) server speaking kube-scheduler's extender/v1 wire format.
 
-    python tests/extender_server.py --behaviour B.json --log L.jsonl [--cert C --key K] [--kubeconfig KC]
+    python tests/extender_server.py --behaviour B.json --log L.jsonl [--cert C --key K [--client-ca CA]]
+        [--kubeconfig KC]
 
-It prints `PORT <n>` once listening. Every request is appended to the log (path and JSON body) and answered
+With --client-ca the server requires a client certificate signed by that CA (the log records its common name as
+`clientCN`). It prints `PORT <n>` once listening. Every request is appended to the log (path and JSON body) and answered
 as the behaviour file (re-read per request, so a test can change it) says, per verb (last path segment):
   filter:     {"reject": {node: msg}, "unresolvable": {node: msg}, "error": str, "claim": [extra names]}
   prioritize: {"scores": {node: int}, "default": int}
@@ -83,6 +85,7 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--cert")
     ap.add_argument("--key")
+    ap.add_argument("--client-ca")
     ap.add_argument("--kubeconfig")
     opts = ap.parse_args()
 
@@ -94,8 +97,10 @@ def main() -> None:
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             body = json.loads(raw or b"null")
             verb = self.path.rstrip("/").rsplit("/", 1)[-1]
+            peer = self.connection.getpeercert() if isinstance(self.connection, ssl.SSLSocket) else None
+            cn = next((v for rdn in (peer or {}).get("subject", ()) for k, v in rdn if k == "commonName"), None)
             with _log_lock, open(opts.log, "a") as fh:
-                fh.write(json.dumps({"path": self.path, "verb": verb, "body": body,
+                fh.write(json.dumps({"path": self.path, "verb": verb, "body": body, "clientCN": cn,
                                      "contentType": self.headers.get("Content-Type")}) + "\n")
             with open(opts.behaviour) as fh:
                 b = (json.load(fh) or {}).get(verb) or {}
@@ -122,6 +127,9 @@ def main() -> None:
     if opts.cert:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(opts.cert, opts.key)
+        if opts.client_ca:
+            ctx.verify_mode = ssl.CERT_REQUIRED
+            ctx.load_verify_locations(opts.client_ca)
         server.socket = ctx.wrap_socket(server.socket, server_side=True)
     print(f"PORT {server.server_address[1]}", flush=True)
     try:

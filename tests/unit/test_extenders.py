@@ -270,33 +270,53 @@ def test_simulator_results_carry_extender_responses(extender_server: Any) -> Non
 
 # ------------------------------------------------------------------------------------------------ HTTPS
 def _pki(d: Path) -> tuple[Path, Path, Path]:
+    """A CA (d/ca.pem) and the extender's serving pair for extender.test (d/tls.crt, d/tls.key)."""
+    ca, ca_key = _ca(d)
+    cert, key = _issue(d, "tls", ca, ca_key, "extender", dns="extender.test")
+    return d / "ca.pem", cert, key
+
+
+def _ca(d: Path, name: str = "ca") -> tuple[Any, Any]:
+    """A self-signed CA certificate written to d/NAME.pem; returns (certificate, key)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
 
     now = datetime.datetime.now(datetime.UTC)
-
-    def name(cn: str) -> x509.Name:
-        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (x509.CertificateBuilder().subject_name(name("test-ca")).issuer_name(name("test-ca"))
-          .public_key(ca_key.public_key()).serial_number(1).not_valid_before(now - datetime.timedelta(hours=1))
-          .not_valid_after(now + datetime.timedelta(days=1))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True).sign(ca_key, hashes.SHA256()))
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"test-{name}")])
     key = ec.generate_private_key(ec.SECP256R1())
-    cert = (x509.CertificateBuilder().subject_name(name("extender")).issuer_name(ca.subject)
-            .public_key(key.public_key()).serial_number(2).not_valid_before(now - datetime.timedelta(hours=1))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("extender.test")]), critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    ca_p, cert_p, key_p = d / "ca.pem", d / "tls.crt", d / "tls.key"
-    ca_p.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    ca = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
+          .public_key(key.public_key()).serial_number(x509.random_serial_number())
+          .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=1))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True).sign(key, hashes.SHA256()))
+    (d / f"{name}.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    return ca, key
+
+
+def _issue(d: Path, stem: str, ca: Any, ca_key: Any, cn: str, dns: str | None = None) -> tuple[Path, Path]:
+    """A certificate for CN `cn` (and DNS name `dns`, else a client certificate) signed by the CA, written to
+    d/STEM.crt and d/STEM.key."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    key = ec.generate_private_key(ec.SECP256R1())
+    b = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
+         .issuer_name(ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+         .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=1)))
+    if dns:
+        b = b.add_extension(x509.SubjectAlternativeName([x509.DNSName(dns)]), critical=False)
+    else:
+        b = b.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+    cert = b.sign(ca_key, hashes.SHA256())
+    cert_p, key_p = d / f"{stem}.crt", d / f"{stem}.key"
     cert_p.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_p.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                         serialization.NoEncryption()))
-    return ca_p, cert_p, key_p
+    return cert_p, key_p
 
 
 def test_https_with_a_generated_ca_server_name_and_ca_data(extender_server: Any, tmp_path: Path) -> None:
@@ -316,6 +336,44 @@ def test_https_with_a_generated_ca_server_name_and_ca_data(extender_server: Any,
     assert _placed(m, "p") is None and _result(m, "p")["message"].startswith(f'Post "{e.url}/filter": tls: ')
     # enableHTTPS without a CA: insecure, as kube-scheduler
     m, _ = _run(_config(ext(e.url, filterVerb="filter", enableHTTPS=True)), [_node("a"), _node("b")], [_pod("p")])
+    assert _placed(m, "p") == "b"
+
+
+def test_https_client_certificate_from_files_or_data_and_explicit_insecure(extender_server: Any,
+                                                                          tmp_path: Path) -> None:
+    """tlsConfig certFile/keyFile and certData/keyData present a client certificate (the extender requires one
+    signed by its client CA and logs who called); without one the handshake fails and the non-ignorable
+    extender fails the attempt; `insecure: true` skips verifying the extender's certificate."""
+    import base64
+
+    ca, cert, key = _pki(tmp_path)
+    client_ca, client_ca_key = _ca(tmp_path, "client-ca")
+    ccert, ckey = _issue(tmp_path, "client", client_ca, client_ca_key, "kube-scheduler-extender-client")
+    e = extender_server({"filter": {"reject": {"a": "no"}}}, cert=str(cert), key=str(key),
+                        client_ca=str(tmp_path / "client-ca.pem"))
+    base = {"caFile": str(ca), "serverName": "extender.test"}
+    files = {**base, "certFile": str(ccert), "keyFile": str(ckey)}
+    m, _ = _run(_config(ext(e.url, filterVerb="filter", tlsConfig=files)), [_node("a"), _node("b")], [_pod("p")])
+    assert _placed(m, "p") == "b"
+    assert {r["clientCN"] for r in e.requests("filter")} == {"kube-scheduler-extender-client"}
+    data = {**base, "certData": base64.b64encode(ccert.read_bytes()).decode(),
+            "keyData": base64.b64encode(ckey.read_bytes()).decode()}
+    m, _ = _run(_config(ext(e.url, filterVerb="filter", tlsConfig=data)), [_node("a"), _node("b")], [_pod("p")])
+    assert _placed(m, "p") == "b"
+    assert len(e.requests("filter")) == 2
+    # no client certificate: the extender refuses the handshake, so the call fails and so does the attempt
+    m, _ = _run(_config(ext(e.url, filterVerb="filter", tlsConfig=base)), [_node("a"), _node("b")], [_pod("p")])
+    assert _placed(m, "p") is None
+    assert _result(m, "p")["message"].startswith(f'Post "{e.url}/filter": ')
+    assert len(e.requests("filter")) == 2  # never reached the handler
+    # a certificate only in certFile (no key): HasCertAuth is false, so none is sent, as client-go
+    half = {**base, "certFile": str(ccert)}
+    m, _ = _run(_config(ext(e.url, filterVerb="filter", tlsConfig=half)), [_node("a"), _node("b")], [_pod("p")])
+    assert _placed(m, "p") is None
+    # insecure: the serving certificate (for extender.test, from a CA not given) is not verified
+    plain = extender_server({"filter": {"reject": {"a": "no"}}}, cert=str(cert), key=str(key))
+    m, _ = _run(_config(ext(plain.url, filterVerb="filter", tlsConfig={"insecure": True})),
+                [_node("a"), _node("b")], [_pod("p")])
     assert _placed(m, "p") == "b"
 
 

@@ -2,7 +2,8 @@
 KubeSchedulerConfiguration field ksched accepts is either implemented (the table names a behaviour test that
 must exist) or refused with a one-line error naming it. The table is tests/data/kube-scheduler-coverage.yaml;
 the flag list is the real binary's --help and the field list its --write-config-to output (checked-in
-copies here; tests/integration/test_flag_and_field_coverage_real.py reads the real binary)."""
+copies here; tests/integration/test_serving_parity.py::test_every_real_help_flag_and_config_field_is_covered
+reads the real binary)."""
 
 from __future__ import annotations
 
