@@ -227,6 +227,14 @@ def explain_pending(pod: Pod, result: dict[str, Any], nodes: dict[str, Node]) ->
     return lines
 
 
+def needs_device_explanation(pod_raw: dict[str, Any], pod: Pod | None = None) -> bool:
+    """Whether a pending pod gets the DRA explanation: it has claims, or extended resources a DeviceClass
+    may back."""
+    if (pod_raw.get("spec") or {}).get("resourceClaims"):
+        return True
+    return any("/" in n for n in (pod or Pod.from_dict(pod_raw)).requests)
+
+
 def describe(pod_raw: dict[str, Any], events: list[dict[str, Any]], nodes: dict[str, Node],
              list_objects: Callable[[str], list[dict[str, Any]]] | None = None) -> PodDescription:
     """`list_objects(plural)` (resourceclaims, resourceclaimtemplates, deviceclasses, resourceslices) lets a
@@ -244,8 +252,7 @@ def describe(pod_raw: dict[str, Any], events: list[dict[str, Any]], nodes: dict[
                        pod.scheduler_name, pod.priority, list(status.get("conditions") or []), events, result)
     if not pod.node_name:
         dra: list[str] = []
-        if list_objects is not None and ((pod_raw.get("spec") or {}).get("resourceClaims") or any(
-                "/" in n for n in pod.requests)):  # claims, or extended resources a DeviceClass may back
+        if list_objects is not None and needs_device_explanation(pod_raw, pod):
             from .plugins.dynamicresources.explain import explain_claims
 
             try:

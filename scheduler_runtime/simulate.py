@@ -87,6 +87,9 @@ class SimulationResult:
     devices: dict[str, DeviceUsage] = field(default_factory=dict)
     #: pods bound in the snapshot: key -> node (they stay, unless preempted)
     snapshot_bound: dict[str, str] = field(default_factory=dict)
+    #: pending pods with ResourceClaims or DRA-backed extended resources: key -> plain-words lines (the
+    #: explanation describe-pod gives: which class, how many free matching devices, which object and field)
+    explanations: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def pending(self) -> list[str]:
@@ -131,6 +134,8 @@ class SimulationResult:
                     entry["message"] = oc.detail
                 elif r is not None:
                     entry["message"] = r.message
+                if self.explanations.get(key):
+                    entry["explanation"] = self.explanations[key]
             if r is not None and r.extenders:
                 entry["extenders"] = r.extenders
             out_pods.append(entry)
@@ -215,7 +220,7 @@ def _preemptions(cluster: MemoryCluster) -> list[Preemption]:
     return out
 
 
-def _never_attempted(sched: Scheduler, raw: dict[str, Any]) -> str:
+def never_attempted(sched: Scheduler, raw: dict[str, Any]) -> str:
     """Why a pod left pending never reached a scheduling cycle: its scheduling gates (kube-apiserver's
     SchedulingGated message), or the PreEnqueue plugin that keeps it out of the active queue."""
     spec = raw.get("spec") or {}
@@ -260,14 +265,40 @@ def simulate(cluster_paths: Sequence[str | Path], pod_paths: Sequence[str | Path
             # kube-scheduler never takes such a pod: it is left for a scheduler serving that name
             skipped[key] = not_served_message(wanted, config)
         if not placements[key] and raw is not None and results.get(key) is None and key not in skipped:
-            blocked = _never_attempted(sched, raw)
+            blocked = never_attempted(sched, raw)
             if blocked:
                 results.put(AttemptResult(key, spec.get("schedulerName") or "default-scheduler", 0, "gated",
                                           message=blocked))
     labels = {n["metadata"]["name"]: dict((n.get("metadata") or {}).get("labels") or {})
               for n in cluster.list("nodes")}
     devices = device_usage(cluster, devices_before)
+    pending = [k for k in keys if not placements[k] and k not in skipped]
     return SimulationResult(label, keys, placements, results.all(), _usage(sched), list(cluster.deleted),
                             cluster if keep_cluster else None, skipped=skipped, from_snapshot=unbound,
                             preemptions=_preemptions(cluster), usage_before=before, node_labels=labels,
-                            devices=devices, snapshot_bound=bound)
+                            devices=devices, snapshot_bound=bound, explanations=explain_devices(cluster, pending))
+
+
+def explain_devices(cluster: MemoryCluster, keys: list[str]) -> dict[str, list[str]]:
+    """describe-pod's plain-words DRA explanation for each pending pod that has claims or extended resources
+    a DeviceClass may back (in the cluster's state after the run)."""
+    from .describe import needs_device_explanation
+    from .objects import Node
+    from .plugins.dynamicresources.explain import explain_claims
+
+    out: dict[str, list[str]] = {}
+    nodes: dict[str, Node] | None = None
+    for key in keys:
+        ns, name = key.split("/", 1)
+        raw = cluster.get_pod(ns, name)
+        if raw is None or not needs_device_explanation(raw):
+            continue
+        if nodes is None:
+            nodes = {n["metadata"]["name"]: Node.from_dict(n) for n in cluster.list("nodes")}
+        try:
+            lines = explain_claims(raw, cluster.list, nodes)
+        except Exception as exc:  # noqa: BLE001 - an explanation must never break the simulation's report
+            lines = [f"Could not explain the pod's ResourceClaims: {exc}"]
+        if lines:
+            out[key] = lines
+    return out

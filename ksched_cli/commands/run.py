@@ -95,7 +95,7 @@ def _run_embedded(config: Path | None, cluster: list[Path] | None, pods: list[Pa
     """The demo: the embedded in-memory cluster, each decision shown as it is made."""
     from scheduler_runtime.cluster.memory import MemoryCluster
     from scheduler_runtime.scheduler import Scheduler
-    from scheduler_runtime.simulate import load_pods_in_order
+    from scheduler_runtime.simulate import explain_devices, load_pods_in_order, never_attempted
 
     cluster_paths = cluster or [EXAMPLES / "cluster"]
     pod_paths = pods if pods is not None else ([] if cluster else [EXAMPLES / "pods.yaml"])
@@ -110,8 +110,11 @@ def _run_embedded(config: Path | None, cluster: list[Path] | None, pods: list[Pa
     n_nodes = len(mem.list("nodes"))
     warn_if_empty(list(cluster_paths), list(pod_paths), n_nodes, len(pending))
 
+    attempted: set[str] = set()
+
     def show(d: Any) -> None:
         r = d.result
+        attempted.add(r.pod)
         if r.outcome == "scheduled":
             console.print(f"  [green]✓[/] {r.pod:<28} → [bold]{r.node}[/]"
                           f"  [dim](attempt {r.attempt}, {r.feasible or 1} feasible)[/]")
@@ -138,13 +141,16 @@ def _run_embedded(config: Path | None, cluster: list[Path] | None, pods: list[Pa
     all_pods = mem.list("pods")
     bound = sum(1 for p in all_pods if (p.get("spec") or {}).get("nodeName"))
     watchdog.stop()
-    for p in all_pods:  # never attempted, so the live view had nothing to say about them
-        spec = p.get("spec") or {}
-        gates = [g.get("name", "") for g in spec.get("schedulingGates") or [] if isinstance(g, dict)]
-        if gates and not spec.get("nodeName"):
-            meta = p.get("metadata") or {}
-            console.print(f"  [dim]⏸[/] {meta.get('namespace', 'default') + '/' + meta.get('name', ''):<28} "
-                          f"Scheduling is blocked due to non-empty scheduling gates: {escape(', '.join(gates))}")
+    unbound = [f"{(p.get('metadata') or {}).get('namespace') or 'default'}/{p['metadata']['name']}"
+               for p in all_pods if not (p.get("spec") or {}).get("nodeName")]
+    for key in unbound:  # never attempted (gates, a PreEnqueue plugin), so the live view had nothing to say
+        raw = mem.get_pod(*key.split("/", 1))
+        why = never_attempted(sched, raw) if raw is not None and key not in attempted else ""
+        if why:
+            console.print(f"  [dim]⏸[/] {key:<28} {escape(why)}")
+    for key, lines in explain_devices(mem, unbound).items():  # what describe-pod says of a claim's devices
+        for line in lines:
+            console.print(f"  [dim]why {escape(key)}:[/] {escape(line)}")
     console.print(f"done: {sched.scheduled} scheduled in {sched.attempts} attempts; "
                   f"{len(all_pods) - bound} pending; {len(mem.deleted)} preempted")
     for key, where in sorted(sched.detached_bindings.items()):

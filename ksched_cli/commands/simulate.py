@@ -133,6 +133,8 @@ def _print_simulation(r: Any) -> None:
             console.print(f"[red]{escape(key)}[/]: {escape(oc.detail)}")
         elif oc.detail:
             console.print(f"[yellow]{escape(key)}[/]: {escape(oc.detail)}")
+        for line in r.explanations.get(key, ()):
+            console.print(f"  [dim]why:[/] {escape(line)}")
     with_ext = [(key, res) for key in r.pods if (res := r.results.get(key)) is not None and res.extenders]
     if with_ext:
         from scheduler_runtime.describe import extender_rows

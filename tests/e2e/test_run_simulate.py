@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -183,3 +184,36 @@ def test_gated_pod_is_reported_as_kube_apiserver_marks_it(ksched):
     d = ksched("describe-pod", "gated", "-n", "shop", "--cluster", "examples/cluster", "--pods", "examples/pods.yaml")
     assert d.returncode == 0, d.stderr
     assert "SchedulingGated" in d.stdout and "(example.com/quota-check)" in d.stdout and "['" not in d.stdout
+
+
+def test_run_and_simulate_explain_the_dra_example_in_plain_words(ksched):
+    """examples/dra as a newcomer runs it: the same placements from `run` and `simulate`, and for each pending
+    pod the plain-words reason describe-pod gives (devices short, a missing DeviceClass or template, with the
+    field that names it) beside kube-scheduler's message."""
+    args = ("--cluster", str(EX / "dra" / "cluster.yaml"), "--pods", str(EX / "dra" / "pods.yaml"))
+    run = ksched("run", *args)
+    assert run.returncode == 0, run.stderr
+    out = run.stdout
+    for pod, node in (("train-0", "gpu-1"), ("infer-0", "gpu-2"), ("flex-1", "gpu-2")):
+        assert re.search(rf"✓ ml/{pod}\s+→ {node}", out), out
+    assert "⏸ ml/typo-0" in out and "PreEnqueue plugin DynamicResources holds it back" in out
+    assert 'why ml/train-big: ResourceClaim ml/train-big-gpu-' in out and "no node has 2 free devices of class " \
+        "gpu.example.com" in out
+    assert "why ml/fpga-0: ResourceClaim ml/fpga, request fpga: DeviceClass 'fpga.example.com' does not exist " \
+        "(spec.devices.requests[0].exactly.deviceClassName)" in out
+    assert "why ml/typo-0: Claim 'gpu': ResourceClaimTemplate ml/one-a10 does not exist " \
+        "(spec.resourceClaims[0].resourceClaimTemplateName)" in out
+    assert "done: 5 scheduled" in out and "3 pending" in out
+    sim = ksched("simulate", *args, "-o", "json")
+    assert sim.returncode == 0, sim.stderr
+    pods = {p["pod"]: p for p in json.loads(sim.stdout)["pods"]}
+    assert {k: p["node"] for k, p in pods.items() if p["node"]} == {
+        "ml/train-0": "gpu-1", "ml/infer-0": "gpu-2", "ml/infer-1": "gpu-2", "ml/flex-0": "gpu-1", "ml/flex-1": "gpu-2"}
+    assert pods["ml/fpga-0"]["explanation"] == [
+        "ResourceClaim ml/fpga, request fpga: DeviceClass 'fpga.example.com' does not exist "
+        "(spec.devices.requests[0].exactly.deviceClassName)."]
+    assert pods["ml/train-big"]["explanation"][0].startswith("ResourceClaim ml/train-big-gpu-")
+    assert "explanation" not in pods["ml/train-0"]
+    table = ksched("simulate", *args)
+    assert "why: ResourceClaimTemplate" not in table.stdout  # the template line starts with the claim's name
+    assert "  why: Claim 'gpu': ResourceClaimTemplate ml/one-a10 does not exist" in table.stdout

@@ -1,8 +1,9 @@
 """ksched beside the real kube-scheduler v1.37.2 on the same API server, with the same flags (issue 16, parts 4
 and 5): status codes of every secure-port path for anonymous / unprivileged / authorized callers, the
 effective configuration (/configz), the flags (/flagz), /statusz, the scheduler_* metric families after
-both scheduled pods, and every --help flag and --write-config-to field of the real binary against the
-coverage table (implemented or refused with a one-line error)."""
+both scheduled pods with the same extender configured (placements, messages and /configz compared too), and
+every --help flag and --write-config-to field of the real binary against the coverage table (implemented or
+refused with a one-line error)."""
 
 from __future__ import annotations
 
@@ -251,10 +252,12 @@ def _families(text: str) -> dict[str, dict[str, Any]]:
 
 
 def test_metric_families_match_kube_scheduler(control_plane: Any, callers: Callers, tmp_path: Path,
-                                              serve_secure_port: Any) -> None:
+                                              serve_secure_port: Any, extender_server: Any) -> None:
     """Both schedule pods (one each that fits, one too big; nodes created with the not-ready taint, which is
-    then lifted so queueing hints run), then their scheduler_* families are compared: kube's are all in ksched,
-    with the same labels and buckets."""
+    then lifted so queueing hints run) with the same extender configured (filter rejecting the first node,
+    prioritize, weight 5, nodeCacheCapable): both place the fitting pod on the second node and give the big
+    pod the same FailedScheduling message, /configz shows the same configuration, extender included, and their
+    scheduler_* families are compared: kube's are all in ksched, with the same labels and buckets."""
     kc = str(control_plane.kubeconfig_path)
     admin = callers.admin
     suffix = uuid.uuid4().hex[:5]
@@ -262,12 +265,16 @@ def test_metric_families_match_kube_scheduler(control_plane: Any, callers: Calle
     names = {"kube": f"kube-par-{suffix}", "ksched": f"ksched-par-{suffix}"}
     ports: dict[str, int] = {}
     gens = []
+    ext = extender_server({"filter": {"reject": {nodes[0]: "reserved for the parity test"}},
+                           "prioritize": {"scores": {nodes[0]: 10, nodes[1]: 3}}})
     try:
         for who, cmd in (("kube", [str(_kube_binary(control_plane)), "-v=1"]), ("ksched", [str(KSCHED), "run"])):
             cfg = tmp_path / f"{who}.yaml"
             cfg.write_text(f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
                            f"clientConnection:\n  kubeconfig: {kc}\nleaderElection:\n  leaderElect: false\n"
-                           f"profiles:\n- schedulerName: {names[who]}\n")
+                           f"profiles:\n- schedulerName: {names[who]}\n"
+                           f"extenders:\n- urlPrefix: {ext.url}\n  filterVerb: filter\n  prioritizeVerb: prioritize\n"
+                           f"  weight: 5\n  nodeCacheCapable: true\n  httpTimeout: 10s\n")
             g = _launch(serve_secure_port, cmd, [f"--config={cfg}", f"--authentication-kubeconfig={kc}",
                               f"--authorization-kubeconfig={kc}"], tmp_path / f"{who}.log", callers.tokens["all"])
             ports[who] = next(g)
@@ -287,6 +294,23 @@ def test_metric_families_match_kube_scheduler(control_plane: Any, callers: Calle
                       for who in names):
             assert time.monotonic() < deadline, "pods not bound"
             time.sleep(0.3)
+        placed = {who: admin.call("GET", f"/api/v1/namespaces/{callers.ns}/pods/{who}-fits")["spec"]["nodeName"]
+                  for who in names}
+        assert placed == {"kube": nodes[1], "ksched": nodes[1]}  # nodes[0] was filtered out by the extender
+        assert {r["body"]["Pod"]["metadata"]["name"] for r in ext.requests("filter")} == {"kube-fits", "ksched-fits"}
+
+        def unschedulable(who: str) -> str | None:
+            pod = admin.call("GET", f"/api/v1/namespaces/{callers.ns}/pods/{who}-big")
+            return next((c.get("message") for c in (pod.get("status") or {}).get("conditions") or []
+                         if c.get("type") == "PodScheduled" and c.get("status") == "False"), None)
+
+        while not all(unschedulable(who) for who in names):
+            assert time.monotonic() < deadline, "big pods not marked unschedulable"
+            time.sleep(0.3)
+        assert unschedulable("ksched") == unschedulable("kube")
+        kube_cfg, ours_cfg = (json.loads(spa._get(port, "/configz", token=callers.tokens["all"])[1])["componentconfig"]
+                              for port in (ports["kube"], ports["ksched"]))
+        assert kube_cfg["extenders"] == ours_cfg["extenders"]
         time.sleep(1)
         fams = {who: _families(spa._get(port, "/metrics", token=callers.tokens["all"])[1])
                 for who, port in ports.items()}
