@@ -203,6 +203,36 @@ def test_postfilter_deallocates_an_unreserved_claim_that_blocks_the_pod():
     assert devices_of(get_claim(m, "stale")) == [("n2", "gpu-0")]
 
 
+def test_deleting_an_allocated_claim_requeues_a_pod_short_of_devices_from_1_37_only():
+    """kube 1.37 registers ResourceClaim deletions (an allocated claim deleted frees its devices: Queue; one
+    deleted unallocated frees nothing: QueueSkip); 1.36 registers none, so the pod waits for another event."""
+    from scheduler_runtime.featuregates import default_gates
+
+    held = claim("held")
+    held["status"] = {"allocation": {"devices": {"results": [
+        {"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "gpu-0"}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}
+    for minor, moves in (("1.37", True), ("1.36", False)):
+        m = MemoryCluster()
+        for o in (node("n1"), device_class(), rslice("n1", ["t4"]), held, claim("spare"), claim("mine")):
+            m.create(o, emit=False)
+        reg = build_registry([])
+        s = Scheduler(m, load_config(None, reg, feature_gates=default_gates(minor)), reg, seed=1,
+                      clock=lambda: 0.0)
+        s.start()
+        m.create(pod("p", claim_name="mine"))
+        s.run(until_idle=True)
+        uid = m.get_pod(NS, "p")["metadata"]["uid"]
+        assert s.queue.where(uid) == "unschedulable", minor
+        m.delete("resourceclaims", "spare", NS)  # never allocated: frees nothing
+        s.drain_inbox()
+        assert s.queue.where(uid) == "unschedulable", minor
+        m.delete("resourceclaims", "held", NS)
+        s.drain_inbox()
+        assert (s.queue.where(uid) != "unschedulable") is moves, minor
+
+
 # ----------------------------------------------------------------------------------- plugin level
 def _plugin(m: MemoryCluster) -> tuple[DynamicResources, Snapshot]:
     snap = Snapshot()

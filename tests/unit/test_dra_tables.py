@@ -1,4 +1,6 @@
-"""kube's structured-allocator test table (tests/data/dra_tables/allocator.yaml) run against ksched's allocator."""
+"""kube's DRA test tables as data (tests/data/dra_tables/): the structured allocator's (allocator.yaml) run against
+ksched's allocator, the DynamicResources plugin's (plugin.yaml) stage by stage, and its queueing hints' (hints.yaml)
+through the hint ksched registers for each event at the release's minor."""
 
 from __future__ import annotations
 
@@ -579,3 +581,92 @@ def _run_plugin_case(case: dict[str, Any], want: dict[str, Any], m: Any, pl: Any
             _check_claim(m, want["unreserveAfterPreBind"])
         else:
             assert not _extended_claims(m)
+
+
+# ------------------------------------------------------------------------------------------ hint table
+#: kube's queueing-hint tests (tests/data/dra_tables/hints.yaml), each run at its release's minor
+HINT_CASES = yaml.safe_load((TABLE.parent / "hints.yaml").read_text())
+HINT_APPLICABLE = [c for c in HINT_CASES if "na" not in c]
+
+
+def _hint_id(case: dict[str, Any]) -> str:
+    return f"{case['release']} {case['test']}" + (f"/{case['name']}" if case["name"] else "")
+
+
+def _hint_claim(spec: Any) -> dict[str, Any]:
+    """plugin.yaml's claim, with the name, finalizers or status.allocation a hint case changes."""
+    over = {k: spec[k] for k in ("name", "finalizers", "allocation") if isinstance(spec, dict) and k in spec}
+    claim = _plugin_claim({k: v for k, v in spec.items() if k not in over} if isinstance(spec, dict) else spec)
+    if "name" in over:
+        claim["metadata"]["name"] = over["name"]
+    if "finalizers" in over:
+        claim["metadata"]["finalizers"] = list(over["finalizers"])
+    if "allocation" in over:
+        st = claim.setdefault("status", {})
+        if over["allocation"] is None:
+            st.pop("allocation", None)
+        else:
+            st["allocation"] = over["allocation"]
+    return claim
+
+
+def _hint_pod(spec: Any) -> dict[str, Any]:
+    """plugin.yaml's pod; two-templates is kube's podWithTwoClaimTemplates (a second pod claim, my-resource-2,
+    from the same template)."""
+    base = spec if isinstance(spec, str) else spec["base"]
+    raw = _plugin_pod("template" if base == "two-templates" else base)
+    if base == "two-templates":
+        raw["spec"]["resourceClaims"].append({"name": "my-resource-2", "resourceClaimTemplateName": CLAIM})
+    if isinstance(spec, dict):
+        for k in ("name", "uid"):
+            if k in spec:
+                raw["metadata"][k] = spec[k]
+        if "statuses" in spec:
+            raw["status"]["resourceClaimStatuses"] = [{"name": n, "resourceClaimName": CLAIM}
+                                                      for n in spec["statuses"]]
+    return raw
+
+
+def test_hint_table_cases_are_run_or_say_why_not() -> None:
+    for c in HINT_CASES:
+        assert ("na" in c) != ("want" in c), _hint_id(c)
+        assert "na" not in c or c["na"].strip(), _hint_id(c)
+        assert c["release"] in ("1.36.3", "1.37.2"), _hint_id(c)
+    assert len({_hint_id(c) for c in HINT_CASES}) == len(HINT_CASES)
+
+
+@pytest.mark.parametrize("case", HINT_APPLICABLE, ids=[_hint_id(c) for c in HINT_APPLICABLE])
+def test_hint_table(case: dict[str, Any]) -> None:
+    """The hint ksched registers for the case's event at the release's minor, on kube's (pod, old, new)."""
+    from scheduler_runtime.cluster.memory import MemoryCluster
+    from scheduler_runtime.featuregates import default_gates
+    from scheduler_runtime.framework.handle import Handle
+    from scheduler_runtime.framework.snapshot import Snapshot
+    from scheduler_runtime.framework.types import QUEUE, ActionType, ClusterEvent
+    from scheduler_runtime.objects import Pod
+    from scheduler_runtime.plugins.dynamicresources import DynamicResources, DynamicResourcesArgs
+    from scheduler_runtime.plugins.dynamicresources.claims import EV_CLAIM
+    from scheduler_runtime.plugins.gates import GATES_CONTEXT
+
+    m = MemoryCluster()
+    for c in case.get("claims") or []:
+        m.create(_hint_claim(c), emit=False)
+    handle = Handle(Snapshot(), cluster=m)
+    handle.feature_gates = default_gates(".".join(case["release"].split(".")[:2]))
+    pl = DynamicResources(DynamicResourcesArgs.model_validate({}, context={GATES_CONTEXT: handle.feature_gates}),
+                          handle)
+    resource, action = case["event"].split()
+    happened = ClusterEvent(EV_CLAIM if resource == "ResourceClaim" else resource, ActionType[action])
+    hints = [r.hint for r in pl.events_to_register() if r.event.matches(happened)]
+    assert hints and hints[0] is not None, f"no hint registered for {case['event']}"
+    old, new = case.get("old"), case.get("new")
+    if resource == "Pod":
+        old_obj = None if old is None else Pod.from_dict(_hint_pod(old))
+        new_obj = None if new is None else Pod.from_dict(_hint_pod(new))
+    else:
+        old_obj = None if old is None else _hint_claim(old)
+        new_obj = None if new is None else _hint_claim(new)
+        if new_obj is not None:  # written first, as kube's test does through its client
+            new_obj = m.update(new_obj) if old is not None else m.create(new_obj)
+    got = hints[0](Pod.from_dict(_hint_pod(case["pod"])), old_obj, new_obj)
+    assert ("Queue" if got == QUEUE else "QueueSkip") == case["want"]

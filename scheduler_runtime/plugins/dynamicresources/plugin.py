@@ -21,6 +21,9 @@ Consumable capacity (DRAConsumableCapacity, beta on): devices allowing multiple 
 claims, each share written with its `shareID` and `consumedCapacity` (allocator.py, capacity.py); with the gate
 off a share holds its device like any allocation, as kube's ListAllAllocatedDevices has it.
 
+Requeueing follows kube's EventsToRegister and queueing hints at the emulated minor: 1.37 also registers
+ResourceClaim deletions, 1.36 does not (events_to_register).
+
 Every rejection is UnschedulableAndUnresolvable (preemption cannot help), as in kube. Not implemented (refused
 where they would matter, see docs/dra.md): fractional capacity ranges (DRAFractionalCapacityRange, off by
 default), alpha gates.
@@ -55,7 +58,14 @@ from ...framework.types import (
 from ...goduration import go_quote
 from ...objects import NodeSelector, Pod
 from ..tainttoleration import default_normalize
-from .allocator import AllocationError, Allocator, Features, NodeAllocationFailure, SliceCaches
+from .allocator import (
+    AllocationError,
+    Allocator,
+    Features,
+    NodeAllocationFailure,
+    SliceCaches,
+    minor_at_least,
+)
 from .args import DynamicResourcesArgs, decode_duration
 from .cel import CelCache
 from .claims import (
@@ -766,10 +776,17 @@ class DynamicResources(Plugin):
 
     # ------------------------------------------------------------------ events
     def events_to_register(self) -> list[ClusterEventWithHint]:
+        """kube's EventsToRegister at the emulated minor. 1.37 also registers ResourceClaim deletions (an
+        allocated claim deleted without the deallocation being seen frees its devices); 1.36 does not. The pod's
+        own update is 1.37's TargetPod event and 1.36's Pod event, both ksched's Pod (the hint tells the pods
+        apart)."""
+        claim_actions = ActionType.Add | ActionType.Update
+        if minor_at_least(getattr(self.handle, "feature_gates", None), (1, 37)):
+            claim_actions |= ActionType.Delete
         return [
             ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeLabel
                                               | ActionType.UpdateNodeAllocatable)),
-            ClusterEventWithHint(ClusterEvent(EV_CLAIM, ActionType.Add | ActionType.Update), self._after_claim_change),
+            ClusterEventWithHint(ClusterEvent(EV_CLAIM, claim_actions), self._after_claim_change),
             ClusterEventWithHint(ClusterEvent("Pod", ActionType.UpdatePodGeneratedResourceClaim),
                                  self._after_pod_change),
             ClusterEventWithHint(ClusterEvent(EV_CLASS, ActionType.Add | ActionType.Update)),
@@ -778,34 +795,49 @@ class DynamicResources(Plugin):
         ]
 
     def _after_claim_change(self, pod: Pod, old: Any, new: Any) -> int:
-        """isSchedulableAfterClaimChange."""
-        if not isinstance(new, dict):
-            return QUEUE
+        """isSchedulableAfterClaimChange: QueueSkip only when the change cannot help this pod. A deletion
+        (registered from 1.37) helps only when the claim still held devices: the deallocation is normally an
+        update of its own, already seen."""
+        if new is None:
+            if not isinstance(old, dict):
+                return QUEUE  # kube: an unexpected object is an error, which requeues
+            return QUEUE if _allocated(old) else QUEUE_SKIP
+        if not isinstance(new, dict) or (old is not None and not isinstance(old, dict)):
+            return QUEUE  # kube: an unexpected object is an error, which requeues
         try:
             claims = self.mgr.pod_claims(pod)
         except ClaimNotUsable:
             return QUEUE_SKIP
-        if isinstance(old, dict) and allocation_of(old) is not None and allocation_of(new) is None:
-            return QUEUE
+        if old is not None and _allocated(old) and not _allocated(new):
+            return QUEUE  # deallocated: its devices are free for any pod
         uid = meta(new).get("uid")
         if not any(meta(c).get("uid") == uid for c in claims):
             return QUEUE_SKIP
         if old is None:
             return QUEUE
         if status(old) == status(new):
-            return QUEUE_SKIP
+            return QUEUE_SKIP  # e.g. a finalizer added
         return QUEUE
 
     def _after_pod_change(self, pod: Pod, old: Any, new: Any) -> int:
-        """isSchedulableAfterPodChange."""
+        """isSchedulableAfterPodChange (1.36) / isSchedulableAfterTargetPodUpdate (1.37): the pod's claims were
+        created. ksched's Pod events include other pods' updates, which 1.37's TargetPod event excludes and 1.36's
+        hint skips, hence the UID check in both."""
         other = new if isinstance(new, Pod) else (Pod.from_dict(new) if isinstance(new, dict) else None)
-        if other is None or other.uid != pod.uid:
+        if other is None:
+            return QUEUE  # kube: an unexpected object is an error, which requeues
+        if other.uid != pod.uid:
             return QUEUE_SKIP
         try:
             self.mgr.pod_claims(other)
         except ClaimNotUsable:
             return QUEUE_SKIP
         return QUEUE
+
+
+def _allocated(claim: dict[str, Any]) -> bool:
+    """`status.allocation != nil`, as kube's hints test it (an empty allocation still counts)."""
+    return status(claim).get("allocation") is not None
 
 
 class _BindError(Exception):
