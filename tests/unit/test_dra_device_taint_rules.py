@@ -132,3 +132,39 @@ def test_deleting_the_rule_requeues_the_waiting_pod() -> None:
     m.delete("devicetaintrules", "every-device")
     s.run(until_idle=True)
     assert m.get_pod(NS, "p")["spec"].get("nodeName") in ("n1", "n2")
+
+
+def test_a_rule_change_requeues_only_when_it_changes_some_devices_taints() -> None:
+    """kube registers no DeviceTaintRule event: its slice tracker sends a ResourceSlice update (which requeues)
+    only for slices whose devices' taints changed. A rule selecting no device, or an edit that leaves the
+    taint as it was, moves nobody; changing the taint of selected devices does."""
+    m = _cluster(_claim("c"), _rule("every-device"))
+    reg = build_registry([])
+    s = Scheduler(m, load_config(None, reg, feature_gates=ON), reg, seed=1, clock=lambda: 0.0)
+    s.start()
+    m.create(_pod("p", "c"))
+    s.run(until_idle=True)
+    uid = m.get_pod(NS, "p")["metadata"]["uid"]
+    assert s.queue.where(uid) == "unschedulable"
+    m.create(_rule("elsewhere", driver="other.example.com"))
+    s.drain_inbox()
+    assert s.queue.where(uid) == "unschedulable"
+    rule = m.informer("devicetaintrules").get("every-device")
+    m.update({**rule, "metadata": {**rule["metadata"], "labels": {"team": "infra"}}})
+    s.drain_inbox()
+    assert s.queue.where(uid) == "unschedulable"
+    rule = m.informer("devicetaintrules").get("every-device")
+    m.update({**rule, "spec": {**rule["spec"], "taint": {**rule["spec"]["taint"], "effect": "None"}}})
+    s.drain_inbox()
+    assert s.queue.where(uid) in ("active", "backoff")
+
+
+def test_the_rule_event_is_registered_with_the_gate_only() -> None:
+    """Without DRADeviceTaintRules kube watches no rules (no slice tracker), so no rule change can requeue."""
+    from scheduler_runtime.plugins.dynamicresources.claims import EV_TAINT_RULE
+
+    for gates, registered in ((ON, True), (OFF, False)):
+        reg = build_registry([])
+        s = Scheduler(_cluster(), load_config(None, reg, feature_gates=gates), reg, seed=1)
+        regs = s._events_for("default-scheduler", "DynamicResources")
+        assert any(r.event.resource == EV_TAINT_RULE and r.hint is not None for r in regs) is registered

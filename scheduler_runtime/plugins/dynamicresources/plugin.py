@@ -95,6 +95,7 @@ from .extended import (
     node_claim,
     requests_and_mappings,
 )
+from .taintrules import apply_taint_rules
 
 NAME = "DynamicResources"
 #: resourceapi.FirstAvailableDeviceRequestMaxSize
@@ -167,6 +168,8 @@ class DynamicResources(Plugin):
         self._caches_version = -1
         self.binding_poll = BINDING_POLL
         self.assume_timeout = ASSUME_TIMEOUT
+        #: (old rule, new rule, hint) of the last DeviceTaintRule event the hint judged
+        self._rule_memo: tuple[Any, Any, int] | None = None
 
     @property
     def mgr(self) -> DraManager:
@@ -779,11 +782,13 @@ class DynamicResources(Plugin):
         """kube's EventsToRegister at the emulated minor. 1.37 also registers ResourceClaim deletions (an
         allocated claim deleted without the deallocation being seen frees its devices); 1.36 does not. The pod's
         own update is 1.37's TargetPod event and 1.36's Pod event, both ksched's Pod (the hint tells the pods
-        apart)."""
+        apart). kube registers no DeviceTaintRule event: with DRADeviceTaintRules its ResourceSlice tracker
+        turns a rule change into ResourceSlice updates; ksched watches the rules instead and its hint queues on
+        exactly the changes that would have produced one."""
         claim_actions = ActionType.Add | ActionType.Update
         if minor_at_least(getattr(self.handle, "feature_gates", None), (1, 37)):
             claim_actions |= ActionType.Delete
-        return [
+        events = [
             ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeLabel
                                               | ActionType.UpdateNodeAllocatable)),
             ClusterEventWithHint(ClusterEvent(EV_CLAIM, claim_actions), self._after_claim_change),
@@ -791,8 +796,12 @@ class DynamicResources(Plugin):
                                  self._after_pod_change),
             ClusterEventWithHint(ClusterEvent(EV_CLASS, ActionType.Add | ActionType.Update)),
             ClusterEventWithHint(ClusterEvent(EV_SLICE, ActionType.Add | ActionType.Update)),
-            ClusterEventWithHint(ClusterEvent(EV_TAINT_RULE, ActionType.Add | ActionType.Update | ActionType.Delete)),
         ]
+        if self.taint_rules:
+            events.append(ClusterEventWithHint(
+                ClusterEvent(EV_TAINT_RULE, ActionType.Add | ActionType.Update | ActionType.Delete),
+                self._after_taint_rule_change))
+        return events
 
     def _after_claim_change(self, pod: Pod, old: Any, new: Any) -> int:
         """isSchedulableAfterClaimChange: QueueSkip only when the change cannot help this pod. A deletion
@@ -834,10 +843,42 @@ class DynamicResources(Plugin):
             return QUEUE_SKIP
         return QUEUE
 
+    def _after_taint_rule_change(self, pod: Pod, old: Any, new: Any) -> int:
+        """Queue when kube's slice tracker would have sent a ResourceSlice update for this rule change (which
+        requeues without a hint): some device of a current slice gets, loses or sees a different taint from
+        the rule. The answer depends on the event alone, so it is kept for the next pod asking."""
+        memo = self._rule_memo
+        if memo is not None and memo[0] is old and memo[1] is new:
+            return memo[2]
+        got = QUEUE if _rule_changes_taints(self.mgr.slices.list(), old, new) else QUEUE_SKIP
+        self._rule_memo = (old, new, got)
+        return got
+
 
 def _allocated(claim: dict[str, Any]) -> bool:
     """`status.allocation != nil`, as kube's hints test it (an empty allocation still counts)."""
     return status(claim).get("allocation") is not None
+
+
+def _taint_key(t: Any) -> tuple[Any, ...]:
+    """The fields kube's tracker compares taints by (taintsEqual)."""
+    t = t if isinstance(t, dict) else {}
+    return t.get("key"), t.get("value"), t.get("effect"), t.get("timeAdded")
+
+
+def _rule_changes_taints(slices: list[dict[str, Any]], old: Any, new: Any) -> bool:
+    """Does replacing rule `old` by `new` (either None: added or deleted) change any device's taints?"""
+    before = [old] if isinstance(old, dict) else []
+    after = [new] if isinstance(new, dict) else []
+    for s in slices:
+        a, b = apply_taint_rules(s, before), apply_taint_rules(s, after)
+        if a is b:
+            continue  # neither version selects a device here
+        for da, db in zip((a.get("spec") or {}).get("devices") or [], (b.get("spec") or {}).get("devices") or [],
+                          strict=True):
+            if [_taint_key(t) for t in da.get("taints") or []] != [_taint_key(t) for t in db.get("taints") or []]:
+                return True
+    return False
 
 
 class _BindError(Exception):
