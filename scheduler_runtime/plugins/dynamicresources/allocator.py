@@ -22,6 +22,9 @@ use; each request allocated on it is a share (a random UUID `shareID`) that cons
 (capacity.py), checked against what allocated shares, in-flight shares and this search's shares consume; its
 counters are charged by its first share only.
 
+kube 1.37's allocator (k8s.io/dynamic-resource-allocation v0.37) changed a few rules; `Features.kube_137_allocator`
+selects them (off when emulating 1.35/1.36). tests/data/dra_tables/allocator.yaml holds v0.37.2's test table.
+
 Raw Kubernetes objects (dicts) are read directly; nothing here talks to a cluster.
 
 Over 600 lines on purpose: it is one depth-first search whose pool, counter, constraint and result pieces
@@ -84,6 +87,10 @@ class Features:
     #: kube 1.37's distinctAttribute: every device's value is kept (a request's later device no longer replaces
     #: its earlier one's, as in 1.36); off when emulating 1.35/1.36
     distinct_every_device: bool = True
+    #: kube 1.37's allocator (dynamic-resource-allocation v0.37) where it differs from 1.36's; off when emulating
+    #: 1.35/1.36: a request that pushes its claim past 32 devices is named in the error; a claim config is copied
+    #: once (1.36 copied it once per matching request) and loses its `requests` when it covers every request
+    kube_137_allocator: bool = True
 
     @classmethod
     def from_gates(cls, gates: Mapping[str, bool] | None) -> Features:
@@ -100,7 +107,8 @@ class Features:
                    device_binding_and_status=on("DRADeviceBindingConditions") and on("DRAResourceClaimDeviceStatus"),
                    consumable_capacity=on("DRAConsumableCapacity"),
                    runtime_error_detail=_minor_at_least(gates, (1, 37)),
-                   distinct_every_device=_minor_at_least(gates, (1, 37)))
+                   distinct_every_device=_minor_at_least(gates, (1, 37)),
+                   kube_137_allocator=_minor_at_least(gates, (1, 37)))
 
 
 def _minor_at_least(gates: Mapping[str, bool], minor: tuple[int, int]) -> bool:
@@ -681,7 +689,7 @@ class _Run:
                         rd.is_sub = True
                         self.request_data[(ci, ri, si)] = rd
                         least = rd.num_devices if least is None else min(least, rd.num_devices)
-                    min_devices += least or 0
+                    n = least or 0
                 else:
                     hit = self.a.validated.get((id(claim), ri, 0))
                     if hit is not None and hit[0] is claim:
@@ -689,7 +697,12 @@ class _Run:
                     else:
                         rd = self._validate((ci, ri, 0), _Request(raw, None))
                     self.request_data[(ci, ri, 0)] = rd
-                    min_devices += rd.num_devices
+                    n = rd.num_devices
+                if self.features.kube_137_allocator and n > ALLOCATION_RESULTS_MAX_SIZE - min_devices:
+                    raise AllocationError(f"claim {claim_key(claim)}, request {raw.get('name')}: adding {n} devices "
+                                          f"exceeds the claim limit of {ALLOCATION_RESULTS_MAX_SIZE}, with "
+                                          f"{min_devices} already accounted for")
+                min_devices += n
             if min_devices > ALLOCATION_RESULTS_MAX_SIZE:
                 raise AllocationError(f"claim {claim_key(claim)}: number of requested devices {min_devices} "
                                       f"exceeds the claim limit of {ALLOCATION_RESULTS_MAX_SIZE}")
@@ -1174,9 +1187,12 @@ class _Run:
             if not wanted:
                 config.append({"source": "FromClaim", **body})
                 continue
+            once = self.features.kube_137_allocator  # 1.36 copied it once per matching request
             for ri, req in enumerate(requests):
                 if req.get("name") in wanted:
                     config.append({"source": "FromClaim", "requests": wanted, **body})
+                    if once:
+                        break
                     continue
                 rd = self.request_data[(ci, ri, 0)]
                 if not rd.is_sub:
@@ -1184,6 +1200,10 @@ class _Run:
                 sub = (req.get("firstAvailable") or [])[rd.selected_sub]
                 if f"{req.get('name')}/{sub.get('name')}" in wanted:
                     config.append({"source": "FromClaim", "requests": wanted, **body})
+                    if once:
+                        break
+        if self.features.kube_137_allocator:
+            config = [self._unscoped(ci, requests, c) for c in config]
         alloc: dict[str, Any] = {"devices": {"results": results}}
         if config:
             alloc["devices"]["config"] = config
@@ -1191,6 +1211,23 @@ class _Run:
         if sel is not None:
             alloc["nodeSelector"] = sel
         return alloc
+
+    def _unscoped(self, ci: int, requests: list[dict[str, Any]], c: dict[str, Any]) -> dict[str, Any]:
+        """A config naming every request of the claim (a request with sub-requests by itself or its chosen
+        sub-request) without `requests`: empty means all, as kube 1.37 writes it."""
+        named = c.get("requests")
+        if not named:
+            return c
+        for ri, req in enumerate(requests):
+            if req.get("name") in named:
+                continue
+            rd = self.request_data[(ci, ri, 0)]
+            if rd.is_sub:
+                sub = (req.get("firstAvailable") or [])[rd.selected_sub]
+                if f"{req.get('name')}/{sub.get('name')}" in named:
+                    continue
+            return c
+        return {k: v for k, v in c.items() if k != "requests"}
 
     def _node_selector(self, results: list[_Result]) -> dict[str, Any] | None:
         fields: list[dict[str, Any]] = []
