@@ -89,7 +89,9 @@ class Features:
     distinct_every_device: bool = True
     #: kube 1.37's allocator (dynamic-resource-allocation v0.37) where it differs from 1.36's; off when emulating
     #: 1.35/1.36: a request that pushes its claim past 32 devices is named in the error; a claim config is copied
-    #: once (1.36 copied it once per matching request) and loses its `requests` when it covers every request
+    #: once (1.36 copied it once per matching request) and loses its `requests` when it covers every request;
+    #: list-typed attribute values reach CEL selectors as lists (1.36 failed on them with the gate off); a slice
+    #: whose devices declare compatibility groups is ignored (DRADeviceCompatibilityGroups off; 1.36 has no field)
     kube_137_allocator: bool = True
 
     @classmethod
@@ -205,10 +207,13 @@ def gather_pools(slices_for_node: list[dict[str, Any]], node: Node, features: Fe
                  all_slices: list[dict[str, Any]]) -> list[Pool]:
     """The pools a node can allocate from, as kube's GatherPools builds them."""
     by_pool: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    skip_groups = features.kube_137_allocator
     for s in slices_for_node:
         sp = _spec(s)
         if not features.partitionable_devices and (sp.get("perDeviceNodeSelection") is not None
                                                    or sp.get("sharedCounters")):
+            continue
+        if skip_groups and uses_compatibility_groups(s):
             continue
         if sp.get("sharedCounters"):
             relevant = True
@@ -254,6 +259,8 @@ def gather_pools(slices_for_node: list[dict[str, Any]], node: Node, features: Fe
                     break
             if obsolete:
                 continue
+            if skip_groups:  # an ignored slice does not count towards completeness either
+                all_for_pool = [s for s in all_for_pool if not uses_compatibility_groups(s)]
             if len(all_for_pool) != count:
                 plain.append(Pool(driver, pool_name, incomplete=True))
                 continue
@@ -262,6 +269,13 @@ def gather_pools(slices_for_node: list[dict[str, Any]], node: Node, features: Fe
     plain.sort(key=lambda p: (p.driver, p.name))
     with_conditions.sort(key=lambda p: (p.driver, p.name))
     return plain + with_conditions
+
+
+def uses_compatibility_groups(s: dict[str, Any]) -> bool:
+    """Whether a device of the slice declares compatibility groups (DRADeviceCompatibilityGroups, alpha). ksched
+    cannot check co-allocation against them, so such a slice is ignored, which leaves its pool incomplete and keeps
+    the pool's other devices unallocated too, as kube-scheduler does with the gate off."""
+    return any(use.get("compatibilityGroups") for d in _devices(s) for use in d.get("consumesCounters") or [])
 
 
 def _has_binding_conditions(p: Pool) -> bool:
@@ -598,8 +612,9 @@ class Allocator:
 
     def device_input(self, driver: str, device: dict[str, Any]) -> DeviceInput:
         hit = self._inputs.get(id(device))
-        if hit is None or hit.raw is not device:
-            hit = self._inputs[id(device)] = DeviceInput(driver, device)
+        lists = self.features.kube_137_allocator
+        if hit is None or hit.raw is not device or hit.list_values is not lists:
+            hit = self._inputs[id(device)] = DeviceInput(driver, device, list_values=lists)
         return hit
 
     def allocate(self, node: Node, claims: list[dict[str, Any]],
