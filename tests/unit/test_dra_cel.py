@@ -68,7 +68,9 @@ def _outcome(expression: str, device: dict[str, Any]) -> dict[str, Any]:
         return {"compileError": compiled.error}
     raw = {k: device[k] for k in ("attributes", "capacity", "allowMultipleAllocations") if k in device}
     try:
-        return {"match": compiled.matches(DeviceInput(device.get("driver", ""), raw))}
+        # the table is kube 1.36's: a list-typed attribute fails there with DRAListTypeAttributes off (1.37 passes it
+        # as a list, test_list_typed_attributes_are_lists_in_137)
+        return {"match": compiled.matches(DeviceInput(device.get("driver", ""), raw, list_values=False))}
     except CelError as exc:
         return {"matchError": str(exc)}
 
@@ -116,6 +118,31 @@ def test_table_counts() -> None:
     assert len(KUBE) == 69 and sum(na.values()) == 34 and len(APPLICABLE) == 35 and len(KUBE_GAPS) == 1
     assert all(reason.strip() for reason in na)
     assert set(GAPS) <= {c["expression"] for c in LIBRARY}
+
+
+@pytest.mark.parametrize(("values", "expression", "outcome"), [
+    ({"bools": [True, False]}, "names.size() == 2", True),  # kube v0.37 compile_test.go list-of-bool
+    ({"ints": [1, 2]}, "names.size() == 2", True),  # list-of-int
+    ({"strings": ["fish", "bird"]}, "names.size() == 2", True),  # list-of-string
+    ({"versions": ["1.0.0", "2.0.0"]}, "names.size() == 2", True),  # list-of-semver
+    ({"versions": ["1.0.0", "2.0.0"]}, 'names.all(x, x.isGreaterThan(semver("0.0.1")))', True),
+    ({"ints": [1, 2]}, "names.exists(x, x > 1)", True),
+    ({"strings": ["fish", "bird"]}, "names",  # list-result-type-causes-match-error
+     "CEL result of type list could not be converted to bool: type conversion error from list to 'bool'"),
+])
+def test_list_typed_attributes_are_lists_in_137(values: dict[str, Any], expression: str, outcome: Any) -> None:
+    """kube 1.37 gives list-typed attributes (DRAListTypeAttributes) to selectors as lists whatever the gate;
+    1.36 fails on them with the gate off (`unsupported attribute value`)."""
+    compiled = compile_expression(f'device.attributes["dra.example.com"].{expression}')
+    assert compiled.error is None
+    raw = {"attributes": {"names": values}}
+    if outcome is True:
+        assert compiled.matches(DeviceInput("dra.example.com", raw))
+    else:
+        with pytest.raises(CelError, match="^" + outcome.replace("(", r"\(")):
+            compiled.matches(DeviceInput("dra.example.com", raw))
+    with pytest.raises(CelError, match="^attribute names: unsupported attribute value$"):
+        compiled.matches(DeviceInput("dra.example.com", raw, list_values=False))
 
 
 def test_library_functions_are_declared_only_where_a_selector_names_them():

@@ -72,7 +72,8 @@ def test_dra_switches_follow_the_emulated_minor() -> None:
     assert old == Features(admin_access=True, prioritized_list=True, partitionable_devices=False,
                            device_taints=False, device_binding_and_status=False, consumable_capacity=False,
                            runtime_error_detail=False,  # 1.35's CEL runtime errors name no device
-                           distinct_every_device=False)  # nor does it keep every device's distinctAttribute value
+                           distinct_every_device=False,  # nor does it keep every device's distinctAttribute value
+                           kube_137_allocator=False)  # nor v0.37's other allocator rules
     assert DynamicResources(handle=SimpleNamespace(feature_gates=default_gates("1.37"), cluster=None)).features == \
         Features()
     reg = build_registry([])

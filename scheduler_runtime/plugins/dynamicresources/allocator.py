@@ -22,6 +22,9 @@ use; each request allocated on it is a share (a random UUID `shareID`) that cons
 (capacity.py), checked against what allocated shares, in-flight shares and this search's shares consume; its
 counters are charged by its first share only.
 
+kube 1.37's allocator (k8s.io/dynamic-resource-allocation v0.37) changed a few rules; `Features.kube_137_allocator`
+selects them (off when emulating 1.35/1.36). tests/data/dra_tables/allocator.yaml holds v0.37.2's test table.
+
 Raw Kubernetes objects (dicts) are read directly; nothing here talks to a cluster.
 
 Over 600 lines on purpose: it is one depth-first search whose pool, counter, constraint and result pieces
@@ -84,6 +87,12 @@ class Features:
     #: kube 1.37's distinctAttribute: every device's value is kept (a request's later device no longer replaces
     #: its earlier one's, as in 1.36); off when emulating 1.35/1.36
     distinct_every_device: bool = True
+    #: kube 1.37's allocator (dynamic-resource-allocation v0.37) where it differs from 1.36's; off when emulating
+    #: 1.35/1.36: a request that pushes its claim past 32 devices is named in the error; a claim config is copied
+    #: once (1.36 copied it once per matching request) and loses its `requests` when it covers every request;
+    #: list-typed attribute values reach CEL selectors as lists (1.36 failed on them with the gate off); a slice
+    #: whose devices declare compatibility groups is ignored (DRADeviceCompatibilityGroups off; 1.36 has no field)
+    kube_137_allocator: bool = True
 
     @classmethod
     def from_gates(cls, gates: Mapping[str, bool] | None) -> Features:
@@ -100,7 +109,8 @@ class Features:
                    device_binding_and_status=on("DRADeviceBindingConditions") and on("DRAResourceClaimDeviceStatus"),
                    consumable_capacity=on("DRAConsumableCapacity"),
                    runtime_error_detail=minor_at_least(gates, (1, 37)),
-                   distinct_every_device=minor_at_least(gates, (1, 37)))
+                   distinct_every_device=minor_at_least(gates, (1, 37)),
+                   kube_137_allocator=minor_at_least(gates, (1, 37)))
 
 
 def minor_at_least(gates: Mapping[str, bool] | None, minor: tuple[int, int]) -> bool:
@@ -199,10 +209,13 @@ def gather_pools(slices_for_node: list[dict[str, Any]], node: Node, features: Fe
                  all_slices: list[dict[str, Any]]) -> list[Pool]:
     """The pools a node can allocate from, as kube's GatherPools builds them."""
     by_pool: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    skip_groups = features.kube_137_allocator
     for s in slices_for_node:
         sp = _spec(s)
         if not features.partitionable_devices and (sp.get("perDeviceNodeSelection") is not None
                                                    or sp.get("sharedCounters")):
+            continue
+        if skip_groups and uses_compatibility_groups(s):
             continue
         if sp.get("sharedCounters"):
             relevant = True
@@ -248,6 +261,8 @@ def gather_pools(slices_for_node: list[dict[str, Any]], node: Node, features: Fe
                     break
             if obsolete:
                 continue
+            if skip_groups:  # an ignored slice does not count towards completeness either
+                all_for_pool = [s for s in all_for_pool if not uses_compatibility_groups(s)]
             if len(all_for_pool) != count:
                 plain.append(Pool(driver, pool_name, incomplete=True))
                 continue
@@ -256,6 +271,13 @@ def gather_pools(slices_for_node: list[dict[str, Any]], node: Node, features: Fe
     plain.sort(key=lambda p: (p.driver, p.name))
     with_conditions.sort(key=lambda p: (p.driver, p.name))
     return plain + with_conditions
+
+
+def uses_compatibility_groups(s: dict[str, Any]) -> bool:
+    """Whether a device of the slice declares compatibility groups (DRADeviceCompatibilityGroups, alpha). ksched
+    cannot check co-allocation against them, so such a slice is ignored, which leaves its pool incomplete and keeps
+    the pool's other devices unallocated too, as kube-scheduler does with the gate off."""
+    return any(use.get("compatibilityGroups") for d in _devices(s) for use in d.get("consumesCounters") or [])
 
 
 def _has_binding_conditions(p: Pool) -> bool:
@@ -592,8 +614,9 @@ class Allocator:
 
     def device_input(self, driver: str, device: dict[str, Any]) -> DeviceInput:
         hit = self._inputs.get(id(device))
-        if hit is None or hit.raw is not device:
-            hit = self._inputs[id(device)] = DeviceInput(driver, device)
+        lists = self.features.kube_137_allocator
+        if hit is None or hit.raw is not device or hit.list_values is not lists:
+            hit = self._inputs[id(device)] = DeviceInput(driver, device, list_values=lists)
         return hit
 
     def allocate(self, node: Node, claims: list[dict[str, Any]],
@@ -683,7 +706,7 @@ class _Run:
                         rd.is_sub = True
                         self.request_data[(ci, ri, si)] = rd
                         least = rd.num_devices if least is None else min(least, rd.num_devices)
-                    min_devices += least or 0
+                    n = least or 0
                 else:
                     hit = self.a.validated.get((id(claim), ri, 0))
                     if hit is not None and hit[0] is claim:
@@ -691,7 +714,12 @@ class _Run:
                     else:
                         rd = self._validate((ci, ri, 0), _Request(raw, None))
                     self.request_data[(ci, ri, 0)] = rd
-                    min_devices += rd.num_devices
+                    n = rd.num_devices
+                if self.features.kube_137_allocator and n > ALLOCATION_RESULTS_MAX_SIZE - min_devices:
+                    raise AllocationError(f"claim {claim_key(claim)}, request {raw.get('name')}: adding {n} devices "
+                                          f"exceeds the claim limit of {ALLOCATION_RESULTS_MAX_SIZE}, with "
+                                          f"{min_devices} already accounted for")
+                min_devices += n
             if min_devices > ALLOCATION_RESULTS_MAX_SIZE:
                 raise AllocationError(f"claim {claim_key(claim)}: number of requested devices {min_devices} "
                                       f"exceeds the claim limit of {ALLOCATION_RESULTS_MAX_SIZE}")
@@ -1176,9 +1204,12 @@ class _Run:
             if not wanted:
                 config.append({"source": "FromClaim", **body})
                 continue
+            once = self.features.kube_137_allocator  # 1.36 copied it once per matching request
             for ri, req in enumerate(requests):
                 if req.get("name") in wanted:
                     config.append({"source": "FromClaim", "requests": wanted, **body})
+                    if once:
+                        break
                     continue
                 rd = self.request_data[(ci, ri, 0)]
                 if not rd.is_sub:
@@ -1186,6 +1217,10 @@ class _Run:
                 sub = (req.get("firstAvailable") or [])[rd.selected_sub]
                 if f"{req.get('name')}/{sub.get('name')}" in wanted:
                     config.append({"source": "FromClaim", "requests": wanted, **body})
+                    if once:
+                        break
+        if self.features.kube_137_allocator:
+            config = [self._unscoped(ci, requests, c) for c in config]
         alloc: dict[str, Any] = {"devices": {"results": results}}
         if config:
             alloc["devices"]["config"] = config
@@ -1193,6 +1228,23 @@ class _Run:
         if sel is not None:
             alloc["nodeSelector"] = sel
         return alloc
+
+    def _unscoped(self, ci: int, requests: list[dict[str, Any]], c: dict[str, Any]) -> dict[str, Any]:
+        """A config naming every request of the claim (a request with sub-requests by itself or its chosen
+        sub-request) without `requests`: empty means all, as kube 1.37 writes it."""
+        named = c.get("requests")
+        if not named:
+            return c
+        for ri, req in enumerate(requests):
+            if req.get("name") in named:
+                continue
+            rd = self.request_data[(ci, ri, 0)]
+            if rd.is_sub:
+                sub = (req.get("firstAvailable") or [])[rd.selected_sub]
+                if f"{req.get('name')}/{sub.get('name')}" in named:
+                    continue
+            return c
+        return {k: v for k, v in c.items() if k != "requests"}
 
     def _node_selector(self, results: list[_Result]) -> dict[str, Any] | None:
         fields: list[dict[str, Any]] = []

@@ -37,6 +37,7 @@ import logging
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -300,6 +301,9 @@ class Compiled:
         if name == "BOOL":
             return bool(value.value())
         tname = _TYPE_NAMES.get(name, name.lower())
+        if tname.startswith("list"):  # a list-typed attribute (cel-go names the type and its error plainly)
+            raise CelError("CEL result of type list could not be converted to bool: type conversion error from list "
+                           "to 'bool'")
         raise CelError(f"CEL result of type {tname} could not be converted to bool: type conversion error from "
                        f"'{tname}' to 'bool'")
 
@@ -420,9 +424,24 @@ def _split(name: str, driver: str) -> tuple[str, str]:
     return driver, name
 
 
-def _attribute_value(attr: Any) -> Any:
+#: list-typed attribute values (DRAListTypeAttributes) and how each element becomes a CEL value
+_LIST_KINDS: tuple[tuple[str, Callable[[Any], Any]], ...] = (("ints", int), ("bools", bool), ("strings", str))
+
+
+def _attribute_value(attr: Any, lists: bool = True) -> Any:
+    """An attribute as a CEL value. A list-typed one (`ints`, `bools`, `strings`, `versions`) becomes a list, as
+    kube 1.37 passes it whatever the DRAListTypeAttributes gate (`lists` off: 1.36, which fails on it)."""
     if not isinstance(attr, dict):
         raise CelError("unsupported attribute value")
+    if lists:
+        for key, conv in _LIST_KINDS:
+            if attr.get(key) is not None:
+                return [conv(v) for v in attr[key]]
+        if attr.get("versions") is not None:
+            try:
+                return [semver_value(str(v)) for v in attr["versions"]]
+            except ValueError as exc:
+                raise CelError(f"parse semantic version: {exc}") from None
     if "int" in attr:
         return int(attr["int"])
     if "bool" in attr:
@@ -442,12 +461,14 @@ class DeviceInput:
 
     #: bumped when a newly compiled selector looks up a new domain literal
     domains_version = 0
-    __slots__ = ("driver", "raw", "_data", "_act", "_version", "_error")
+    __slots__ = ("driver", "raw", "list_values", "_data", "_act", "_version", "_error")
     # _act / _version: one activation per environment (core, full)
 
-    def __init__(self, driver: str, raw: dict[str, Any]) -> None:
+    def __init__(self, driver: str, raw: dict[str, Any], list_values: bool = True) -> None:
         self.driver = driver
         self.raw = raw
+        #: list-typed attributes become CEL lists (kube 1.37); off: they fail as in 1.36
+        self.list_values = list_values
         self._data: dict[str, Any] | None = None
         self._act: list[Any] = [None, None]
         self._version = [-1, -1]
@@ -458,7 +479,7 @@ class DeviceInput:
         for name, attr in (self.raw.get("attributes") or {}).items():
             dom, ident = _split(str(name), self.driver)
             try:
-                attrs.setdefault(dom, {})[ident] = _attribute_value(attr)
+                attrs.setdefault(dom, {})[ident] = _attribute_value(attr, self.list_values)
             except CelError as exc:
                 raise CelError(f"attribute {name}: {exc}") from None
         caps: dict[str, dict[str, Any]] = {}
