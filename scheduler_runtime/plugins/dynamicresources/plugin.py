@@ -93,6 +93,15 @@ FIRST_AVAILABLE_MAX = 8
 BINDING_POLL = 5.0
 
 
+class Clock:
+    """Wall time (allocation timestamps, binding timeouts), monotonic time and sleeping, in one place so that a
+    test can run PreBind's minutes-long wait for binding conditions on simulated time."""
+
+    monotonic = staticmethod(time.monotonic)
+    sleep = staticmethod(time.sleep)
+    time = staticmethod(time.time)  # last: the name shadows the module in this class body
+
+
 @dataclass
 class _State:
     claims: list[dict[str, Any]] = field(default_factory=list)
@@ -157,6 +166,7 @@ class DynamicResources(Plugin):
         self._caches_version = -1
         self.binding_poll = BINDING_POLL
         self.assume_timeout = ASSUME_TIMEOUT
+        self.clock = Clock()
 
     @property
     def mgr(self) -> DraManager:
@@ -316,7 +326,7 @@ class DynamicResources(Plugin):
         if ext_claim is None and s.n_user == 0:
             return None  # only extended resources, all from device plugins on this node
         unavailable = []
-        now = time.time()
+        now = self.clock.time()
         for i, claim in enumerate(s.claims):
             sel = s.available_on[i]
             if sel is not None and not sel.matches(node):
@@ -589,7 +599,8 @@ class DynamicResources(Plugin):
             return None
         self.handle.record_event(pod, "Normal", "BindingConditionsPending", "Scheduling",
                                  f"waiting for binding conditions for device on node {node_name}")
-        start = time.monotonic()
+        clock = self.clock
+        start = clock.monotonic()
         deadline = start + self.binding_timeout
         label, error = BC_SUCCESS, ""
         while True:
@@ -599,11 +610,11 @@ class DynamicResources(Plugin):
             except _BindingOutcome as exc:
                 label, error = exc.label, str(exc)
                 break
-            if time.monotonic() >= deadline:
+            if clock.monotonic() >= deadline:
                 label, error = BC_TIMEOUT, "device binding timeout: context deadline exceeded"
                 break
-            time.sleep(min(self.binding_poll, max(0.0, deadline - time.monotonic())))
-        self._observe_binding_conditions(s, label, time.monotonic() - start)
+            clock.sleep(min(self.binding_poll, max(0.0, deadline - clock.monotonic())))
+        self._observe_binding_conditions(s, label, clock.monotonic() - start)
         return Status.as_error(error) if error else None
 
     def _observe_binding_conditions(self, s: _State, label: str, seconds: float) -> None:
@@ -627,7 +638,7 @@ class DynamicResources(Plugin):
     def _pod_ready_for_binding(self, s: _State) -> bool:
         """isPodReadyForBinding: re-read every claim; a failure condition or a claim past its binding timeout
         ends the wait (_BindingOutcome with kube's error text and metric label)."""
-        now = time.time()
+        now = self.clock.time()
         for i, claim in enumerate(s.claims):
             m = meta(claim)
             cur = self.mgr.get_claim(m.get("namespace") or "default", m.get("name", ""))
@@ -691,7 +702,8 @@ class DynamicResources(Plugin):
                     st["reservedFor"] = rf
                     if self.features.device_binding_and_status and not (st.get("allocation") or {}).get(
                             "allocationTimestamp"):
-                        st["allocation"] = {**(st.get("allocation") or {}), "allocationTimestamp": _now()}
+                        st["allocation"] = {**(st.get("allocation") or {}),
+                                            "allocationTimestamp": _rfc3339(self.clock.time())}
                     patch: dict[str, Any] = {"metadata": {"resourceVersion": m.get("resourceVersion")},
                                              "status": {"reservedFor": rf}}
                     if alloc is not None or "allocationTimestamp" in (st.get("allocation") or {}):
@@ -852,10 +864,11 @@ def _ready_for_binding(claim: dict[str, Any]) -> bool:
     return True
 
 
-def _now() -> str:
+def _rfc3339(seconds: float) -> str:
+    """A metav1.Time as the API server writes it: UTC, whole seconds."""
     import datetime as _dt
 
-    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _dt.datetime.fromtimestamp(seconds, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _parse_time(ts: str) -> float:
