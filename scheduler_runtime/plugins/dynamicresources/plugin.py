@@ -351,7 +351,8 @@ class DynamicResources(Plugin):
                 return Status.unresolvable(str(exc))
             except AllocationError as exc:
                 if str(exc).startswith("filter operation aborted"):
-                    return Status.unresolvable("timed out trying to allocate devices")
+                    # an Error, so the pod retries after backoff: the timeout may be transient (kube 1.36, 1.37)
+                    return Status.as_error(f"node {node.name}: timed out trying to allocate devices")
                 return Status.as_error(str(exc))
             if allocations is None:
                 return Status.unresolvable("cannot allocate all claims")
