@@ -701,10 +701,11 @@ class DynamicResources(Plugin):
                     rf = list(st.get("reservedFor") or [])
                     rf.append({"resource": "pods", "name": pod.name, "uid": pod.uid})
                     st["reservedFor"] = rf
-                    if self.features.device_binding_and_status and not (st.get("allocation") or {}).get(
-                            "allocationTimestamp"):
-                        st["allocation"] = {**(st.get("allocation") or {}),
-                                            "allocationTimestamp": _rfc3339(self.clock.time())}
+                    if self.features.device_binding_and_status:
+                        if not st.get("allocation"):  # deallocated since PreFilter read it
+                            raise _BindError(f"claim {ck} got deallocated elsewhere in the meantime")
+                        if not st["allocation"].get("allocationTimestamp"):
+                            st["allocation"] = {**st["allocation"], "allocationTimestamp": _rfc3339(self.clock.time())}
                     patch: dict[str, Any] = {"metadata": {"resourceVersion": m.get("resourceVersion")},
                                              "status": {"reservedFor": rf}}
                     if alloc is not None or "allocationTimestamp" in (st.get("allocation") or {}):
