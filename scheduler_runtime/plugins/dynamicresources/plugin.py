@@ -604,17 +604,20 @@ class DynamicResources(Plugin):
         start = clock.monotonic()
         deadline = start + self.binding_timeout
         label, error = BC_SUCCESS, ""
-        while True:
+        check_at = start
+        while True:  # kube's wait.PollUntilContextTimeout: now, then every poll interval before the deadline
             try:
                 if self._pod_ready_for_binding(s):
                     break
             except _BindingOutcome as exc:
                 label, error = exc.label, str(exc)
                 break
-            if clock.monotonic() >= deadline:
+            check_at += self.binding_poll
+            if check_at >= deadline:  # no check at the deadline itself: the context ends the wait
+                clock.sleep(max(0.0, deadline - clock.monotonic()))
                 label, error = BC_TIMEOUT, "device binding timeout: context deadline exceeded"
                 break
-            clock.sleep(min(self.binding_poll, max(0.0, deadline - clock.monotonic())))
+            clock.sleep(max(0.0, check_at - clock.monotonic()))
         self._observe_binding_conditions(s, label, clock.monotonic() - start)
         return Status.as_error(error) if error else None
 
