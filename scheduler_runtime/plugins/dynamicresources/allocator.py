@@ -99,11 +99,12 @@ class Features:
                    partitionable_devices=on("DRAPartitionableDevices"), device_taints=on("DRADeviceTaints"),
                    device_binding_and_status=on("DRADeviceBindingConditions") and on("DRAResourceClaimDeviceStatus"),
                    consumable_capacity=on("DRAConsumableCapacity"),
-                   runtime_error_detail=_minor_at_least(gates, (1, 37)),
-                   distinct_every_device=_minor_at_least(gates, (1, 37)))
+                   runtime_error_detail=minor_at_least(gates, (1, 37)),
+                   distinct_every_device=minor_at_least(gates, (1, 37)))
 
 
-def _minor_at_least(gates: Mapping[str, bool], minor: tuple[int, int]) -> bool:
+def minor_at_least(gates: Mapping[str, bool] | None, minor: tuple[int, int]) -> bool:
+    """Whether the emulated minor (`--emulated-version`; the pinned one without gates) is at least `minor`."""
     from ...featuregates import emulated_minor
 
     return tuple(int(p) for p in emulated_minor(gates).split(".")) >= minor

@@ -55,7 +55,7 @@ from ...framework.types import (
 from ...goduration import go_quote
 from ...objects import NodeSelector, Pod
 from ..tainttoleration import default_normalize
-from .allocator import AllocationError, Allocator, Features, NodeAllocationFailure, SliceCaches
+from .allocator import AllocationError, Allocator, Features, NodeAllocationFailure, SliceCaches, minor_at_least
 from .args import DynamicResourcesArgs, decode_duration
 from .cel import CelCache
 from .claims import (
@@ -167,6 +167,9 @@ class DynamicResources(Plugin):
         self.binding_poll = BINDING_POLL
         self.assume_timeout = ASSUME_TIMEOUT
         self.clock = Clock()
+        #: kube 1.37 keeps an allocation in flight until PreBind succeeds (a failed one leaves it to Unreserve);
+        #: 1.36 took it out of flight as soon as it had tried to write it
+        self._in_flight_until_bound = minor_at_least(getattr(handle, "feature_gates", None), (1, 37))
 
     @property
     def mgr(self) -> DraManager:
@@ -588,13 +591,25 @@ class DynamicResources(Plugin):
             return Status.as_error("not found")
         if not s.claims:
             return None
+        written: list[str] = []  # uids of the allocations in flight that this PreBind wrote
         for i, claim in enumerate(s.claims):
             if reserved_for_pod(claim, pod):
                 continue
+            uid = str(meta(claim).get("uid") or "")  # the extended resources' claim: its in-memory uid
             try:
                 s.claims[i] = self._bind_claim(s, i, pod, node_name)
             except _BindError as exc:
                 return Status.as_error(str(exc))
+            if i in s.picked:
+                written.append(uid)
+        st = self._wait_for_binding_conditions(s, pod, node_name)
+        if st is None and self._in_flight_until_bound:
+            for uid in written:  # kube 1.37: only a successful PreBind ends them; on failure Unreserve does
+                self.mgr.remove_pending(uid)
+        return st
+
+    def _wait_for_binding_conditions(self, s: _State, pod: Pod, node_name: str) -> Status | None:
+        """When a device has binding conditions, wait until they all hold, one fails, or time runs out."""
         if not any(r.get("bindingConditions") for c in s.claims
                    for r in ((allocation_of(c) or {}).get("devices") or {}).get("results") or []):
             return None
@@ -670,7 +685,8 @@ class DynamicResources(Plugin):
             try:
                 claim = self._create_extended_claim(s, pod, node_name)
             except _BindError:
-                self.mgr.remove_pending(uid)
+                if not self._in_flight_until_bound:
+                    self.mgr.remove_pending(uid)
                 raise
             s.claims[index] = claim  # Unreserve deletes it if binding fails from here on
             m = meta(claim)
@@ -732,8 +748,8 @@ class DynamicResources(Plugin):
                              f'resourceclaims.resource.k8s.io "{name}": the object has been modified; please apply '
                              f"your changes to the latest version and try again")
         finally:
-            if alloc is not None:
-                self.mgr.remove_pending(uid)
+            if alloc is not None and not self._in_flight_until_bound:
+                self.mgr.remove_pending(uid)  # kube 1.36: written or not, the allocation leaves flight here
 
     def _create_extended_claim(self, s: _State, pod: Pod, node_name: str) -> dict[str, Any]:
         """createExtendedResourceClaimInAPI: the claim Filter built for the node, created with a generated
