@@ -724,6 +724,14 @@ def test_plugin_table(case: dict[str, Any]) -> None:
         _check_plugin_metrics(run, case.get("metrics") or {})
 
 
+def test_skip_node_operations_checked_from_1_37() -> None:
+    """kube 1.36's Filter has no skipNodeOperations check: at emulated 1.36 the claim of kube's
+    allocated-skip-node-operations-missing-feature case is usable on a node that does not declare the feature."""
+    run = _PluginRun({"name": "skip-node-operations", "minor": "1.36", "pod": "claim",
+                      "claims": ["allocated+skipNodeOps"]})
+    _run_plugin_case(run, {"prebind": {"claims": {CLAIM: {"reservedFor": ["my-pod"], "timestamp": True}}}})
+
+
 def _samples(run: _PluginRun, family: str, suffix: str = "") -> dict[str, int]:
     """A metric family's samples summed by their `status` label."""
     out: dict[str, int] = {}

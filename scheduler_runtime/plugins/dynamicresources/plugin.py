@@ -170,6 +170,9 @@ class DynamicResources(Plugin):
         #: kube 1.37 keeps an allocation in flight until PreBind succeeds (a failed one leaves it to Unreserve);
         #: 1.36 took it out of flight as soon as it had tried to write it
         self._in_flight_until_bound = minor_at_least(getattr(handle, "feature_gates", None), (1, 37))
+        #: kube 1.37's Filter, whatever the gates: a device allocated with skipNodeOperations (written by an API
+        #: server with DRAOptionalNodeOperations) is usable only on a node declaring that feature
+        self._optional_node_ops = self._in_flight_until_bound
 
     @property
     def mgr(self) -> DraManager:
@@ -333,6 +336,10 @@ class DynamicResources(Plugin):
         for i, claim in enumerate(s.claims):
             sel = s.available_on[i]
             if sel is not None and not sel.matches(node):
+                unavailable.append(i)
+                continue
+            if self._optional_node_ops and _skips_node_operations(claim) and \
+                    OPTIONAL_NODE_OPERATIONS not in node.declared_features:
                 unavailable.append(i)
                 continue
             if allocation_of(claim) is None:
@@ -855,6 +862,16 @@ class _BindingOutcome(ValueError):
     def __init__(self, label: str, message: str) -> None:
         super().__init__(message)
         self.label = label
+
+
+#: the node feature (status.declaredFeatures) a device allocated with skipNodeOperations needs
+OPTIONAL_NODE_OPERATIONS = "DRAOptionalNodeOperations"
+
+
+def _skips_node_operations(claim: dict[str, Any]) -> bool:
+    """allocationResultRequiresDRAOptionalNodeOperations: some allocated device skips node operations."""
+    alloc = allocation_of(claim) or {}
+    return any(r.get("skipNodeOperations") for r in (alloc.get("devices") or {}).get("results") or [])
 
 
 def _ready_for_binding(claim: dict[str, Any]) -> bool:
