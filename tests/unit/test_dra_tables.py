@@ -732,6 +732,32 @@ def test_skip_node_operations_checked_from_1_37() -> None:
     _run_plugin_case(run, {"prebind": {"claims": {CLAIM: {"reservedFor": ["my-pod"], "timestamp": True}}}})
 
 
+def test_score_counts_the_alternatives_of_allocated_claims() -> None:
+    """kube's computeScore adds up the chosen firstAvailable alternatives of every claim of the pod: the one of a
+    claim allocated earlier (here shared, on a device outside these nodes) counts on every node, which changes
+    the normalised scores (15 and 14 give 100 and 93; the pending claim's 8 and 7 alone would give 100 and 87)."""
+    import copy
+
+    run = _PluginRun({"name": "score-allocated", "minor": "1.37", "pod": "two-claims",
+                      "nodes": ["worker", "worker-2"], "classes": ["class"],
+                      "claims": [{"base": "pending", "firstAvailable": [["subreq-1 1", "subreq-2 1"]]},
+                                 {"base": "pending", "second": True, "firstAvailable": [["subreq-1 2", "subreq-2 1"]]}],
+                      "slices": [{"node": "worker", "count": 2}, {"node": "worker-2", "count": 1}]})
+    shared = copy.deepcopy(run.m.informer("resourceclaims").get(CLAIM, "default"))
+    shared["status"] = {"allocation": {"devices": {"results": [
+        {"request": "req-1/subreq-2", "driver": DRIVER, "pool": "elsewhere", "device": "shared-instance"}]}},
+        "reservedFor": [{"resource": "pods", "name": "other-pod", "uid": "other"}]}
+    run.m.update(shared)
+    run.before = run._claims()
+    _run_plugin_case(run, {
+        "score": {"worker": 15, "worker-2": 14}, "normalized": {"worker": 100, "worker-2": 93},
+        "reserve": {"inFlight": [CLAIM2]},
+        "prebind": {"claims": {
+            CLAIM: {"reservedFor": ["other-pod", "my-pod"], "timestamp": True},
+            CLAIM2: {"allocated": True, "results": ["req-1/subreq-1 instance-1", "req-1/subreq-1 instance-2"],
+                     "reservedFor": ["my-pod"], "timestamp": True, "finalizer": True}}}})
+
+
 def _samples(run: _PluginRun, family: str, suffix: str = "") -> dict[str, int]:
     """A metric family's samples summed by their `status` label."""
     out: dict[str, int] = {}

@@ -234,7 +234,6 @@ class DynamicResources(Plugin):
                     if st is not None:
                         return None, st
                 elif req.get("firstAvailable"):
-                    s.has_sub_requests = True
                     for sub in req["firstAvailable"]:
                         st = self._validate_class(str(sub.get("deviceClassName") or ""),
                                                   f"{rname}/{sub.get('name') or ''}")
@@ -258,6 +257,9 @@ class DynamicResources(Plugin):
                                     caches=self._caches, allocated_capacity=allocated.capacity,
                                     shared_devices=allocated.shared)
         s.claims = claims
+        # Score counts the alternatives chosen for every claim, allocated earlier or in this cycle
+        s.has_sub_requests = any(req.get("firstAvailable") for c in claims
+                                 for req in ((c.get("spec") or {}).get("devices") or {}).get("requests") or [])
         return None, None
 
     def _pre_filter_extended(self, pod: Pod, s: _State) -> dict[str, Any] | None:
@@ -473,17 +475,25 @@ class DynamicResources(Plugin):
 
     # ------------------------------------------------------------------ Score
     def _score_for(self, s: _State, node_name: str) -> int:
+        """kube's computeScore: FirstAvailableDeviceRequestMaxSize - index for each chosen alternative of every
+        claim of the pod, the allocation of a claim allocated earlier (one shared with other pods) included;
+        nothing on a node without an allocation from this cycle's Filter."""
         solution = s.allocations.get(node_name)
         if solution is None:
             return 0
         allocations = solution.build()
+        position = {ci: pos for pos, ci in enumerate(s.to_allocate)}
         score = 0
-        for pos, ci in enumerate(s.to_allocate):
-            if pos >= len(allocations):
-                break
-            picked = {r.get("request") for r in ((allocations[pos].get("devices") or {}).get("results") or [])
+        for ci, claim in enumerate(s.claims):
+            alloc = allocation_of(claim)
+            if alloc is None:
+                pos = position.get(ci)
+                if pos is None or pos >= len(allocations):
+                    continue
+                alloc = allocations[pos]
+            picked = {r.get("request") for r in ((alloc.get("devices") or {}).get("results") or [])
                       if "/" in str(r.get("request") or "")}
-            for req in ((s.claims[ci].get("spec") or {}).get("devices") or {}).get("requests") or []:
+            for req in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
                 for k, sub in enumerate(req.get("firstAvailable") or []):
                     if f"{req.get('name')}/{sub.get('name')}" in picked:
                         score += FIRST_AVAILABLE_MAX - k
