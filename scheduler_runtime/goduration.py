@@ -106,15 +106,36 @@ def decode_field(value: object) -> float:
                      f"(json: cannot unmarshal {kind} into Go value of type string)")
 
 
+def format_ns(ns: int) -> str:
+    """Go's time.Duration.String(): "10m0s", "1h0m0.5s", and below a second the largest unit that keeps the
+    number at least 1 ("500ms", "1.5\u00b5s", "1ns"), so a printed duration parses back to the same value."""
+    if ns == 0:
+        return "0s"
+    sign, u = ("-", -ns) if ns < 0 else ("", ns)
+    if u < NS_PER_SECOND:
+        for unit, size in (("ns", 1), ("\u00b5s", 1_000), ("ms", 1_000_000)):
+            if u < size * 1_000:
+                return sign + _with_fraction(u, size) + unit
+    secs = _with_fraction(u % (60 * NS_PER_SECOND), NS_PER_SECOND) + "s"
+    minutes = u // (60 * NS_PER_SECOND)
+    if minutes == 0:
+        return sign + secs
+    hours, minutes = divmod(minutes, 60)
+    return sign + (f"{hours}h" if hours else "") + f"{minutes}m" + secs
+
+
+def _with_fraction(value: int, size: int) -> str:
+    """value/size in decimal, without trailing zeros (Go's fmtFrac and fmtInt)."""
+    whole, frac = divmod(value, size)
+    if not frac:
+        return str(whole)
+    digits = len(str(size)) - 1
+    return f"{whole}." + f"{frac:0{digits}d}".rstrip("0")
+
+
 def format_seconds(seconds: float) -> str:
-    """A whole number of seconds as metav1.Duration prints it ("10m0s", "1h0m0s"); a fraction as "<seconds>s"."""
-    s = int(seconds)
-    if s != seconds:
-        return f"{seconds}s"
-    h, rem = divmod(s, 3600)
-    m, sec = divmod(rem, 60)
-    out = (f"{h}h" if h else "") + (f"{m}m" if h or m else "") + f"{sec}s"
-    return out
+    """metav1.Duration's printed form of a number of seconds (Go's Duration.String, see `format_ns`)."""
+    return format_ns(round(seconds * NS_PER_SECOND))
 
 
-__all__ = ["NS_PER_SECOND", "decode_field", "format_seconds", "parse_ns", "parse_seconds"]
+__all__ = ["NS_PER_SECOND", "decode_field", "format_ns", "format_seconds", "parse_ns", "parse_seconds"]

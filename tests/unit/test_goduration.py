@@ -6,7 +6,7 @@ import pytest
 
 from scheduler_runtime.config.loader import parse_duration
 from scheduler_runtime.errors import UsageError
-from scheduler_runtime.goduration import parse_ns
+from scheduler_runtime.goduration import format_ns, parse_ns
 from scheduler_runtime.leaderelection import seconds
 from scheduler_runtime.options.flags import parse_go_duration
 
@@ -77,3 +77,14 @@ def test_a_bad_duration_is_a_config_error_even_with_leader_election_off(tmp_path
         load_config(f, build_registry([]))
     assert str(info.value) == (f'{f}: leaderElection.leaseDuration: Invalid value: "15": '
                                'time: missing unit in duration "15"')
+
+
+@pytest.mark.parametrize(("ns", "text"), [
+    (0, "0s"), (1, "1ns"), (1_500, "1.5\u00b5s"), (500_000_000, "500ms"), (999_999_999, "999.999999ms"),
+    (10**9, "1s"), (1_000_000_001, "1.000000001s"), (90 * 10**9, "1m30s"), (600 * 10**9, "10m0s"),
+    (H + 500_000_000, "1h0m0.5s"), (-1_500_000_000, "-1.5s"), ((1 << 63) - 1, "2562047h47m16.854775807s")])
+def test_durations_print_as_go_does(ns: int, text: str) -> None:
+    """metav1.Duration's form (Go's Duration.String), which parses back to the same value: a 1ns filterTimeout
+    is written "1ns", not a float."""
+    assert format_ns(ns) == text
+    assert parse_ns(text) == ns

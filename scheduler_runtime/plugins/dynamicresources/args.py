@@ -60,7 +60,7 @@ class DynamicResourcesArgs(PluginArgs):
         for attr in ("filter_timeout", "binding_timeout"):
             v = getattr(self, attr)
             if v is not None and decode_duration(v) >= 0:
-                formatted = goduration.format_seconds(decode_duration(v))
+                formatted = goduration.format_ns(goduration.parse_ns(v))
                 if formatted != v:
                     object.__setattr__(self, attr, formatted)
         self._taint_rules = gates.from_context("DRADeviceTaintRules", info.context)

@@ -265,6 +265,12 @@ class DraManager:
         with self._lock:
             return uid in self._in_flight
 
+    def pending_claims(self) -> list[dict[str, Any]]:
+        """The claims in flight (kube's allInFlightAllocations), for tests that check when an allocation
+        stops holding its devices."""
+        with self._lock:
+            return list(self._in_flight.values())
+
     def pod_claims(self, pod: Pod) -> list[dict[str, Any]]:
         """The pod's claims in spec order (foreachPodResourceClaim); raises ClaimNotUsable."""
         out = []

@@ -104,6 +104,15 @@ FIRST_AVAILABLE_MAX = 8
 BINDING_POLL = 5.0
 
 
+class Clock:
+    """Wall time (allocation timestamps, binding timeouts), monotonic time and sleeping, in one place so that a
+    test can run PreBind's minutes-long wait for binding conditions on simulated time."""
+
+    monotonic = staticmethod(time.monotonic)
+    sleep = staticmethod(time.sleep)
+    time = staticmethod(time.time)  # last: the name shadows the module in this class body
+
+
 @dataclass
 class _State:
     claims: list[dict[str, Any]] = field(default_factory=list)
@@ -170,6 +179,13 @@ class DynamicResources(Plugin):
         self.assume_timeout = ASSUME_TIMEOUT
         #: (old rule, new rule, hint) of the last DeviceTaintRule event the hint judged
         self._rule_memo: tuple[Any, Any, int] | None = None
+        self.clock = Clock()
+        #: kube 1.37 keeps an allocation in flight until PreBind succeeds (a failed one leaves it to Unreserve);
+        #: 1.36 took it out of flight as soon as it had tried to write it
+        self._in_flight_until_bound = minor_at_least(getattr(handle, "feature_gates", None), (1, 37))
+        #: kube 1.37's Filter, whatever the gates: a device allocated with skipNodeOperations (written by an API
+        #: server with DRAOptionalNodeOperations) is usable only on a node declaring that feature
+        self._optional_node_ops = self._in_flight_until_bound
 
     @property
     def mgr(self) -> DraManager:
@@ -231,7 +247,6 @@ class DynamicResources(Plugin):
                     if st is not None:
                         return None, st
                 elif req.get("firstAvailable"):
-                    s.has_sub_requests = True
                     for sub in req["firstAvailable"]:
                         st = self._validate_class(str(sub.get("deviceClassName") or ""),
                                                   f"{rname}/{sub.get('name') or ''}")
@@ -255,6 +270,9 @@ class DynamicResources(Plugin):
                                     caches=self._caches, allocated_capacity=allocated.capacity,
                                     shared_devices=allocated.shared)
         s.claims = claims
+        # Score counts the alternatives chosen for every claim, allocated earlier or in this cycle
+        s.has_sub_requests = any(req.get("firstAvailable") for c in claims
+                                 for req in ((c.get("spec") or {}).get("devices") or {}).get("requests") or [])
         return None, None
 
     def _pre_filter_extended(self, pod: Pod, s: _State) -> dict[str, Any] | None:
@@ -329,10 +347,14 @@ class DynamicResources(Plugin):
         if ext_claim is None and s.n_user == 0:
             return None  # only extended resources, all from device plugins on this node
         unavailable = []
-        now = time.time()
+        now = self.clock.time()
         for i, claim in enumerate(s.claims):
             sel = s.available_on[i]
             if sel is not None and not sel.matches(node):
+                unavailable.append(i)
+                continue
+            if self._optional_node_ops and _skips_node_operations(claim) and \
+                    OPTIONAL_NODE_OPERATIONS not in node.declared_features:
                 unavailable.append(i)
                 continue
             if allocation_of(claim) is None:
@@ -354,7 +376,8 @@ class DynamicResources(Plugin):
                 return Status.unresolvable(str(exc))
             except AllocationError as exc:
                 if str(exc).startswith("filter operation aborted"):
-                    return Status.unresolvable("timed out trying to allocate devices")
+                    # an Error, so the pod retries after backoff: the timeout may be transient (kube 1.36, 1.37)
+                    return Status.as_error(f"node {node.name}: timed out trying to allocate devices")
                 return Status.as_error(str(exc))
             if allocations is None:
                 return Status.unresolvable("cannot allocate all claims")
@@ -465,17 +488,25 @@ class DynamicResources(Plugin):
 
     # ------------------------------------------------------------------ Score
     def _score_for(self, s: _State, node_name: str) -> int:
+        """kube's computeScore: FirstAvailableDeviceRequestMaxSize - index for each chosen alternative of every
+        claim of the pod, the allocation of a claim allocated earlier (one shared with other pods) included;
+        nothing on a node without an allocation from this cycle's Filter."""
         solution = s.allocations.get(node_name)
         if solution is None:
             return 0
         allocations = solution.build()
+        position = {ci: pos for pos, ci in enumerate(s.to_allocate)}
         score = 0
-        for pos, ci in enumerate(s.to_allocate):
-            if pos >= len(allocations):
-                break
-            picked = {r.get("request") for r in ((allocations[pos].get("devices") or {}).get("results") or [])
+        for ci, claim in enumerate(s.claims):
+            alloc = allocation_of(claim)
+            if alloc is None:
+                pos = position.get(ci)
+                if pos is None or pos >= len(allocations):
+                    continue
+                alloc = allocations[pos]
+            picked = {r.get("request") for r in ((alloc.get("devices") or {}).get("results") or [])
                       if "/" in str(r.get("request") or "")}
-            for req in ((s.claims[ci].get("spec") or {}).get("devices") or {}).get("requests") or []:
+            for req in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
                 for k, sub in enumerate(req.get("firstAvailable") or []):
                     if f"{req.get('name')}/{sub.get('name')}" in picked:
                         score += FIRST_AVAILABLE_MAX - k
@@ -590,33 +621,49 @@ class DynamicResources(Plugin):
             return Status.as_error("not found")
         if not s.claims:
             return None
+        written: list[str] = []  # uids of the allocations in flight that this PreBind wrote
         for i, claim in enumerate(s.claims):
             if reserved_for_pod(claim, pod):
                 continue
+            uid = str(meta(claim).get("uid") or "")  # the extended resources' claim: its in-memory uid
             try:
                 s.claims[i] = self._bind_claim(s, i, pod, node_name)
             except _BindError as exc:
                 return Status.as_error(str(exc))
+            if i in s.picked:
+                written.append(uid)
+        st = self._wait_for_binding_conditions(s, pod, node_name)
+        if st is None and self._in_flight_until_bound:
+            for uid in written:  # kube 1.37: only a successful PreBind ends them; on failure Unreserve does
+                self.mgr.remove_pending(uid)
+        return st
+
+    def _wait_for_binding_conditions(self, s: _State, pod: Pod, node_name: str) -> Status | None:
+        """When a device has binding conditions, wait until they all hold, one fails, or time runs out."""
         if not any(r.get("bindingConditions") for c in s.claims
                    for r in ((allocation_of(c) or {}).get("devices") or {}).get("results") or []):
             return None
         self.handle.record_event(pod, "Normal", "BindingConditionsPending", "Scheduling",
                                  f"waiting for binding conditions for device on node {node_name}")
-        start = time.monotonic()
+        clock = self.clock
+        start = clock.monotonic()
         deadline = start + self.binding_timeout
         label, error = BC_SUCCESS, ""
-        while True:
+        check_at = start
+        while True:  # kube's wait.PollUntilContextTimeout: now, then every poll interval before the deadline
             try:
                 if self._pod_ready_for_binding(s):
                     break
             except _BindingOutcome as exc:
                 label, error = exc.label, str(exc)
                 break
-            if time.monotonic() >= deadline:
+            check_at += self.binding_poll
+            if check_at >= deadline:  # no check at the deadline itself: the context ends the wait
+                clock.sleep(max(0.0, deadline - clock.monotonic()))
                 label, error = BC_TIMEOUT, "device binding timeout: context deadline exceeded"
                 break
-            time.sleep(min(self.binding_poll, max(0.0, deadline - time.monotonic())))
-        self._observe_binding_conditions(s, label, time.monotonic() - start)
+            clock.sleep(max(0.0, check_at - clock.monotonic()))
+        self._observe_binding_conditions(s, label, clock.monotonic() - start)
         return Status.as_error(error) if error else None
 
     def _observe_binding_conditions(self, s: _State, label: str, seconds: float) -> None:
@@ -640,7 +687,7 @@ class DynamicResources(Plugin):
     def _pod_ready_for_binding(self, s: _State) -> bool:
         """isPodReadyForBinding: re-read every claim; a failure condition or a claim past its binding timeout
         ends the wait (_BindingOutcome with kube's error text and metric label)."""
-        now = time.time()
+        now = self.clock.time()
         for i, claim in enumerate(s.claims):
             m = meta(claim)
             cur = self.mgr.get_claim(m.get("namespace") or "default", m.get("name", ""))
@@ -668,7 +715,8 @@ class DynamicResources(Plugin):
             try:
                 claim = self._create_extended_claim(s, pod, node_name)
             except _BindError:
-                self.mgr.remove_pending(uid)
+                if not self._in_flight_until_bound:
+                    self.mgr.remove_pending(uid)
                 raise
             s.claims[index] = claim  # Unreserve deletes it if binding fails from here on
             m = meta(claim)
@@ -702,9 +750,11 @@ class DynamicResources(Plugin):
                     rf = list(st.get("reservedFor") or [])
                     rf.append({"resource": "pods", "name": pod.name, "uid": pod.uid})
                     st["reservedFor"] = rf
-                    if self.features.device_binding_and_status and not (st.get("allocation") or {}).get(
-                            "allocationTimestamp"):
-                        st["allocation"] = {**(st.get("allocation") or {}), "allocationTimestamp": _now()}
+                    if self.features.device_binding_and_status:
+                        if not st.get("allocation"):  # deallocated since PreFilter read it
+                            raise _BindError(f"claim {ck} got deallocated elsewhere in the meantime")
+                        if not st["allocation"].get("allocationTimestamp"):
+                            st["allocation"] = {**st["allocation"], "allocationTimestamp": _rfc3339(self.clock.time())}
                     patch: dict[str, Any] = {"metadata": {"resourceVersion": m.get("resourceVersion")},
                                              "status": {"reservedFor": rf}}
                     if alloc is not None or "allocationTimestamp" in (st.get("allocation") or {}):
@@ -728,8 +778,8 @@ class DynamicResources(Plugin):
                              f'resourceclaims.resource.k8s.io "{name}": the object has been modified; please apply '
                              f"your changes to the latest version and try again")
         finally:
-            if alloc is not None:
-                self.mgr.remove_pending(uid)
+            if alloc is not None and not self._in_flight_until_bound:
+                self.mgr.remove_pending(uid)  # kube 1.36: written or not, the allocation leaves flight here
 
     def _create_extended_claim(self, s: _State, pod: Pod, node_name: str) -> dict[str, Any]:
         """createExtendedResourceClaimInAPI: the claim Filter built for the node, created with a generated
@@ -897,6 +947,16 @@ class _BindingOutcome(ValueError):
         self.label = label
 
 
+#: the node feature (status.declaredFeatures) a device allocated with skipNodeOperations needs
+OPTIONAL_NODE_OPERATIONS = "DRAOptionalNodeOperations"
+
+
+def _skips_node_operations(claim: dict[str, Any]) -> bool:
+    """allocationResultRequiresDRAOptionalNodeOperations: some allocated device skips node operations."""
+    alloc = allocation_of(claim) or {}
+    return any(r.get("skipNodeOperations") for r in (alloc.get("devices") or {}).get("results") or [])
+
+
 def _ready_for_binding(claim: dict[str, Any]) -> bool:
     """isClaimReadyForBinding: every binding condition of every allocated device is True; a True failure
     condition raises _BindingOutcome (a ValueError with kube's error text)."""
@@ -925,10 +985,11 @@ def _ready_for_binding(claim: dict[str, Any]) -> bool:
     return True
 
 
-def _now() -> str:
+def _rfc3339(seconds: float) -> str:
+    """A metav1.Time as the API server writes it: UTC, whole seconds."""
     import datetime as _dt
 
-    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _dt.datetime.fromtimestamp(seconds, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _parse_time(ts: str) -> float:
