@@ -9,6 +9,7 @@ are from the scheduler's start to each bind.
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import statistics
 import subprocess
@@ -54,9 +55,10 @@ def proc_stats(pid: int) -> tuple[float, float]:
 
 
 def _watch_binds(client: Any, ns: str, rv: str, n_pods: int, prefix: str, bound: dict[str, float],
-                 done: threading.Event) -> None:
-    """Record first-seen bind times. The API server closes a watch that falls behind during a burst (its
-    per-watcher buffer fills while the cores are busy): resume from the last version seen."""
+                 done: threading.Event, on_bind: Callable[[str], None] | None = None) -> None:
+    """Record first-seen bind times, handing each bound pod's name to `on_bind`. The API server closes a watch
+    that falls behind during a burst (its per-watcher buffer fills while the cores are busy): resume from the
+    last version seen."""
     last = rv
     while not done.is_set():
         resp = client.open_stream(f"/api/v1/namespaces/{ns}/pods",
@@ -76,6 +78,8 @@ def _watch_binds(client: Any, ns: str, rv: str, n_pods: int, prefix: str, bound:
                 name = meta.get("name") or ""
                 if name.startswith(prefix) and (obj.get("spec") or {}).get("nodeName") and name not in bound:
                     bound[name] = time.monotonic()
+                    if on_bind is not None:
+                        on_bind(name)
                     if len(bound) >= n_pods:
                         done.set()
                         resp.close()  # mid-stream: never hand this connection back to the pool
@@ -85,23 +89,38 @@ def _watch_binds(client: Any, ns: str, rv: str, n_pods: int, prefix: str, bound:
 
 def measure_scheduler(client: Any, log_path: Path, label: str, cmd: list[str], ns: str, n_pods: int,
                       prefix: str = "", timeout: float = 900.0,
-                      during: Callable[[], Callable[[], None]] | None = None) -> dict[str, Any]:
+                      during: Callable[[], Callable[[], None]] | None = None,
+                      on_bind: Callable[[str], None] | None = None, duration: float = 0.0) -> dict[str, Any]:
     """Run `cmd` until the `n_pods` pods named `prefix*` in `ns` are bound. `during` starts background work
-    (churn, deletions) when the scheduler starts and returns the function that stops it. Returns the
-    figures, or {"label", "error"}."""
+    (churn, deletions) when the scheduler starts and returns the function that stops it. With `duration`
+    (scheduler_perf's steady state) it runs that many seconds from the first bind instead, `on_bind` replacing
+    each bound pod (off the watch's thread, so the watch keeps up), and pods/s counts the binds in that window.
+    Returns the figures, or {"label", "error"}."""
     rv = client.call("GET", f"/api/v1/namespaces/{ns}/pods", query={"limit": 1})["metadata"]["resourceVersion"]
     bound: dict[str, float] = {}
     done = threading.Event()
     errors: list[BaseException] = []
+    bound_names: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+
+    def replacer() -> None:
+        while (name := bound_names.get()) is not None and not done.is_set():
+            try:
+                on_bind(name)  # type: ignore[misc]
+            except Exception as exc:  # surfaced below, as the watch's own errors are
+                errors.append(exc)
+                done.set()
 
     def guarded() -> None:
         try:
-            _watch_binds(client, ns, rv, n_pods, prefix, bound, done)
+            _watch_binds(client, ns, rv, 2**62 if duration else n_pods, prefix, bound, done,
+                         bound_names.put if on_bind is not None else None)
         except Exception as exc:  # surfaced below: a silent watch would hang the run
             errors.append(exc)
             done.set()
 
     threading.Thread(target=guarded, daemon=True).start()
+    if on_bind is not None:
+        threading.Thread(target=replacer, daemon=True).start()
     time.sleep(0.5)
     log = open(log_path, "wb")  # noqa: SIM115 - closed below
     start = time.monotonic()
@@ -110,6 +129,9 @@ def measure_scheduler(client: Any, log_path: Path, label: str, cmd: list[str], n
     peak_cpu, peak_rss, cpu, rss = 0.0, 0.0, 0.0, 0.0
     try:
         while not done.wait(0.5):
+            if duration and bound and time.monotonic() - min(bound.values()) >= duration:
+                done.set()
+                break
             if proc.poll() is not None:
                 return {"label": label, "error": f"exited early; see {log_path}"}
             cpu, rss = proc_stats(proc.pid)
@@ -120,6 +142,7 @@ def measure_scheduler(client: Any, log_path: Path, label: str, cmd: list[str], n
             return {"label": label, "error": f"the bench's watch failed after {len(bound)} binds: {errors[0]!r}"}
         cpu, rss = proc_stats(proc.pid)
     finally:
+        bound_names.put(None)
         if stop_background is not None:
             stop_background()
         proc.send_signal(signal.SIGINT if os.environ.get("KSCHED_PYSPY") else signal.SIGTERM)
@@ -133,9 +156,13 @@ def measure_scheduler(client: Any, log_path: Path, label: str, cmd: list[str], n
     lat = sorted(t - start for t in times)
     span = times[-1] - times[0] if len(times) > 1 else 1e-9
     cpu = max(cpu, peak_cpu)
-    return {"label": label, "pods_per_second": n_pods / span, "p50": statistics.median(lat),
+    n = n_pods
+    if duration:
+        n = sum(1 for t in times if t - times[0] <= duration)
+        span = duration
+    return {"label": label, "pods_per_second": n / span, "p50": statistics.median(lat),
             "p99": lat[max(0, int(len(lat) * 0.99) - 1)], "cpu": cpu, "rss": max(rss, peak_rss),
-            "cpu_ms_per_pod": 1000 * cpu / n_pods}
+            "cpu_ms_per_pod": 1000 * cpu / max(n, 1)}
 
 
 def ensure_bytecode() -> None:

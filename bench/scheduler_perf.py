@@ -4,7 +4,10 @@ The workloads follow the shapes of kubernetes `test/integration/scheduler_perf` 
 and measured-pod templates; the sizes and CI thresholds of its `performance` workloads), written here as
 Python data. Differences, kept on purpose: nodes are named `node-<i>` and carry `kubernetes.io/hostname`
 (as kubelet-registered nodes do), allocatable equals capacity, and a label strategy assigns values round-robin
-instead of at random, so runs are repeatable.
+instead of at random, so runs are repeatable. The DRA workloads follow `scheduler_perf/dra` at v1.37 (the
+bare SchedulingWithResourceClaimTemplate keeps an earlier release's shape); its steady-state variants keep a
+few measured pods pending for a fixed time, deleting each pod once bound (which releases its claim) and
+creating the next, and report pods/s over that window (which --scale leaves as is).
 
 Modes:
   memory  the embedded cluster and the default profile, init pods scheduled first (not measured); prints
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import itertools
 import os
 import resource
 import statistics
@@ -173,6 +177,97 @@ def slice_tpl(devices: int) -> Template:
     return make
 
 
+# scheduler_perf/dra/templates at v1.37, the shapes its performance-config.yaml files create
+#: node-with-dra-test-driver.yaml: node-default.yaml's capacity and the label network-attached slices could select
+NODE_DRA = node_tpl(labels=lambda i: {"node-with-dra": "true"})
+#: resourceslice-basic-devices.yaml: an Intel GPU's attributes (driverVersion for semver selectors, two PCI-root
+#: attributes cycling through `pci_roots` values for matchAttribute) and memory/millicores capacity
+_BASIC_ATTRS = {"driver": {"string": "xe"}, "driverVersion": {"version": "1.2.3"},
+                "family": {"string": "Arc Pro B-Series"}, "health": {"string": "Healthy"},
+                "model": {"string": "B60"}, "pciId": {"string": "0xe211"}, "sriov": {"bool": True},
+                "type": {"string": "gpu"}}
+
+
+def basic_slice_tpl(devices: int = 10, pci_roots: int = 2) -> Template:
+    """One slice and pool per node, `devices` GPUs whose PCI root cycles through `pci_roots` values (so a
+    matchAttribute on it has to skip every other device)."""
+    def device(k: int) -> dict[str, Any]:
+        root = k % pci_roots
+        attrs = {**_BASIC_ATTRS, "resource.k8s.io/pciRoot": {"string": str(root)},
+                 "pciAddress": {"string": f"0000:0{k}:00.0"}, "pciRoot": {"string": f"0{root}"},
+                 "resource.kubernetes.io/pciBusID": {"string": f"0000:0{k}:00.0"},
+                 "resource.kubernetes.io/pciRoot": {"string": f"pci0000:0{root}"}}
+        return {"name": f"basic-device-{k}", "attributes": attrs,
+                "capacity": {"memory": {"value": "24480Mi"}, "millicores": {"value": "1k"}}}
+
+    def make(i: int) -> dict[str, Any]:
+        pool = f"resourceslice-{i}"
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": pool},
+                "spec": {"driver": DRA_DRIVER, "nodeName": f"node-{i}",
+                         "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
+                         "devices": [device(k) for k in range(devices)]}}
+    return make
+
+
+def claim_template(requests: int = 1, selectors: list[dict[str, Any]] | None = None,
+                   constraints: list[dict[str, Any]] | None = None, namespace: str = "test") -> dict[str, Any]:
+    """resourceclaimtemplate.yaml: `requests` requests req-<k> for one test-class device each, all with the
+    same selectors, plus the claim's constraints."""
+    exactly: dict[str, Any] = {"deviceClassName": "test-class"}
+    if selectors:
+        exactly["selectors"] = selectors
+    devices: dict[str, Any] = {"requests": [{"name": f"req-{k}", "exactly": dict(exactly)} for k in range(requests)]}
+    if constraints:
+        devices["constraints"] = constraints
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "test-claim-template", "namespace": namespace}, "spec": {"spec": {"devices": devices}}}
+
+
+def claim_tpl(i: int) -> dict[str, Any]:
+    """resourceclaim.yaml: test-claim-<i>, one test-class device (the namespace is the op's)."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": f"test-claim-{i}"},
+            "spec": {"devices": {"requests": [{"name": "req-0", "exactly": {"deviceClassName": "test-class"}}]}}}
+
+
+_CLAIM_CONTAINER = {"name": "pause", "image": "registry.k8s.io/pause:3.10.1",
+                    "resources": {"claims": [{"name": "resource"}]}}
+#: pod-with-claim-template.yaml
+POD_WITH_CLAIM_TEMPLATE = pod_tpl(container=_CLAIM_CONTAINER, resourceClaims=[
+    {"name": "resource", "resourceClaimTemplateName": "test-claim-template"}])
+
+
+def pod_with_claim_ref(i: int) -> dict[str, Any]:
+    """pod-with-claim-ref.yaml: five pods in a row share claim test-claim-<i // 5>."""
+    return pod_tpl(container=_CLAIM_CONTAINER, resourceClaims=[
+        {"name": "resource", "resourceClaimName": f"test-claim-{i // 5}"}])(i)
+
+
+#: the CEL selector of the "selector" variants: every device matches, but both clauses must be evaluated
+DRIVER_VERSION_SELECTOR = [{"cel": {"expression": (
+    f'device.attributes["{DRA_DRIVER}"].driverVersion.major() >= 1 && '
+    f'device.capacity["{DRA_DRIVER}"].memory.isGreaterThan(quantity("1Mi"))')}}]
+
+
+def extended_classes(classes: int, explicit: bool) -> list[dict[str, Any]]:
+    """deviceclass-extended-resource.yaml times `classes`: test-class-<k>, each selecting every device; with
+    `explicit` it backs example.com/gpu-<k>, otherwise only its implicit deviceclass.resource.kubernetes.io name."""
+    out = []
+    for k in range(classes):
+        spec: dict[str, Any] = {"selectors": [{"cel": {"expression": f'device.driver == "{DRA_DRIVER}"'}}]}
+        if explicit:
+            spec["extendedResourceName"] = f"example.com/gpu-{k}"
+        out.append({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                    "metadata": {"name": f"test-class-{k}"}, "spec": spec})
+    return out
+
+
+def pod_extended_dra(resource: str, classes: int) -> Template:
+    """pod-with-extended-resource.yaml: pod i requests (and limits) one `<resource>-<i % classes>`."""
+    def make(i: int) -> dict[str, Any]:
+        return pod_tpl(container=_container(None, None, port=False, extra={f"{resource}-{i % classes}": "1"}))(i)
+    return make
+
+
 NODE_DEFAULT = node_tpl()
 #: test/integration/scheduler_perf/templates at v1.37: pod-hostport-80.yaml and pod-saturation.yaml
 POD_HOSTPORT_80 = pod_tpl(container={"name": "pause", "image": "registry.k8s.io/pause:3.10.1",
@@ -202,8 +297,10 @@ SERVICE = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "service-
 
 @dataclass(frozen=True)
 class Op:
-    """One step. kind: nodes | slices (a ResourceSlice per node) | pods | measure | churn (a pod every interval
-    while measuring) | delete (the namespace's pods, `rate` per second while measuring)."""
+    """One step. kind: nodes | slices (a ResourceSlice per node) | claims (ResourceClaims named by the template,
+    in the namespace) | alloc (upstream's allocResourceClaims: the namespace's claims allocated before any pod,
+    no pod reserving them) | pods | measure | churn (a pod every interval while measuring) | delete (the
+    namespace's pods, `rate` per second while measuring)."""
 
     kind: str
     count: str | int = 0  # a parameter name or a fixed count
@@ -212,6 +309,9 @@ class Op:
     wait: bool = True  # False: upstream's skipWaitToCompletion (pods that stay pending)
     interval: float = 0.2
     rate: float = 0.0
+    #: measure only: upstream's steadyState for this many seconds (`count` pods pending at any time, each
+    #: bound one deleted and replaced); 0 measures how fast `count` pods created at once get bound
+    duration: float = 0.0
 
 
 @dataclass
@@ -223,6 +323,8 @@ class Workload:
     objects: list[dict[str, Any]] = field(default_factory=list)
     #: YAML of the profile list (`profiles:` onwards) when the workload has its own scheduler configuration
     profiles: str = ""
+    #: count -> (count, n): derived as ceil(that count / n) after scaling
+    per: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     def size(self) -> str:
         return "/".join(str(v) for v in self.params.values())
@@ -290,9 +392,11 @@ WORKLOADS = [
     W("SchedulingWithExtendedResource", {"nodesWithExtendedResource": 5000, "measurePods": 5000},
       [Op("nodes", "nodesWithExtendedResource", NODE_EXTENDED),
        Op("measure", "measurePods", pod_extended_resource, "test")], 180),
-    # test/integration/scheduler_perf/dra: 5000pods_500nodes, maxClaimsPerNode 10, threshold 56 (queueing hints
-    # on); every pod gets its own claim from the template (the embedded cluster / kube-controller-manager's
-    # resourceclaim controller create them)
+    # test/integration/scheduler_perf/dra: 5000pods_500nodes in its earlier shape (kept so figures stay
+    # comparable; v1.37's is SchedulingWithResourceClaimTemplate/5000pods_500nodes below): maxClaimsPerNode 10
+    # devices without attributes, half of them taken by init pods, threshold 56 (queueing hints on); every pod
+    # gets its own claim from the template (the embedded cluster / kube-controller-manager's resourceclaim
+    # controller create them)
     W("SchedulingWithResourceClaimTemplate", {"initNodes": 500, "initPods": 2500, "measurePods": 2500},
       [Op("nodes", "initNodes", NODE_DEFAULT), Op("slices", "initNodes", slice_tpl(10)),
        Op("pods", "initPods", POD_WITH_CLAIM, DRA_NAMESPACE),
@@ -308,11 +412,95 @@ WORKLOADS += [
       [Op("nodes", "initNodes", NODE_DEFAULT), Op("measure", "measurePods", POD_SATURATION)],
       profiles=NO_TOPOLOGY),
 ]
+
+
+def _rct(name: str, init_claims: int, threshold: int, measure_pods: int = 10, duration: float = 10.0,
+         requests: int = 1, selectors: list[dict[str, Any]] | None = None,
+         constraints: list[dict[str, Any]] | None = None) -> Workload:
+    """A SchedulingWithResourceClaimTemplate variant: 500 nodes of 10 GPUs, `init_claims` of them allocated
+    directly, then by default (steady state) 10 pods pending for 10 s, each bound one replaced by a new one."""
+    return W(f"SchedulingWithResourceClaimTemplate/{name}",
+             {"nodesWithDRA": 500, "initClaims": init_claims, "measurePods": measure_pods},
+             [Op("nodes", "nodesWithDRA", NODE_DRA), Op("slices", "nodesWithDRA", basic_slice_tpl(10)),
+              Op("claims", "initClaims", claim_tpl, "init"), Op("alloc", namespace="init"),
+              Op("measure", "measurePods", POD_WITH_CLAIM_TEMPLATE, "test", duration=duration)],
+             threshold, [DEVICE_CLASS, claim_template(requests, selectors, constraints)])
+
+
+def _extended(name: str, resource: str, classes: int, explicit: bool, threshold: int) -> Workload:
+    """An ExtendedResource variant: pods ask for `<resource>-<i % classes>`, which DRA devices back."""
+    pod = pod_extended_dra(resource, classes)
+    return W(f"ExtendedResource/{name}", {"nodesWithDRA": 500, "initPods": 2500, "measurePods": 2500},
+             [Op("nodes", "nodesWithDRA", NODE_DRA), Op("slices", "nodesWithDRA", basic_slice_tpl(10)),
+              Op("pods", "initPods", pod, "init"), Op("measure", "measurePods", pod, "test")],
+             threshold, extended_classes(classes, explicit))
+
+
+#: extendedresource/scoring/scheduler-config.yaml: LeastAllocated also weighing example.com/gpu
+EXTENDED_SCORING = """profiles:
+- schedulerName: default-scheduler
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: LeastAllocated
+        resources:
+        - name: cpu
+          weight: 1
+        - name: memory
+          weight: 1
+        - name: example.com/gpu
+          weight: 1
+"""
+#: deviceclass-extended-resource-scoring.yaml: 20 classes all backing the one example.com/gpu
+SCORING_CLASSES = [{**c, "metadata": {"name": f"scoring-test-{c['metadata']['name']}"},
+                    "spec": {**c["spec"], "extendedResourceName": "example.com/gpu"}}
+                   for c in extended_classes(20, explicit=False)]
+POD_EXTENDED_SCORING = pod_tpl(container=_container(None, None, port=False, extra={"example.com/gpu": "1"}))
+
+# test/integration/scheduler_perf/dra at v1.37 (performance-config.yaml, extendedresource/ and its scoring/): the
+# variants labelled `performance`, their sizes and CI floors (all with 0 nodes without DRA). Not here:
+# PublishResourceSlices (times slice ingestion, no pods), distinct_* (commented out upstream), the
+# fast/100nodes/200nodes sizes; and the other folders' workloads, alpha-gated ones among them: CompatibilityGroups
+# (DRADeviceCompatibilityGroups), SchedulingWithResourceClaimTemplateListAttributes (DRAListTypeAttributes),
+# SharedPodGroupResourceClaim* (DRAWorkloadResourceClaims, beta but off by default, and GenericWorkload).
+WORKLOADS += [
+    # the bare SchedulingWithResourceClaimTemplate above in v1.37's shape: half the devices taken by claims
+    # allocated before any pod, not by init pods, and 2,500 pods created at once
+    _rct("5000pods_500nodes", 2500, 56, measure_pods=2500, duration=0.0),
+    _rct("empty_500nodes", 0, 64),
+    _rct("half_500nodes", 2500, 60),  # half the devices in use
+    _rct("full_500nodes", 4990, 60),  # room for exactly 10 more pods
+    _rct("selector_empty_500nodes", 0, 64, selectors=DRIVER_VERSION_SELECTOR),
+    # five requests on one PCI root: half a node per pod, every other device skipped
+    _rct("match_empty_500nodes", 0, 64, requests=5,
+         constraints=[{"matchAttribute": "resource.kubernetes.io/pciRoot"}]),
+    # claims with fixed names, five pods sharing each, 2 devices per node; upstream's largest size (it has no
+    # `performance` variant and no floor)
+    W("SchedulingWithResourceClaim",
+      {"nodesWithDRA": 500, "initPods": 2500, "initClaims": 500, "measurePods": 2500, "measureClaims": 500},
+      [Op("nodes", "nodesWithDRA", NODE_DRA), Op("slices", "nodesWithDRA", basic_slice_tpl(2)),
+       Op("claims", "initClaims", claim_tpl, "init"), Op("pods", "initPods", pod_with_claim_ref, "init"),
+       Op("claims", "measureClaims", claim_tpl, "test"), Op("measure", "measurePods", pod_with_claim_ref, "test")],
+      None, [DEVICE_CLASS], per={"initClaims": ("initPods", 5), "measureClaims": ("measurePods", 5)}),
+    _extended("Explicit_25classes_5000pods_500nodes", "example.com/gpu", 25, True, 120),
+    _extended("Explicit_50classes_5000pods_500nodes", "example.com/gpu", 50, True, 130),
+    _extended("Implicit_25classes_5000pods_500nodes", "deviceclass.resource.kubernetes.io/test-class", 25, False,
+              130),
+    W("ExtendedResourceScoring/5000pods_500nodes", {"nodesWithDRA": 500, "measurePods": 5000},
+      [Op("nodes", "nodesWithDRA", NODE_DRA), Op("slices", "nodesWithDRA", basic_slice_tpl(10)),
+       Op("measure", "measurePods", POD_EXTENDED_SCORING, "test")],
+      70, SCORING_CLASSES, profiles=EXTENDED_SCORING),
+]
 BY_NAME = {w.name: w for w in WORKLOADS}
 
 
 def scaled(w: Workload, scale: float, override: dict[str, int] | None = None) -> dict[str, int]:
-    p = {k: max(1, round(v * scale)) for k, v in w.params.items()}
+    """Every count times `scale`, at least 1 (0 stays 0: an empty cluster stays empty), then the counts
+    derived from others (`per`), so claims shared by five pods still cover every pod."""
+    p = {k: max(1, round(v * scale)) if v else 0 for k, v in w.params.items()}
+    for k, (src, n) in w.per.items():
+        p[k] = -(-p[src] // n)
     p.update(override or {})
     return p
 
@@ -397,9 +585,60 @@ def _background(cluster_create: Callable[[dict[str, Any]], None], cluster_delete
     return threads
 
 
-def run_memory(w: Workload, params: dict[str, int], seed: int = 1,
-               placements: dict[str, str] | None = None) -> dict[str, Any]:
-    """Schedule the init pods (not measured), then the measured ones; `placements` collects init binds."""
+def _allocation(node: str, picks: list[tuple[str, str, str]]) -> dict[str, Any]:
+    """A claim's status.allocation: (request, pool, device) results on `node`, with the node selector the
+    structured allocator gives node-local devices."""
+    return {"devices": {"results": [{"request": r, "driver": DRA_DRIVER, "pool": pool, "device": dev}
+                                    for r, pool, dev in picks]},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}
+
+
+def _claim_objects(w: Workload, params: dict[str, int], slices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The claims ops' ResourceClaims; those in an alloc op's namespace carry the allocation upstream's
+    allocResourceClaims gives them. Its claims ask for one test-class device per request, a class every
+    device matches, so a device is any free one; upstream tries the nodes in random order, here claim j starts
+    at node j (round-robin, as repeatable as the rest of this file)."""
+    claims: list[dict[str, Any]] = []
+    for op in w.ops:
+        if op.kind == "claims":
+            for i in range(count_of(op, params)):
+                c = op.template(i)  # type: ignore[misc]
+                c["metadata"]["namespace"] = op.namespace
+                claims.append(c)
+    alloc_ns = {op.namespace for op in w.ops if op.kind == "alloc"}
+    free = [(s["spec"]["nodeName"], s["spec"]["pool"]["name"], [d["name"] for d in s["spec"]["devices"]])
+            for s in slices]
+    j = 0
+    for c in claims:
+        if c["metadata"]["namespace"] not in alloc_ns:
+            continue
+        requests = [r["name"] for r in c["spec"]["devices"]["requests"]]
+        for k in range(len(free)):
+            node, pool, devices = free[(j + k) % len(free)]
+            if len(devices) >= len(requests):
+                c["status"] = {"allocation": _allocation(node, [(r, pool, devices.pop(0)) for r in requests])}
+                break
+        else:
+            raise SystemExit(f"alloc: no node has {len(requests)} free devices for claim {c['metadata']['name']}")
+        j += 1
+    return claims
+
+
+def _double_allocated(claims: list[dict[str, Any]]) -> list[str]:
+    """Devices that more than one claim's allocation holds (none, unless the scheduler over-allocated)."""
+    seen: dict[tuple[str, str, str], int] = {}
+    for c in claims:
+        for r in (((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []:
+            key = (r.get("driver"), r.get("pool"), r.get("device"))
+            seen[key] = seen.get(key, 0) + 1
+    return sorted("/".join(k) for k, n in seen.items() if n > 1)
+
+
+def run_memory(w: Workload, params: dict[str, int], seed: int = 1, placements: dict[str, str] | None = None,
+               allocations: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Schedule the init pods (not measured), then the measured ones; `placements` collects init binds and
+    `allocations` the allocations of the named claims the init pods use (for e2e mode to start from)."""
     reg = build_registry([])
     gates = parse_feature_gates(_feature_gates())
     if w.profiles:
@@ -413,7 +652,8 @@ def run_memory(w: Workload, params: dict[str, int], seed: int = 1,
         cluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}, emit=False)
     for obj in w.objects:
         cluster.create(obj, emit=False)
-    for n in _node_objects(w, params) + _node_objects(w, params, "slices"):
+    slices = _node_objects(w, params, "slices")
+    for n in _node_objects(w, params) + slices + _claim_objects(w, params, slices):
         cluster.create(n, emit=False)
     sched = Scheduler(cluster, cfg, reg, seed=seed, record_breakdown=False, feature_gates=gates)
     gcpolicy.tune()  # as the kube-scheduler drop-in does (scheduler_runtime.app)
@@ -428,6 +668,13 @@ def run_memory(w: Workload, params: dict[str, int], seed: int = 1,
         for raw in cluster.list("pods"):
             if raw["spec"].get("nodeName"):
                 placements[f"{raw['metadata']['namespace']}/{raw['metadata']['name']}"] = raw["spec"]["nodeName"]
+    if allocations is not None:
+        pod_ns = {op.namespace for _, op in _pod_ops(w)}
+        for raw in cluster.list("resourceclaims"):
+            m = raw["metadata"]
+            alloc = (raw.get("status") or {}).get("allocation")
+            if alloc and m["namespace"] in pod_ns and not m.get("ownerReferences"):
+                allocations[f"{m['namespace']}/{m['name']}"] = copy.deepcopy(alloc)
     measure = next(op for op in w.ops if op.kind == "measure")
     n_measure = count_of(measure, params)
     for i in range(n_measure):
@@ -446,7 +693,21 @@ def run_memory(w: Workload, params: dict[str, int], seed: int = 1,
     cpu0, t0 = time.process_time(), time.perf_counter()
     bound = 0
     deadline = t0 + float(os.environ.get("SCHED_PERF_TIMEOUT", "600"))
-    while True:
+    if measure.duration:  # steady state: each bound pod deleted (its claim released) and replaced at once
+        created = n_measure
+        while time.perf_counter() - t0 < measure.duration:
+            sched.run(until_idle=True)
+            done = [raw["metadata"]["name"] for raw in cluster.list("pods", measure.namespace)
+                    if raw["spec"].get("nodeName")]
+            for name in done:
+                cluster.delete("pods", name, measure.namespace)
+                cluster.create(_measured(measure, created, params), emit=True)
+                created += 1
+            bound += len(done)
+            if not done:
+                time.sleep(0.01)  # nothing fits: wait for the clock (a scaled-down "full" may have no room)
+        n_measure = created
+    while not measure.duration:
         sched.run(until_idle=True)
         bound = sum(1 for raw in cluster.list("pods", measure.namespace)
                     if raw["metadata"]["name"].startswith("m-") and raw["spec"].get("nodeName"))
@@ -463,10 +724,12 @@ def run_memory(w: Workload, params: dict[str, int], seed: int = 1,
         t.join()
     cycles = sorted(sched.cycle_seconds)
     return {"pods": n_measure, "bound": bound, "seconds": elapsed, "pods_per_second": bound / elapsed,
+            "steady": bool(measure.duration),
             "p50_ms": 1000 * statistics.median(cycles) if cycles else 0.0,
             "p99_ms": 1000 * cycles[max(0, int(len(cycles) * 0.99) - 1)] if cycles else 0.0,
             "cpu_us_per_pod": 1e6 * cpu / max(bound, 1),
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "double_allocated": _double_allocated(cluster.list("resourceclaims"))}
 
 
 def memory_in_subprocess(name: str, params: dict[str, int]) -> dict[str, Any]:
@@ -490,8 +753,11 @@ def _for_apiserver(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-def _uses_claims(w: Workload) -> bool:
-    return any(op.template is not None and op.template(0)["spec"].get("resourceClaims") for op in w.ops)
+def _uses_templates(w: Workload) -> bool:
+    """Pods whose claims come from a ResourceClaimTemplate (kube-controller-manager creates those)."""
+    return any(op.template is not None and op.kind in ("pods", "measure") and any(
+        "resourceClaimTemplateName" in r for r in op.template(0)["spec"].get("resourceClaims") or [])
+        for op in w.ops)
 
 
 def run_e2e(w: Workload, params: dict[str, int], qps: int) -> list[dict[str, Any]]:
@@ -499,15 +765,16 @@ def run_e2e(w: Workload, params: dict[str, int], qps: int) -> list[dict[str, Any
     from scheduler_runtime.controlplane import ControlPlane
 
     placements: dict[str, str] = {}
+    allocations: dict[str, dict[str, Any]] = {}
     if any(op.kind == "pods" for op in w.ops):
-        run_memory(w, params, placements=placements)
+        run_memory(w, params, placements=placements, allocations=allocations)
     rows = []
     for label in ("kube-scheduler", "ksched"):
         with ControlPlane() as cp:
-            if _uses_claims(w):  # the resourceclaim controller turns the templates into claims
+            if _uses_templates(w):  # the resourceclaim controller turns the templates into claims
                 cp.start_controller_manager()
             client = KubeClient(load_connection(str(cp.kubeconfig_path)), qps=5000, burst=5000, pool_size=32)
-            _populate(client, w, params, placements)
+            _populate(client, w, params, placements, allocations)
             rows.append(_measure_e2e(cp, client, w, params, label, qps))
     return rows
 
@@ -519,14 +786,17 @@ def _object_path(obj: dict[str, Any]) -> str:
     ns = obj["metadata"].get("namespace")
     return {"Service": f"/api/v1/namespaces/{ns}/services",
             "DeviceClass": f"{_RESOURCE}/deviceclasses",
+            "ResourceClaim": f"{_RESOURCE}/namespaces/{ns}/resourceclaims",
             "ResourceSlice": f"{_RESOURCE}/resourceslices",
             "ResourceClaimTemplate": f"{_RESOURCE}/namespaces/{ns}/resourceclaimtemplates"}[obj["kind"]]
 
 
-def _populate(client: Any, w: Workload, params: dict[str, int], placements: dict[str, str]) -> None:
-    """Namespaces, priority classes, objects, nodes, slices and the init pods (bound where ksched placed them).
-    Init pods' claims are created (by kube-controller-manager) but not allocated: both schedulers see the same
-    free devices."""
+def _populate(client: Any, w: Workload, params: dict[str, int], placements: dict[str, str],
+              allocations: dict[str, dict[str, Any]] | None = None) -> None:
+    """Namespaces, priority classes, objects, nodes, slices, claims (allocated as an alloc op or the in-memory
+    run left them, `allocations`) and the init pods (bound where ksched placed them). Claims that
+    kube-controller-manager creates from templates for init pods, and those for extended resources, are not
+    allocated: both schedulers see the same free devices."""
     for ns in sorted(_namespaces(w) - {"default"}):
         client.call("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
                                                         "metadata": {"name": ns}})
@@ -541,7 +811,19 @@ def _populate(client: Any, w: Workload, params: dict[str, int], placements: dict
     parallel(lambda n: client.call(  # the API server adds not-ready taints: back to the template's
         "PATCH", f"/api/v1/nodes/{n['metadata']['name']}", body={"spec": {"taints": n["spec"].get("taints")}},
         content_type="application/merge-patch+json"), nodes)
-    parallel(lambda o: client.call("POST", _object_path(o), body=o), _node_objects(w, params, "slices"))
+    slices = _node_objects(w, params, "slices")
+    parallel(lambda o: client.call("POST", _object_path(o), body=o), slices)
+    claims = _claim_objects(w, params, slices)
+    parallel(lambda o: client.call("POST", _object_path(o), body={k: v for k, v in o.items() if k != "status"}),
+             claims)
+
+    def allocate(c: dict[str, Any]) -> None:
+        m = c["metadata"]
+        alloc = (c.get("status") or {}).get("allocation") or (allocations or {}).get(f"{m['namespace']}/{m['name']}")
+        if alloc:  # the status subresource: a create drops status
+            client.call("PATCH", f"{_object_path(c)}/{m['name']}/status", body={"status": {"allocation": alloc}},
+                        content_type="application/merge-patch+json")
+    parallel(allocate, claims)
     for k, op in _pod_ops(w):
         def create(i: int, op: Op = op, k: int = k) -> None:
             obj = _for_apiserver(_named(op.template, i, op.namespace, f"p{k}"))  # type: ignore[arg-type]
@@ -571,7 +853,7 @@ def _measure_e2e(cp: Any, client: Any, w: Workload, params: dict[str, int], labe
     ns, n_pods = measure.namespace, count_of(measure, params)
     parallel(lambda i: client.call("POST", f"/api/v1/namespaces/{ns}/pods", body=_for_apiserver(
         _measured(measure, i, params))), range(n_pods))
-    if _uses_claims(w):
+    if _uses_templates(w):
         _wait_for_claims(client, ns, n_pods + sum(count_of(op, params) for _, op in _pod_ops(w)
                                                   if op.namespace == ns))
     cfg = Path(tempfile.mkdtemp()) / "config.yaml"
@@ -601,8 +883,17 @@ def _measure_e2e(cp: Any, client: Any, w: Workload, params: dict[str, int], labe
                 t.join()
         return end
 
+    on_bind = None
+    if measure.duration:  # steady state: each bound measured pod deleted and replaced by the next
+        created = itertools.count(n_pods)
+
+        def on_bind(name: str) -> None:
+            delete(ns, name)
+            create(_measured(measure, next(created), params))
+
     return measure_scheduler(client, cp.dir / f"{label}.log", label, cmd, ns, n_pods, prefix="m-",
-                             timeout=float(os.environ.get("SCHED_PERF_TIMEOUT", "900")), during=during)
+                             timeout=float(os.environ.get("SCHED_PERF_TIMEOUT", "900")), during=during,
+                             on_bind=on_bind, duration=measure.duration)
 
 
 # ------------------------------------------------------------------------------------------- main
@@ -655,10 +946,11 @@ def main() -> None:
                 cells.append(f"{r['cpu_us_per_pod']:>12.0f}" if "error" not in r else f"{'error':>12}")
             print(f"{name:<28}" + "".join(cells), flush=True)
         return
+    width = max(34, *(len(n) + 1 for n in names))
     if args.mode == "memory":
         # pods/CPU-s: measured pods per second of this process's CPU time, the figure that does not depend
         # on how many other processes share the cores
-        print(f"{'workload':<34}{'size':>20}{'pods/s':>9}{'pods/CPU-s':>11}{'2x floor':>9}{'p50 ms':>8}"
+        print(f"{'workload':<{width}}{'size':>24}{'pods/s':>9}{'pods/CPU-s':>11}{'2x floor':>9}{'p50 ms':>8}"
               f"{'p99 ms':>8}{'CPU µs/pod':>11}{'RSS MB':>8}")
         for name in names:
             w = BY_NAME[name]
@@ -666,16 +958,21 @@ def main() -> None:
             r = memory_in_subprocess(name, params)
             size = "/".join(str(v) for v in params.values())
             if "error" in r:
-                print(f"{name:<34}{size:>20}  error: {r['error']}", flush=True)
+                print(f"{name:<{width}}{size:>24}  error: {r['error']}", flush=True)
                 continue
             target = f"{2 * w.threshold}" if w.threshold else "-"
-            print(f"{name:<34}{size:>20}{r['pods_per_second']:>9.0f}{1e6 / max(r['cpu_us_per_pod'], 1e-9):>11.0f}"
+            print(f"{name:<{width}}{size:>24}{r['pods_per_second']:>9.0f}{1e6 / max(r['cpu_us_per_pod'], 1e-9):>11.0f}"
                   f"{target:>9}{r['p50_ms']:>8.2f}"
                   f"{r['p99_ms']:>8.2f}{r['cpu_us_per_pod']:>11.0f}{r['peak_rss_mb']:>8.0f}", flush=True)
-            if r["bound"] != r["pods"]:
+            if r["steady"] and not r["bound"]:
+                print(f"  note: no pod bound in the steady-state window ({r['pods']} created)", flush=True)
+            elif not r["steady"] and r["bound"] != r["pods"]:
                 print(f"  note: {r['bound']} of {r['pods']} measured pods bound", flush=True)
+            if r["double_allocated"]:
+                print(f"  note: devices allocated to more than one claim: {', '.join(r['double_allocated'][:5])}",
+                      flush=True)
         return
-    print(f"{'workload':<34}{'size':>20} {'scheduler':<16}{'pods/s':>8}{'p50 s':>7}{'p99 s':>7}{'CPU s':>7}"
+    print(f"{'workload':<{width}}{'size':>24} {'scheduler':<16}{'pods/s':>8}{'p50 s':>7}{'p99 s':>7}{'CPU s':>7}"
           f"{'ms/pod':>7}{'RSS MB':>8}")
     for name in names:
         w = BY_NAME[name]
@@ -684,13 +981,13 @@ def main() -> None:
         rows = run_e2e(w, params, args.qps)
         for r in rows:
             if "error" in r:
-                print(f"{name:<34}{size:>20} {r['label']:<16}error: {r['error']}", flush=True)
+                print(f"{name:<{width}}{size:>24} {r['label']:<16}error: {r['error']}", flush=True)
                 continue
-            print(f"{name:<34}{size:>20} {r['label']:<16}{r['pods_per_second']:>8.0f}{r['p50']:>7.2f}"
+            print(f"{name:<{width}}{size:>24} {r['label']:<16}{r['pods_per_second']:>8.0f}{r['p50']:>7.2f}"
                   f"{r['p99']:>7.2f}{r['cpu']:>7.1f}{r['cpu_ms_per_pod']:>7.2f}{r['rss']:>8.0f}", flush=True)
         k, o = rows
         if "error" not in k and "error" not in o:
-            print(f"{'':<34}{'':>20} {'ratio ksched/kube':<16}{o['pods_per_second'] / k['pods_per_second']:>8.2f}"
+            print(f"{'':<{width}}{'':>24} {'ratio ksched/kube':<16}{o['pods_per_second'] / k['pods_per_second']:>8.2f}"
                   f"{o['p50'] / max(k['p50'], 1e-3):>7.2f}{o['p99'] / max(k['p99'], 1e-3):>7.2f}"
                   f"{o['cpu'] / max(k['cpu'], 0.01):>7.2f}{'':>7}{o['rss'] / max(k['rss'], 1):>8.2f}", flush=True)
 
