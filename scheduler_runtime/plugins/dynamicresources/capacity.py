@@ -11,6 +11,7 @@ is not implemented, so ksched refuses that gate.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from decimal import ROUND_CEILING, Decimal
@@ -34,7 +35,13 @@ class CapacityError(Exception):
 
 def quantity(raw: object) -> tuple[Decimal, str]:
     """A quantity as (value, the string it is written as); an unparseable one counts as zero."""
-    text = str(raw if raw is not None else "0").strip()
+    return _quantity_text(str(raw if raw is not None else "0").strip())
+
+
+@functools.lru_cache(maxsize=4096)
+def _quantity_text(text: str) -> tuple[Decimal, str]:
+    """Parsed once per distinct text: the allocator checks every device's capacities on every node and cycle
+    while consumable capacity is on, and slices repeat the same few strings (Decimal results are immutable)."""
     try:
         return parse_quantity(text), text
     except InputError:
