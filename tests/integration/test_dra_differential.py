@@ -1,4 +1,4 @@
-"""Randomized DRA scenarios, ksched against the real kube-scheduler v1.36.3 on the same API server.
+"""Randomized DRA scenarios: ksched against the real kube-scheduler v1.37.2 (pinned) on the same API server.
 
 Per seed, each scheduler gets three nodes that pods prefer in a fixed order (node affinity weights far apart,
 so scores never tie and placements are deterministic), random ResourceSlices (1-4 devices per node: model,

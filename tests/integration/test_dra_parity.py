@@ -1,7 +1,8 @@
-"""DynamicResources against the real kube-scheduler v1.36 on the same API server.
+"""DynamicResources against the real kube-scheduler v1.37.2 on the same API server.
 
 As kube-scheduler's own integration tests do, the test publishes ResourceSlices and creates ResourceClaims
-directly (the control plane has no kube-controller-manager and no device driver). Each scheduler gets its own
+directly (no device driver; the template test starts kube-controller-manager's resourceclaim controller to turn
+templates into claims). Each scheduler gets its own
 nodes, DeviceClass and driver with identical slices, then the same pods in the same order: placements, the
 devices written to each claim's status.allocation, reservedFor, and FailedScheduling messages must match.
 """

@@ -1,4 +1,4 @@
-"""Extender parity with the real kube-scheduler v1.36.3: the same extender process and the same extender config.
+"""Extender parity with the real kube-scheduler v1.37.2: the same extender process and the same extender config.
 
 kube-scheduler schedules the scenario pod by pod on the real API server, calling a real extender (filter
 with failed and failed-and-unresolvable nodes plus prioritize at weight 5, nodeCacheCapable; a second,

@@ -1,4 +1,4 @@
-"""NodeDeclaredFeatures against the real kube-scheduler v1.36.3 on the same kube-apiserver: a node declaring
+"""NodeDeclaredFeatures against the real kube-scheduler v1.37.2 on the same kube-apiserver: a node declaring
 RestartAllContainersOnContainerExits and one that does not; a pod whose restart rule needs the feature goes to
 the declaring node under both schedulers, and one held to the other node stays pending with the same
 FailedScheduling message. The API server (gate on by default in 1.36) keeps status.declaredFeatures, and
