@@ -172,7 +172,12 @@ class MemoryCluster(ClusterBackend):
             if resource in _VOLUME_RESOURCES:
                 self.sync_volumes()
             if resource in DRA_RESOURCES and not self._syncing_claims:
-                self._sync_claims(raw if resource == "pods" else None)
+                # a new pod gets its template claims; a new template may complete every waiting pod's (a new
+                # claim completes none: the controller only creates claims, named from the pod and template)
+                if resource == "pods":
+                    self._sync_claims(raw)
+                elif resource == "resourceclaimtemplates":
+                    self._sync_claims(None)
         return raw
 
     def update(self, raw: dict[str, Any]) -> dict[str, Any]:

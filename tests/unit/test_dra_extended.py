@@ -4,6 +4,7 @@ and reserved, the pod's extendedResourceClaimStatus, the metric)."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -326,3 +327,41 @@ def _after_fit_device_class_hint() -> Any:
     from scheduler_runtime.plugins import noderesources
 
     return noderesources._after_device_class_change
+
+
+def test_extended_claim_index_follows_claim_events() -> None:
+    """DraManager.extended_claim answers findExtendedResourceClaim from an index kept by claim events: the
+    annotated claim the pod controls, not one without the annotation or controlled by another pod, and nothing
+    once it is deleted or loses its annotation."""
+    from scheduler_runtime.cluster.memory import MemoryCluster
+    from scheduler_runtime.framework.handle import Handle
+    from scheduler_runtime.framework.snapshot import Snapshot
+    from scheduler_runtime.objects import Pod
+    from scheduler_runtime.plugins.dynamicresources.claims import DraManager
+    from scheduler_runtime.plugins.dynamicresources.extended import ANN_EXTENDED
+
+    def claim(name: str, owner: str, annotated: bool = True) -> dict:
+        m: dict = {"name": name, "namespace": "ns",
+                   "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": owner, "uid": f"uid-{owner}",
+                                        "controller": True}]}
+        if annotated:
+            m["annotations"] = {ANN_EXTENDED: "true"}
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": m,
+                "spec": {"devices": {"requests": []}}}
+
+    m = MemoryCluster()
+    mgr = DraManager(Handle(Snapshot(), cluster=m))
+    pod = Pod.from_dict({"apiVersion": "v1", "kind": "Pod",
+                         "metadata": {"name": "p", "namespace": "ns", "uid": "uid-p"}, "spec": {"containers": []}})
+    m.create(claim("plain", "p", annotated=False))
+    m.create(claim("other", "q"))
+    assert mgr.extended_claim(pod) is None
+    m.create(claim("p-extended-resources-abcde", "p"))
+    assert mgr.extended_claim(pod)["metadata"]["name"] == "p-extended-resources-abcde"
+    stripped = copy.deepcopy(m.informer("resourceclaims").get("p-extended-resources-abcde", "ns"))
+    stripped["metadata"]["annotations"] = {}
+    m.update(stripped)
+    assert mgr.extended_claim(pod) is None
+    m.create(claim("p-extended-resources-fghij", "p"))
+    m.delete("resourceclaims", "p-extended-resources-fghij", "ns")
+    assert mgr.extended_claim(pod) is None

@@ -15,7 +15,7 @@ from typing import Any
 
 from ...objects import Pod
 from .capacity import quantity
-from .extended import ClassResolver
+from .extended import ANN_EXTENDED, ClassResolver, find_extended_claim
 
 CLAIMS = "resourceclaims.resource.k8s.io"
 CLASSES = "deviceclasses.resource.k8s.io"
@@ -124,6 +124,9 @@ class DraManager:
         #: claim key -> the shares it holds (DRAConsumableCapacity), summed per device in `allocated()`
         self._shares: dict[str, tuple[tuple[DeviceID, dict[str, Decimal]], ...]] = {}
         self._count: Counter[DeviceID] = Counter()
+        #: pod uid -> keys of the claims annotated as its extended-resource claim and controlled by it, so a
+        #: pod's PreFilter finds the claim an earlier cycle created without listing the namespace's claims
+        self._extended: dict[str, set[str]] = {}
         #: bumped on every ResourceSlice (or DeviceTaintRule) change: what was derived from the slices must be rebuilt
         self.slices_version = 0
         self.slices.add_handler(self._on_slice)
@@ -187,11 +190,38 @@ class DraManager:
         m = meta(claim)
         return f"{m.get('namespace') or 'default'}/{m.get('name') or ''}"
 
+    @staticmethod
+    def _extended_owner(claim: dict[str, Any] | None) -> str | None:
+        """The uid of the pod controlling an extended-resource claim (the annotation set), else None."""
+        m = meta(claim)
+        if claim is None or (m.get("annotations") or {}).get(ANN_EXTENDED) != "true":
+            return None
+        return next((str(r.get("uid")) for r in m.get("ownerReferences") or [] if r.get("controller")), None)
+
+    def extended_claim(self, pod: Pod) -> dict[str, Any] | None:
+        """findExtendedResourceClaim: the claim in the pod's namespace annotated as its extended-resource claim
+        and controlled by it (kube lists the namespace; the index gives the same answer)."""
+        with self._lock:
+            keys = sorted(self._extended.get(pod.uid, ()))
+        candidates = [c for k in keys if (c := self.claims.get(k.split("/", 1)[1], k.split("/", 1)[0]))]
+        if len(candidates) > 1:  # never the scheduler's doing: keep the store's order, as kube's list
+            candidates = self.claims.list(pod.namespace)
+        return find_extended_claim(pod, [c for c in candidates if meta(c).get("namespace") == pod.namespace])
+
     def _track(self, new: dict[str, Any] | None, old: dict[str, Any] | None) -> None:
         key = self._key(new or old or {})
         devices = claim_devices(new) if new is not None else ()
         shares = claim_shares(new) if new is not None else ()
+        was, now = self._extended_owner(old), self._extended_owner(new)
         with self._lock:
+            if was is not None and was != now:
+                keys = self._extended.get(was)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del self._extended[was]
+            if now is not None:
+                self._extended.setdefault(now, set()).add(key)
             if shares:
                 self._shares[key] = shares
             else:

@@ -86,7 +86,6 @@ from .claims import (
 from .extended import (
     ASSUME_TIMEOUT,
     creatable,
-    find_extended_claim,
     has_requests,
     in_memory_claim,
     is_dra_extended_name,
@@ -286,8 +285,7 @@ class DynamicResources(Plugin):
             return None
         s.ext_requests = dict(pod.requests)
         s.ext_mapping = mapping
-        claims = self.mgr.claims.list(pod.namespace)
-        found = find_extended_claim(pod, claims)
+        found = self.mgr.extended_claim(pod)
         if found is not None:
             return self.mgr.get_claim(pod.namespace, str(meta(found).get("name") or "")) or found
         return in_memory_claim(pod)
