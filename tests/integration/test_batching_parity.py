@@ -96,7 +96,7 @@ def _kube_bin(control_plane: Any, minor: int, prev_kube_scheduler: Path) -> tupl
 
 @pytest.mark.parametrize(("workload", "profile", "minor"), [
     ("hostport", "no-topology", 36), ("hostport", "default", 36), ("small", "no-topology", 36),
-    ("small", "no-topology", 37)])
+    ("hostport", "no-topology", 37), ("hostport", "default", 37), ("small", "no-topology", 37)])
 def test_batched_placements_and_counters_match_kube_scheduler(workload: str, profile: str, minor: int,
                                                               control_plane: Any, namespace: str,
                                                               tmp_path: Path, prev_kube_scheduler: Path) -> None:
