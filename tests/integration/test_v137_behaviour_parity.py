@@ -37,7 +37,6 @@ pytestmark = pytest.mark.integration
 KUBE, OURS = "v137-kube-scheduler", "v137-ksched"
 RES = "/apis/resource.k8s.io/v1"
 BIN_137 = Path.home() / ".cache" / "ksched" / "controlplane" / "1.37.2" / "bin"
-GATES = {"DRADeviceTaintRules": True, "StorageCapacityScoring": True}
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +62,7 @@ def cp137(control_plane: ControlPlane) -> Iterator[ControlPlane]:
 
 def _ours(cp: ControlPlane, cfg: Path) -> tuple[Runner, threading.Thread]:
     reg = build_registry([])
-    runner = Runner(load_config(cfg, reg, feature_gates=GATES), reg, RunOptions(
+    runner = Runner(load_config(cfg, reg), reg, RunOptions(  # no gates given: 1.37's defaults
         kubeconfig=str(cp.kubeconfig_path), secure_port=0, leader_overrides={"leader_elect": False}, seed=1))
     t = threading.Thread(target=runner.run, daemon=True)
     t.start()
@@ -237,7 +236,7 @@ def test_volume_limit_scaling_is_on_in_kube_scheduler_137(cp137: ControlPlane, t
     cfg.write_text(scheduler_config(KUBE, cp137.kubeconfig_path))
     ours_cfg.write_text(scheduler_config(OURS))
     reg = build_registry([])
-    runner = Runner(load_config(ours_cfg, reg, feature_gates={"VolumeLimitScaling": True}), reg, RunOptions(
+    runner = Runner(load_config(ours_cfg, reg), reg, RunOptions(  # VolumeLimitScaling on by default in 1.37
         kubeconfig=str(cp137.kubeconfig_path), secure_port=0, leader_overrides={"leader_elect": False}, seed=1))
     t = threading.Thread(target=runner.run, daemon=True)
     t.start()
