@@ -3,8 +3,8 @@ DeviceTaintRules (DRADeviceTaintRules, GA and on in 1.37; `resource.k8s.io/v1`, 
 serve) keep the devices they taint from claims that do not tolerate them, and StorageCapacityScoring (beta and
 on in 1.37) places a claim's pod by storage utilisation, with no flag given to kube-scheduler.
 
-ksched is run with those gates set explicitly, so the test holds before and after ksched's own defaults move
-to 1.37. The suite's control plane is reused when it is 1.37; otherwise one is started from the 1.37.2 binaries.
+ksched is run with no feature gates given either, so the test proves ksched's own 1.37 defaults. The suite's
+control plane is reused when it is 1.37; otherwise one is started from the 1.37.2 binaries.
 """
 
 from __future__ import annotations
