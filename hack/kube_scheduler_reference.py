@@ -3,7 +3,7 @@
     kube-scheduler-<version>-help.txt                 `kube-scheduler --help`
     kube-scheduler-<version>-write-config-to.yaml     `--write-config-to` of a config with only
                                                       clientConnection.kubeconfig and leaderElect: false
-    kube-scheduler-<version>-metric-families.json     its scheduler_* metric families (type, labels, buckets)
+    kube-scheduler-<version>-metric-families.json     its scheduler_* metric families (type, labels, buckets, help)
                                                       after it scheduled 5 pods on 2 nodes of the test control
                                                       plane (a real kube-apiserver, scheduler_runtime.controlplane)
 
@@ -45,7 +45,8 @@ def capture_config(binary: Path, version: str) -> None:
 
 
 def _families(text: str) -> dict[str, dict[str, object]]:
-    """scheduler_* families of a Prometheus text page: type, label names (without le), finite buckets."""
+    """scheduler_* families of a Prometheus text page: type, label names (without le), finite buckets, HELP text
+    (with component-base's stability and deprecation prefixes)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     out: dict[str, dict[str, object]] = {}
@@ -55,7 +56,8 @@ def _families(text: str) -> dict[str, dict[str, object]]:
             continue
         buckets = sorted({float(s.labels["le"]) for s in fam.samples if "le" in s.labels} - {float("inf")})
         out[name] = {"buckets": buckets or None, "labels": sorted({k for s in fam.samples for k in s.labels
-                                                                    if k != "le"}), "type": fam.type}
+                                                                    if k != "le"}), "type": fam.type,
+                     "help": fam.documentation}
     return dict(sorted(out.items()))
 
 

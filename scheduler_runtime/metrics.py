@@ -7,10 +7,13 @@ for them and they are exact at scrape time.
 
 from __future__ import annotations
 
+import functools
+import json
 import random
 import time
 from collections import Counter as _Tally
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
@@ -25,6 +28,23 @@ disable_created_metrics()
 QUEUES = ("active", "backoff", "unschedulable", "gated")
 #: kube-scheduler's in-flight marker for a popped pod in scheduler_inflight_events
 POD_POPPED = "PodPopped"
+
+
+#: kube-scheduler 1.37.2's stability level and HELP text per family (names without a counter's _total)
+_HELP_DATA = Path(__file__).resolve().parent / "data" / "kube-metric-help.json"
+
+
+@functools.cache
+def _kube_help_table() -> dict[str, dict[str, str]]:
+    families: dict[str, dict[str, str]] = json.loads(_HELP_DATA.read_text())["families"]
+    return families
+
+
+def kube_help(family: str) -> str:
+    """The HELP text kube-scheduler prints for `family` (name without a counter's _total): component-base
+    prefixes the stability level ("[ALPHA] ..."), so dashboards and `curl /metrics` read the same."""
+    entry = _kube_help_table()[family]
+    return f"[{entry['stability']}] {entry['help']}"
 
 
 def _exp(start: float, factor: float, count: int) -> list[float]:
@@ -44,110 +64,109 @@ class SchedulerMetrics:
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.schedule_attempts = Counter(
-            "scheduler_schedule_attempts", "Number of attempts to schedule pods, by the result.",
+            "scheduler_schedule_attempts", kube_help("scheduler_schedule_attempts"),
             ["result", "profile"], registry=r)
         self.attempt_duration = Histogram(
             "scheduler_scheduling_attempt_duration_seconds",
-            "Scheduling attempt latency in seconds (scheduling algorithm + binding).",
+            kube_help("scheduler_scheduling_attempt_duration_seconds"),
             ["result", "profile"], buckets=_exp(0.001, 2, 15), registry=r)
         self.algorithm_duration = Histogram(
-            "scheduler_scheduling_algorithm_duration_seconds", "Scheduling algorithm latency in seconds.",
+            "scheduler_scheduling_algorithm_duration_seconds",
+            kube_help("scheduler_scheduling_algorithm_duration_seconds"),
             buckets=_exp(0.001, 2, 15), registry=r)
         self.sli_duration = Histogram(
             "scheduler_pod_scheduling_sli_duration_seconds",
-            "E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue.",
+            kube_help("scheduler_pod_scheduling_sli_duration_seconds"),
             ["attempts"], buckets=_exp(0.01, 2, 20), registry=r)
         self.pod_attempts = Histogram(
-            "scheduler_pod_scheduling_attempts", "Number of attempts to successfully schedule a pod.",
+            "scheduler_pod_scheduling_attempts", kube_help("scheduler_pod_scheduling_attempts"),
             buckets=_exp(1, 2, 5), registry=r)
         self.incoming_pods = Counter(
-            "scheduler_queue_incoming_pods", "Number of pods added to scheduling queues by event and queue type.",
+            "scheduler_queue_incoming_pods", kube_help("scheduler_queue_incoming_pods"),
             ["queue", "event"], registry=r)
         # kube 1.37: the same count by entity type; every ksched entity is a pod (no PodGroups)
         self.incoming_entities = Counter(
             "scheduler_queue_incoming_entities",
-            "Number of scheduling entities added to scheduling queues by event, queue type, and entity type. "
-            "Entity types are either 'pod' (for individual pods that are not members of any podgroup) or "
-            "'podgroup'.", ["queue", "event", "type"], registry=r)
+            kube_help("scheduler_queue_incoming_entities"), ["queue", "event", "type"], registry=r)
         self.extension_point_duration = Histogram(
             "scheduler_framework_extension_point_duration_seconds",
-            "Latency for running all plugins of a specific extension point.",
+            kube_help("scheduler_framework_extension_point_duration_seconds"),
             ["extension_point", "status", "profile"], buckets=_exp(0.0001, 2, 12), registry=r)
         self.plugin_duration = Histogram(
             "scheduler_plugin_execution_duration_seconds",
-            "Duration for running a plugin at a specific extension point.",
+            kube_help("scheduler_plugin_execution_duration_seconds"),
             ["plugin", "extension_point", "status"], buckets=_exp(0.00001, 1.5, 20), registry=r)
         self.preemption_attempts = Counter(
-            "scheduler_preemption_attempts", "Total preemption attempts in the cluster till now", registry=r)
+            "scheduler_preemption_attempts", kube_help("scheduler_preemption_attempts"), registry=r)
         self.preemption_victims = Histogram(
-            "scheduler_preemption_victims", "Number of selected preemption victims", buckets=_exp(1, 2, 7),
+            "scheduler_preemption_victims", kube_help("scheduler_preemption_victims"), buckets=_exp(1, 2, 7),
             registry=r)
         # kube's async preemption (SchedulerAsyncPreemption): the background API calls of each preemption
         self.preemption_goroutines_duration = Histogram(
             "scheduler_preemption_goroutines_duration_seconds",
-            "Duration in seconds for running goroutines for the preemption.", ["result"],
+            kube_help("scheduler_preemption_goroutines_duration_seconds"), ["result"],
             buckets=_exp(0.01, 2, 20), registry=r)
         self.preemption_goroutines_total = Counter(
-            "scheduler_preemption_goroutines_execution", "Number of preemption goroutines executed.",
+            "scheduler_preemption_goroutines_execution", kube_help("scheduler_preemption_goroutines_execution"),
             ["result"], registry=r)
         self.event_handling = Histogram(
-            "scheduler_event_handling_duration_seconds", "Event handling latency in seconds.", ["event"],
+            "scheduler_event_handling_duration_seconds",
+            kube_help("scheduler_event_handling_duration_seconds"), ["event"],
             buckets=_exp(0.0001, 2, 12), registry=r)
         self._event_children: dict[str, Any] = {}
         self.permit_wait = Histogram(
-            "scheduler_permit_wait_duration_seconds", "Duration of waiting on permit.", ["result"],
+            "scheduler_permit_wait_duration_seconds", kube_help("scheduler_permit_wait_duration_seconds"), ["result"],
             buckets=_exp(0.001, 2, 15), registry=r)
         self.plugin_evaluation = Counter(
             "scheduler_plugin_evaluation",
-            "Number of attempts to schedule pods by each plugin and the extension point (available only in "
-            "PreFilter, Filter, PreScore, and Score).", ["plugin", "extension_point", "profile"], registry=r)
+            kube_help("scheduler_plugin_evaluation"), ["plugin", "extension_point", "profile"], registry=r)
         self._evaluation_children: dict[tuple[str, str, str], Any] = {}
         self._point_children: dict[tuple[str, str, str], Any] = {}
         self._children: dict[tuple[Any, ...], Any] = {}  # per-pod metrics' labelled children, see child
         self.queueing_hint_duration = Histogram(
             "scheduler_queueing_hint_execution_duration_seconds",
-            "Duration for running a queueing hint function of a plugin.", ["plugin", "event", "hint"],
+            kube_help("scheduler_queueing_hint_execution_duration_seconds"), ["plugin", "event", "hint"],
             buckets=_exp(0.00001, 1.5, 20), registry=r)
         # claims DynamicResources creates for extended resources (DRAExtendedResource); kube-scheduler 1.37 shares
         # this family with kube-controller-manager (1.36's was scheduler_resourceclaim_creates_total{status})
         self.resourceclaim_creates = Counter(
             "dynamic_resource_allocation_resourceclaim_creates",
-            "Number of ResourceClaims creation requests, categorized by creation status, admin access, and owning "
-            "API group and kind (either Pod or scheduling.k8s.io/PodGroup)",
+            kube_help("dynamic_resource_allocation_resourceclaim_creates"),
             ["status", "admin_access", "owner_api_group", "owner_api_kind"], registry=r)
         # opportunistic batching (batching.py) and the unschedulable-pods flush
         self.batch_attempts = Counter(
-            "scheduler_batch_attempts", "Counts of results when we attempt to use batching.", ["profile", "result"],
+            "scheduler_batch_attempts", kube_help("scheduler_batch_attempts"), ["profile", "result"],
             registry=r)
         self.batch_cache_flushed = Counter(
-            "scheduler_batch_cache_flushed", "Counts of cache flushes by reason.", ["profile", "reason"], registry=r)
+            "scheduler_batch_cache_flushed",
+            kube_help("scheduler_batch_cache_flushed"), ["profile", "reason"], registry=r)
         self.get_node_hint_duration = Histogram(
-            "scheduler_get_node_hint_duration_seconds", "Latency for getting a node hint.", ["hinted", "profile"],
+            "scheduler_get_node_hint_duration_seconds",
+            kube_help("scheduler_get_node_hint_duration_seconds"), ["hinted", "profile"],
             buckets=_exp(0.00001, 2, 12), registry=r)
         self.store_schedule_results_duration = Histogram(
-            "scheduler_store_schedule_results_duration_seconds", "Latency for getting a no.", ["profile"],
+            "scheduler_store_schedule_results_duration_seconds",
+            kube_help("scheduler_store_schedule_results_duration_seconds"), ["profile"],
             buckets=_exp(0.00001, 2, 12), registry=r)
         # kube-scheduler 1.37: the rescore of the node just chosen
         self.batch_rescore_attempts = Counter(
-            "scheduler_batch_rescore_attempts", "Counts of rescore attempts during opportunistic batching.",
+            "scheduler_batch_rescore_attempts", kube_help("scheduler_batch_rescore_attempts"),
             ["profile"], registry=r)
         self.batch_rescore_duration_seconds = Histogram(
             "scheduler_batch_rescore_duration_seconds",
-            "Latency for rescoring a node during opportunistic batching.", ["profile"],
+            kube_help("scheduler_batch_rescore_duration_seconds"), ["profile"],
             buckets=_exp(0.00001, 2, 12), registry=r)
         self.pod_scheduled_after_flush = Counter(
             "scheduler_pod_scheduled_after_flush",
-            "Number of pods that were successfully scheduled after being flushed from unschedulablePods due to "
-            "timeout. This metric helps detect potential queueing hint misconfigurations or event handling "
-            "issues.", registry=r)
+            kube_help("scheduler_pod_scheduled_after_flush"), registry=r)
         # DynamicResources PreBind's wait for device binding conditions (DRADeviceBindingConditions, beta on)
         self.dra_binding_conditions = Counter(
             "scheduler_dra_bindingconditions_allocations",
-            "Number of allocations using devices with BindingConditions, counted per driver per scheduling attempt",
+            kube_help("scheduler_dra_bindingconditions_allocations"),
             ["profile", "driver", "status"], registry=r)
         self.dra_binding_conditions_wait = Histogram(
             "scheduler_dra_bindingconditions_wait_duration_seconds",
-            "Time in seconds spent waiting for BindingConditions to be satisfied during PreBind.",
+            kube_help("scheduler_dra_bindingconditions_wait_duration_seconds"),
             ["profile", "driver", "status"], buckets=_exp(0.1, 2, 14), registry=r)
         self.plugin_sample_rate = plugin_sample_rate
         self._rng = random.Random()
@@ -327,23 +346,19 @@ class _StateCollector:
     def _families(self) -> tuple[GaugeMetricFamily, ...]:
         return (
             GaugeMetricFamily("scheduler_pending_pods",
-                              "Number of pending pods, by the queue type: active (activeQ), backoff (backoffQ), "
-                              "unschedulable (attempted and failed), gated (never attempted: a PreEnqueue plugin "
-                              "holds it).", labels=["queue"]),
+                              kube_help("scheduler_pending_pods"), labels=["queue"]),
             GaugeMetricFamily("scheduler_queued_entities",
-                              "Number of queued scheduling entities ('pod' or 'podgroup'; 'pod' stands for individual "
-                              "pods that are not members of any podgroup) by the queue type.",
+                              kube_help("scheduler_queued_entities"),
                               labels=["queue", "type"]),
             GaugeMetricFamily("scheduler_unschedulable_pods",
-                              "The number of unschedulable pods broken down by plugin name. A pod counts for every "
-                              "plugin that rejected it, until it is attempted again.", labels=["plugin", "profile"]),
+                              kube_help("scheduler_unschedulable_pods"), labels=["plugin", "profile"]),
             GaugeMetricFamily("scheduler_inflight_events",
-                              "Number of events currently tracked in the scheduling queue.", labels=["event"]),
+                              kube_help("scheduler_inflight_events"), labels=["event"]),
             GaugeMetricFamily("scheduler_goroutines",
-                              "Number of running threads split by the work they do, such as binding.",
+                              kube_help("scheduler_goroutines"),
                               labels=["operation"]),
             GaugeMetricFamily("scheduler_cache_size",
-                              "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
+                              kube_help("scheduler_cache_size"),
                               labels=["type"]),
         )
 

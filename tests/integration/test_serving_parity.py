@@ -244,10 +244,10 @@ def _families(text: str) -> dict[str, dict[str, Any]]:
         name = fam.name + ("_total" if fam.type == "counter" else "")
         labels = sorted({k for s in fam.samples for k in s.labels if k != "le"})
         buckets = sorted({float(s.labels["le"]) for s in fam.samples if "le" in s.labels})
-        out[name] = {"labels": labels, "buckets": buckets, "samples": bool(fam.samples)}
+        out[name] = {"labels": labels, "buckets": buckets, "samples": bool(fam.samples), "help": fam.documentation}
     for name, kind in declared.items():  # families declared without samples
         key = name if kind != "counter" or name.endswith("_total") else name + "_total"
-        out.setdefault(key, {"labels": [], "buckets": [], "samples": False})
+        out.setdefault(key, {"labels": [], "buckets": [], "samples": False, "help": None})
     return out
 
 
@@ -321,6 +321,8 @@ def test_metric_families_match_kube_scheduler(control_plane: Any, callers: Calle
         print("only ksched:", sorted(set(ours) - set(kube)))
         assert not set(kube) - set(ours)
         for name in sorted(set(kube) & set(ours)):
+            if kube[name]["help"] is not None:
+                assert ours[name]["help"] == kube[name]["help"], name
             if kube[name]["samples"] and ours[name]["samples"]:
                 assert ours[name]["labels"] == kube[name]["labels"], name
                 assert ours[name]["buckets"] == kube[name]["buckets"], name

@@ -149,3 +149,22 @@ def test_dra_binding_conditions_families_as_kube_declares_them() -> None:
     wait = fams["scheduler_dra_bindingconditions_wait_duration_seconds"]
     assert wait["labels"] == ["driver", "profile", "status"]
     assert wait["buckets"][0] == 0.1 and len(wait["buckets"]) == 14 and wait["buckets"][-1] == 0.1 * 2 ** 13
+
+
+def test_help_text_is_kube_schedulers() -> None:
+    """Every family's HELP reads as kube-scheduler 1.37.2 prints it (component-base's `[STABLE]`/`[BETA]`/`[ALPHA]`
+    prefix and kube's wording): the families of the reference run from the real binary, the rest from the
+    table taken from kube's metrics.go."""
+    m = _run([_pod("a", "1"), _pod("too-big", "100")])
+    text = generate_latest(m.registry).decode()
+    ours = {f.name + ("_total" if f.type == "counter" else ""): f.documentation
+            for f in text_string_to_metric_families(text)}
+    kube = kube_families()
+    compared = 0
+    for name, fam in kube.items():
+        if name in ours:
+            assert ours[name] == fam["help"], name
+            compared += 1
+    assert compared == len(kube)
+    assert all(h.startswith(("[ALPHA] ", "[BETA] ", "[STABLE] ")) for n, h in ours.items()
+               if n.startswith(("scheduler_", "dynamic_resource_allocation_"))), ours
