@@ -234,6 +234,8 @@ class NodeResourcesFit(Plugin):
     def __init__(self, args: NodeResourcesFitArgs | None = None, handle: Handle | None = None) -> None:
         super().__init__(args or NodeResourcesFitArgs(), handle)
         a: NodeResourcesFitArgs = self.args
+        #: DRAExtendedResource, read once: a pydantic private attribute costs microseconds per read
+        self.dra_extended = a.extended_resource
         self.ignored = set(a.ignored_resources)
         self.ignored_groups = set(a.ignored_resource_groups)
         s = a.scoring_strategy
@@ -247,7 +249,7 @@ class NodeResourcesFit(Plugin):
 
     def _dra_handle(self) -> Handle | None:
         """The handle DRA-backed extended resources are looked up through, None with DRAExtendedResource off."""
-        return self.handle if self.args.extended_resource else None
+        return self.handle if self.dra_extended else None
 
     # ---------------------------------------------------------------- filter
     def _skip_resource(self, name: str) -> bool:
@@ -272,7 +274,7 @@ class NodeResourcesFit(Plugin):
         """shouldDelegateResourceToDRA's class lookup (DRAExtendedResource): the names some DeviceClass backs,
         through the cluster's DRA manager (none without a cluster, as with a nil draManager)."""
         if self.handle is None or getattr(self.handle, "cluster", None) is None or not any("/" in n for n in names) \
-                or not self.args.extended_resource:
+                or not self.dra_extended:
             return frozenset()
         mapping = DraManager.for_handle(self.handle).resolver.mapping()
         return frozenset(n for n in names if n in mapping and is_dra_extended_name(n)) if mapping else frozenset()
@@ -365,7 +367,7 @@ class NodeResourcesFit(Plugin):
                                        _after_pod_event),
                   ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeAllocatable),
                                        self._after_node_change)]
-        if self.args.extended_resource:  # DRAExtendedResource: a class may now back a resource the pod requests
+        if self.dra_extended:  # DRAExtendedResource: a class may now back a resource the pod requests
             events.append(ClusterEventWithHint(ClusterEvent("resource.k8s.io/DeviceClass",
                                                             ActionType.Add | ActionType.Update),
                                                _after_device_class_change))
@@ -528,12 +530,13 @@ class NodeResourcesBalancedAllocation(Plugin):
 
     def __init__(self, args: NodeResourcesBalancedAllocationArgs | None = None, handle: Handle | None = None) -> None:
         super().__init__(args or NodeResourcesBalancedAllocationArgs(), handle)
+        self.dra_extended = self.args.extended_resource  # read once (see NodeResourcesFit)
         self.resources = [r.name for r in self.args.resources]
         self.dra_scorer = DraScorer()
 
     def _dra_handle(self) -> Handle | None:
         """The handle DRA-backed extended resources are looked up through, None with DRAExtendedResource off."""
-        return self.handle if self.args.extended_resource else None
+        return self.handle if self.dra_extended else None
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
         if not any(pod.requests.get(r, 0) > 0 for r in self.resources):

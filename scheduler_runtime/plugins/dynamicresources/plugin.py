@@ -161,6 +161,7 @@ class DynamicResources(Plugin):
         super().__init__(args if args is not None else DynamicResourcesArgs(), handle)
         self.features = Features.from_gates(getattr(handle, "feature_gates", None))
         self.taint_rules = self.args.device_taint_rules  # DRADeviceTaintRules (see taintrules.py)
+        self.dra_extended = self.args.extended_resource  # DRAExtendedResource, read once per plugin
         ft = self.args.filter_timeout
         self.filter_timeout = decode_duration(ft) if ft is not None else 0.0
         bt = self.args.binding_timeout
@@ -278,7 +279,7 @@ class DynamicResources(Plugin):
         """preFilterExtendedResources: when the pod requests an extended resource some DeviceClass backs, the
         claim an earlier cycle created for it, or a new one in memory (PreBind creates it)."""
         if getattr(self.handle, "cluster", None) is None or not any("/" in n for n in pod.requests) or \
-                not self.args.extended_resource:
+                not self.dra_extended:
             return None
         mapping = self.mgr.resolver.mapping()
         if not mapping or not mapped_requests(pod, mapping):
