@@ -29,7 +29,6 @@ from .framework.interface import (
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
-    PreBindPreFlightPlugin,
     PreEnqueuePlugin,
     PreFilterExtensions,
     PreFilterPlugin,
@@ -84,7 +83,7 @@ __all__ = [
     "PreEnqueuePlugin", "QueueSortPlugin", "PreFilterPlugin", "PreFilterExtensions", "FilterPlugin",
     "FilterBatchPlugin", "PostFilterPlugin", "PreScorePlugin", "ScorePlugin", "ScoreBatchPlugin",
     "NormalizeScorePlugin", "NormalizeScoreBatchPlugin", "ReservePlugin", "PermitPlugin", "PreBindPlugin",
-    "PreBindPreFlightPlugin", "BindPlugin", "PostBindPlugin", "EnqueueExtensions",
+    "BindPlugin", "PostBindPlugin", "EnqueueExtensions",
     # opportunistic batching: a plugin's part of the pod signature (`signers` holds kube's keys and signers)
     "SignPlugin", "SignFragment", "signers",
 ]

@@ -82,9 +82,6 @@ class SchedulingCycle:
     _inflight_bindings: int
     _inflight_lock: threading.Lock
     _victims_deleted: int
-    #: NominatedNodeNameForExpectation (beta, on since 1.35): PreBindPreFlight, and status.nominatedNodeName
-    #: written before PreBind when some PreBind plugin will work or the pod waits on Permit
-    nominate_for_expectation: bool
     scheduled: int
     attempts: int
     scheduling_cycle: int
@@ -301,13 +298,6 @@ class SchedulingCycle:
     def _binding_cycle(self, fw: Framework, state: CycleState, qpi: QueuedPodInfo, node_name: str,
                        result: AttemptResult, start: float, on_loop: bool) -> None:
         pod = qpi.pod
-        if self.nominate_for_expectation:
-            st = fw.run_pre_bind_pre_flights(state, pod, node_name)
-            if st is not None and st.code != Code.Skip:
-                self._binding_failed(fw, state, qpi, node_name, st, result, start, on_loop)
-                return
-            if st is None or fw.will_wait_on_permit(pod):
-                self._nominate_for_binding(pod, node_name)
         st = fw.wait_on_permit(pod)
         if st is not None:
             result.permit = st.message
@@ -342,17 +332,6 @@ class SchedulingCycle:
         if self.metrics is not None:
             self.metrics.attempt(fw.profile_name, "scheduled", time.perf_counter() - start, qpi)
         self._finish(pod, result, carried=bool(state.get(BIND_ANNOTATIONS_CARRIED)))
-
-    def _nominate_for_binding(self, pod: Pod, node_name: str) -> None:
-        """Tell other components (the cluster autoscaler) where the pod is going while PreBind or Permit takes
-        time; kube logs a failed write and binds anyway."""
-        if not self._may_write():
-            return
-        try:
-            self.cluster.nominate_for_binding(pod, node_name)
-        except Exception as exc:  # noqa: BLE001 - kube: "Failed to update the nominated node name in the binding cycle"
-            log.error("failed to update the nominated node name of %s to %s in the binding cycle: %s",
-                      pod.key, node_name, exc)
 
     def _binding_failed(self, fw: Framework, state: CycleState, qpi: QueuedPodInfo, node_name: str, st: Status,
                         result: AttemptResult, start: float, on_loop: bool) -> None:

@@ -151,8 +151,7 @@ WHAT = {
     "PreScore": "running PreScore plugin {}", "Score": "running Score plugin {}",
     "NormalizeScore": "running Normalize on Score plugin {}", "Reserve": "running Reserve plugin {}",
     "Unreserve": "running Unreserve plugin {}", "Permit": "running Permit plugin {}",
-    "PreBindPreFlight": "running PreBindPreFlight {}", "PreBind": "running PreBind plugin {}",
-    "Bind": "running Bind plugin {}", "PostBind": "running PostBind plugin {}",
+    "PreBind": "running PreBind plugin {}", "Bind": "running Bind plugin {}", "PostBind": "running PostBind plugin {}",
 }
 
 
