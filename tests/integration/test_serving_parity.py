@@ -225,15 +225,18 @@ def test_gates_and_profiling_off_match_kube_scheduler(control_plane: Any, caller
         assert [r for r in rows if r[2] != r[3]] == []
 
 
-def _node(name: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+def _node(name: str, group: str = "") -> dict:
+    labels = {"kubernetes.io/hostname": name, **({"par-group": group} if group else {})}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
             "status": {"capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
                        "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}
 
 
-def _pod(name: str, scheduler: str, cpu: str, **res: Any) -> dict:
+def _pod(name: str, scheduler: str, cpu: str, group: str = "", **res: Any) -> dict:
+    """A pod; with `group`, kept to that group's nodes (other tests leave nodes on the shared API server)."""
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {"schedulerName": scheduler, "containers": [{"name": "c", "image": "x", "resources": {
+            "spec": {"schedulerName": scheduler, **({"nodeSelector": {"par-group": group}} if group else {}),
+                     "containers": [{"name": "c", "image": "x", "resources": {
                 "requests": {"cpu": cpu, **res.get("requests", {})}, "limits": res.get("limits", {})}}]}}
 
 
@@ -280,11 +283,12 @@ def test_metric_families_match_kube_scheduler(control_plane: Any, callers: Calle
             ports[who] = next(g)
             gens.append(g)
         for n in nodes:
-            admin.call("POST", "/api/v1/nodes", body=_node(n))
+            admin.call("POST", "/api/v1/nodes", body=_node(n, suffix))
         for who, sched in names.items():
             admin.call("POST", f"/api/v1/namespaces/{callers.ns}/pods",
-                       body=_pod(f"{who}-fits", sched, "100m", limits={"cpu": "200m"}))
-            admin.call("POST", f"/api/v1/namespaces/{callers.ns}/pods", body=_pod(f"{who}-big", sched, "100"))
+                       body=_pod(f"{who}-fits", sched, "100m", suffix, limits={"cpu": "200m"}))
+            admin.call("POST", f"/api/v1/namespaces/{callers.ns}/pods",
+                       body=_pod(f"{who}-big", sched, "100", suffix))
         time.sleep(2)
         for n in nodes:  # TaintNodesByCondition added not-ready; lifting it is a NodeUpdateNodeTaint event
             admin.call("PATCH", f"/api/v1/nodes/{n}", body={"spec": {"taints": None}},
