@@ -1,13 +1,22 @@
 """kube-scheduler's scheduler_perf workloads, as data, in memory and against a real API server.
 
-The workloads follow the shapes of kubernetes `test/integration/scheduler_perf` at v1.36 (node, init-pod
-and measured-pod templates; the sizes and CI thresholds of its `performance` workloads), written here as
-Python data. Differences, kept on purpose: nodes are named `node-<i>` and carry `kubernetes.io/hostname`
-(as kubelet-registered nodes do), allocatable equals capacity, and a label strategy assigns values round-robin
-instead of at random, so runs are repeatable. The DRA workloads follow `scheduler_perf/dra` at v1.37 (the
-bare SchedulingWithResourceClaimTemplate keeps an earlier release's shape); its steady-state variants keep a
-few measured pods pending for a fixed time, deleting each pod once bound (which releases its claim) and
-creating the next, and report pods/s over that window (which --scale leaves as is).
+The workloads are kubernetes `test/integration/scheduler_perf` ones written as Python data: its node,
+init-pod and measured-pod templates and the sizes of its `performance` workloads, which match v1.37.2's
+(checked against that tag's performance-config.yaml files and templates). Two things are not v1.37.2's:
+  - the pods/s floors (`threshold`) of SchedulingNodeAffinity (v1.37.2: 540), SchedulingPodAntiAffinity (180),
+    SchedulingPodAffinity (70), SchedulingPreferredPodAffinity (160), SchedulingPreferredPodAntiAffinity (190)
+    and MixedSchedulingBasePod (540) are v1.36.3's; PodMatchingAntiAffinity's 595 is neither release's
+    (v1.36.3: 600, 540 with queueing hints; v1.37.2: 540);
+  - PreemptionBasic's preemptor and PreemptionAsync's churn pod are templates/pod-high-priority.yaml (3000m,
+    priority 10), as in v1.36.3; v1.37.2 uses default_preemption/templates/pod-high-priority.yaml (3970m,
+    priority 9999999, no port, terminationGracePeriodSeconds 0).
+The pause image tags differ too (no effect on scheduling). Differences kept on purpose: nodes are named
+`node-<i>` and carry `kubernetes.io/hostname` (as kubelet-registered nodes do), allocatable equals capacity,
+and a label strategy assigns values round-robin instead of at random, so runs are repeatable. The
+DRA workloads' sizes and floors match `scheduler_perf/dra` at v1.37.2 (the bare
+SchedulingWithResourceClaimTemplate keeps an earlier release's shape); its steady-state variants keep a few
+measured pods pending for a fixed time, deleting each pod once bound (which releases its claim) and creating
+the next, and report pods/s over that window (which --scale leaves as is).
 
 Modes:
   memory  the embedded cluster and the default profile, init pods scheduled first (not measured); prints

@@ -325,7 +325,7 @@ current-context: ksched-dev
         assert self.etcd is not None and self.apiserver is not None
         procs = []
         for name, proc in (("kube-apiserver", self.apiserver), ("etcd", self.etcd)):
-            ident = processes.identify(proc.pid)
+            ident = processes.identify_started(proc.pid)
             if ident is None:
                 raise KschedError(f"{name} (pid {proc.pid}) exited right after start; see {self.dir / name}.log",
                                   usage=False)

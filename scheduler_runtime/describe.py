@@ -255,10 +255,7 @@ def describe(pod_raw: dict[str, Any], events: list[dict[str, Any]], nodes: dict[
         if list_objects is not None and needs_device_explanation(pod_raw, pod):
             from .plugins.dynamicresources.explain import explain_claims
 
-            try:
-                dra = explain_claims(pod_raw, list_objects, nodes)
-            except Exception as exc:  # noqa: BLE001 - an explanation must never break describe-pod
-                dra = [f"Could not explain the pod's ResourceClaims: {exc}"]
+            dra = explain_claims(pod_raw, list_objects, nodes)  # never raises: a failure is a line of its own
         if result is not None:
             d.summary = explain_pending(pod, result, nodes) + dra
         elif dra:

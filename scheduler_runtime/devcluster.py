@@ -345,23 +345,25 @@ def recorded(state: dict[str, Any]) -> list[tuple[str, processes.Identity | None
 
 def running(ident: processes.Identity | None) -> bool:
     """Whether the recorded process still runs (and is still the one recorded)."""
-    return ident is not None and processes.identify(ident.pid) == ident
+    return ident is not None and ident.matches(processes.identify(ident.pid))
 
 
 def add_processes(state_dir: Path, procs: Sequence[tuple[str, int]], **info: Any) -> None:
     """Record `procs` (name, pid) at the front of the state file's list (`down` stops them before the API
-    server they talk to); entries of the same names that no longer run are dropped."""
+    server they talk to); entries of the same names that no longer run are dropped, ones that still run are
+    kept, so `down` stops them too."""
     path = state_dir / "state.json"
     st = json.loads(path.read_text())
     names = {n for n, _ in procs}
     entries = []
     for name, pid in procs:
-        ident = processes.identify(pid)
+        ident = processes.identify_started(pid)
         if ident is None:
             raise KschedError(f"{name} (pid {pid}) exited right after start; see {state_dir / name}.log",
                               usage=False)
         entries.append({"name": name, **ident.to_json()})
-    keep = [e for e in st.get("processes") or [] if not (isinstance(e, dict) and e.get("name") in names)]
+    keep = [e for e in st.get("processes") or []
+            if not (isinstance(e, dict) and e.get("name") in names and not running(processes.Identity.from_json(e)))]
     st["processes"] = entries + keep
     st.update(info)
     atomic_write(path, json.dumps(st, indent=1).encode(), 0o600)

@@ -4,7 +4,8 @@ A pid written to a state file may have been reused by an unrelated process by th
 so a process is recorded with its identity (pid, start time in clock ticks since boot from
 /proc/PID/stat field 22, and command line); before signalling, the live process must still match. The
 check and the signals go through a pidfd, so the pid cannot be reused between the check and the kill.
-Linux only (the dev cluster's binaries are too).
+Each recorded process leads its own session (started with start_new_session), so whatever else runs in its
+process group when it is stopped is stopped with it. Linux only (the dev cluster's binaries are too).
 """
 
 from __future__ import annotations
@@ -61,6 +62,13 @@ class Identity:
     def describe(self) -> str:
         return " ".join(self.cmdline)[:80] or "?"
 
+    def matches(self, live: Identity | None) -> bool:
+        """Whether `live` is this recorded process. An empty recorded command line matches any: the kernel
+        shows none for a moment while exec sets the new one up, and an older ksched could record that moment
+        (pid and start tick still tell the process apart)."""
+        return (live is not None and live.pid == self.pid and live.start_time == self.start_time
+                and (not self.cmdline or live.cmdline == self.cmdline))
+
 
 def _stat_fields(pid: int) -> list[str] | None:
     """Fields 3.. of /proc/PID/stat (the command name in field 2 may hold spaces and parentheses)."""
@@ -87,6 +95,60 @@ def identify(pid: int) -> Identity | None:
     if args and args[-1] == "":
         args = args[:-1]
     return Identity(pid, int(fields[19]), args)
+
+
+def identify_started(pid: int, timeout: float = 5.0) -> Identity | None:
+    """`identify` for a process just started: waits (up to `timeout` s) until exec has set its command line.
+
+    Popen returns once exec has closed the error pipe, which can be before the kernel has set up the new
+    argv; /proc/PID/cmdline is empty in between. Recorded then, the identity never matched the running
+    process again, so `dev-cluster up` took a live kwok for gone, started another and dropped the first from
+    the state file, and `down` left it running."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ident = identify(pid)
+        if ident is None or ident.cmdline or time.monotonic() >= deadline:
+            return ident
+        time.sleep(0.005)
+
+
+def _pgrp(pid: int) -> int | None:
+    fields = _stat_fields(pid)
+    return int(fields[2]) if fields is not None and len(fields) > 2 else None
+
+
+def _group_members(leader: Identity) -> list[int]:
+    """pidfds of the other live processes in `leader`'s process group, opened while the leader (checked by the
+    caller) runs, so the group id is still the leader's. Empty when the leader leads no group of its own."""
+    if _pgrp(leader.pid) != leader.pid:
+        return []
+    out = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == leader.pid or _pgrp(int(entry.name)) != leader.pid:
+            continue
+        try:
+            fd = os.pidfd_open(int(entry.name))
+        except OSError:
+            continue
+        if _pgrp(int(entry.name)) == leader.pid:  # still a member now that the pidfd pins the pid
+            out.append(fd)
+        else:
+            os.close(fd)
+    return out
+
+
+def _signal_all(pidfds: list[int], sig: int) -> None:
+    for fd in pidfds:
+        try:
+            signal.pidfd_send_signal(fd, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _wait_all(pidfds: list[int], timeout: float) -> bool:
+    """Whether every process behind `pidfds` exited within `timeout` seconds in all."""
+    deadline = time.monotonic() + timeout
+    return all(_wait_exit(fd, deadline - time.monotonic()) for fd in pidfds)
 
 
 @dataclass
@@ -124,39 +186,43 @@ def _reap(pid: int) -> None:
 
 
 def stop(name: str, recorded: Identity, grace: float = DEFAULT_GRACE) -> Stopped:
-    """SIGTERM the recorded process if it is still the one we started, SIGKILL it after `grace` seconds."""
+    """SIGTERM the recorded process, if it is still the one we started, and the rest of its process group;
+    SIGKILL whatever of them runs `grace` seconds later. `gone` only once every one of them has exited."""
     try:
         pidfd = os.pidfd_open(recorded.pid)
     except ProcessLookupError:
         return Stopped(name, recorded.pid, "already gone", True)
+    members: list[int] = []
     try:
         live = identify(recorded.pid)
         if live is None:
             _reap(recorded.pid)
             return Stopped(name, recorded.pid, "already gone", True)
-        if live != recorded:
+        if not recorded.matches(live):
             differs = (f"started at tick {live.start_time}, not {recorded.start_time}"
                        if live.start_time != recorded.start_time else "with another command line")
             return Stopped(name, recorded.pid, f"already gone; the pid now belongs to another process "
                                                f"(`{live.describe()}`, {differs}): not signalled", True)
+        members = _group_members(recorded)
+        extra = f" (with {len(members)} more in its process group)" if members else ""
         try:
             signal.pidfd_send_signal(pidfd, signal.SIGTERM)
         except ProcessLookupError:
-            return Stopped(name, recorded.pid, "already gone", True)
+            pass
         except PermissionError:
             return Stopped(name, recorded.pid, "permission denied sending SIGTERM: not stopped", False)
-        if _wait_exit(pidfd, grace):
+        _signal_all(members, signal.SIGTERM)
+        everyone = [pidfd, *members]
+        if _wait_all(everyone, grace):
             _reap(recorded.pid)
-            return Stopped(name, recorded.pid, "stopped by SIGTERM", True)
-        try:
-            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-        except ProcessLookupError:
+            return Stopped(name, recorded.pid, f"stopped by SIGTERM{extra}", True)
+        _signal_all(everyone, signal.SIGKILL)
+        if _wait_all(everyone, KILL_WAIT):
             _reap(recorded.pid)
-            return Stopped(name, recorded.pid, "stopped by SIGTERM", True)
-        if _wait_exit(pidfd, KILL_WAIT):
-            _reap(recorded.pid)
-            return Stopped(name, recorded.pid, f"still running {grace:g} s after SIGTERM: killed with SIGKILL", True)
-        return Stopped(name, recorded.pid, f"still running {KILL_WAIT:g} s after SIGKILL (stuck in the kernel?)",
-                       False)
+            return Stopped(name, recorded.pid, f"still running {grace:g} s after SIGTERM: killed with SIGKILL{extra}",
+                           True)
+        return Stopped(name, recorded.pid, f"still running {KILL_WAIT:g} s after SIGKILL (stuck in the kernel?)"
+                                           f"{extra}", False)
     finally:
-        os.close(pidfd)
+        for fd in (pidfd, *members):
+            os.close(fd)

@@ -41,13 +41,57 @@ def _ksched(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str
                           timeout=timeout)
 
 
+#: what `up --nodes` starts
+AGENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kwok")
+
+
+def _started_for(d: Path) -> dict[int, processes.Identity]:
+    """Live processes (by pid) whose command line names a file under `d`: whatever this test's dev cluster
+    started, recorded in its state file or not (the binaries' flags all point into the state dir)."""
+    out = {}
+    for entry in os.scandir("/proc"):
+        ident = processes.identify(int(entry.name)) if entry.name.isdigit() else None
+        if ident is not None and any(f"{d}/" in arg for arg in ident.cmdline):
+            out[ident.pid] = ident
+    return out
+
+
+def _agents(d: Path) -> dict[str, list[int]]:
+    """Pids of AGENTS started for `d`, by binary name."""
+    out: dict[str, list[int]] = {n: [] for n in AGENTS}
+    for pid, ident in _started_for(d).items():
+        name = Path(ident.cmdline[0]).name if ident.cmdline else ""
+        if name in out:
+            out[name].append(pid)
+    return out
+
+
+def _in_groups(pgids: set[int]) -> list[int]:
+    """Live processes in any of the process groups `pgids`."""
+    out = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry.name}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if fields[0] not in ("Z", "X") and int(fields[2]) in pgids:
+            out.append(int(entry.name))
+    return out
+
+
 @pytest.fixture
 def state_dir(tmp_path: Path) -> Iterator[Path]:
-    """A dev cluster's state dir; whatever it still records at the end is stopped (SIGKILL after 5 s)."""
+    """A dev cluster's state dir; whatever it still records at the end is stopped (SIGKILL after 5 s), and so
+    is anything else still running for it, so a failing test leaves nothing behind either."""
     _need_binaries()
     d = tmp_path / "dev"
     yield d
     ControlPlane.stop_detached(d, grace=5)
+    for pid, ident in _started_for(d).items():
+        processes.stop(f"leftover pid {pid}", ident, grace=0)
 
 
 def _wait(what: str, check: Any) -> Any:
@@ -85,6 +129,8 @@ def test_kwok_nodes_turn_ready_and_scheduled_example_pods_run(state_dir: Path) -
     assert pinned["status"]["podIP"].startswith("10.244.") and pinned["status"]["hostIP"] == "127.0.0.1"
     leases = c.call("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases")["items"]
     assert {le["metadata"]["name"] for le in leases} >= {"kwok-node-0", "kwok-node-1", "kwok-node-2"}
+    first = _agents(state_dir)
+    assert all(len(pids) == 1 for pids in first.values()), first
 
     # the example cluster and every example pod: nothing refused
     up2 = _ksched("dev-cluster", "up", "--state-dir", str(state_dir), "--nodes", "examples/cluster",
@@ -94,6 +140,8 @@ def test_kwok_nodes_turn_ready_and_scheduled_example_pods_run(state_dir: Path) -
     assert "pods: 24 created, 0 already there, 0 refused (4 bound to a node, 20 pending for a scheduler)" \
         in up2.stderr, up2.stderr
     assert "refused" not in up2.stderr.replace("0 refused", "")
+    assert "started" not in up2.stderr, up2.stderr  # the running agents are reused...
+    assert _agents(state_dir) == first  # ...not joined by a second kwok
 
     status = _ksched("dev-cluster", "status", "--state-dir", str(state_dir))
     assert status.returncode == 0, status.stderr
@@ -136,15 +184,19 @@ def test_kwok_nodes_turn_ready_and_scheduled_example_pods_run(state_dir: Path) -
     assert "huge" not in running and "needs-gpu-no-toleration" not in running and "gated" not in running
     assert all(p["status"].get("podIP") for name, p in ps.items() if name in running)
 
-    # teardown: every recorded process stops, the state file goes
+    # teardown: every recorded process stops, nothing started for this cluster is left, the state file goes
     st = json.loads((state_dir / "state.json").read_text())
     recorded = devcluster.recorded(st)
-    # kube-controller-manager and kwok start side by side, so either may be recorded first
-    assert sorted(n for n, _ in recorded) == ["etcd", "kube-apiserver", "kube-controller-manager", "kwok"]
+    assert [n for n, _ in recorded] == ["kube-controller-manager", "kwok", "kube-apiserver", "etcd"]
+    assert {ident.pid for _, ident in recorded if ident} == {pids[0] for pids in first.values()}
+    assert all(ident and ident.cmdline for _, ident in recorded), recorded  # recorded after exec, not during
+    groups = set(_started_for(state_dir))  # each leads its own session, so its pid is its process group
     down = _ksched("dev-cluster", "down", "--state-dir", str(state_dir), "--grace-period", "10")
     assert down.returncode == 0, down.stderr
     assert down.stdout.strip().endswith("stopped")
     for name, ident in recorded:
         assert ident is not None and processes.identify(ident.pid) is None, name
+    assert _started_for(state_dir) == {}
+    assert _in_groups(groups) == []
     assert not (state_dir / "state.json").exists()
     assert _ksched("dev-cluster", "status", "--state-dir", str(state_dir)).returncode == 1

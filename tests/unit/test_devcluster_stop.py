@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler_runtime import processes
+from scheduler_runtime import devcluster, processes
 from scheduler_runtime.controlplane import ControlPlane
 
 REPO = Path(__file__).resolve().parents[2]
@@ -157,3 +157,66 @@ def test_controlplane_stop_escalates_to_sigkill(tmp_path: Path, children: list[s
         f"etcd pid {children[1].pid}: stopped by SIGTERM"]
     assert children[0].returncode == -signal.SIGKILL and children[1].returncode == -signal.SIGTERM
     assert cp.apiserver is None and cp.etcd is None and os.path.isdir(tmp_path)
+
+
+def test_a_process_is_recorded_with_the_command_line_exec_set(children: list[subprocess.Popen[bytes]]) -> None:
+    """Right after Popen, /proc/PID/cmdline can still be empty (exec is setting up argv); an identity taken
+    then never matched the process again, and `dev-cluster up` started a second kwok beside the first."""
+    for _ in range(100):
+        p = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        children.append(p)
+        ident = processes.identify_started(p.pid)
+        assert ident is not None and ident.cmdline == ("sleep", "60")
+        p.kill()
+        p.wait(10)
+
+
+def test_an_identity_recorded_mid_exec_still_stops_its_process(
+        tmp_path: Path, children: list[subprocess.Popen[bytes]]) -> None:
+    p = _sleep(children)
+    ident = processes.identify(p.pid)
+    assert ident is not None
+    entry = {"name": "kwok", **ident.to_json(), "cmdline": []}  # what an older ksched could record
+    assert devcluster.running(processes.Identity.from_json(entry))
+    _state(tmp_path, [entry])
+    r = _down(tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [f"kwok pid {p.pid}: stopped by SIGTERM", "stopped"]
+    assert p.wait(10) == -signal.SIGTERM
+
+
+def test_down_stops_the_rest_of_a_recorded_process_group(
+        tmp_path: Path, children: list[subprocess.Popen[bytes]]) -> None:
+    """A recorded process leads its own session; a child it started in its group goes with it, though the
+    leader's exit alone would leave it running."""
+    leader = subprocess.Popen(["sh", "-c", "sleep 60 & echo $!; wait"], stdout=subprocess.PIPE,
+                              start_new_session=True)
+    children.append(leader)
+    assert leader.stdout is not None
+    child = int(leader.stdout.readline())
+    ident = processes.identify_started(leader.pid)
+    assert ident is not None and processes.identify(child) is not None
+    _state(tmp_path, [{"name": "kwok", **ident.to_json()}])
+    r = _down(tmp_path, "--grace-period", "5")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [f"kwok pid {leader.pid}: stopped by SIGTERM (with 1 more in its process group)",
+                                     "stopped"]
+    assert leader.wait(10) == -signal.SIGTERM
+    deadline = time.monotonic() + 10
+    while processes.identify(child) is not None and time.monotonic() < deadline:  # reaped by init
+        time.sleep(0.05)
+    assert processes.identify(child) is None
+
+
+def test_add_processes_keeps_a_recorded_process_that_still_runs(
+        tmp_path: Path, children: list[subprocess.Popen[bytes]]) -> None:
+    old, new, dead = _sleep(children), _sleep(children), _sleep(children)
+    idents = {p.pid: processes.identify(p.pid) for p in (old, new, dead)}
+    _state(tmp_path, [{"name": "kwok", **idents[old.pid].to_json()},  # type: ignore[union-attr]
+                      {"name": "kube-controller-manager", **idents[dead.pid].to_json()}])  # type: ignore[union-attr]
+    dead.kill()
+    dead.wait(10)
+    devcluster.add_processes(tmp_path, [("kwok", new.pid), ("kube-controller-manager", new.pid)])
+    st = json.loads((tmp_path / "state.json").read_text())
+    assert [(e["name"], e["pid"]) for e in st["processes"]] == [
+        ("kwok", new.pid), ("kube-controller-manager", new.pid), ("kwok", old.pid)]

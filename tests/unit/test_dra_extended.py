@@ -365,3 +365,32 @@ def test_extended_claim_index_follows_claim_events() -> None:
     m.create(claim("p-extended-resources-fghij", "p"))
     m.delete("resourceclaims", "p-extended-resources-fghij", "ns")
     assert mgr.extended_claim(pod) is None
+
+
+def test_an_explanation_that_fails_is_a_line_in_describe_and_simulate() -> None:
+    """explain_claims never raises (describe-pod and simulate rely on it): a failure while reading the claims
+    is one line in their output."""
+    from scheduler_runtime.describe import describe
+    from scheduler_runtime.plugins.dynamicresources.explain import explain_claims
+    from scheduler_runtime.simulate import explain_devices
+
+    m, _ = _run([_node("n1"), _cls("gpu", GPU), _slice("n1", 2)], [_pod("a", "2"), _pod("b", "2")])
+    nodes = {n["metadata"]["name"]: Node.from_dict(n) for n in m.list("nodes")}
+    pod = copy.deepcopy(m.get_pod(NS, "b"))
+    pod["spec"]["resourceClaims"] = [{"name": "c", "resourceClaimName": "c"}]
+    unbroken = m.list
+
+    def broken(resource: str) -> list[dict[str, Any]]:
+        if resource == "resourceclaims":
+            raise RuntimeError(f"cannot list {resource}")
+        return unbroken(resource)
+
+    assert explain_claims(pod, broken, nodes) == ["Could not explain the pod's ResourceClaims: cannot list "
+                                                  "resourceclaims"]
+    assert describe(pod, [], nodes, broken).summary[-1:] == explain_claims(pod, broken, nodes)
+    m.update(pod)
+    m.list = broken  # type: ignore[method-assign]
+    try:
+        assert explain_devices(m, [f"{NS}/b"]) == {f"{NS}/b": explain_claims(pod, broken, nodes)}
+    finally:
+        m.list = unbroken  # type: ignore[method-assign]

@@ -716,7 +716,9 @@ class _PluginRun:
             assert EXT_KEY in after and EXT_KEY not in expected, stage
             expected[EXT_KEY] = after[EXT_KEY]
         assert after == expected, stage
-        in_flight = sorted(self._key(c) for c in self.pl.mgr.pending_claims())
+        mgr = self.pl.mgr
+        with mgr._lock:  # kube's allInFlightAllocations: the claims the plugin holds between Reserve and PreBind
+            in_flight = sorted(self._key(c) for c in mgr._in_flight.values())
         assert in_flight == sorted(want.get("inFlight") or []), stage
         self.before = after
 

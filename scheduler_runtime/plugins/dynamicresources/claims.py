@@ -203,7 +203,7 @@ class DraManager:
         and controlled by it (kube lists the namespace; the index gives the same answer)."""
         with self._lock:
             keys = sorted(self._extended.get(pod.uid, ()))
-        candidates = [c for k in keys if (c := self.claims.get(k.split("/", 1)[1], k.split("/", 1)[0]))]
+        candidates = [c for ns, name in (k.split("/", 1) for k in keys) if (c := self.claims.get(name, ns))]
         if len(candidates) > 1:  # never the scheduler's doing: keep the store's order, as kube's list
             candidates = self.claims.list(pod.namespace)
         return find_extended_claim(pod, [c for c in candidates if meta(c).get("namespace") == pod.namespace])
@@ -294,12 +294,6 @@ class DraManager:
     def has_pending(self, uid: str) -> bool:
         with self._lock:
             return uid in self._in_flight
-
-    def pending_claims(self) -> list[dict[str, Any]]:
-        """The claims in flight (kube's allInFlightAllocations), for tests that check when an allocation
-        stops holding its devices."""
-        with self._lock:
-            return list(self._in_flight.values())
 
     def pod_claims(self, pod: Pod) -> list[dict[str, Any]]:
         """The pod's claims in spec order (foreachPodResourceClaim); raises ClaimNotUsable."""

@@ -44,7 +44,12 @@ def _short(expr: str) -> str:
 
 
 def explain_claims(pod_raw: dict[str, Any], list_objects: ListObjects, nodes: dict[str, Node]) -> list[str]:
-    lines = _explain_claim_refs(pod_raw, list_objects, nodes)
+    """The lines for the pod's claims, then for its DRA-backed extended resources. Never raises: describe-pod
+    and simulate print whatever went wrong as a line instead, so an explanation cannot break either."""
+    try:
+        lines = _explain_claim_refs(pod_raw, list_objects, nodes)
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        return [f"Could not explain the pod's ResourceClaims: {exc}"]
     try:
         lines += explain_extended(pod_raw, list_objects, nodes)
     except Exception as exc:  # noqa: BLE001 - the pod's spec was accepted by the API server; never break describe
