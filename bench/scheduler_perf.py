@@ -1,22 +1,21 @@
 """kube-scheduler's scheduler_perf workloads, as data, in memory and against a real API server.
 
-The workloads are kubernetes `test/integration/scheduler_perf` ones written as Python data: its node,
-init-pod and measured-pod templates and the sizes of its `performance` workloads, which match v1.37.2's
-(checked against that tag's performance-config.yaml files and templates). Two things are not v1.37.2's:
-  - the pods/s floors (`threshold`) of SchedulingNodeAffinity (v1.37.2: 540), SchedulingPodAntiAffinity (180),
-    SchedulingPodAffinity (70), SchedulingPreferredPodAffinity (160), SchedulingPreferredPodAntiAffinity (190)
-    and MixedSchedulingBasePod (540) are v1.36.3's; PodMatchingAntiAffinity's 595 is neither release's
-    (v1.36.3: 600, 540 with queueing hints; v1.37.2: 540);
-  - PreemptionBasic's preemptor and PreemptionAsync's churn pod are templates/pod-high-priority.yaml (3000m,
-    priority 10), as in v1.36.3; v1.37.2 uses default_preemption/templates/pod-high-priority.yaml (3970m,
-    priority 9999999, no port, terminationGracePeriodSeconds 0).
-The pause image tags differ too (no effect on scheduling). Differences kept on purpose: nodes are named
-`node-<i>` and carry `kubernetes.io/hostname` (as kubelet-registered nodes do), allocatable equals capacity,
-and a label strategy assigns values round-robin instead of at random, so runs are repeatable. The
-DRA workloads' sizes and floors match `scheduler_perf/dra` at v1.37.2 (the bare
-SchedulingWithResourceClaimTemplate keeps an earlier release's shape); its steady-state variants keep a few
-measured pods pending for a fixed time, deleting each pod once bound (which releases its claim) and creating
-the next, and report pods/s over that window (which --scale leaves as is).
+The workloads are kubernetes `test/integration/scheduler_perf` ones written as Python data: its node, init-pod and
+measured-pod templates, the sizes of its `performance` workloads and their pods/s floors (`threshold`), all
+v1.37.2's (checked against that tag's performance-config.yaml files and templates, field by field for the pod
+templates, pause image tags included). PreemptionBasic's preemptor and PreemptionAsync's churn pod are
+default_preemption/templates/pod-high-priority.yaml (3970m CPU, priority 9999999, no port,
+terminationGracePeriodSeconds 0): of a node's 4 CPUs it leaves 30m, so it fits only where every other pod is
+evicted (the low-priority ones ask 900m each). The floors of the affinity workloads are v1.37.2's single ones
+(v1.36.3 had two variants of each, with and without queueing hints, most with lower floors). Differences kept on
+purpose: nodes are named `node-<i>` and carry `kubernetes.io/hostname` (as kubelet-registered nodes do), pods are
+named `<prefix>-<i>` (upstream's templates use generateName or names of their own), allocatable equals capacity, a
+label strategy assigns values round-robin instead of at random, so runs are repeatable, the extended-resource
+DeviceClasses are written at resource.k8s.io/v1 (upstream's template: v1beta2, the same object), and
+PodMatchingAntiAffinity is upstream's SchedulingPodMatchingAntiAffinity. The DRA workloads' sizes and floors match
+`scheduler_perf/dra` at v1.37.2 (the bare SchedulingWithResourceClaimTemplate keeps an earlier release's shape);
+its steady-state variants keep a few measured pods pending for a fixed time, deleting each pod once bound (which
+releases its claim) and creating the next, and report pods/s over that window (which --scale leaves as is).
 
 Modes:
   memory  the embedded cluster and the default profile, init pods scheduled first (not measured); prints
@@ -66,14 +65,17 @@ Template = Callable[[int], dict[str, Any]]
 
 ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
-PAUSE = "registry.k8s.io/pause:3.10"
+#: the pause image tags of v1.37.2's templates (each template names its own; no effect on scheduling)
+PAUSE = "registry.k8s.io/pause:3.10.1"
+PAUSE_3_10_2 = "registry.k8s.io/pause:3.10.2"
+PAUSE_3_9 = "registry.k8s.io/pause:3.9"
 
 # ------------------------------------------------------------------------------------------- templates
 
 
 def _container(cpu: str | None = "100m", memory: str | None = "500Mi", limits: bool = True, port: bool = True,
-               extra: dict[str, str] | None = None) -> dict[str, Any]:
-    c: dict[str, Any] = {"name": "pause", "image": PAUSE}
+               extra: dict[str, str] | None = None, image: str = PAUSE) -> dict[str, Any]:
+    c: dict[str, Any] = {"name": "pause", "image": image}
     if port:
         c["ports"] = [{"containerPort": 80}]
     req = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
@@ -85,8 +87,9 @@ def _container(cpu: str | None = "100m", memory: str | None = "500Mi", limits: b
 
 def pod_tpl(labels: dict[str, str] | None = None, container: dict[str, Any] | None = None,
             **spec: Any) -> Template:
-    """A pod template: `spec` keys are merged into the pod's spec; names are filled in per index."""
-    base_container = container if container is not None else _container()
+    """A pod template: `spec` keys are merged into the pod's spec; names are filled in per index. The default
+    container is pod-default.yaml's (100m CPU and 500Mi requested and limited, port 80, pause 3.10.2)."""
+    base_container = container if container is not None else _container(image=PAUSE_3_10_2)
 
     def make(i: int) -> dict[str, Any]:
         meta: dict[str, Any] = {"name": f"pod-{i}"}
@@ -123,7 +126,7 @@ def _term(color: str, key: str) -> dict[str, Any]:
 POD_DEFAULT = pod_tpl()
 POD_ANTI_AFFINITY = pod_tpl({"color": "green"}, affinity={"podAntiAffinity": {
     "requiredDuringSchedulingIgnoredDuringExecution": [_term("green", HOSTNAME)]}})
-POD_ANTI_AFFINITY_LABEL = pod_tpl({"color": "green"})
+POD_ANTI_AFFINITY_LABEL = pod_tpl({"color": "green"}, container=_container())
 POD_AFFINITY = pod_tpl({"color": "blue"}, affinity={"podAffinity": {
     "requiredDuringSchedulingIgnoredDuringExecution": [_term("blue", ZONE)]}})
 POD_PREFERRED_AFFINITY = pod_tpl({"color": "red"}, affinity={"podAffinity": {
@@ -143,7 +146,7 @@ def _spread(when: str, key: str = ZONE, skew: int = 5, **extra: Any) -> Template
 
 POD_SPREADING = _spread("DoNotSchedule")
 POD_PREFERRED_SPREADING = _spread("ScheduleAnyway")
-POD_NODE_INCLUSION = pod_tpl({"foo": "bar"}, topologySpreadConstraints=[{
+POD_NODE_INCLUSION = pod_tpl({"foo": "bar"}, container=_container(), topologySpreadConstraints=[{
     "maxSkew": 1, "topologyKey": HOSTNAME, "whenUnsatisfiable": "DoNotSchedule",
     "nodeAffinityPolicy": "Honor", "nodeTaintsPolicy": "Honor", "labelSelector": {"matchLabels": {"foo": "bar"}}}])
 POD_WITH_LABEL = pod_tpl({"app": "scheduler-perf"}, container=_container(None, None, port=False))
@@ -151,15 +154,19 @@ POD_DAEMONSET = pod_tpl(container=_container(None, None, port=False), affinity={
     "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchFields": [
         {"key": "metadata.name", "operator": "In", "values": ["scheduler-perf-node"]}]}]}}})
 POD_LOW_PRIORITY = pod_tpl(container=_container("900m"), terminationGracePeriodSeconds=0)
-POD_HIGH_PRIORITY = pod_tpl(container=_container("3000m"), priority=10)
 POD_LARGE_CPU = pod_tpl(container=_container("9", limits=False))
 POD_HIGH_PRIORITY_LARGE_CPU = pod_tpl(container=_container("9", limits=False), priority=10)
+#: default_preemption/templates/pod-high-priority.yaml (v1.37.2's PreemptionBasic preemptor and PreemptionAsync
+#: churn pod): 3970m CPU, so it fits only on a node emptied of every other pod; priority 9999999
+POD_PREEMPTOR = pod_tpl(container=_container("3970m", port=False, image=PAUSE_3_10_2), terminationGracePeriodSeconds=0,
+                        priority=9999999)
 POD_LIGHT = pod_tpl(container=_container(None, None, port=False), terminationGracePeriodSeconds=0)
 POD_GATED = pod_tpl(container=_container(None, None, port=False), schedulingGates=[{"name": "test.k8s.io/hold"}])
 
 
 def pod_extended_resource(i: int) -> dict[str, Any]:
-    return pod_tpl(container=_container(None, None, port=False, extra={f"foo.com/bar-{i}": "1"}))(i)
+    """misc/templates/pod-with-extended-resource.yaml: pod i requests (and limits) one foo.com/bar-<i>."""
+    return pod_tpl(container=_container(None, None, port=False, extra={f"foo.com/bar-{i}": "1"}, image=PAUSE_3_9))(i)
 
 
 DRA_DRIVER = "test-driver.cdi.k8s.io"
@@ -238,7 +245,7 @@ def claim_tpl(i: int) -> dict[str, Any]:
             "spec": {"devices": {"requests": [{"name": "req-0", "exactly": {"deviceClassName": "test-class"}}]}}}
 
 
-_CLAIM_CONTAINER = {"name": "pause", "image": "registry.k8s.io/pause:3.10.1",
+_CLAIM_CONTAINER = {"name": "pause", "image": PAUSE,
                     "resources": {"claims": [{"name": "resource"}]}}
 #: pod-with-claim-template.yaml
 POD_WITH_CLAIM_TEMPLATE = pod_tpl(container=_CLAIM_CONTAINER, resourceClaims=[
@@ -247,7 +254,7 @@ POD_WITH_CLAIM_TEMPLATE = pod_tpl(container=_CLAIM_CONTAINER, resourceClaims=[
 
 def pod_with_claim_ref(i: int) -> dict[str, Any]:
     """pod-with-claim-ref.yaml: five pods in a row share claim test-claim-<i // 5>."""
-    return pod_tpl(container=_CLAIM_CONTAINER, resourceClaims=[
+    return pod_tpl(container={**_CLAIM_CONTAINER, "image": PAUSE_3_9}, resourceClaims=[
         {"name": "resource", "resourceClaimName": f"test-claim-{i // 5}"}])(i)
 
 
@@ -273,16 +280,17 @@ def extended_classes(classes: int, explicit: bool) -> list[dict[str, Any]]:
 def pod_extended_dra(resource: str, classes: int) -> Template:
     """pod-with-extended-resource.yaml: pod i requests (and limits) one `<resource>-<i % classes>`."""
     def make(i: int) -> dict[str, Any]:
-        return pod_tpl(container=_container(None, None, port=False, extra={f"{resource}-{i % classes}": "1"}))(i)
+        return pod_tpl(container=_container(None, None, port=False, extra={f"{resource}-{i % classes}": "1"},
+                                            image=PAUSE_3_9))(i)
     return make
 
 
 NODE_DEFAULT = node_tpl()
 #: test/integration/scheduler_perf/templates at v1.37: pod-hostport-80.yaml and pod-saturation.yaml
-POD_HOSTPORT_80 = pod_tpl(container={"name": "pause", "image": "registry.k8s.io/pause:3.10.1",
+POD_HOSTPORT_80 = pod_tpl(container={"name": "pause", "image": PAUSE,
                                      "ports": [{"containerPort": 80, "hostPort": 80}],
                                      "resources": {"requests": {"cpu": "100m", "memory": "100Mi"}}})
-POD_SATURATION = pod_tpl(container={"name": "pause", "image": "registry.k8s.io/pause:3.10.1",
+POD_SATURATION = pod_tpl(container={"name": "pause", "image": PAUSE,
                                     "resources": {"requests": {"cpu": "3", "memory": "1Gi"}}})
 #: scheduler_perf/batching/scheduler-config-no-topology.yaml
 NO_TOPOLOGY = """profiles:
@@ -346,19 +354,19 @@ WORKLOADS = [
        Op("measure", "measurePods", POD_DEFAULT)], 680),
     W("SchedulingNodeAffinity", {"initNodes": 5000, "initPods": 5000, "measurePods": 10000},
       [Op("nodes", "initNodes", node_tpl(labels=zones("zone1"))), Op("pods", "initPods", POD_NODE_AFFINITY),
-       Op("measure", "measurePods", POD_NODE_AFFINITY)], 220),
+       Op("measure", "measurePods", POD_NODE_AFFINITY)], 540),
     W("SchedulingPodAntiAffinity", {"initNodes": 5000, "initPods": 1000, "measurePods": 2000},
       [Op("nodes", "initNodes", NODE_DEFAULT), Op("pods", "initPods", POD_ANTI_AFFINITY, "sched-0"),
-       Op("measure", "measurePods", POD_ANTI_AFFINITY, "sched-1")], 60),
+       Op("measure", "measurePods", POD_ANTI_AFFINITY, "sched-1")], 180),
     W("SchedulingPodAffinity", {"initNodes": 5000, "initPods": 5000, "measurePods": 5000},
       [Op("nodes", "initNodes", node_tpl(labels=zones("zone1"))), Op("pods", "initPods", POD_AFFINITY, "sched-0"),
-       Op("measure", "measurePods", POD_AFFINITY, "sched-1")], 35),
+       Op("measure", "measurePods", POD_AFFINITY, "sched-1")], 70),
     W("SchedulingPreferredPodAffinity", {"initNodes": 5000, "initPods": 5000, "measurePods": 5000},
       [Op("nodes", "initNodes", NODE_DEFAULT), Op("pods", "initPods", POD_PREFERRED_AFFINITY, "sched-0"),
-       Op("measure", "measurePods", POD_PREFERRED_AFFINITY, "sched-1")], 90),
+       Op("measure", "measurePods", POD_PREFERRED_AFFINITY, "sched-1")], 160),
     W("SchedulingPreferredPodAntiAffinity", {"initNodes": 5000, "initPods": 5000, "measurePods": 5000},
       [Op("nodes", "initNodes", NODE_DEFAULT), Op("pods", "initPods", POD_PREFERRED_ANTI_AFFINITY, "sched-0"),
-       Op("measure", "measurePods", POD_PREFERRED_ANTI_AFFINITY, "sched-1")], 90),
+       Op("measure", "measurePods", POD_PREFERRED_ANTI_AFFINITY, "sched-1")], 190),
     W("TopologySpreading", {"initNodes": 5000, "initPods": 5000, "measurePods": 5000},
       [Op("nodes", "initNodes", node_tpl(labels=zones("moon-1", "moon-2", "moon-3"))),
        Op("pods", "initPods", POD_DEFAULT), Op("measure", "measurePods", POD_SPREADING)], 460),
@@ -370,15 +378,15 @@ WORKLOADS = [
        Op("measure", "measurePods", POD_DAEMONSET)], 1100),
     W("PreemptionBasic", {"initNodes": 1000, "initPods": 4000, "measurePods": 1000},
       [Op("nodes", "initNodes", NODE_DEFAULT), Op("pods", "initPods", POD_LOW_PRIORITY),
-       Op("measure", "measurePods", POD_HIGH_PRIORITY)]),
+       Op("measure", "measurePods", POD_PREEMPTOR)]),
     W("MixedSchedulingBasePod", {"initNodes": 5000, "initPods": 2000, "measurePods": 5000},
       [Op("nodes", "initNodes", node_tpl(labels=zones("zone1"))),
        *(Op("pods", "initPods", t, "sched-0") for t in (POD_DEFAULT, POD_AFFINITY, POD_ANTI_AFFINITY,
                                                          POD_PREFERRED_AFFINITY, POD_PREFERRED_ANTI_AFFINITY)),
-       Op("measure", "measurePods", POD_DEFAULT)], 140),
+       Op("measure", "measurePods", POD_DEFAULT)], 540),
     W("PodMatchingAntiAffinity", {"initNodes": 5000, "initPods": 1000, "measurePods": 5000},
       [Op("nodes", "initNodes", NODE_DEFAULT), Op("pods", "initPods", POD_ANTI_AFFINITY, "sched-0"),
-       Op("measure", "measurePods", POD_ANTI_AFFINITY_LABEL, "sched-1")], 595),
+       Op("measure", "measurePods", POD_ANTI_AFFINITY_LABEL, "sched-1")], 540),
     W("DefaultTopologySpreading", {"initNodes": 5000, "initPods": 5000, "measurePods": 10000},
       [Op("nodes", "initNodes", node_tpl(labels=zones("moon-1", "moon-2", "moon-3"))),
        Op("pods", "initPods", POD_DEFAULT), Op("measure", "measurePods", POD_WITH_LABEL, "service-ns")],
@@ -388,7 +396,7 @@ WORKLOADS = [
        Op("measure", "measurePods", POD_NODE_INCLUSION)], 270),
     W("PreemptionAsync", {"initNodes": 5000, "initPods": 20000, "measurePods": 5000},
       [Op("nodes", "initNodes", NODE_DEFAULT), Op("pods", "initPods", POD_LOW_PRIORITY),
-       Op("churn", template=POD_HIGH_PRIORITY, namespace="churn"),
+       Op("churn", template=POD_PREEMPTOR, namespace="churn"),
        Op("measure", "measurePods", POD_DEFAULT)], 570),
     W("Unschedulable", {"initNodes": 5000, "initPods": 100, "measurePods": 10000},
       [Op("nodes", "initNodes", NODE_DEFAULT), Op("pods", "initPods", POD_DEFAULT),
@@ -462,10 +470,12 @@ EXTENDED_SCORING = """profiles:
           weight: 1
 """
 #: deviceclass-extended-resource-scoring.yaml: 20 classes all backing the one example.com/gpu
-SCORING_CLASSES = [{**c, "metadata": {"name": f"scoring-test-{c['metadata']['name']}"},
+SCORING_CLASSES = [{**c, "metadata": {"name": f"scoring-{c['metadata']['name']}"},
                     "spec": {**c["spec"], "extendedResourceName": "example.com/gpu"}}
                    for c in extended_classes(20, explicit=False)]
-POD_EXTENDED_SCORING = pod_tpl(container=_container(None, None, port=False, extra={"example.com/gpu": "1"}))
+#: pod-with-extended-resource-scoring.yaml
+POD_EXTENDED_SCORING = pod_tpl(container=_container(None, None, port=False, extra={"example.com/gpu": "1"},
+                                                    image=PAUSE_3_9))
 
 # test/integration/scheduler_perf/dra at v1.37 (performance-config.yaml, extendedresource/ and its scoring/): the
 # variants labelled `performance`, their sizes and CI floors (all with 0 nodes without DRA). Not here:
