@@ -370,6 +370,11 @@ class Scheduler(SchedulingCycle):
                 continue
             idle_since = None
             self.schedule_one(qpi)
+        self.finish_bindings()
+
+    def finish_bindings(self) -> None:
+        """Wait for the binding pools' cycles in flight and stop their workers, then apply what they handed
+        back to the loop (a failed binding's requeue): the end of a run, or of a test's single attempt."""
         if self._bounded_binder is not None:
             self._bounded_binder.shutdown(wait=True)
             self._bounded_binder = None
