@@ -140,6 +140,8 @@ class Scheduler(SchedulingCycle):
         self.results_mode = results_mode
         self.recorder = recorder_for(results_mode, cluster)
         batching = (feature_gates or {}).get("OpportunisticBatching", True)  # beta, on by default since 1.36
+        # beta, on by default since 1.35 (the earliest minor ksched emulates)
+        self.nominate_for_expectation = (feature_gates or {}).get("NominatedNodeNameForExpectation", True)
         self.frameworks = build_frameworks(config, registry, self.cache.snapshot, cluster, self.rng, metrics,
                                            opportunistic_batching=batching, clock=clock,
                                            batch_rescore=kube_minor >= 37)
