@@ -29,6 +29,7 @@ from .framework.interface import (
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
+    PreBindPreFlightPlugin,
     PreEnqueuePlugin,
     PreFilterExtensions,
     PreFilterPlugin,
@@ -83,7 +84,7 @@ __all__ = [
     "PreEnqueuePlugin", "QueueSortPlugin", "PreFilterPlugin", "PreFilterExtensions", "FilterPlugin",
     "FilterBatchPlugin", "PostFilterPlugin", "PreScorePlugin", "ScorePlugin", "ScoreBatchPlugin",
     "NormalizeScorePlugin", "NormalizeScoreBatchPlugin", "ReservePlugin", "PermitPlugin", "PreBindPlugin",
-    "BindPlugin", "PostBindPlugin", "EnqueueExtensions",
+    "PreBindPreFlightPlugin", "BindPlugin", "PostBindPlugin", "EnqueueExtensions",
     # opportunistic batching: a plugin's part of the pod signature (`signers` holds kube's keys and signers)
     "SignPlugin", "SignFragment", "signers",
 ]

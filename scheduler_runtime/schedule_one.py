@@ -82,6 +82,9 @@ class SchedulingCycle:
     _inflight_bindings: int
     _inflight_lock: threading.Lock
     _victims_deleted: int
+    #: NominatedNodeNameForExpectation (beta, on since 1.35): PreBindPreFlight, and status.nominatedNodeName
+    #: written before PreBind when some PreBind plugin will work or the pod waits on Permit
+    nominate_for_expectation: bool
     scheduled: int
     attempts: int
     scheduling_cycle: int
@@ -298,10 +301,18 @@ class SchedulingCycle:
     def _binding_cycle(self, fw: Framework, state: CycleState, qpi: QueuedPodInfo, node_name: str,
                        result: AttemptResult, start: float, on_loop: bool) -> None:
         pod = qpi.pod
+        nominated = False  # this attempt wrote the interim status.nominatedNodeName
+        if self.nominate_for_expectation:
+            st = fw.run_pre_bind_pre_flights(state, pod, node_name)
+            if st is not None and st.code != Code.Skip:
+                self._binding_failed(fw, state, qpi, node_name, st, result, start, on_loop)
+                return
+            if st is None or fw.will_wait_on_permit(pod):
+                nominated = self._nominate_for_binding(pod, node_name)
         st = fw.wait_on_permit(pod)
         if st is not None:
             result.permit = st.message
-            self._binding_failed(fw, state, qpi, node_name, st, result, start, on_loop)
+            self._binding_failed(fw, state, qpi, node_name, st, result, start, on_loop, nominated)
             return
         if not self._may_write():  # queued (or waiting on Permit) when the lease was lost
             self._abandon(fw, state, qpi, node_name, on_loop)
@@ -321,7 +332,7 @@ class SchedulingCycle:
                 wd.end()
         self.recorder.bound(fw, pod, st)
         if st is not None:
-            self._binding_failed(fw, state, qpi, node_name, st, result, start, on_loop)
+            self._binding_failed(fw, state, qpi, node_name, st, result, start, on_loop, nominated)
             return
         self.queue.done(pod.uid)
         fw.run_post_bind(state, pod, node_name)
@@ -333,8 +344,22 @@ class SchedulingCycle:
             self.metrics.attempt(fw.profile_name, "scheduled", time.perf_counter() - start, qpi)
         self._finish(pod, result, carried=bool(state.get(BIND_ANNOTATIONS_CARRIED)))
 
+    def _nominate_for_binding(self, pod: Pod, node_name: str) -> bool:
+        """Tell other components (the cluster autoscaler) where the pod is going while PreBind or Permit takes
+        time; kube logs a failed write and binds anyway. True when the write was sent."""
+        if not self._may_write():
+            return False
+        try:
+            self.cluster.nominate_for_binding(pod, node_name)
+        except Exception as exc:  # noqa: BLE001 - kube: "Failed to update the nominated node name in the binding cycle"
+            log.error("failed to update the nominated node name of %s to %s in the binding cycle: %s",
+                      pod.key, node_name, exc)
+            return False
+        return True
+
     def _binding_failed(self, fw: Framework, state: CycleState, qpi: QueuedPodInfo, node_name: str, st: Status,
-                        result: AttemptResult, start: float, on_loop: bool) -> None:
+                        result: AttemptResult, start: float, on_loop: bool, nominated: bool = False) -> None:
+        """`nominated`: the attempt wrote the interim nomination, which the failure must clear (below)."""
         pod = qpi.pod
         if _not_leader(st) or not self._may_write():
             self._abandon(fw, state, qpi, node_name, on_loop)
@@ -343,6 +368,11 @@ class SchedulingCycle:
         def undo() -> None:
             fw.run_unreserve(state, pod, node_name)
             self.cache.forget_pod(pod)
+            if nominated:
+                # kube's failure handler writes the status from its informer's copy of the pod, which carries the
+                # interim nomination, so its clearNominatedNode removes it; the pod this attempt holds predates
+                # that write, and a status patch diffed against it would leave the stale nomination in place
+                qpi.pod = _with_nomination(pod, node_name)
             gone = isinstance(st.error, BindError) and st.error.gone
             if gone:
                 self.queue.done(pod.uid)
@@ -511,6 +541,13 @@ class SchedulingCycle:
         get = getattr(self.cluster, "get_pod", None)
         raw = get(namespace, name) if get is not None else None
         return Pod.from_dict(raw) if raw is not None else None
+
+
+def _with_nomination(pod: Pod, node_name: str) -> Pod:
+    """`pod` as the cluster holds it once the binding cycle's nomination of `node_name` is written."""
+    raw = dict(pod.raw or {})
+    raw["status"] = {**(raw.get("status") or {}), "nominatedNodeName": node_name}
+    return Pod.from_dict(raw)
 
 
 def _not_leader(st: Status) -> bool:

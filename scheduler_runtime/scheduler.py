@@ -140,6 +140,8 @@ class Scheduler(SchedulingCycle):
         self.results_mode = results_mode
         self.recorder = recorder_for(results_mode, cluster)
         batching = (feature_gates or {}).get("OpportunisticBatching", True)  # beta, on by default since 1.36
+        # beta, on by default since 1.35 (the earliest minor ksched emulates)
+        self.nominate_for_expectation = (feature_gates or {}).get("NominatedNodeNameForExpectation", True)
         self.frameworks = build_frameworks(config, registry, self.cache.snapshot, cluster, self.rng, metrics,
                                            opportunistic_batching=batching, clock=clock,
                                            batch_rescore=kube_minor >= 37)
@@ -370,6 +372,11 @@ class Scheduler(SchedulingCycle):
                 continue
             idle_since = None
             self.schedule_one(qpi)
+        self.finish_bindings()
+
+    def finish_bindings(self) -> None:
+        """Wait for the binding pools' cycles in flight and stop their workers, then apply what they handed
+        back to the loop (a failed binding's requeue): the end of a run, or of a test's single attempt."""
         if self._bounded_binder is not None:
             self._bounded_binder.shutdown(wait=True)
             self._bounded_binder = None

@@ -92,6 +92,12 @@ class ClusterBackend(ABC):
     def patch_pod_status(self, pod: Pod, condition: dict[str, Any] | None,
                          nominated_node_name: str | None = None) -> None: ...
 
+    def nominate_for_binding(self, pod: Pod, node_name: str) -> None:
+        """Write status.nominatedNodeName = `node_name` before PreBind runs (kube's binding cycle, gate
+        NominatedNodeNameForExpectation), and before the binding: the API server clears it when the pod binds,
+        so it must not arrive after. A failure is logged by the caller, not fatal, as in kube."""
+        self.patch_pod_status(pod, None, node_name)
+
     @abstractmethod
     def delete_pod(self, pod: Pod, reason: str = "") -> None: ...
 

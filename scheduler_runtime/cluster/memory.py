@@ -440,6 +440,7 @@ class MemoryCluster(ClusterBackend):
             conds = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
             conds.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": _now()})
             status["conditions"] = conds
+            status.pop("nominatedNodeName", None)  # the API server clears it (ClearingNominatedNodeNameAfterBinding)
             new["status"] = status
             new["metadata"] = dict(raw["metadata"])
             if annotations:

@@ -10,13 +10,16 @@ from typing import Any
 class CycleState:
     """Key/value store; values should implement `clone()` when PreFilter extensions mutate them."""
 
-    __slots__ = ("_data", "_lock", "skip_filter_plugins", "skip_score_plugins", "record_plugin_metrics")
+    __slots__ = ("_data", "_lock", "skip_filter_plugins", "skip_score_plugins", "skip_pre_bind_plugins",
+                 "record_plugin_metrics")
 
     def __init__(self) -> None:
         self._data: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.skip_filter_plugins: set[str] = set()
         self.skip_score_plugins: set[str] = set()
+        #: PreBind plugins whose PreBindPreFlight said Skip: not run at PreBind
+        self.skip_pre_bind_plugins: frozenset[str] = frozenset()
         self.record_plugin_metrics = False
 
     def read(self, key: str) -> Any:
@@ -42,5 +45,6 @@ class CycleState:
             c._data[k] = clone() if callable(clone) else copy.copy(v)
         c.skip_filter_plugins = set(self.skip_filter_plugins)
         c.skip_score_plugins = set(self.skip_score_plugins)
+        c.skip_pre_bind_plugins = self.skip_pre_bind_plugins
         c.record_plugin_metrics = self.record_plugin_metrics
         return c

@@ -188,6 +188,18 @@ class PreBindPlugin(Protocol):
 
 
 @runtime_checkable
+class PreBindPreFlightPlugin(Protocol):
+    """Whether this PreBind plugin's PreBind will do anything for the pod on that node (kube's
+    PreBindPreFlight, gate NominatedNodeNameForExpectation, on since 1.35): None (Success) it will,
+    `Status.skip()` it will not, and its PreBind is then not called; an Error fails the binding. When some
+    PreBind plugin will work, or the pod waits on Permit, the scheduler first writes the pod's
+    status.nominatedNodeName, so the cluster autoscaler and other components see where the pod is going while
+    PreBind runs. A PreBind plugin without this method is taken to work for every pod."""
+
+    def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str, /) -> Status | None: ...
+
+
+@runtime_checkable
 class BindPlugin(Protocol):
     def bind(self, state: CycleState, pod: Pod, node_name: str, /) -> Status | None: ...
 
@@ -267,6 +279,7 @@ METHOD_CONTRACTS: dict[str, MethodContract] = {c.method: c for c in (
     MethodContract("unreserve", "Reserve", ReservePlugin, ("state", "pod", "node_name")),
     MethodContract("permit", "Permit", PermitPlugin, ("state", "pod", "node_name")),
     MethodContract("pre_bind", "PreBind", PreBindPlugin, ("state", "pod", "node_name")),
+    MethodContract("pre_bind_pre_flight", "PreBindPreFlight", PreBindPreFlightPlugin, ("state", "pod", "node_name")),
     MethodContract("bind", "Bind", BindPlugin, ("state", "pod", "node_name")),
     MethodContract("post_bind", "PostBind", PostBindPlugin, ("state", "pod", "node_name")),
     MethodContract("events_to_register", "EnqueueExtensions", EnqueueExtensions, ()),

@@ -151,7 +151,8 @@ WHAT = {
     "PreScore": "running PreScore plugin {}", "Score": "running Score plugin {}",
     "NormalizeScore": "running Normalize on Score plugin {}", "Reserve": "running Reserve plugin {}",
     "Unreserve": "running Unreserve plugin {}", "Permit": "running Permit plugin {}",
-    "PreBind": "running PreBind plugin {}", "Bind": "running Bind plugin {}", "PostBind": "running PostBind plugin {}",
+    "PreBindPreFlight": "running PreBindPreFlight {}", "PreBind": "running PreBind plugin {}",
+    "Bind": "running Bind plugin {}", "PostBind": "running PostBind plugin {}",
 }
 
 

@@ -380,9 +380,42 @@ class Framework(FilterRunner):
         return st
 
     # ------------------------------------------------------------------ binding cycle
+    def will_wait_on_permit(self, pod: Pod) -> bool:
+        return self.waiting_pods.get(pod.uid) is not None
+
+    @_extension_point("PreBindPreFlight")
+    def run_pre_bind_pre_flights(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        """kube's RunPreBindPreFlights: None when some PreBind plugin will work for the pod on `node_name`,
+        Skip when none will, an Error when one failed or answered other than Success, Skip or Error. The
+        plugins that said Skip are not run at PreBind (`run_pre_bind`)."""
+        out: Status | None = Status(Code.Skip)
+        skipped = set()
+        for cp in self.pre_bind:
+            fn = getattr(cp.plugin, "pre_bind_pre_flight", None)
+            if fn is None:  # a plugin that cannot tell is taken to work
+                out = None
+                continue
+            _, st = self._invoke("PreBindPreFlight", cp.name, fn, state, pod, node_name, state=state, timed=True,
+                                 passes=REJECTED | {Code.Skip})
+            if st is None:
+                out = None
+            elif st.code == Code.Skip:
+                skipped.add(cp.name)
+            elif st.code == Code.Error:
+                return st
+            else:
+                return Status.as_error(PluginError(
+                    f"PreBindPreFlight {cp.name} returned {go_value(st.code.name)}, which is unsupported. It is "
+                    "supposed to return Success, Skip, or Error status")).with_plugin(cp.name)
+        state.skip_pre_bind_plugins = frozenset(skipped)
+        return out
+
     @_extension_point("PreBind")
     def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        skipped = state.skip_pre_bind_plugins
         for cp in self.pre_bind:
+            if cp.name in skipped:
+                continue
             _, st = self._invoke("PreBind", cp.name, cast(PreBindPlugin, cp.plugin).pre_bind, state, pod, node_name,
                                  state=state, timed=True, passes=REJECTED | {Code.Skip})
             if st is not None and st.code != Code.Skip:

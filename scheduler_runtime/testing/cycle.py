@@ -145,6 +145,28 @@ def _one_attempt(sched: Scheduler) -> None:
     sched.drain_inbox()
 
 
+def _first_attempt(sched: Scheduler, uid: str, deadline: float) -> None:
+    """`_one_attempt` for a pod that reaches the queue through the API server's watch: wait for it, make one
+    attempt, finish its binding cycle. Scheduling until idle instead would retry the pod whenever the attempt's
+    own writes (its result annotations, its status) come back as a pod update that a plugin without queueing
+    hints takes as a reason to retry, so which attempt was read back, and when the run ended, would depend on
+    timing."""
+    while time.monotonic() < deadline:
+        sched.drain_inbox()
+        if sched.queue.where(uid) == GATED:
+            return
+        qpi = sched.queue.pop(timeout=0.05)
+        if qpi is None:
+            continue
+        sched.schedule_one(qpi)
+        if qpi.pod.uid == uid:
+            break
+    while sched._inflight_bindings and time.monotonic() < deadline:  # a Permit wait binds on its own thread
+        time.sleep(0.005)
+    sched.finish_bindings()
+    sched.drain_inbox()
+
+
 def run_cycle(plugin: type[Plugin] | None, nodes: list[dict[str, Any]], pod: dict[str, Any], *,
               args: dict[str, Any] | None = None, weight: int | None = None, existing: list[dict[str, Any]] = (),
               objects: list[dict[str, Any]] = (), config: dict[str, Any] | None = None,
@@ -212,7 +234,7 @@ def run_cycle_on_api_server(kubeconfig: str, plugin: type[Plugin] | None, nodes:
             body["metadata"]["namespace"] = ns
             body["spec"]["nodeName"] = rename.get(body["spec"].get("nodeName", ""), body["spec"].get("nodeName"))
             client.call("POST", f"/api/v1/namespaces/{ns}/pods", body=body)
-        sched = Scheduler(cluster, cfg, reg, seed=seed, bind_async=True, results_mode="simulator")
+        sched = Scheduler(cluster, cfg, reg, seed=seed, results_mode="simulator")
         sched.start()
         body = json.loads(json.dumps(pod))
         body["metadata"]["namespace"] = ns
@@ -223,10 +245,7 @@ def run_cycle_on_api_server(kubeconfig: str, plugin: type[Plugin] | None, nodes:
         uid = (created.get("metadata") or {}).get("uid", "")
         key = f"{ns}/{body['metadata']['name']}"
         deadline = time.monotonic() + timeout
-        while sched.results.get(key) is None and time.monotonic() < deadline:
-            sched.run(until_idle=True, idle_grace=0.2)
-            if sched.queue.where(uid) == GATED:
-                break
+        _first_attempt(sched, uid, deadline)
         res = sched.results.get(key)
         sched.stop()
         raw: dict[str, Any] = {}

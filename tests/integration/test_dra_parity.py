@@ -190,3 +190,90 @@ def test_claims_from_templates_via_kube_controller_manager(controller_manager, n
         k = got["kube"]
         assert k["t4-a"][0] == ("bound", "node-1") and k["t4-a"][1]["results"] == [("gpu", "node-1", "gpu-0")]
         assert k["t4-b"][0][0] == "pending" and "cannot allocate all claims" in k["t4-b"][0][1]
+
+
+def test_binding_conditions_wait_and_nomination_match_kube_scheduler(control_plane, namespace, tmp_path: Path):
+    """A device with binding conditions (DRADeviceBindingConditions, beta and on): both schedulers allocate the
+    claim in PreBind, write the pod's status.nominatedNodeName first (NominatedNodeNameForExpectation) and wait;
+    once the test (standing in for the driver) sets the device's condition, both bind the pod, and the API server
+    clears the nomination. A second pod whose device reports its failure condition is not bound by either, and
+    the scheduler's FailedScheduling event carries the same message."""
+    c = KubeClient(load_connection(str(control_plane.kubeconfig_path)))
+    ns, group = namespace, uuid.uuid4().hex[:6]
+    ctx: dict[str, dict[str, Any]] = {}
+    for who in ("kube", "ours"):
+        driver, cls, nodes = create_dra_nodes_and_class(c, "drabc", who, group)
+        create_resource_slice(c, driver, nodes[0], [
+            {"name": f"gpu-{i}", "bindingConditions": ["Attached"], "bindingFailureConditions": ["AttachFailed"],
+             "bindsToNode": True} for i in range(2)])
+        for name in ("ok", "bad"):
+            c.call("POST", f"{RES}/namespaces/{ns}/resourceclaims", body={
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": f"{who}-{name}"},
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": cls}}]}}})
+        ctx[who] = {"driver": driver, "nodes": nodes, "group": f"{who}-{group}"}
+
+    def pod_of(who: str, name: str) -> dict[str, Any]:
+        return c.call("GET", f"/api/v1/namespaces/{ns}/pods/{who}-{name}")
+
+    def allocated(who: str, name: str) -> dict[str, Any] | None:
+        st = c.call("GET", f"{RES}/namespaces/{ns}/resourceclaims/{who}-{name}").get("status") or {}
+        return st.get("allocation")
+
+    def set_condition(who: str, name: str, ctype: str) -> None:
+        alloc = allocated(who, name)
+        assert alloc is not None
+        r = alloc["devices"]["results"][0]
+        c.call("PATCH", f"{RES}/namespaces/{ns}/resourceclaims/{who}-{name}/status", body={"status": {"devices": [
+            {"driver": r["driver"], "pool": r["pool"], "device": r["device"], "conditions": [
+                {"type": ctype, "status": "True", "reason": "Test", "message": "set by the test",
+                 "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]}}, content_type="application/merge-patch+json")
+
+    def wait(cond: Any, what: str, timeout: float = 60) -> Any:
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = cond()
+            if got:
+                return got
+            time.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    cfg, ours_cfg = tmp_path / "kube.yaml", tmp_path / "ours.yaml"
+    cfg.write_text(scheduler_config(KUBE, control_plane.kubeconfig_path))
+    ours_cfg.write_text(scheduler_config(OURS))
+    seen: dict[str, dict[str, Any]] = {"kube": {}, "ours": {}}
+    with kube_scheduler(control_plane.bin_dir, cfg, tmp_path / "kube-scheduler.log"), \
+            ksched_runner(ours_cfg, control_plane.kubeconfig_path):
+        for who, sched in (("kube", KUBE), ("ours", OURS)):
+            for name in ("ok", "bad"):
+                c.call("POST", f"/api/v1/namespaces/{ns}/pods",
+                       body=_pod(ns, f"{who}-{name}", sched, ctx[who]["group"], f"{who}-{name}"))
+        for who in ("kube", "ours"):
+            for name in ("ok", "bad"):
+                wait(lambda w=who, n=name: allocated(w, n), f"{who}'s {name} claim allocated")
+                # waiting in PreBind: nominated, not bound
+                nnn = wait(lambda w=who, n=name: (pod_of(w, n).get("status") or {}).get("nominatedNodeName"),
+                           f"{who}'s {name} pod nominated")
+                seen[who][f"{name}-nominated"] = ctx[who]["nodes"].index(nnn)
+                seen[who][f"{name}-bound-while-waiting"] = bool(pod_of(who, name)["spec"].get("nodeName"))
+            set_condition(who, "ok", "Attached")
+            set_condition(who, "bad", "AttachFailed")
+        for who in ("kube", "ours"):
+            node = wait(lambda w=who: pod_of(w, "ok")["spec"].get("nodeName"), f"{who}'s ok pod bound", timeout=90)
+            seen[who]["ok-bound"] = ctx[who]["nodes"].index(node)
+            seen[who]["ok-nominated-after"] = (pod_of(who, "ok").get("status") or {}).get("nominatedNodeName")
+
+            def failed(who: str = who) -> str | None:
+                evs = c.call("GET", f"/api/v1/namespaces/{ns}/events",
+                             query={"fieldSelector": f"involvedObject.name={who}-bad"}).get("items") or []
+                msgs = [e.get("message") or e.get("note") or "" for e in evs if e.get("reason") == "FailedScheduling"]
+                return next((m for m in msgs if "binding failed" in m), None)
+
+            msg = wait(failed, f"{who}'s bad pod's FailedScheduling event", timeout=90)
+            seen[who]["bad-message"] = msg.replace(f"{who}-bad", "<claim>")
+            seen[who]["bad-bound"] = bool(pod_of(who, "bad")["spec"].get("nodeName"))
+    print(f"\nkube-scheduler: {seen['kube']}\nksched:         {seen['ours']}")
+    assert seen["kube"] == seen["ours"]
+    assert seen["kube"]["ok-bound"] == 0 and seen["kube"]["ok-nominated-after"] is None
+    assert not seen["kube"]["bad-bound"]

@@ -29,7 +29,7 @@ from .kubeconfig import Connection, load_connection
 from .reflector import Reflector, strip_managed_fields
 from .resources import BUILTIN, CORE_RESOURCES, POD_FIELD_SELECTOR, ResourceNotServed, ResourceRef, parse_resource
 from .rest import USER_AGENT, ApiError, ApiForbiddenError, KubeClient, Response
-from .status import PodWriter
+from .status import PodWriter, write_status
 
 log = logging.getLogger("ksched.kube")
 
@@ -440,6 +440,10 @@ class KubeCluster(ClusterBackend):
         if condition is None and nominated_node_name is None:
             return
         self._writer().put("status", pod, (condition, nominated_node_name))
+
+    def nominate_for_binding(self, pod: Pod, node_name: str) -> None:
+        """Synchronous, unlike the coalesced status writes: it must reach the API server before the binding."""
+        write_status(self, pod, None, node_name)
 
     def annotate_pod(self, pod: Pod, annotations: dict[str, str | None]) -> None:
         if annotations:

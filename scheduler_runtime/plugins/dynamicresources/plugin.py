@@ -614,6 +614,14 @@ class DynamicResources(Plugin):
                 return
 
     # ------------------------------------------------------------------ PreBind
+    def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        """kube's PreBindPreFlight: PreBind has work whenever the pod has claims (its own or the one for its
+        extended resources)."""
+        s: _State | None = state.get(NAME)
+        if s is None:
+            return Status.as_error("not found")
+        return None if s.claims else Status.skip()
+
     def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         s: _State | None = state.get(NAME)
         if s is None:

@@ -625,6 +625,17 @@ class VolumeBinding(Plugin):
             self.cache.restore_pvc(meta(pvc).get("namespace") or "default", meta(pvc).get("name", ""))
 
     # ------------------------------------------------------------------ PreBind
+    def pre_bind_pre_flight(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        """kube's PreBindPreFlight: PreBind has work only when some claim is still to be bound."""
+        s: _State | None = state.get(_STATE)
+        if s is None:
+            return Status.as_error(f'reading "{_STATE}" from cycleState: not found')
+        if s.all_bound:
+            return Status.skip()
+        if node_name not in s.by_node:
+            return Status.as_error(f'no pod volume found for node "{node_name}"')
+        return None
+
     def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         s: _State | None = state.get(_STATE)
         if s is None:
