@@ -150,8 +150,10 @@ def _first_attempt(sched: Scheduler, uid: str, deadline: float) -> None:
     attempt, finish its binding cycle. Scheduling until idle instead would retry the pod whenever the attempt's
     own writes (its result annotations, its status) come back as a pod update that a plugin without queueing
     hints takes as a reason to retry, so which attempt was read back, and when the run ended, would depend on
-    timing."""
-    while time.monotonic() < deadline:
+    timing. Running out of time raises rather than returning half an attempt."""
+    while True:
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"pod {uid} was neither gated nor attempted before the timeout")
         sched.drain_inbox()
         if sched.queue.where(uid) == GATED:
             return
@@ -161,7 +163,9 @@ def _first_attempt(sched: Scheduler, uid: str, deadline: float) -> None:
         sched.schedule_one(qpi)
         if qpi.pod.uid == uid:
             break
-    while sched._inflight_bindings and time.monotonic() < deadline:  # a Permit wait binds on its own thread
+    while sched._inflight_bindings:  # a Permit wait binds on its own thread
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"pod {uid}'s binding cycle did not finish before the timeout")
         time.sleep(0.005)
     sched.finish_bindings()
     sched.drain_inbox()
@@ -245,14 +249,18 @@ def run_cycle_on_api_server(kubeconfig: str, plugin: type[Plugin] | None, nodes:
         uid = (created.get("metadata") or {}).get("uid", "")
         key = f"{ns}/{body['metadata']['name']}"
         deadline = time.monotonic() + timeout
-        _first_attempt(sched, uid, deadline)
-        res = sched.results.get(key)
-        sched.stop()
+        try:
+            _first_attempt(sched, uid, deadline)
+            res = sched.results.get(key)
+        finally:
+            sched.stop()
         raw: dict[str, Any] = {}
-        while res is not None and time.monotonic() < deadline:
+        while res is not None:
             raw = client.call("GET", f"/api/v1/namespaces/{ns}/pods/{body['metadata']['name']}")
             if PREFIX + "selected-node" in ((raw.get("metadata") or {}).get("annotations") or {}):
                 break
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"{key}: the attempt's results were not on the API server before the timeout")
             time.sleep(0.1)
         ann = {k: v for k, v in ((raw.get("metadata") or {}).get("annotations") or {}).items()}
         for k, v in list(ann.items()):

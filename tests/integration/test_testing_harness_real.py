@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -70,10 +69,10 @@ class GateRankBind(Plugin):
 
 def test_gating_scores_and_prebind_read_back_the_same_on_the_api_server(ksched_cluster: KschedCluster) -> None:
     nodes = [make_node(f"r{i}").capacity(cpu="8").label("rank", str(i)).build() for i in (1, 2, 4)]
-    t0 = time.monotonic()
+    # a gated pod ends the attempt at once: were it waited for like a queued pod, the harness would raise
+    # TimeoutError instead of returning
     gated = ksched_cluster.run_cycle(GateRankBind, nodes, make_pod("held").label("hold").build())
     assert_gated(gated, by="GateRankBind")
-    assert time.monotonic() - t0 < 20  # a gated pod ends the wait at once, not at the timeout
     r = ksched_cluster.run_cycle(GateRankBind, nodes, make_pod("p").req(cpu="1").build(), weight=2)
     assert_scheduled_to(r, "r4")
     assert_score(r, "r1", "GateRankBind", raw=1, normalized=25, weighted=50)
