@@ -186,13 +186,14 @@ class SimulatorRecorder(NullRecorder):
     def reserved(self, fw: Any, pod: Pod, st: Status | None) -> None:
         sim = self.records.get(pod.uid)
         if sim is not None:
-            sim.outcome(fw, "reserve", st.message if st is not None else "")
+            sim.outcome(fw, "reserve", st.message if st is not None else "", st.plugin if st is not None else "")
 
     def permitted(self, fw: Any, pod: Pod, st: Status | None) -> None:
         sim = self.records.get(pod.uid)
         if sim is not None:
             sim.outcome(fw, "permit", WAIT if st is not None and st.code == Code.Wait else
-                        (st.message if st is not None else ""))
+                        (st.message if st is not None else ""),
+                        st.plugin if st is not None and st.code != Code.Wait else "")
 
     def nominated(self, fw: Any, pod: Pod, node_name: str) -> None:
         sim = self.records.get(pod.uid)
@@ -203,9 +204,10 @@ class SimulatorRecorder(NullRecorder):
         sim = self.records.get(pod.uid)
         if sim is not None:
             pre_bind = {cp.name for cp in fw.pre_bind}
-            sim.outcome(fw, "prebind", st.message if st is not None and st.plugin in pre_bind else "")
+            sim.outcome(fw, "prebind", st.message if st is not None and st.plugin in pre_bind else "",
+                        st.plugin if st is not None else "")
             if st is None or st.plugin not in pre_bind:
-                sim.outcome(fw, "bind", st.message if st is not None else "")
+                sim.outcome(fw, "bind", st.message if st is not None else "", st.plugin if st is not None else "")
 
     def finish(self, pod: Pod, result: AttemptResult, carried: bool) -> None:
         sim = self.records.pop(pod.uid, None)

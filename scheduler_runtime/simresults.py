@@ -92,12 +92,20 @@ class SimRecord:
             self.score[node] = {p: str(int(raw[i])) for p, (raw, _, _) in scores.per_plugin.items()}
             self.finalscore[node] = {p: str(int(norm[i]) * w) for p, (_, norm, w) in scores.per_plugin.items()}
 
-    def outcome(self, fw: Any, point: str, message: str) -> None:
-        """reserve/permit/prebind/bind: `success` for each plugin, or the message of the one that failed."""
+    def outcome(self, fw: Any, point: str, message: str, failed: str = "") -> None:
+        """reserve/permit/prebind/bind: `success` for each plugin that passed, the message for the one that
+        failed (`failed`), and nothing for the plugins after it, which the framework never ran. Without a
+        plugin name every plugin gets the message: the failure cannot be pinned on one."""
         plugins = {"reserve": fw.reserve, "permit": fw.permit, "prebind": fw.pre_bind, "bind": fw.bind}[point]
         target = {"reserve": self.reserve, "permit": self.permit, "prebind": self.prebind, "bind": self.bind}[point]
-        for cp in plugins:
-            target[cp.name] = message if message else SUCCESS
+        names = [cp.name for cp in plugins]
+        if message and failed in names:
+            for name in names[:names.index(failed)]:
+                target[name] = SUCCESS
+            target[failed] = message
+            return
+        for name in names:
+            target[name] = message if message else SUCCESS
 
     # ---------------------------------------------------------------- encoding
     def _encode(self) -> dict[str, str]:

@@ -169,6 +169,9 @@ def test_prebind_rejection_is_recorded() -> None:
     r = run_cycle(HoldLabelled, ranked(), make_pod("p").label("no-volume").build())
     assert r.prebind["HoldLabelled"] == "volume not ready"
     assert r.outcome == "unschedulable" and r.node == ""
+    # the PreBind plugins before the failing one passed; the message is pinned on the one that gave it
+    assert r.prebind == {"VolumeBinding": "success", "DynamicResources": "success",
+                         "HoldLabelled": "volume not ready"}
 
 
 def test_queue_order_uses_the_plugins_less_and_skips_gated_pods() -> None:
