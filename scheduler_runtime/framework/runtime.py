@@ -276,7 +276,7 @@ class Framework(FilterRunner):
                                          unpack=value_return)
             if err is not None:
                 raise CycleError(err) from err.error
-            if len(norm):  # each bound read once: two passes over the feasible nodes per plugin, not four
+            if len(norm):  # each bound read once
                 hi = int(norm.max())
                 lo = int(norm.min()) if hi <= MAX_SCORE else MIN_SCORE
                 if hi > MAX_SCORE or lo < MIN_SCORE:
