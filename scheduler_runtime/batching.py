@@ -29,7 +29,7 @@ import numpy as np
 
 from .framework import signers
 from .framework.interface import SignFragment
-from .framework.invoke import ALL_CODES, CycleError, PluginError, call_plugin, failure, value_return
+from .framework.invoke import ALL_CODES, CycleError, PluginError, call_plugin, failure, value_return, verdict
 from .framework.nodelist import NodeList
 from .framework.status import MAX_SCORE, MIN_SCORE, Code, Status
 from .objects import Pod
@@ -66,6 +66,8 @@ FLUSH_NORMALIZE_ERROR = "normalize_error"
 
 
 _WHAT = "running Sign plugin {}"
+#: the package of the in-tree plugins
+_IN_TREE = f"{__package__}.plugins."
 
 
 def _sign_return(ret: Any) -> tuple[Sequence[SignFragment] | None, Any]:
@@ -93,6 +95,11 @@ class PodSigner:
             else:
                 unsupported.append(cp.name)
         self.enabled = not has_extenders and not unsupported
+        #: an in-tree plugin that refuses every pod (PodTopologySpread with default constraints, as in the
+        #: default profile), when only in-tree plugins come before it: every signature is then None, and the
+        #: calls before the refusal only feed metrics (kube times each SignPod), so without metrics they are
+        #: not made
+        self.refuses_all = self.enabled and _refuses_every_pod(self.plugins)
         if has_extenders:
             log.info("Disabling signatures for profile %s because it has extenders configured.", fw.profile_name)
         if unsupported:
@@ -102,6 +109,8 @@ class PodSigner:
     def sign(self, pod: Pod) -> str | None:
         """The pod's signature, or None when it cannot be batched."""
         metrics = self.fw.metrics
+        if metrics is None:
+            return None if self.refuses_all or not self.enabled else self._sign(pod)
         start = time.perf_counter()
         try:
             return self._sign(pod) if self.enabled else None
@@ -123,6 +132,8 @@ class PodSigner:
             else:
                 if ret.__class__ is list and all(f.__class__ is SignFragment for f in ret):
                     frags = ret
+                elif ret.__class__ is Status:  # a refusal, as call_plugin would take it (any code passes)
+                    st = verdict(_WHAT, cp.name, ret, ALL_CODES)
                 elif ret is not None:
                     frags, st = call_plugin(_WHAT, cp.name, lambda r=ret: r, passes=ALL_CODES, unpack=_sign_return)
             if metrics is not None:
@@ -139,6 +150,17 @@ class PodSigner:
         except (TypeError, ValueError) as exc:
             log.error("SignPod failed to marshal signature object: %s", exc)
             return None
+
+
+def _refuses_every_pod(plugins: list[ConfiguredPlugin]) -> bool:
+    """Does an in-tree plugin that signs no pod at all come before any plugin from outside the tree (whose
+    SignPod may have effects of its own)?"""
+    for cp in plugins:
+        if not type(cp.plugin).__module__.startswith(_IN_TREE):
+            return False
+        if getattr(cp.plugin, "signs_no_pod", False):
+            return True
+    return False
 
 
 @dataclass
@@ -198,45 +220,55 @@ class OpportunisticBatch:
 
     def node_hint(self, state: CycleState, pod: Pod, signature: str | None, cycle: int) -> str:
         """The node the previous equivalent pod's ranking puts next, or "" (GetNodeHint)."""
+        m = self.fw.metrics
+        if m is None:  # every pod asks: no clock reads when nothing is timed
+            return self._node_hint(state, pod, signature, cycle)
         start = time.perf_counter()
         hint = ""
         try:
-            if not self._compatible(state, pod, signature, cycle):
-                self._metric("batch_attempt", HINT_NO)
-                return ""
-            assert self.state is not None
-            hint = self.state.pop()
+            hint = self._node_hint(state, pod, signature, cycle)
             return hint
         finally:
-            m = self.fw.metrics
-            if m is not None:
-                m.node_hint_duration("hint" if hint else "no_hint", self.fw.profile_name,
-                                     time.perf_counter() - start)
+            m.node_hint_duration("hint" if hint else "no_hint", self.fw.profile_name, time.perf_counter() - start)
+
+    def _node_hint(self, state: CycleState, pod: Pod, signature: str | None, cycle: int) -> str:
+        if not self._compatible(state, pod, signature, cycle):
+            self._metric("batch_attempt", HINT_NO)
+            return ""
+        assert self.state is not None
+        return self.state.pop()
 
     def store(self, signature: str | None, hinted: str, chosen: str, remaining: int,
               ranking: Callable[[], Ranking] | None, cycle: int) -> None:
         """After the cycle chose `chosen` (StoreScheduleResults): `remaining` feasible nodes are left and
         `ranking()` lists them best first; it is only called when they are kept."""
+        m = self.fw.metrics
+        if m is None:
+            self._store(signature, hinted, chosen, remaining, ranking, cycle)
+            return
         start = time.perf_counter()
         try:
-            self.last = _LastCycle(cycle, chosen, True)
-            if hinted and hinted == chosen:
-                self._metric("batch_attempt", HINT_USED)
-                self.batched_pods += 1
-                return
-            if hinted:
-                self._metric("batch_attempt", HINT_NOT_USED)
-            if signature is not None and remaining > 0 and ranking is not None:
-                r = ranking()
-                self.state = _Cached(signature, r.nodes[::-1], {k: v[::-1] for k, v in r.raw.items()}, r.ties[::-1],
-                                     self.clock())
-                return
-            self._flush(FLUSH_EMPTY_LIST if remaining <= 0 else FLUSH_POD_NOT_BATCHABLE)
-            self.state = None
+            self._store(signature, hinted, chosen, remaining, ranking, cycle)
         finally:
-            m = self.fw.metrics
-            if m is not None:
-                m.store_results_duration(self.fw.profile_name, time.perf_counter() - start)
+            m.store_results_duration(self.fw.profile_name, time.perf_counter() - start)
+
+    def _store(self, signature: str | None, hinted: str, chosen: str, remaining: int,
+               ranking: Callable[[], Ranking] | None, cycle: int) -> None:
+        last = self.last
+        last.cycle, last.chosen, last.succeeded = cycle, chosen, True  # in place: one per pod
+        if hinted and hinted == chosen:
+            self._metric("batch_attempt", HINT_USED)
+            self.batched_pods += 1
+            return
+        if hinted:
+            self._metric("batch_attempt", HINT_NOT_USED)
+        if signature is not None and remaining > 0 and ranking is not None:
+            r = ranking()
+            self.state = _Cached(signature, r.nodes[::-1], {k: v[::-1] for k, v in r.raw.items()}, r.ties[::-1],
+                                 self.clock())
+            return
+        self._flush(FLUSH_EMPTY_LIST if remaining <= 0 else FLUSH_POD_NOT_BATCHABLE)
+        self.state = None
 
     def _compatible(self, state: CycleState, pod: Pod, signature: str | None, cycle: int) -> bool:
         cached = self.state

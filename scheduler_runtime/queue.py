@@ -167,6 +167,8 @@ class SchedulingQueue:
 
     def _candidates(self, ev: ClusterEvent) -> list[QueuedPodInfo]:
         """The pooled pods an event may move: gated ones, and those a plugin that may requeue on it rejected."""
+        if not self._unschedulable:  # the usual case under load: every bound pod's event finds nothing to move
+            return []
         if self._plugin_index is None or ev.resource == "*":
             return list(self._unschedulable.values())
         may_requeue, known = self._plugin_index

@@ -45,6 +45,30 @@ class Topology:
     ids: np.ndarray  # per row: domain id, -1 when the node lacks the key
     values: list[str]  # domain id -> label value
     index: dict[str, int]  # label value -> domain id
+    #: every node carries the key (no -1 in `ids`)
+    full: bool = False
+    #: every node carries its own value, so domain ids are the rows (kubernetes.io/hostname)
+    identity: bool = False
+
+
+def per_domain_sums(top: Topology, per_row: np.ndarray) -> np.ndarray | None:
+    """Per domain of `top`: the sum of `per_row` over its nodes where per_row > 0; None when no node with the
+    key has per_row > 0. Topologies every node carries (hostname, most zone keys) take the sums without
+    selecting rows first: several times cheaper on thousands of nodes, and this runs per pod and term."""
+    if top.full:
+        pos = per_row > 0
+        if not pos.any():
+            return None
+        kept = per_row * pos
+        if top.identity:
+            return kept.astype(np.int64, copy=False)
+        if len(top.values) == 1:
+            return np.array([kept.sum()], dtype=np.int64)
+        return np.bincount(top.ids, weights=kept, minlength=len(top.values)).astype(np.int64)
+    mask = (top.ids >= 0) & (per_row > 0)
+    if not mask.any():
+        return None
+    return np.bincount(top.ids[mask], weights=per_row[mask], minlength=len(top.values)).astype(np.int64)
 
 
 class TopologyIndex:
@@ -58,7 +82,8 @@ class TopologyIndex:
             ids = np.fromiter((-1 if (v := (ni.node.labels.get(key) if ni.node is not None else None)) is None
                                else index.setdefault(v, len(index)) for ni in infos), dtype=np.int64,
                               count=len(infos))
-            t = self._by_key[key] = Topology(ids, list(index), index)
+            full = not len(ids) or int(ids.min()) >= 0
+            t = self._by_key[key] = Topology(ids, list(index), index, full, full and len(index) == len(ids))
         return t
 
     def reset(self) -> None:
@@ -199,11 +224,10 @@ class DomainCounts:
     def add_rows(self, key: str, per_row: np.ndarray, weight: int) -> None:
         """self[(key, domain of row)] += weight * per_row[row], for every row with per_row > 0."""
         top = self.snap.topology(key) if key not in self.tops else self.tops[key]
-        mask = (top.ids >= 0) & (per_row > 0)
-        if not mask.any():
+        per_domain = per_domain_sums(top, per_row)
+        if per_domain is None:
             return
         self._key(key)
-        per_domain = np.bincount(top.ids[mask], weights=per_row[mask], minlength=len(top.values)).astype(np.int64)
         self.arrays[key] += weight * per_domain
         self.touched[key] |= per_domain > 0
 
@@ -280,6 +304,11 @@ class DomainCounts:
                 continue
             pos = (arr > 0) & self.touched[key]
             if pos.any():
-                ids = self.tops[key].ids
-                out |= (ids >= 0) & np.append(pos, False)[ids]
+                top = self.tops[key]
+                if top.identity:
+                    out |= pos
+                elif top.full:
+                    out |= pos[top.ids]
+                else:
+                    out |= (top.ids >= 0) & np.append(pos, False)[top.ids]
         return out

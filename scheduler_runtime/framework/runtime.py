@@ -276,12 +276,16 @@ class Framework(FilterRunner):
                                          unpack=value_return)
             if err is not None:
                 raise CycleError(err) from err.error
-            if len(norm) and (int(norm.max()) > MAX_SCORE or int(norm.min()) < MIN_SCORE):
-                bad = int(norm.max()) if int(norm.max()) > MAX_SCORE else int(norm.min())
-                raise CycleError(Status.as_error(PluginError(
-                    f"plugin {go_value(cp.name)} returns an invalid score {bad}, it should in the range of "
-                    f"[{MIN_SCORE}, {MAX_SCORE}] after normalizing")).with_plugin(cp.name))
-            totals += norm * cp.weight
+            if len(norm):  # each bound read once
+                hi = int(norm.max())
+                lo = int(norm.min()) if hi <= MAX_SCORE else MIN_SCORE
+                if hi > MAX_SCORE or lo < MIN_SCORE:
+                    bad = hi if hi > MAX_SCORE else lo
+                    raise CycleError(Status.as_error(PluginError(
+                        f"plugin {go_value(cp.name)} returns an invalid score {bad}, it should in the range of "
+                        f"[{MIN_SCORE}, {MAX_SCORE}] after normalizing")).with_plugin(cp.name))
+                if hi or lo:  # an all-zero column (a plugin with nothing to say for this pod) adds nothing
+                    totals += norm if cp.weight == 1 else norm * cp.weight
             if keep_breakdown:
                 result.per_plugin[cp.name] = (raw, norm, cp.weight)
         self._observe("Score", start, None)

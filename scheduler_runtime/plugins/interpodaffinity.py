@@ -26,6 +26,7 @@ from ..framework.podindex import (
     ANTI_REQUIRED,
     DomainCounts,
     Topology,
+    per_domain_sums,
     term_key,
 )
 from ..framework.snapshot import Snapshot
@@ -99,12 +100,11 @@ class _ScoreState:
         return top, self.by_key[key]
 
     def add(self, key: str, per_row: np.ndarray, weight: int) -> None:
-        top = self.snap.topology(key)
-        mask = (top.ids >= 0) & (per_row > 0)
-        if not mask.any():
+        per_domain = per_domain_sums(self.snap.topology(key), per_row)
+        if per_domain is None:
             return
         _, arr = self._arr(key)
-        arr += weight * np.bincount(top.ids[mask], weights=per_row[mask], minlength=len(top.values)).astype(np.int64)
+        arr += weight * per_domain
         self.touched = True
 
     @classmethod
@@ -188,15 +188,20 @@ class InterPodAffinity(Plugin):
         state.write(_PRE_FILTER, s)
         return None
 
-    def _existing_anti(self, pod: Pod, snap: Snapshot) -> tuple[DomainCounts, np.ndarray]:
+    def _existing_anti(self, pod: Pod, snap: Snapshot) -> tuple[DomainCounts, np.ndarray | None]:
         """Existing pods' required anti-affinity terms that match `pod`, summed per domain. Pods alike (a
         ReplicaSet's) match the same terms: while the term index has not changed, the sums of the last pod
         with the same matching terms are reused (copied: AddPod/RemovePod may change a cycle's counts), with
-        the rows they reject."""
-        nsl = self._ns_labels(pod.namespace)
+        the rows they reject. No term matching (the common case): empty counts and no rows, so that Filter
+        spends nothing per node on them."""
         terms = snap.terms
+        if not snap.num_required_anti_affinity_pods:
+            return DomainCounts(snap), None
+        nsl = self._ns_labels(pod.namespace)
         matching = [e for e in terms.entries(snap.node_infos)
                     if e.kind == ANTI_REQUIRED and e.term.matches(e.owner_ns, pod, nsl)]
+        if not matching:
+            return DomainCounts(snap), None
         tops = [snap.topology(e.term.topology_key) for e in matching]
         last = self.__dict__.get("_anti_cache")
         if (last is not None and last[0] is snap and last[1] == terms.version and len(last[2]) == len(matching)

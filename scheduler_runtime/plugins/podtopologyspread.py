@@ -215,6 +215,12 @@ class PodTopologySpread(Plugin):
     name = "PodTopologySpread"
     args_model = PodTopologySpreadArgs
 
+    @property
+    def signs_no_pod(self) -> bool:
+        """With default constraints (the System defaulting of the default profile) `sign_pod` refuses every
+        pod: the batching runtime then knows every signature is None without asking."""
+        return bool(self.defaults)
+
     def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
         """Opportunistic batching: this plugin's part of the pod's signature (kube's SignPod)."""
         if pod.spread_constraints:
