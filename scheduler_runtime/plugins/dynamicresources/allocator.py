@@ -34,6 +34,7 @@ passed around.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable, Container, Hashable, Mapping
@@ -53,6 +54,7 @@ ALLOCATION_RESULTS_MAX_SIZE = 32
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 DeviceID = tuple[str, str, str]  # (driver, pool, device)
+_Flat = tuple[DeviceID, dict[str, Any], dict[str, Any]]  # (device id, device, slice), in search order
 
 
 class AllocationError(Exception):
@@ -546,6 +548,14 @@ class SliceCaches:
         #: (id(device), selector signature) -> (device, verdict of every class and request selector): a
         #: device's eligibility for requests with the same selectors, for slices without per-device node selection
         self.eligible: dict[tuple[int, Hashable], tuple[dict[str, Any], bool]] = {}
+        #: id(slice) -> (slice, its shape: driver and every device's content but its name, or None when the
+        #: slice is not plainly node-local; see `Allocator.node_shape`)
+        self.slice_shapes: dict[int, tuple[dict[str, Any], Hashable | None]] = {}
+        #: node name -> (its pools list, (shape, flat device list) or None): see `Allocator.node_shape`
+        self.node_shapes: dict[str, tuple[list[Pool], tuple[int, list[_Flat]] | None]] = {}
+        #: device content (JSON) -> a small int, and node shape -> a small int, so keys hash cheaply
+        self._device_fps: dict[str, int] = {}
+        self.shape_ids: dict[Hashable, int] = {}
 
     def slice_devices(self, pool: Pool, s: dict[str, Any]) -> list[tuple[DeviceID, dict[str, Any]]]:
         hit = self.devices.get(id(s))
@@ -554,6 +564,30 @@ class SliceCaches:
         out = [((pool.driver, pool.name, str(d.get("name") or "")), d) for d in _devices(s)]
         self.devices[id(s)] = (s, out)
         return out
+
+    def slice_shape(self, s: dict[str, Any]) -> Hashable | None:
+        """What the search can see of a node-local slice (the driver and each device without its name, in
+        order), or None when the slice can change the answer from node to node or from search to search:
+        not bound to one node by `nodeName`, per-device node selection, shared counters, devices consuming
+        counters, or devices allowing multiple allocations (each share gets a fresh random ID)."""
+        hit = self.slice_shapes.get(id(s))
+        if hit is not None and hit[0] is s:
+            return hit[1]
+        sp = _spec(s)
+        shape: Hashable | None = None
+        if (sp.get("nodeName") and not sp.get("perDeviceNodeSelection") and not sp.get("sharedCounters")
+                and not sp.get("allNodes") and sp.get("nodeSelector") is None):
+            fps = []
+            for d in _devices(s):
+                if d.get("consumesCounters") or d.get("allowMultipleAllocations"):
+                    fps = None
+                    break
+                body = json.dumps({k: v for k, v in d.items() if k != "name"}, sort_keys=True, default=str)
+                fps.append(self._device_fps.setdefault(body, len(self._device_fps)))
+            if fps is not None:
+                shape = (str(sp.get("driver") or ""), tuple(fps))
+        self.slice_shapes[id(s)] = (s, shape)
+        return shape
 
 
 class Allocator:
@@ -593,6 +627,9 @@ class Allocator:
         self.plans: dict[tuple[int, ...], Any] = {}
         #: (id(claim), request, sub-request) -> (claim, request, class) of ExactCount requests already checked
         self.validated: dict[tuple[int, int, int], tuple[dict[str, Any], _Request, dict[str, Any] | None]] = {}
+        #: (claims by id, node shape, allocated positions) -> (claims, solution or None): the search's outcome on
+        #: a node whose devices look the same, in the same order, with the same ones in use (see `node_shape`)
+        self.memo: dict[tuple[Hashable, ...], tuple[list[dict[str, Any]], _Solution | None]] = {}
 
     def pools_for(self, node: Node) -> list[Pool]:
         hit = self.caches.pools.get(node.name)
@@ -601,6 +638,56 @@ class Allocator:
         pools = gather_pools(self.on_node.get(node.name, []) + self.shared, node, self.features, self.all_slices)
         self.caches.pools[node.name] = (node, pools)
         return pools
+
+    def node_shape(self, node: Node, pools: list[Pool]) -> tuple[int, list[_Flat]] | None:
+        """The node's pools as the search sees them (an int naming the shape) and its devices in search order,
+        or None when the memo cannot be used for the node. Two nodes of the same shape differ only in names
+        (slices, pools, devices, the node), which the search never looks at except to order pools and slices:
+        it reaches the same verdict at the same positions, given the same positions in use."""
+        hit = self.caches.node_shapes.get(node.name)
+        if hit is not None and hit[0] is pools:
+            return hit[1]
+        caches = self.caches
+        shapes: list[Hashable] = []
+        flat: list[_Flat] = []
+        out: tuple[int, list[_Flat]] | None = None
+        for p in pools:
+            if p.incomplete or p.invalid or p.counter_sets or p.other_slices:
+                break
+            per_slice = []
+            for sl in p.slices:
+                sh = caches.slice_shape(sl)
+                if sh is None:
+                    break
+                per_slice.append(sh)
+                flat.extend((did, d, sl) for did, d in caches.slice_devices(p, sl))
+            else:
+                shapes.append((p.driver, tuple(per_slice)))
+                continue
+            break
+        else:
+            key = tuple(shapes)
+            out = (caches.shape_ids.setdefault(key, len(caches.shape_ids)), flat)
+        caches.node_shapes[node.name] = (pools, out)
+        return out
+
+    def in_use_at(self, flat: list[_Flat]) -> Hashable:
+        """Which positions of `flat` are allocated or in flight, and any shares they hold."""
+        allocated = self.allocated
+        ids = [f[0] for f in flat]
+        used: tuple[int, ...] = ()
+        if hasattr(allocated, "parts"):  # claims.AllocatedView: a free node is found without a loop in Python
+            in_store, in_extra = allocated.parts()
+            if not (in_store.keys().isdisjoint(ids) and in_extra.isdisjoint(ids)):
+                used = tuple(i for i, did in enumerate(ids) if did in in_store or did in in_extra)
+        else:
+            used = tuple(i for i, did in enumerate(ids) if did in allocated)
+        cap, shared = self.allocated_capacity, self.shared_devices
+        if not cap and not shared:
+            return used
+        shares = tuple((i, f[0] in shared, tuple(sorted((cap.get(f[0]) or {}).items())))
+                       for i, f in enumerate(flat) if f[0] in shared or f[0] in cap)
+        return used, shares
 
     def selector_matches(self, expr: str, driver: str, device: dict[str, Any]) -> bool:
         """A compiled selector on a device, remembered while the slice lasts; raises CelError."""
@@ -632,9 +719,13 @@ class Allocator:
         return run if run.search() else None
 
 
+#: a solution by device positions: per claim (request, position) of each device, and each chosen sub-request
+_Solution = tuple[tuple[tuple["_Request", int], ...], tuple[tuple[tuple[int, int, int], int], ...]]
+
+
 class _Run:
     __slots__ = ("a", "features", "node", "claims", "deadline", "steps", "request_data", "constraints", "matches",
-                 "allocating", "results", "consumed", "available", "pools", "allocating_capacity")
+                 "allocating", "results", "consumed", "available", "pools", "allocating_capacity", "pending")
 
     def __init__(self, a: Allocator, node: Node, claims: list[dict[str, Any]], deadline: float | None) -> None:
         self.a = a
@@ -653,6 +744,8 @@ class _Run:
         self.pools: list[Pool] = []
         #: what the shares picked in this search consume of each device (kube's allocatingCapacity)
         self.allocating_capacity: dict[DeviceID, dict[str, Decimal]] = {}
+        #: a remembered solution found on a node of the same shape (plan, solution, this node's devices)
+        self.pending: tuple[Any, _Solution, list[_Flat]] | None = None
 
     # -------------------------------------------------------------- setup
     def run(self) -> list[dict[str, Any]] | None:
@@ -660,6 +753,11 @@ class _Run:
 
     def build(self) -> list[dict[str, Any]]:
         """One AllocationResult per claim from the solution `search` found."""
+        if self.pending is not None:
+            plan, sol, flat = self.pending
+            self.pending = None
+            self._from_plan(plan)
+            self._replay(sol, flat)
         return [self._result(ci, claim) for ci, claim in enumerate(self.claims)]
 
     def search(self) -> bool:
@@ -667,18 +765,21 @@ class _Run:
         self.pools = self.a.pools_for(self.node)
         plan_key = tuple(id(c) for c in self.claims)
         plan = self.a.plans.get(plan_key)
+        memo_key = flat = None
         if plan is not None and all(a is b for a, b in zip(plan[0], self.claims, strict=True)):
-            # the node-independent checks passed for these claims on an earlier node: reuse them
-            if plan[3] is not None:  # one plain ExactCount request: its data is never changed by a search
-                self.request_data[(0, 0, 0)] = plan[3]
-            else:
-                for key, (req, cls, n, is_sub) in plan[1].items():
-                    self.request_data[key] = _RequestData(req, cls, n, is_sub=is_sub)
-                for ci, kind, requests, attr in plan[2]:
-                    self.constraints[ci].append(kind(list(requests), attr))
+            if plan[3] is None:  # more than one plain request: the search is worth remembering
+                memo_key, flat = self._memo_key(plan_key)
+                hit = self.a.memo.get(memo_key) if memo_key is not None else None
+                if hit is not None and all(a is b for a, b in zip(hit[0], self.claims, strict=True)):
+                    if hit[1] is None:
+                        return False
+                    self.pending = (plan, hit[1], flat)  # `build` replays it, on the one node picked
+                    return True
+            self._from_plan(plan)
         else:
             self._prepare()
             if all(rd.request.mode != "All" for rd in self.request_data.values()):
+                # not for `allocationMode: All`: its devices depend on the node
                 reqs = {k: (rd.request, rd.device_class, rd.num_devices, rd.is_sub)
                         for k, rd in self.request_data.items()}
                 cons = [(ci, type(c), sorted(c.requests), c.attribute)
@@ -687,7 +788,46 @@ class _Run:
                 shared = only if (len(self.claims) == 1 and len(reqs) == 1 and not cons and only is not None
                                   and not only.is_sub and only.request.mode == "ExactCount") else None
                 self.a.plans[plan_key] = (list(self.claims), reqs, cons, shared)
-        return self._solve()
+                if shared is None:
+                    memo_key, flat = self._memo_key(plan_key)
+        ok = self._solve()
+        if memo_key is not None and flat is not None:
+            self.a.memo[memo_key] = (list(self.claims), self._solution(flat) if ok else None)
+        return ok
+
+    def _from_plan(self, plan: Any) -> None:
+        """The node-independent checks passed for these claims on an earlier node: reuse them."""
+        if plan[3] is not None:  # one plain ExactCount request: its data is never changed by a search
+            self.request_data[(0, 0, 0)] = plan[3]
+            return
+        for key, (req, cls, n, is_sub) in plan[1].items():
+            self.request_data[key] = _RequestData(req, cls, n, is_sub=is_sub)
+        for ci, kind, requests, attr in plan[2]:
+            self.constraints[ci].append(kind(list(requests), attr))
+
+    def _memo_key(self, plan_key: tuple[int, ...]) -> tuple[tuple[Hashable, ...] | None, list[_Flat] | None]:
+        shape = self.a.node_shape(self.node, self.pools)
+        if shape is None:
+            return None, None
+        return (plan_key, shape[0], self.a.in_use_at(shape[1])), shape[1]
+
+    def _solution(self, flat: list[_Flat]) -> _Solution:
+        """The solution by positions in `flat`, to replay on a node of the same shape."""
+        pos = {f[0]: i for i, f in enumerate(flat)}
+        picks = tuple(tuple((r.request, pos[r.id]) for r in res) for res in self.results)
+        subs = tuple((k, rd.selected_sub) for k, rd in self.request_data.items() if rd.is_sub and k[2] == 0)
+        return picks, subs
+
+    def _replay(self, sol: _Solution, flat: list[_Flat]) -> None:
+        """A remembered solution on this node: the devices at the same positions."""
+        picks, subs = sol
+        for ci, res in enumerate(picks):
+            out = self.results[ci]
+            for req, i in res:
+                did, d, sl = flat[i]
+                out.append(_Result(req, did, d, sl))
+        for k, sub in subs:
+            self.request_data[k].selected_sub = sub
 
     def _prepare(self) -> None:
         """Check every request (classes, selectors present, limits) and build the constraints."""
