@@ -55,6 +55,8 @@ _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 DeviceID = tuple[str, str, str]  # (driver, pool, device)
 _Flat = tuple[DeviceID, dict[str, Any], dict[str, Any]]  # (device id, device, slice), in search order
+#: (device id, device, allows multiple allocations or consumes counters, has taints, has a capacity request policy)
+_Record = tuple[DeviceID, dict[str, Any], bool, bool, bool]
 
 
 class AllocationError(Exception):
@@ -548,6 +550,12 @@ class SliceCaches:
         #: (id(device), selector signature) -> (device, verdict of every class and request selector): a
         #: device's eligibility for requests with the same selectors, for slices without per-device node selection
         self.eligible: dict[tuple[int, Hashable], tuple[dict[str, Any], bool]] = {}
+        #: the slices by id (kept, so the ids stay theirs), by node name, and those not on one node: the last
+        #: allocator's split, reused when the next one gets the same slice objects in the same order
+        self.split: tuple[list[int], list[dict[str, Any]], dict[str, list[dict[str, Any]]],
+                          list[dict[str, Any]]] | None = None
+        #: id(slice) -> (slice, its devices for the greedy search, their IDs)
+        self.records: dict[int, tuple[dict[str, Any], list[_Record], frozenset[DeviceID]]] = {}
         #: id(slice) -> (slice, its shape: driver and every device's content but its name, or None when the
         #: slice is not plainly node-local; see `Allocator.node_shape`)
         self.slice_shapes: dict[int, tuple[dict[str, Any], Hashable | None]] = {}
@@ -564,6 +572,17 @@ class SliceCaches:
         out = [((pool.driver, pool.name, str(d.get("name") or "")), d) for d in _devices(s)]
         self.devices[id(s)] = (s, out)
         return out
+
+    def slice_records(self, pool: Pool, s: dict[str, Any]) -> tuple[list[_Record], frozenset[DeviceID]]:
+        """The slice's devices as the greedy search reads them (see `_Record`), and their IDs as a set."""
+        hit = self.records.get(id(s))
+        if hit is not None and hit[0] is s:
+            return hit[1], hit[2]
+        recs = [(did, d, bool(d.get("allowMultipleAllocations") or d.get("consumesCounters")),
+                 bool(d.get("taints")), _has_policy(d)) for did, d in self.slice_devices(pool, s)]
+        ids = frozenset(r[0] for r in recs)
+        self.records[id(s)] = (s, recs, ids)
+        return recs, ids
 
     def slice_shape(self, s: dict[str, Any]) -> Hashable | None:
         """What the search can see of a node-local slice (the driver and each device without its name, in
@@ -610,19 +629,25 @@ class Allocator:
         self.class_lister = class_lister
         self.cel_cache = cel_cache
         self.all_slices = slices
-        self.on_node: dict[str, list[dict[str, Any]]] = {}
-        self.shared: list[dict[str, Any]] = []
-        for s in slices:
-            sp = _spec(s)
-            node_name = sp.get("nodeName") or ""
-            if not node_name or sp.get("sharedCounters"):
-                self.shared.append(s)
-            else:
-                self.on_node.setdefault(node_name, []).append(s)
-        #: CEL inputs by id() of the device dict; the slices are immutable while the allocator lives
-        self._inputs = device_inputs if device_inputs is not None else {}
         #: pools per node and selector results per device, valid while the slices are (see SliceCaches)
         self.caches = caches if caches is not None else SliceCaches()
+        ids = list(map(id, slices))
+        split = self.caches.split
+        if split is not None and split[0] == ids:  # the same slice objects as the last cycle's
+            self.on_node, self.shared = split[2], split[3]
+        else:
+            self.on_node = {}
+            self.shared = []
+            for s in slices:
+                sp = _spec(s)
+                node_name = sp.get("nodeName") or ""
+                if not node_name or sp.get("sharedCounters"):
+                    self.shared.append(s)
+                else:
+                    self.on_node.setdefault(node_name, []).append(s)
+            self.caches.split = (ids, slices, self.on_node, self.shared)
+        #: CEL inputs by id() of the device dict; the slices are immutable while the allocator lives
+        self._inputs = device_inputs if device_inputs is not None else {}
         #: claims (by id) -> their checked requests and constraint specs, reused for every node of the cycle
         self.plans: dict[tuple[int, ...], Any] = {}
         #: (id(claim), request, sub-request) -> (claim, request, class) of ExactCount requests already checked
@@ -630,6 +655,8 @@ class Allocator:
         #: (claims by id, node shape, allocated positions) -> (claims, solution or None): the search's outcome on
         #: a node whose devices look the same, in the same order, with the same ones in use (see `node_shape`)
         self.memo: dict[tuple[Hashable, ...], tuple[list[dict[str, Any]], _Solution | None]] = {}
+        #: id(request data) -> (it, its selector signature), for the request data a plan shares between nodes
+        self.sigs: dict[int, tuple[_RequestData, tuple[Any, ...]]] = {}
 
     def pools_for(self, node: Node) -> list[Pool]:
         hit = self.caches.pools.get(node.name)
@@ -638,6 +665,17 @@ class Allocator:
         pools = gather_pools(self.on_node.get(node.name, []) + self.shared, node, self.features, self.all_slices)
         self.caches.pools[node.name] = (node, pools)
         return pools
+
+    def signature(self, rd: _RequestData) -> tuple[Any, ...]:
+        """The class's and the request's selector expressions (None: one is not CEL) and the gate that decides
+        whether devices with binding conditions are eligible: devices' eligibility is remembered under it."""
+        hit = self.sigs.get(id(rd))
+        if hit is not None and hit[0] is rd:
+            return hit[1]
+        sig = (_exprs(_spec(rd.device_class).get("selectors") if rd.device_class is not None else None),
+               _exprs(rd.request.selectors), self.features.device_binding_and_status)
+        self.sigs[id(rd)] = (rd, sig)
+        return sig
 
     def node_shape(self, node: Node, pools: list[Pool]) -> tuple[int, list[_Flat]] | None:
         """The node's pools as the search sees them (an int naming the shape) and its devices in search order,
@@ -906,7 +944,8 @@ class _Run:
     def _greedy(self, rd: _RequestData) -> bool:
         """First eligible free devices in order. A device's eligibility (class and request selectors) is
         remembered across nodes and cycles per selector signature; a device with nothing that
-        `_allocate_device` checks (multiple allocations, counters, taints) is taken without it."""
+        `_allocate_device` checks (multiple allocations, counters, taints) is taken without it. A slice's free
+        devices are found with set operations first, so a full node costs no loop over its devices."""
         want, got = rd.num_devices, 0
         if want > ALLOCATION_RESULTS_MAX_SIZE:
             raise _MaxSizeExceeded
@@ -914,22 +953,36 @@ class _Run:
         caches = self.a.caches
         eligible = caches.eligible
         allocated, allocating = self.a.allocated, self.allocating
-        in_store, in_extra = allocated.parts() if hasattr(allocated, "parts") else (allocated, ())
+        in_store, in_extra = allocated.parts() if hasattr(allocated, "parts") else (allocated, set())
+        as_sets = isinstance(in_store, (set, frozenset, dict)) and isinstance(in_extra, (set, frozenset))
         req = rd.request
-        sig = (_exprs(_spec(rd.device_class).get("selectors") if rd.device_class is not None else None),
-               _exprs(req.selectors), self.features.device_binding_and_status)
+        sig = self.a.signature(rd)
+        selectors_known = sig[0] is not None and sig[1] is not None
         taints = self.features.device_taints
         consumable = self.features.consumable_capacity
+        amounts = consumable and req.amounts is not None
         results = self.results[0]
         for p in self.pools:
             if p.incomplete or p.invalid:
                 continue
             for s in p.slices:
-                per_device_nodes = bool(_spec(s).get("perDeviceNodeSelection"))
-                for did, d in caches.slice_devices(p, s):
-                    if did in in_store or did in in_extra or allocating.get(did):
+                records, ids = caches.slice_records(p, s)
+                free: Container[DeviceID] = ()
+                if as_sets:
+                    free = ids.difference(in_store)
+                    if in_extra:
+                        free = free.difference(in_extra)
+                    if not free:
                         continue
-                    if per_device_nodes or sig[0] is None or sig[1] is None:
+                per_device_nodes = bool(_spec(s).get("perDeviceNodeSelection"))
+                # a device picked here is never met again, so `allocating` needs no look-up
+                for did, d, other_checks, tainted, policy in records:
+                    if as_sets:
+                        if did not in free:
+                            continue
+                    elif did in in_store or did in in_extra:
+                        continue
+                    if per_device_nodes or not selectors_known:
                         ok = self._selectable(key, rd, s, d, did)
                     else:
                         hit = eligible.get((id(d), sig))
@@ -940,8 +993,7 @@ class _Run:
                             eligible[(id(d), sig)] = (d, ok)
                     if not ok:
                         continue
-                    if (d.get("allowMultipleAllocations") or d.get("consumesCounters") or (taints and d.get("taints"))
-                            or (consumable and (req.amounts is not None or _has_policy(d)))):
+                    if other_checks or (taints and tainted) or amounts or (consumable and policy):
                         if self._allocate_device(0, rd, did, d, s, p, must=False) is None:
                             continue
                     else:  # what _allocate_device does for such a device, without the undo closure
