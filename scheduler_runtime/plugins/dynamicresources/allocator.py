@@ -754,6 +754,12 @@ class Allocator:
     def search(self, node: Node, claims: list[dict[str, Any]], deadline: float | None = None) -> _Run | None:
         """`allocate` without building the results: the returned object's `build()` does, when needed."""
         run = _Run(self, node, claims, deadline)
+        if len(claims) == 1:  # one claim whose one plain request was checked on an earlier node: straight to it
+            plan = self.plans.get((id(claims[0]),))
+            if plan is not None and plan[3] is not None and plan[0][0] is claims[0]:
+                run.pools = self.pools_for(node)
+                run.request_data[(0, 0, 0)] = plan[3]
+                return run if run._solve() else None
         return run if run.search() else None
 
 

@@ -272,46 +272,60 @@ def after_device_class_change(pod: Pod, old: Any, new: Any) -> bool:
 
 
 def dra_totals(resolver: ClassResolver, slices: list[dict[str, Any]], allocated: Any, node: Node, resource: str,
-               cel_cache: CelCache, device_inputs: dict[int, DeviceInput]) -> tuple[int, int]:
+               cel_cache: CelCache, device_inputs: dict[int, DeviceInput],
+               verdicts: dict[tuple[int, tuple[str, ...]], tuple[dict[str, Any], bool | None]] | None = None
+               ) -> tuple[int, int]:
     """calculateDRAResourceTotals, for NodeResourcesFit and BalancedAllocation scoring a resource some class
     backs on a node that does not advertise it: the node's devices of that class, and how many are allocated
-    (0, 0 when a selector fails; kube logs it)."""
+    (0, 0 when a selector fails; kube logs it). `slices` may be only those that can reach the node (the sums
+    and the failure do not depend on their order); `verdicts` remembers each device's verdict (None: a selector
+    failed) per selector list, across nodes and calls."""
     cls = resolver.get_device_class(resource)
     if cls is None:
         return 0, 0
-    selectors = [str((s.get("cel") or {}).get("expression") or "") for s in (cls.get("spec") or {}).get("selectors")
-                 or [] if s.get("cel")]
+    selectors = tuple(str((s.get("cel") or {}).get("expression") or "")
+                      for s in (cls.get("spec") or {}).get("selectors") or [] if s.get("cel"))
+    if verdicts is None:
+        verdicts = {}
     total = used = 0
-    try:
-        for s in slices:
-            sp = s.get("spec") or {}
-            if sp.get("perDeviceNodeSelection"):
-                devices = [d for d in sp.get("devices") or []
-                           if d.get("allNodes") or (d.get("nodeName") and d.get("nodeName") == node.name)
-                           or (d.get("nodeSelector") is not None
-                               and node_matches(node, d.get("nodeName"), False, d.get("nodeSelector")))]
-            else:
-                name, every = sp.get("nodeName") or "", bool(sp.get("allNodes"))
-                if not every and name != node.name and sp.get("nodeSelector") is not None:
-                    if not node_matches(node, name, every, sp.get("nodeSelector")):
-                        continue
-                elif not every and name and name != node.name:
+    for s in slices:
+        sp = s.get("spec") or {}
+        if sp.get("perDeviceNodeSelection"):
+            devices = [d for d in sp.get("devices") or []
+                       if d.get("allNodes") or (d.get("nodeName") and d.get("nodeName") == node.name)
+                       or (d.get("nodeSelector") is not None
+                           and node_matches(node, d.get("nodeName"), False, d.get("nodeSelector")))]
+        else:
+            name, every = sp.get("nodeName") or "", bool(sp.get("allNodes"))
+            if not every and name != node.name and sp.get("nodeSelector") is not None:
+                if not node_matches(node, name, every, sp.get("nodeSelector")):
                     continue
-                devices = list(sp.get("devices") or [])
-            driver = str(sp.get("driver") or "")
-            pool = str((sp.get("pool") or {}).get("name") or "")
-            for d in devices:
-                if selectors:
+            elif not every and name and name != node.name:
+                continue
+            devices = sp.get("devices") or []
+        driver = str(sp.get("driver") or "")
+        pool = str((sp.get("pool") or {}).get("name") or "")
+        for d in devices:
+            if selectors:
+                hit = verdicts.get((id(d), selectors))
+                if hit is not None and hit[0] is d:
+                    ok = hit[1]
+                else:
                     di = device_inputs.get(id(d))
                     if di is None or di.raw is not d:
                         di = device_inputs[id(d)] = DeviceInput(driver, d)
-                    if not all(cel_cache.get_or_compile(e).matches(di) for e in selectors):
-                        continue
-                total += 1
-                if (driver, pool, str(d.get("name") or "")) in allocated:
-                    used += 1
-    except CelError:
-        return 0, 0
+                    try:
+                        ok = all(cel_cache.get_or_compile(e).matches(di) for e in selectors)
+                    except CelError:
+                        ok = None
+                    verdicts[(id(d), selectors)] = (d, ok)
+                if ok is None:
+                    return 0, 0
+                if not ok:
+                    continue
+            total += 1
+            if (driver, pool, str(d.get("name") or "")) in allocated:
+                used += 1
     return total, used
 
 
@@ -323,6 +337,29 @@ class DraScorer:
     def __init__(self) -> None:
         self.cel_cache = CelCache(10)
         self._inputs: dict[int, DeviceInput] = {}
+        #: (id(device), selectors) -> (device, verdict, None when a selector failed): see dra_totals
+        self._verdicts: dict[tuple[int, tuple[str, ...]], tuple[dict[str, Any], bool | None]] = {}
+        #: the last slice list by id (kept, so the ids stay theirs), its slices by nodeName, and the others
+        self._index: tuple[list[int], list[dict[str, Any]], dict[str, list[dict[str, Any]]],
+                           list[dict[str, Any]]] | None = None
+
+    def _by_node(self, slices: list[dict[str, Any]]) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
+        """Slices that can reach only the node they name, by that name, and every other slice (checked per node):
+        so each node looks at its own slices, not at the whole cluster's."""
+        ids = list(map(id, slices))
+        if self._index is not None and self._index[0] == ids:
+            return self._index[2], self._index[3]
+        by_node: dict[str, list[dict[str, Any]]] = {}
+        other: list[dict[str, Any]] = []
+        for s in slices:
+            sp = s.get("spec") or {}
+            name = sp.get("nodeName") or ""
+            if name and not sp.get("allNodes") and not sp.get("perDeviceNodeSelection"):
+                by_node.setdefault(name, []).append(s)
+            else:
+                other.append(s)
+        self._index = (ids, slices, by_node, other)
+        return by_node, other
 
     def totals(self, mgr: Any, resource: str, nodes: list[Node]) -> tuple[list[int], list[int]] | None:
         """(capacity, allocated) per node from the DRA manager's slices and allocated devices, or None when no
@@ -331,11 +368,15 @@ class DraScorer:
             return None
         slices = mgr.slices.list()
         allocated = mgr.allocated()
-        if len(self._inputs) > 200_000:
+        if len(self._inputs) > 200_000 or len(self._verdicts) > 200_000:
             self._inputs.clear()
+            self._verdicts.clear()
+        by_node, other = self._by_node(slices)
         caps, used = [], []
         for node in nodes:
-            c, u = dra_totals(mgr.resolver, slices, allocated, node, resource, self.cel_cache, self._inputs)
+            own = by_node.get(node.name)
+            c, u = dra_totals(mgr.resolver, own + other if own else other, allocated, node, resource, self.cel_cache,
+                              self._inputs, self._verdicts)
             caps.append(c)
             used.append(u)
         return caps, used
