@@ -147,3 +147,21 @@ def test_memo_skips_network_attached_slices() -> None:
     for n in nodes:
         assert shared.allocate(n, [claim]) == _allocator(slices, allocated).allocate(n, [claim])
     assert not shared.memo
+
+
+@pytest.mark.parametrize("admin", [False, True])
+def test_single_request_on_full_nodes(admin: bool) -> None:
+    """One plain request on a later node of the cycle (the plan is known): a node whose devices are all in use is
+    turned down without a search, as the search would; admin access still gets a device there."""
+    nodes, slices, _ = _cluster(random.Random(3), 6)
+    allocated = {(DRIVER, s["spec"]["pool"]["name"], d["name"]) for s in slices[: len(slices) // 2]
+                 for d in s["spec"]["devices"]}
+    body: dict[str, Any] = {"deviceClassName": "gpu", "tolerations": [{"key": "k", "operator": "Exists"}]}
+    if admin:
+        body["adminAccess"] = True
+    claim = {"metadata": {"name": "c", "namespace": "ns"},
+             "spec": {"devices": {"requests": [{"name": "a", "exactly": body}]}}}
+    shared = _allocator(slices, allocated)
+    got = [shared.allocate(n, [claim]) for n in nodes]
+    assert got == [_allocator(slices, allocated).allocate(n, [claim]) for n in nodes]
+    assert (got[0] is None) is not admin

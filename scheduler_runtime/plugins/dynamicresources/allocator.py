@@ -125,6 +125,15 @@ def minor_at_least(gates: Mapping[str, bool] | None, minor: tuple[int, int]) -> 
     return tuple(int(p) for p in emulated_minor(gates).split(".")) >= minor
 
 
+def _same(a: list[Any], b: list[Any]) -> bool:
+    """The same objects in the same order (the claims a plan or a memo entry was made for)."""
+    if len(a) != len(b):
+        return False
+    if len(a) == 1:
+        return a[0] is b[0]
+    return all(x is y for x, y in zip(a, b, strict=True))
+
+
 def name_of(obj: dict[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name") or "")
 
@@ -554,6 +563,8 @@ class SliceCaches:
         #: allocator's split, reused when the next one gets the same slice objects in the same order
         self.split: tuple[list[int], list[dict[str, Any]], dict[str, list[dict[str, Any]]],
                           list[dict[str, Any]]] | None = None
+        #: node name -> (its pools list, the IDs of their devices, None when a pool is invalid or has counters)
+        self.node_ids: dict[str, tuple[list[Pool], frozenset[DeviceID] | None]] = {}
         #: id(slice) -> (slice, its devices for the greedy search, their IDs)
         self.records: dict[int, tuple[dict[str, Any], list[_Record], frozenset[DeviceID]]] = {}
         #: id(slice) -> (slice, its shape: driver and every device's content but its name, or None when the
@@ -753,14 +764,34 @@ class Allocator:
 
     def search(self, node: Node, claims: list[dict[str, Any]], deadline: float | None = None) -> _Run | None:
         """`allocate` without building the results: the returned object's `build()` does, when needed."""
-        run = _Run(self, node, claims, deadline)
         if len(claims) == 1:  # one claim whose one plain request was checked on an earlier node: straight to it
             plan = self.plans.get((id(claims[0]),))
             if plan is not None and plan[3] is not None and plan[0][0] is claims[0]:
-                run.pools = self.pools_for(node)
+                pools = self.pools_for(node)
+                if not plan[3].request.admin and self._all_in_use(node, pools):
+                    return None  # what the greedy search would find, device by device
+                run = _Run(self, node, claims, deadline)
+                run.pools = pools
                 run.request_data[(0, 0, 0)] = plan[3]
                 return run if run._solve() else None
+        run = _Run(self, node, claims, deadline)
         return run if run.search() else None
+
+    def _all_in_use(self, node: Node, pools: list[Pool]) -> bool:
+        """Every device of the node's usable pools is allocated in the store, and no pool is invalid or shares
+        counters (which would change the outcome or the error): the greedy search cannot pick anything."""
+        hit = self.caches.node_ids.get(node.name)
+        if hit is None or hit[0] is not pools:
+            ids: frozenset[DeviceID] | None = None
+            if not any(p.invalid or p.counter_sets for p in pools):
+                ids = frozenset(did for p in pools if not p.incomplete for s in p.slices
+                                for did, _d in self.caches.slice_devices(p, s))
+            hit = self.caches.node_ids[node.name] = (pools, ids)
+        if hit[1] is None:
+            return False
+        allocated = self.allocated
+        store = allocated.parts()[0] if hasattr(allocated, "parts") else allocated
+        return isinstance(store, (set, frozenset, dict)) and not hit[1].difference(store)
 
 
 #: a solution by device positions: per claim (request, position) of each device, and each chosen sub-request
@@ -810,11 +841,11 @@ class _Run:
         plan_key = tuple(id(c) for c in self.claims)
         plan = self.a.plans.get(plan_key)
         memo_key = flat = None
-        if plan is not None and all(a is b for a, b in zip(plan[0], self.claims, strict=True)):
+        if plan is not None and _same(plan[0], self.claims):
             if plan[3] is None:  # more than one plain request: the search is worth remembering
                 memo_key, flat = self._memo_key(plan_key)
                 hit = self.a.memo.get(memo_key) if memo_key is not None else None
-                if hit is not None and all(a is b for a, b in zip(hit[0], self.claims, strict=True)):
+                if hit is not None and _same(hit[0], self.claims):
                     if hit[1] is None:
                         return False
                     self.pending = (plan, hit[1], flat)  # `build` replays it, on the one node picked
