@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from scheduler_runtime.objects import Node
-from scheduler_runtime.plugins.dynamicresources.allocator import AllocationError, Allocator, Features
+from scheduler_runtime.plugins.dynamicresources.allocator import AllocationError, Allocator, Features, SliceCaches
 from scheduler_runtime.plugins.dynamicresources.cel import CelCache
 
 DRIVER = "gpu.example.com"
@@ -91,10 +91,12 @@ def _allocator(slices: list[dict[str, Any]], allocated: set[tuple[str, str, str]
 
 
 def _outcome(alloc: Allocator, node: Node, claims: list[dict[str, Any]]) -> Any:
+    """What Filter then Reserve get (search, then build on the node picked)."""
     try:
-        return alloc.allocate(node, claims)
+        run = alloc.search(node, claims)
     except AllocationError as exc:
         return f"error: {exc}"
+    return run.build() if run is not None else None
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -104,7 +106,12 @@ def test_memo_matches_a_fresh_search(seed: int) -> None:
     claims = _claims(rng)
     shared = _allocator(slices, allocated)
     for node in nodes:
-        assert _outcome(shared, node, claims) == _outcome(_allocator(slices, allocated), node, claims), node.name
+        fresh = _allocator(slices, allocated)
+        try:
+            want = fresh.allocate(node, claims)
+        except AllocationError as exc:
+            want = f"error: {exc}"
+        assert _outcome(shared, node, claims) == want, node.name
     # the nodes came in three shapes and two patterns of devices in use: at most six searches were remembered
     # (none for one plain request, which takes the greedy path)
     assert len(shared.memo) <= 6
@@ -129,7 +136,7 @@ def test_memo_keys_on_devices_in_use() -> None:
     first = slices[0]["spec"]
     allocated = {(DRIVER, first["pool"]["name"], first["devices"][0]["name"])}
     shared = _allocator(slices, allocated)
-    got = [shared.allocate(n, [claim]) for n in nodes]
+    got = [_outcome(shared, n, [claim]) for n in nodes]
     fresh = [_allocator(slices, allocated).allocate(n, [claim]) for n in nodes]
     assert got == fresh
     assert got[0] is not None and got[0][0]["devices"]["results"][0]["device"] != first["devices"][0]["name"]
@@ -145,7 +152,7 @@ def test_memo_skips_network_attached_slices() -> None:
         {"name": "a", "exactly": {"deviceClassName": "gpu"}}, {"name": "b", "exactly": {"deviceClassName": "gpu"}}]}}}
     shared = _allocator(slices, allocated)
     for n in nodes:
-        assert shared.allocate(n, [claim]) == _allocator(slices, allocated).allocate(n, [claim])
+        assert _outcome(shared, n, [claim]) == _allocator(slices, allocated).allocate(n, [claim])
     assert not shared.memo
 
 
@@ -162,6 +169,26 @@ def test_single_request_on_full_nodes(admin: bool) -> None:
     claim = {"metadata": {"name": "c", "namespace": "ns"},
              "spec": {"devices": {"requests": [{"name": "a", "exactly": body}]}}}
     shared = _allocator(slices, allocated)
-    got = [shared.allocate(n, [claim]) for n in nodes]
+    got = [_outcome(shared, n, [claim]) for n in nodes]
     assert got == [_allocator(slices, allocated).allocate(n, [claim]) for n in nodes]
     assert (got[0] is None) is not admin
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_plain_request_shortcut_matches_the_search(seed: int) -> None:
+    """One plain request, cycle after cycle with the slice caches kept (so devices' eligibility is remembered and
+    the allocator picks without a search where it can): the same devices as a fresh search on each node."""
+    rng = random.Random(seed)
+    nodes, slices, _ = _cluster(rng, 9)
+    caches = SliceCaches()
+    all_ids = [(DRIVER, s["spec"]["pool"]["name"], d["name"]) for s in slices for d in s["spec"]["devices"]]
+    for _cycle in range(3):
+        claim = {"metadata": {"name": "c", "namespace": "ns"},
+                 "spec": {"devices": {"requests": [_request(rng, "r")]}}}
+        if "firstAvailable" in claim["spec"]["devices"]["requests"][0]:
+            continue
+        allocated = {did for did in all_ids if rng.random() < 0.6}
+        shared = Allocator(features=Features(), allocated=allocated, class_lister=CLASSES.get, slices=slices,
+                           cel_cache=CelCache(), caches=caches)
+        for node in nodes:
+            assert _outcome(shared, node, [claim]) == _allocator(slices, allocated).allocate(node, [claim])

@@ -563,8 +563,11 @@ class SliceCaches:
         #: allocator's split, reused when the next one gets the same slice objects in the same order
         self.split: tuple[list[int], list[dict[str, Any]], dict[str, list[dict[str, Any]]],
                           list[dict[str, Any]]] | None = None
-        #: node name -> (its pools list, the IDs of their devices, None when a pool is invalid or has counters)
-        self.node_ids: dict[str, tuple[list[Pool], frozenset[DeviceID] | None]] = {}
+        #: node name -> (its pools list, its devices and their IDs, or None: see `Allocator._node_devices`)
+        self.node_ids: dict[str, tuple[list[Pool], tuple[list[_Flat], frozenset[DeviceID]] | None]] = {}
+        #: id(device) -> (device, allows multiple allocations or consumes counters, has taints, has a capacity
+        #: request policy): what decides whether the greedy search must run `_allocate_device`'s checks on it
+        self.special: dict[int, tuple[dict[str, Any], bool, bool, bool]] = {}
         #: id(slice) -> (slice, its devices for the greedy search, their IDs)
         self.records: dict[int, tuple[dict[str, Any], list[_Record], frozenset[DeviceID]]] = {}
         #: id(slice) -> (slice, its shape: driver and every device's content but its name, or None when the
@@ -768,30 +771,88 @@ class Allocator:
             plan = self.plans.get((id(claims[0]),))
             if plan is not None and plan[3] is not None and plan[0][0] is claims[0]:
                 pools = self.pools_for(node)
-                if not plan[3].request.admin and self._all_in_use(node, pools):
-                    return None  # what the greedy search would find, device by device
+                rd = plan[3]
+                picked = self._pick_plain(node, pools, rd) if not rd.request.admin else None
+                if picked is False:
+                    return None
                 run = _Run(self, node, claims, deadline)
+                if picked is not None:
+                    run.pending = (plan, picked[0], picked[1])
+                    return run
                 run.pools = pools
-                run.request_data[(0, 0, 0)] = plan[3]
+                run.request_data[(0, 0, 0)] = rd
                 return run if run._solve() else None
         run = _Run(self, node, claims, deadline)
         return run if run.search() else None
 
-    def _all_in_use(self, node: Node, pools: list[Pool]) -> bool:
-        """Every device of the node's usable pools is allocated in the store, and no pool is invalid or shares
-        counters (which would change the outcome or the error): the greedy search cannot pick anything."""
+    def _node_devices(self, node: Node, pools: list[Pool]) -> tuple[list[_Flat], frozenset[DeviceID]] | None:
+        """The devices of the node's complete pools in search order, as (ID, device, slice), and their IDs; None
+        when a pool is invalid or shares counters, or a slice selects nodes per device (left to the search)."""
         hit = self.caches.node_ids.get(node.name)
-        if hit is None or hit[0] is not pools:
-            ids: frozenset[DeviceID] | None = None
-            if not any(p.invalid or p.counter_sets for p in pools):
-                ids = frozenset(did for p in pools if not p.incomplete for s in p.slices
-                                for did, _d in self.caches.slice_devices(p, s))
-            hit = self.caches.node_ids[node.name] = (pools, ids)
-        if hit[1] is None:
-            return False
+        if hit is not None and hit[0] is pools:
+            return hit[1]
+        out: tuple[list[_Flat], frozenset[DeviceID]] | None = None
+        if not any(p.invalid or p.counter_sets or any(_spec(s).get("perDeviceNodeSelection") for s in p.slices)
+                   for p in pools):
+            flat = [(did, d, s) for p in pools if not p.incomplete for s in p.slices
+                    for did, d in self.caches.slice_devices(p, s)]
+            out = (flat, frozenset(f[0] for f in flat))
+        self.caches.node_ids[node.name] = (pools, out)
+        return out
+
+    def _pick_plain(self, node: Node, pools: list[Pool], rd: _RequestData
+                    ) -> tuple[_Solution, list[_Flat]] | bool | None:
+        """What `_Run._greedy` finds for one plain request (no admin access), when it is plain to see: False
+        when fewer devices than requested are free, else the first free devices whose eligibility is already
+        remembered (see `_greedy`) and that need none of `_allocate_device`'s checks. None (the search decides)
+        when a device on the way is not like that, or for the cases `_node_devices` leaves out."""
+        info = self._node_devices(node, pools)
+        if info is None:
+            return None
         allocated = self.allocated
-        store = allocated.parts()[0] if hasattr(allocated, "parts") else allocated
-        return isinstance(store, (set, frozenset, dict)) and not hit[1].difference(store)
+        if hasattr(allocated, "parts"):
+            in_store, in_extra = allocated.parts()
+        elif isinstance(allocated, (set, frozenset, dict)):
+            in_store, in_extra = allocated, set()
+        else:
+            return None
+        flat, ids = info
+        free = ids.difference(in_store)
+        if in_extra:
+            free = free.difference(in_extra)
+        want = rd.num_devices
+        if want > ALLOCATION_RESULTS_MAX_SIZE:
+            return None
+        if len(free) < want:
+            return False
+        sig = self.signature(rd)
+        if sig[0] is None or sig[1] is None:
+            return None
+        special = self.caches.special
+        eligible = self.caches.eligible
+        check = (self.features.device_taints, self.features.consumable_capacity and rd.request.amounts is not None,
+                 self.features.consumable_capacity)
+        if check[1]:
+            return None
+        picks: list[tuple[_Request, int]] = []
+        for i, (did, d, _s) in enumerate(flat):
+            if did not in free:
+                continue
+            hit = eligible.get((id(d), sig))
+            if hit is None or hit[0] is not d:
+                return None
+            if not hit[1]:
+                continue
+            sp = special.get(id(d))
+            if sp is None or sp[0] is not d:
+                sp = special[id(d)] = (d, bool(d.get("allowMultipleAllocations") or d.get("consumesCounters")),
+                                       bool(d.get("taints")), _has_policy(d))
+            if sp[1] or (check[0] and sp[2]) or (check[2] and sp[3]):
+                return None
+            picks.append((rd.request, i))
+            if len(picks) == want:
+                return ((tuple(picks),), ()), flat
+        return False
 
 
 #: a solution by device positions: per claim (request, position) of each device, and each chosen sub-request

@@ -143,6 +143,8 @@ class _State:
     ext_facts: tuple[dict[str, Any], bool, bool, list[tuple[str, bool]]] | None = None
     #: per claim, what Filter asks of it on every node: (the claim, it skips node operations, it is allocated)
     claim_facts: list[tuple[dict[str, Any], bool, bool]] = field(default_factory=list)
+    #: the claims to allocate when no node-specific extended-resource claim takes the place of one (Filter)
+    plain_todo: list[dict[str, Any]] = field(default_factory=list)
 
     def ext_claim(self) -> dict[str, Any] | None:
         return self.claims[self.ext_index] if self.ext_index >= 0 else None
@@ -348,17 +350,22 @@ class DynamicResources(Plugin):
         node = node_info.node
         if node is None:
             return Status.as_error("node not found")
-        ext_claim, ext_mappings, st = self._filter_extended(s, pod, node_info)
-        if st is not None:
-            return st
-        if ext_claim is None and s.n_user == 0:
-            return None  # only extended resources, all from device plugins on this node
+        ext_claim: dict[str, Any] | None = None
+        ext_mappings: list[dict[str, str]] = []
+        if s.ext_index >= 0:
+            ext_claim, ext_mappings, st = self._filter_extended(s, pod, node_info)
+            if st is not None:
+                return st
+            if ext_claim is None and s.n_user == 0:
+                return None  # only extended resources, all from device plugins on this node
         unavailable = []
-        now = self.clock.time()
+        now: float | None = None
+        claims = s.claims
         facts = s.claim_facts
-        if len(facts) != len(s.claims) or any(f[0] is not c for f, c in zip(facts, s.claims, strict=True)):
+        if len(facts) != len(claims) or any(f[0] is not c for f, c in zip(facts, claims, strict=True)):
             facts = s.claim_facts = [(c, self._optional_node_ops and _skips_node_operations(c),
-                                      allocation_of(c) is not None) for c in s.claims]
+                                      allocation_of(c) is not None) for c in claims]
+            s.plain_todo = [claims[i] for i in s.to_allocate]
         for i, (claim, skips, allocated) in enumerate(facts):
             sel = s.available_on[i]
             if sel is not None and not sel.matches(node):
@@ -374,11 +381,16 @@ class DynamicResources(Plugin):
             except ValueError:
                 unavailable.append(i)
                 continue
+            if now is None:
+                now = self.clock.time()
             if not ready and self._binding_timed_out(claim, now):
                 unavailable.append(i)
         allocations = None
         if s.allocator is not None:
-            todo = [ext_claim if i == s.ext_index and ext_claim is not None else s.claims[i] for i in s.to_allocate]
+            if ext_claim is None:
+                todo = s.plain_todo
+            else:
+                todo = [ext_claim if i == s.ext_index else claims[i] for i in s.to_allocate]
             deadline = time.monotonic() + self.filter_timeout if self.filter_timeout > 0 else None
             try:
                 allocations = s.allocator.search(node, todo, deadline)
