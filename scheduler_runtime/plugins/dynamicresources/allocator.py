@@ -565,9 +565,11 @@ class SliceCaches:
                           list[dict[str, Any]]] | None = None
         #: node name -> (its pools list, its devices and their IDs, or None: see `Allocator._node_devices`)
         self.node_ids: dict[str, tuple[list[Pool], tuple[list[_Flat], frozenset[DeviceID]] | None]] = {}
-        #: id(device) -> (device, allows multiple allocations or consumes counters, has taints, has a capacity
-        #: request policy): what decides whether the greedy search must run `_allocate_device`'s checks on it
-        self.special: dict[int, tuple[dict[str, Any], bool, bool, bool]] = {}
+        #: node name -> (its pools list, device ID -> position in `node_ids`' device list)
+        self.node_positions: dict[str, tuple[list[Pool], dict[DeviceID, int]]] = {}
+        #: (node name, selector signature, taint and capacity gates) -> (its pools list, per device position:
+        #: None unknown yet, 0 not eligible, 1 eligible and plain, 2 eligible but needs _allocate_device's checks)
+        self.verdicts: dict[tuple[Hashable, ...], tuple[list[Pool], list[int | None]]] = {}
         #: id(slice) -> (slice, its devices for the greedy search, their IDs)
         self.records: dict[int, tuple[dict[str, Any], list[_Record], frozenset[DeviceID]]] = {}
         #: id(slice) -> (slice, its shape: driver and every device's content but its name, or None when the
@@ -797,6 +799,7 @@ class Allocator:
             flat = [(did, d, s) for p in pools if not p.incomplete for s in p.slices
                     for did, d in self.caches.slice_devices(p, s)]
             out = (flat, frozenset(f[0] for f in flat))
+            self.caches.node_positions[node.name] = (pools, {f[0]: i for i, f in enumerate(flat)})
         self.caches.node_ids[node.name] = (pools, out)
         return out
 
@@ -828,26 +831,37 @@ class Allocator:
         sig = self.signature(rd)
         if sig[0] is None or sig[1] is None:
             return None
-        special = self.caches.special
-        eligible = self.caches.eligible
-        check = (self.features.device_taints, self.features.consumable_capacity and rd.request.amounts is not None,
-                 self.features.consumable_capacity)
-        if check[1]:
+        taints, consumable = self.features.device_taints, self.features.consumable_capacity
+        if consumable and rd.request.amounts is not None:
             return None
+        # per node and signature, each device's verdict, filled in as the eligibility cache learns it:
+        # 0 not eligible, 1 eligible and plain, 2 eligible but `_allocate_device` must check it
+        caches = self.caches
+        vkey = (node.name, sig, taints, consumable)
+        vhit = caches.verdicts.get(vkey)
+        if vhit is None or vhit[0] is not pools:
+            vhit = caches.verdicts[vkey] = (pools, [None] * len(flat))
+        vec = vhit[1]
+        pos_of = caches.node_positions[node.name][1]
         picks: list[tuple[_Request, int]] = []
-        for i, (did, d, _s) in enumerate(flat):
-            if did not in free:
+        for i in sorted(map(pos_of.__getitem__, free)):
+            v = vec[i]
+            if v is None:
+                _did, d, _s = flat[i]
+                hit = caches.eligible.get((id(d), sig))
+                if hit is None or hit[0] is not d:
+                    return None  # not seen by the search yet
+                if not hit[1]:
+                    v = 0
+                elif (d.get("allowMultipleAllocations") or d.get("consumesCounters") or (taints and d.get("taints"))
+                      or (consumable and _has_policy(d))):
+                    v = 2
+                else:
+                    v = 1
+                vec[i] = v
+            if v == 0:
                 continue
-            hit = eligible.get((id(d), sig))
-            if hit is None or hit[0] is not d:
-                return None
-            if not hit[1]:
-                continue
-            sp = special.get(id(d))
-            if sp is None or sp[0] is not d:
-                sp = special[id(d)] = (d, bool(d.get("allowMultipleAllocations") or d.get("consumesCounters")),
-                                       bool(d.get("taints")), _has_policy(d))
-            if sp[1] or (check[0] and sp[2]) or (check[2] and sp[3]):
+            if v == 2:
                 return None
             picks.append((rd.request, i))
             if len(picks) == want:
