@@ -612,14 +612,13 @@ class SliceCaches:
         shape: Hashable | None = None
         if (sp.get("nodeName") and not sp.get("perDeviceNodeSelection") and not sp.get("sharedCounters")
                 and not sp.get("allNodes") and sp.get("nodeSelector") is None):
-            fps = []
+            fps: list[int] = []
             for d in _devices(s):
                 if d.get("consumesCounters") or d.get("allowMultipleAllocations"):
-                    fps = None
                     break
                 body = json.dumps({k: v for k, v in d.items() if k != "name"}, sort_keys=True, default=str)
                 fps.append(self._device_fps.setdefault(body, len(self._device_fps)))
-            if fps is not None:
+            else:
                 shape = (str(sp.get("driver") or ""), tuple(fps))
         self.slice_shapes[id(s)] = (s, shape)
         return shape
@@ -767,7 +766,8 @@ class Allocator:
         run = _Run(self, node, claims, deadline)
         return run.run()
 
-    def search(self, node: Node, claims: list[dict[str, Any]], deadline: float | None = None) -> _Run | None:
+    def search(self, node: Node, claims: list[dict[str, Any]], deadline: float | None = None
+               ) -> _Run | _Picked | None:
         """`allocate` without building the results: the returned object's `build()` does, when needed."""
         if len(claims) == 1:  # one claim whose one plain request was checked on an earlier node: straight to it
             plan = self.plans.get((id(claims[0]),))
@@ -777,10 +777,9 @@ class Allocator:
                 picked = self._pick_plain(node, pools, rd) if not rd.request.admin else None
                 if picked is False:
                     return None
+                if isinstance(picked, tuple):
+                    return _Picked(self, node, claims, (plan, picked[0], picked[1]))
                 run = _Run(self, node, claims, deadline)
-                if picked is not None:
-                    run.pending = (plan, picked[0], picked[1])
-                    return run
                 run.pools = pools
                 run.request_data[(0, 0, 0)] = rd
                 return run if run._solve() else None
@@ -870,7 +869,23 @@ class Allocator:
 
 
 #: a solution by device positions: per claim (request, position) of each device, and each chosen sub-request
-_Solution = tuple[tuple[tuple["_Request", int], ...], tuple[tuple[tuple[int, int, int], int], ...]]
+_Solution = tuple[tuple[tuple[tuple["_Request", int], ...], ...], tuple[tuple[tuple[int, int, int], int], ...]]
+
+
+class _Picked:
+    """What `Allocator.search` returns for devices picked without a search run: `build()` makes the run (and
+    the results) only for the node Reserve picks, not for every node Filter passes."""
+
+    __slots__ = ("a", "node", "claims", "pending")
+
+    def __init__(self, a: Allocator, node: Node, claims: list[dict[str, Any]],
+                 pending: tuple[Any, _Solution, list[_Flat]]) -> None:
+        self.a, self.node, self.claims, self.pending = a, node, claims, pending
+
+    def build(self) -> list[dict[str, Any]]:
+        run = _Run(self.a, self.node, self.claims, None)
+        run.pending = self.pending
+        return run.build()
 
 
 class _Run:
@@ -923,6 +938,7 @@ class _Run:
                 if hit is not None and _same(hit[0], self.claims):
                     if hit[1] is None:
                         return False
+                    assert flat is not None  # a memo key comes with the node's devices
                     self.pending = (plan, hit[1], flat)  # `build` replays it, on the one node picked
                     return True
             self._from_plan(plan)
