@@ -192,3 +192,39 @@ def test_plain_request_shortcut_matches_the_search(seed: int) -> None:
                            cel_cache=CelCache(), caches=caches)
         for node in nodes:
             assert _outcome(shared, node, [claim]) == _allocator(slices, allocated).allocate(node, [claim])
+
+
+class _Resolver:
+    def __init__(self, cls: dict[str, Any]) -> None:
+        self.cls = cls
+
+    def get_device_class(self, resource: str) -> dict[str, Any] | None:
+        return self.cls
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_scoring_totals_with_kept_slice_sets(seed: int) -> None:
+    """dra_totals with each slice's matching devices kept across nodes and calls (DraScorer) gives what it gives
+    device by device, a selector failing on some device (0, 0) and allNodes slices included."""
+    from scheduler_runtime.plugins.dynamicresources.extended import dra_totals
+
+    rng = random.Random(seed)
+    nodes, slices, _ = _cluster(rng, 6)
+    slices.append({"metadata": {"name": "net"}, "spec": {
+        "driver": DRIVER, "allNodes": True, "pool": {"name": "net", "generation": 1, "resourceSliceCount": 1},
+        "devices": [_device("n0", "a", 0, "8Gi", False), _device("n1", "b", 1, "16Gi", False)]}})
+    if rng.random() < 0.4:  # a device whose attribute makes the selector fail at run time
+        slices[0]["spec"]["devices"][0]["attributes"]["model"] = {"int": 3}
+    expr = f'device.attributes["{DRIVER}"].model.startsWith("a") || device.attributes["{DRIVER}"].root == 1'
+    resolver = _Resolver({"metadata": {"name": "gpu"}, "spec": {"selectors": [{"cel": {"expression": expr}}]}})
+    all_ids = [(DRIVER, s["spec"]["pool"]["name"], d["name"]) for s in slices for d in s["spec"]["devices"]]
+    verdicts: dict[Any, Any] = {}
+    sets: dict[Any, Any] = {}
+    inputs: dict[Any, Any] = {}
+    for _call in range(3):
+        allocated = {did for did in all_ids if rng.random() < 0.5}
+        for node in nodes:
+            want = dra_totals(resolver, slices, allocated, node, "r", CelCache(), {})  # type: ignore[arg-type]
+            got = dra_totals(resolver, slices, allocated, node, "r", CelCache(), inputs,  # type: ignore[arg-type]
+                             verdicts, sets)
+            assert got == want, node.name

@@ -273,13 +273,15 @@ def after_device_class_change(pod: Pod, old: Any, new: Any) -> bool:
 
 def dra_totals(resolver: ClassResolver, slices: list[dict[str, Any]], allocated: Any, node: Node, resource: str,
                cel_cache: CelCache, device_inputs: dict[int, DeviceInput],
-               verdicts: dict[tuple[int, tuple[str, ...]], tuple[dict[str, Any], bool | None]] | None = None
-               ) -> tuple[int, int]:
+               verdicts: dict[tuple[int, tuple[str, ...]], tuple[dict[str, Any], bool | None]] | None = None,
+               slice_sets: dict[tuple[int, tuple[str, ...]], tuple[dict[str, Any],
+                                                                 frozenset[tuple[str, str, str]] | None, bool]]
+               | None = None) -> tuple[int, int]:
     """calculateDRAResourceTotals, for NodeResourcesFit and BalancedAllocation scoring a resource some class
     backs on a node that does not advertise it: the node's devices of that class, and how many are allocated
     (0, 0 when a selector fails; kube logs it). `slices` may be only those that can reach the node (the sums
     and the failure do not depend on their order); `verdicts` remembers each device's verdict (None: a selector
-    failed) per selector list, across nodes and calls."""
+    failed) per selector list, across nodes and calls, and `slice_sets` each slice's matching device IDs."""
     cls = resolver.get_device_class(resource)
     if cls is None:
         return 0, 0
@@ -305,28 +307,71 @@ def dra_totals(resolver: ClassResolver, slices: list[dict[str, Any]], allocated:
             devices = sp.get("devices") or []
         driver = str(sp.get("driver") or "")
         pool = str((sp.get("pool") or {}).get("name") or "")
+        if slice_sets is not None and not sp.get("perDeviceNodeSelection"):
+            # the slice's matching devices, worked out once per slice and selector list: count them and those
+            # allocated with set operations (None: a selector failed on one of them)
+            hit = slice_sets.get((id(s), selectors))
+            if hit is None or hit[0] is not s:
+                ids: list[tuple[str, str, str]] = []
+                failed = False
+                for d in devices:
+                    ok = _device_ok(d, driver, selectors, cel_cache, device_inputs, verdicts)
+                    if ok is None:
+                        failed = True
+                        break
+                    if ok:
+                        ids.append((driver, pool, str(d.get("name") or "")))
+                # a slice repeating a device name is counted device by device below
+                matching = frozenset(ids) if not failed and len(set(ids)) == len(ids) else None
+                hit = slice_sets[(id(s), selectors)] = (s, matching, failed)
+            if hit[2]:
+                return 0, 0
+            if hit[1] is not None:
+                total += len(hit[1])
+                used += _count_in(hit[1], allocated)
+                continue
         for d in devices:
-            if selectors:
-                hit = verdicts.get((id(d), selectors))
-                if hit is not None and hit[0] is d:
-                    ok = hit[1]
-                else:
-                    di = device_inputs.get(id(d))
-                    if di is None or di.raw is not d:
-                        di = device_inputs[id(d)] = DeviceInput(driver, d)
-                    try:
-                        ok = all(cel_cache.get_or_compile(e).matches(di) for e in selectors)
-                    except CelError:
-                        ok = None
-                    verdicts[(id(d), selectors)] = (d, ok)
-                if ok is None:
-                    return 0, 0
-                if not ok:
-                    continue
+            ok = _device_ok(d, driver, selectors, cel_cache, device_inputs, verdicts)
+            if ok is None:
+                return 0, 0
+            if not ok:
+                continue
             total += 1
             if (driver, pool, str(d.get("name") or "")) in allocated:
                 used += 1
     return total, used
+
+
+def _device_ok(d: dict[str, Any], driver: str, selectors: tuple[str, ...], cel_cache: CelCache,
+               device_inputs: dict[int, DeviceInput],
+               verdicts: dict[tuple[int, tuple[str, ...]], tuple[dict[str, Any], bool | None]]) -> bool | None:
+    """Whether every selector accepts the device (in order, the first false one ends it); None when one fails."""
+    if not selectors:
+        return True
+    hit = verdicts.get((id(d), selectors))
+    if hit is not None and hit[0] is d:
+        return hit[1]
+    di = device_inputs.get(id(d))
+    if di is None or di.raw is not d:
+        di = device_inputs[id(d)] = DeviceInput(driver, d)
+    ok: bool | None
+    try:
+        ok = all(cel_cache.get_or_compile(e).matches(di) for e in selectors)
+    except CelError:
+        ok = None
+    verdicts[(id(d), selectors)] = (d, ok)
+    return ok
+
+
+def _count_in(ids: frozenset[tuple[str, str, str]], allocated: Any) -> int:
+    """How many of `ids` are allocated (claims.AllocatedView: with set operations)."""
+    if hasattr(allocated, "parts"):
+        counts, extra = allocated.parts()
+        rest = ids.difference(counts)
+        if extra:
+            rest = rest.difference(extra)
+        return len(ids) - len(rest)
+    return sum(1 for did in ids if did in allocated)
 
 
 class DraScorer:
@@ -339,6 +384,9 @@ class DraScorer:
         self._inputs: dict[int, DeviceInput] = {}
         #: (id(device), selectors) -> (device, verdict, None when a selector failed): see dra_totals
         self._verdicts: dict[tuple[int, tuple[str, ...]], tuple[dict[str, Any], bool | None]] = {}
+        #: (id(slice), selectors) -> (slice, IDs of its matching devices or None, a selector failed): see dra_totals
+        self._slice_sets: dict[tuple[int, tuple[str, ...]], tuple[dict[str, Any],
+                                                               frozenset[tuple[str, str, str]] | None, bool]] = {}
         #: the last slice list by id (kept, so the ids stay theirs), its slices by nodeName, and the others
         self._index: tuple[list[int], list[dict[str, Any]], dict[str, list[dict[str, Any]]],
                            list[dict[str, Any]]] | None = None
@@ -368,15 +416,16 @@ class DraScorer:
             return None
         slices = mgr.slices.list()
         allocated = mgr.allocated()
-        if len(self._inputs) > 200_000 or len(self._verdicts) > 200_000:
+        if len(self._inputs) > 200_000 or len(self._verdicts) > 200_000 or len(self._slice_sets) > 50_000:
             self._inputs.clear()
             self._verdicts.clear()
+            self._slice_sets.clear()
         by_node, other = self._by_node(slices)
         caps, used = [], []
         for node in nodes:
             own = by_node.get(node.name)
             c, u = dra_totals(mgr.resolver, own + other if own else other, allocated, node, resource, self.cel_cache,
-                              self._inputs, self._verdicts)
+                              self._inputs, self._verdicts, self._slice_sets)
             caps.append(c)
             used.append(u)
         return caps, used
