@@ -397,7 +397,8 @@ class MemoryCluster(ClusterBackend):
         if old is not None:
             self._emit(resource, "DELETED", old, None)
             if resource == "pods":
-                release_pod(self, str((old.get("metadata") or {}).get("uid") or ""), emit=True)
+                m = old.get("metadata") or {}
+                release_pod(self, str(m.get("uid") or ""), emit=True, namespace=m.get("namespace") or "default")
 
     def _emit(self, resource: str, action: str, old: dict | None, new: dict | None) -> None:
         for h in list(self._handlers):

@@ -34,6 +34,7 @@ passed around.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable, Container, Hashable, Mapping
@@ -53,6 +54,9 @@ ALLOCATION_RESULTS_MAX_SIZE = 32
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 DeviceID = tuple[str, str, str]  # (driver, pool, device)
+_Flat = tuple[DeviceID, dict[str, Any], dict[str, Any]]  # (device id, device, slice), in search order
+#: (device id, device, allows multiple allocations or consumes counters, has taints, has a capacity request policy)
+_Record = tuple[DeviceID, dict[str, Any], bool, bool, bool]
 
 
 class AllocationError(Exception):
@@ -119,6 +123,15 @@ def minor_at_least(gates: Mapping[str, bool] | None, minor: tuple[int, int]) -> 
     from ...featuregates import emulated_minor
 
     return tuple(int(p) for p in emulated_minor(gates).split(".")) >= minor
+
+
+def _same(a: list[Any], b: list[Any]) -> bool:
+    """The same objects in the same order (the claims a plan or a memo entry was made for)."""
+    if len(a) != len(b):
+        return False
+    if len(a) == 1:
+        return a[0] is b[0]
+    return all(x is y for x, y in zip(a, b, strict=True))
 
 
 def name_of(obj: dict[str, Any]) -> str:
@@ -546,6 +559,27 @@ class SliceCaches:
         #: (id(device), selector signature) -> (device, verdict of every class and request selector): a
         #: device's eligibility for requests with the same selectors, for slices without per-device node selection
         self.eligible: dict[tuple[int, Hashable], tuple[dict[str, Any], bool]] = {}
+        #: the slices by id (kept, so the ids stay theirs), by node name, and those not on one node: the last
+        #: allocator's split, reused when the next one gets the same slice objects in the same order
+        self.split: tuple[list[int], list[dict[str, Any]], dict[str, list[dict[str, Any]]],
+                          list[dict[str, Any]]] | None = None
+        #: node name -> (its pools list, its devices and their IDs, or None: see `Allocator._node_devices`)
+        self.node_ids: dict[str, tuple[list[Pool], tuple[list[_Flat], frozenset[DeviceID]] | None]] = {}
+        #: node name -> (its pools list, device ID -> position in `node_ids`' device list)
+        self.node_positions: dict[str, tuple[list[Pool], dict[DeviceID, int]]] = {}
+        #: (node name, selector signature, taint and capacity gates) -> (its pools list, per device position:
+        #: None unknown yet, 0 not eligible, 1 eligible and plain, 2 eligible but needs _allocate_device's checks)
+        self.verdicts: dict[tuple[Hashable, ...], tuple[list[Pool], list[int | None]]] = {}
+        #: id(slice) -> (slice, its devices for the greedy search, their IDs)
+        self.records: dict[int, tuple[dict[str, Any], list[_Record], frozenset[DeviceID]]] = {}
+        #: id(slice) -> (slice, its shape: driver and every device's content but its name, or None when the
+        #: slice is not plainly node-local; see `Allocator.node_shape`)
+        self.slice_shapes: dict[int, tuple[dict[str, Any], Hashable | None]] = {}
+        #: node name -> (its pools list, (shape, flat device list) or None): see `Allocator.node_shape`
+        self.node_shapes: dict[str, tuple[list[Pool], tuple[int, list[_Flat]] | None]] = {}
+        #: device content (JSON) -> a small int, and node shape -> a small int, so keys hash cheaply
+        self._device_fps: dict[str, int] = {}
+        self.shape_ids: dict[Hashable, int] = {}
 
     def slice_devices(self, pool: Pool, s: dict[str, Any]) -> list[tuple[DeviceID, dict[str, Any]]]:
         hit = self.devices.get(id(s))
@@ -554,6 +588,40 @@ class SliceCaches:
         out = [((pool.driver, pool.name, str(d.get("name") or "")), d) for d in _devices(s)]
         self.devices[id(s)] = (s, out)
         return out
+
+    def slice_records(self, pool: Pool, s: dict[str, Any]) -> tuple[list[_Record], frozenset[DeviceID]]:
+        """The slice's devices as the greedy search reads them (see `_Record`), and their IDs as a set."""
+        hit = self.records.get(id(s))
+        if hit is not None and hit[0] is s:
+            return hit[1], hit[2]
+        recs = [(did, d, bool(d.get("allowMultipleAllocations") or d.get("consumesCounters")),
+                 bool(d.get("taints")), _has_policy(d)) for did, d in self.slice_devices(pool, s)]
+        ids = frozenset(r[0] for r in recs)
+        self.records[id(s)] = (s, recs, ids)
+        return recs, ids
+
+    def slice_shape(self, s: dict[str, Any]) -> Hashable | None:
+        """What the search can see of a node-local slice (the driver and each device without its name, in
+        order), or None when the slice can change the answer from node to node or from search to search:
+        not bound to one node by `nodeName`, per-device node selection, shared counters, devices consuming
+        counters, or devices allowing multiple allocations (each share gets a fresh random ID)."""
+        hit = self.slice_shapes.get(id(s))
+        if hit is not None and hit[0] is s:
+            return hit[1]
+        sp = _spec(s)
+        shape: Hashable | None = None
+        if (sp.get("nodeName") and not sp.get("perDeviceNodeSelection") and not sp.get("sharedCounters")
+                and not sp.get("allNodes") and sp.get("nodeSelector") is None):
+            fps: list[int] = []
+            for d in _devices(s):
+                if d.get("consumesCounters") or d.get("allowMultipleAllocations"):
+                    break
+                body = json.dumps({k: v for k, v in d.items() if k != "name"}, sort_keys=True, default=str)
+                fps.append(self._device_fps.setdefault(body, len(self._device_fps)))
+            else:
+                shape = (str(sp.get("driver") or ""), tuple(fps))
+        self.slice_shapes[id(s)] = (s, shape)
+        return shape
 
 
 class Allocator:
@@ -576,23 +644,34 @@ class Allocator:
         self.class_lister = class_lister
         self.cel_cache = cel_cache
         self.all_slices = slices
-        self.on_node: dict[str, list[dict[str, Any]]] = {}
-        self.shared: list[dict[str, Any]] = []
-        for s in slices:
-            sp = _spec(s)
-            node_name = sp.get("nodeName") or ""
-            if not node_name or sp.get("sharedCounters"):
-                self.shared.append(s)
-            else:
-                self.on_node.setdefault(node_name, []).append(s)
-        #: CEL inputs by id() of the device dict; the slices are immutable while the allocator lives
-        self._inputs = device_inputs if device_inputs is not None else {}
         #: pools per node and selector results per device, valid while the slices are (see SliceCaches)
         self.caches = caches if caches is not None else SliceCaches()
+        ids = list(map(id, slices))
+        split = self.caches.split
+        if split is not None and split[0] == ids:  # the same slice objects as the last cycle's
+            self.on_node, self.shared = split[2], split[3]
+        else:
+            self.on_node = {}
+            self.shared = []
+            for s in slices:
+                sp = _spec(s)
+                node_name = sp.get("nodeName") or ""
+                if not node_name or sp.get("sharedCounters"):
+                    self.shared.append(s)
+                else:
+                    self.on_node.setdefault(node_name, []).append(s)
+            self.caches.split = (ids, slices, self.on_node, self.shared)
+        #: CEL inputs by id() of the device dict; the slices are immutable while the allocator lives
+        self._inputs = device_inputs if device_inputs is not None else {}
         #: claims (by id) -> their checked requests and constraint specs, reused for every node of the cycle
         self.plans: dict[tuple[int, ...], Any] = {}
         #: (id(claim), request, sub-request) -> (claim, request, class) of ExactCount requests already checked
         self.validated: dict[tuple[int, int, int], tuple[dict[str, Any], _Request, dict[str, Any] | None]] = {}
+        #: (claims by id, node shape, allocated positions) -> (claims, solution or None): the search's outcome on
+        #: a node whose devices look the same, in the same order, with the same ones in use (see `node_shape`)
+        self.memo: dict[tuple[Hashable, ...], tuple[list[dict[str, Any]], _Solution | None]] = {}
+        #: id(request data) -> (it, its selector signature), for the request data a plan shares between nodes
+        self.sigs: dict[int, tuple[_RequestData, tuple[Any, ...]]] = {}
 
     def pools_for(self, node: Node) -> list[Pool]:
         hit = self.caches.pools.get(node.name)
@@ -601,6 +680,67 @@ class Allocator:
         pools = gather_pools(self.on_node.get(node.name, []) + self.shared, node, self.features, self.all_slices)
         self.caches.pools[node.name] = (node, pools)
         return pools
+
+    def signature(self, rd: _RequestData) -> tuple[Any, ...]:
+        """The class's and the request's selector expressions (None: one is not CEL) and the gate that decides
+        whether devices with binding conditions are eligible: devices' eligibility is remembered under it."""
+        hit = self.sigs.get(id(rd))
+        if hit is not None and hit[0] is rd:
+            return hit[1]
+        sig = (_exprs(_spec(rd.device_class).get("selectors") if rd.device_class is not None else None),
+               _exprs(rd.request.selectors), self.features.device_binding_and_status)
+        self.sigs[id(rd)] = (rd, sig)
+        return sig
+
+    def node_shape(self, node: Node, pools: list[Pool]) -> tuple[int, list[_Flat]] | None:
+        """The node's pools as the search sees them (an int naming the shape) and its devices in search order,
+        or None when the memo cannot be used for the node. Two nodes of the same shape differ only in names
+        (slices, pools, devices, the node), which the search never looks at except to order pools and slices:
+        it reaches the same verdict at the same positions, given the same positions in use."""
+        hit = self.caches.node_shapes.get(node.name)
+        if hit is not None and hit[0] is pools:
+            return hit[1]
+        caches = self.caches
+        shapes: list[Hashable] = []
+        flat: list[_Flat] = []
+        out: tuple[int, list[_Flat]] | None = None
+        for p in pools:
+            if p.incomplete or p.invalid or p.counter_sets or p.other_slices:
+                break
+            per_slice = []
+            for sl in p.slices:
+                sh = caches.slice_shape(sl)
+                if sh is None:
+                    break
+                per_slice.append(sh)
+                flat.extend((did, d, sl) for did, d in caches.slice_devices(p, sl))
+            else:
+                shapes.append((p.driver, tuple(per_slice)))
+                continue
+            break
+        else:
+            key = tuple(shapes)
+            out = (caches.shape_ids.setdefault(key, len(caches.shape_ids)), flat)
+        caches.node_shapes[node.name] = (pools, out)
+        return out
+
+    def in_use_at(self, flat: list[_Flat]) -> Hashable:
+        """Which positions of `flat` are allocated or in flight, and any shares they hold."""
+        allocated = self.allocated
+        ids = [f[0] for f in flat]
+        used: tuple[int, ...] = ()
+        if hasattr(allocated, "parts"):  # claims.AllocatedView: a free node is found without a loop in Python
+            in_store, in_extra = allocated.parts()
+            if not (in_store.keys().isdisjoint(ids) and in_extra.isdisjoint(ids)):
+                used = tuple(i for i, did in enumerate(ids) if did in in_store or did in in_extra)
+        else:
+            used = tuple(i for i, did in enumerate(ids) if did in allocated)
+        cap, shared = self.allocated_capacity, self.shared_devices
+        if not cap and not shared:
+            return used
+        shares = tuple((i, f[0] in shared, tuple(sorted((cap.get(f[0]) or {}).items())))
+                       for i, f in enumerate(flat) if f[0] in shared or f[0] in cap)
+        return used, shares
 
     def selector_matches(self, expr: str, driver: str, device: dict[str, Any]) -> bool:
         """A compiled selector on a device, remembered while the slice lasts; raises CelError."""
@@ -626,15 +766,131 @@ class Allocator:
         run = _Run(self, node, claims, deadline)
         return run.run()
 
-    def search(self, node: Node, claims: list[dict[str, Any]], deadline: float | None = None) -> _Run | None:
+    def search(self, node: Node, claims: list[dict[str, Any]], deadline: float | None = None
+               ) -> _Run | _Picked | None:
         """`allocate` without building the results: the returned object's `build()` does, when needed."""
+        if len(claims) == 1:  # one claim whose one plain request was checked on an earlier node: straight to it
+            plan = self.plans.get((id(claims[0]),))
+            if plan is not None and plan[3] is not None and plan[0][0] is claims[0]:
+                pools = self.pools_for(node)
+                rd = plan[3]
+                picked = self._pick_plain(node, pools, rd) if not rd.request.admin else None
+                if picked is False:
+                    return None
+                if isinstance(picked, tuple):
+                    return _Picked(self, node, claims, (plan, picked[0], picked[1]))
+                run = _Run(self, node, claims, deadline)
+                run.pools = pools
+                run.request_data[(0, 0, 0)] = rd
+                return run if run._solve() else None
         run = _Run(self, node, claims, deadline)
         return run if run.search() else None
+
+    def _node_devices(self, node: Node, pools: list[Pool]) -> tuple[list[_Flat], frozenset[DeviceID]] | None:
+        """The devices of the node's complete pools in search order, as (ID, device, slice), and their IDs; None
+        when a pool is invalid or shares counters, or a slice selects nodes per device (left to the search)."""
+        hit = self.caches.node_ids.get(node.name)
+        if hit is not None and hit[0] is pools:
+            return hit[1]
+        out: tuple[list[_Flat], frozenset[DeviceID]] | None = None
+        if not any(p.invalid or p.counter_sets or any(_spec(s).get("perDeviceNodeSelection") for s in p.slices)
+                   for p in pools):
+            flat = [(did, d, s) for p in pools if not p.incomplete for s in p.slices
+                    for did, d in self.caches.slice_devices(p, s)]
+            out = (flat, frozenset(f[0] for f in flat))
+            self.caches.node_positions[node.name] = (pools, {f[0]: i for i, f in enumerate(flat)})
+        self.caches.node_ids[node.name] = (pools, out)
+        return out
+
+    def _pick_plain(self, node: Node, pools: list[Pool], rd: _RequestData
+                    ) -> tuple[_Solution, list[_Flat]] | bool | None:
+        """What `_Run._greedy` finds for one plain request (no admin access), when it is plain to see: False
+        when fewer devices than requested are free, else the first free devices whose eligibility is already
+        remembered (see `_greedy`) and that need none of `_allocate_device`'s checks. None (the search decides)
+        when a device on the way is not like that, or for the cases `_node_devices` leaves out."""
+        info = self._node_devices(node, pools)
+        if info is None:
+            return None
+        allocated = self.allocated
+        if hasattr(allocated, "parts"):
+            in_store, in_extra = allocated.parts()
+        elif isinstance(allocated, (set, frozenset, dict)):
+            in_store, in_extra = allocated, set()
+        else:
+            return None
+        flat, ids = info
+        free = ids.difference(in_store)
+        if in_extra:
+            free = free.difference(in_extra)
+        want = rd.num_devices
+        if want > ALLOCATION_RESULTS_MAX_SIZE:
+            return None
+        if len(free) < want:
+            return False
+        sig = self.signature(rd)
+        if sig[0] is None or sig[1] is None:
+            return None
+        taints, consumable = self.features.device_taints, self.features.consumable_capacity
+        if consumable and rd.request.amounts is not None:
+            return None
+        # per node and signature, each device's verdict, filled in as the eligibility cache learns it:
+        # 0 not eligible, 1 eligible and plain, 2 eligible but `_allocate_device` must check it
+        caches = self.caches
+        vkey = (node.name, sig, taints, consumable)
+        vhit = caches.verdicts.get(vkey)
+        if vhit is None or vhit[0] is not pools:
+            vhit = caches.verdicts[vkey] = (pools, [None] * len(flat))
+        vec = vhit[1]
+        pos_of = caches.node_positions[node.name][1]
+        picks: list[tuple[_Request, int]] = []
+        for i in sorted(map(pos_of.__getitem__, free)):
+            v = vec[i]
+            if v is None:
+                _did, d, _s = flat[i]
+                hit = caches.eligible.get((id(d), sig))
+                if hit is None or hit[0] is not d:
+                    return None  # not seen by the search yet
+                if not hit[1]:
+                    v = 0
+                elif (d.get("allowMultipleAllocations") or d.get("consumesCounters") or (taints and d.get("taints"))
+                      or (consumable and _has_policy(d))):
+                    v = 2
+                else:
+                    v = 1
+                vec[i] = v
+            if v == 0:
+                continue
+            if v == 2:
+                return None
+            picks.append((rd.request, i))
+            if len(picks) == want:
+                return ((tuple(picks),), ()), flat
+        return False
+
+
+#: a solution by device positions: per claim (request, position) of each device, and each chosen sub-request
+_Solution = tuple[tuple[tuple[tuple["_Request", int], ...], ...], tuple[tuple[tuple[int, int, int], int], ...]]
+
+
+class _Picked:
+    """What `Allocator.search` returns for devices picked without a search run: `build()` makes the run (and
+    the results) only for the node Reserve picks, not for every node Filter passes."""
+
+    __slots__ = ("a", "node", "claims", "pending")
+
+    def __init__(self, a: Allocator, node: Node, claims: list[dict[str, Any]],
+                 pending: tuple[Any, _Solution, list[_Flat]]) -> None:
+        self.a, self.node, self.claims, self.pending = a, node, claims, pending
+
+    def build(self) -> list[dict[str, Any]]:
+        run = _Run(self.a, self.node, self.claims, None)
+        run.pending = self.pending
+        return run.build()
 
 
 class _Run:
     __slots__ = ("a", "features", "node", "claims", "deadline", "steps", "request_data", "constraints", "matches",
-                 "allocating", "results", "consumed", "available", "pools", "allocating_capacity")
+                 "allocating", "results", "consumed", "available", "pools", "allocating_capacity", "pending")
 
     def __init__(self, a: Allocator, node: Node, claims: list[dict[str, Any]], deadline: float | None) -> None:
         self.a = a
@@ -653,6 +909,8 @@ class _Run:
         self.pools: list[Pool] = []
         #: what the shares picked in this search consume of each device (kube's allocatingCapacity)
         self.allocating_capacity: dict[DeviceID, dict[str, Decimal]] = {}
+        #: a remembered solution found on a node of the same shape (plan, solution, this node's devices)
+        self.pending: tuple[Any, _Solution, list[_Flat]] | None = None
 
     # -------------------------------------------------------------- setup
     def run(self) -> list[dict[str, Any]] | None:
@@ -660,6 +918,11 @@ class _Run:
 
     def build(self) -> list[dict[str, Any]]:
         """One AllocationResult per claim from the solution `search` found."""
+        if self.pending is not None:
+            plan, sol, flat = self.pending
+            self.pending = None
+            self._from_plan(plan)
+            self._replay(sol, flat)
         return [self._result(ci, claim) for ci, claim in enumerate(self.claims)]
 
     def search(self) -> bool:
@@ -667,18 +930,22 @@ class _Run:
         self.pools = self.a.pools_for(self.node)
         plan_key = tuple(id(c) for c in self.claims)
         plan = self.a.plans.get(plan_key)
-        if plan is not None and all(a is b for a, b in zip(plan[0], self.claims, strict=True)):
-            # the node-independent checks passed for these claims on an earlier node: reuse them
-            if plan[3] is not None:  # one plain ExactCount request: its data is never changed by a search
-                self.request_data[(0, 0, 0)] = plan[3]
-            else:
-                for key, (req, cls, n, is_sub) in plan[1].items():
-                    self.request_data[key] = _RequestData(req, cls, n, is_sub=is_sub)
-                for ci, kind, requests, attr in plan[2]:
-                    self.constraints[ci].append(kind(list(requests), attr))
+        memo_key = flat = None
+        if plan is not None and _same(plan[0], self.claims):
+            if plan[3] is None:  # more than one plain request: the search is worth remembering
+                memo_key, flat = self._memo_key(plan_key)
+                hit = self.a.memo.get(memo_key) if memo_key is not None else None
+                if hit is not None and _same(hit[0], self.claims):
+                    if hit[1] is None:
+                        return False
+                    assert flat is not None  # a memo key comes with the node's devices
+                    self.pending = (plan, hit[1], flat)  # `build` replays it, on the one node picked
+                    return True
+            self._from_plan(plan)
         else:
             self._prepare()
             if all(rd.request.mode != "All" for rd in self.request_data.values()):
+                # not for `allocationMode: All`: its devices depend on the node
                 reqs = {k: (rd.request, rd.device_class, rd.num_devices, rd.is_sub)
                         for k, rd in self.request_data.items()}
                 cons = [(ci, type(c), sorted(c.requests), c.attribute)
@@ -687,7 +954,46 @@ class _Run:
                 shared = only if (len(self.claims) == 1 and len(reqs) == 1 and not cons and only is not None
                                   and not only.is_sub and only.request.mode == "ExactCount") else None
                 self.a.plans[plan_key] = (list(self.claims), reqs, cons, shared)
-        return self._solve()
+                if shared is None:
+                    memo_key, flat = self._memo_key(plan_key)
+        ok = self._solve()
+        if memo_key is not None and flat is not None:
+            self.a.memo[memo_key] = (list(self.claims), self._solution(flat) if ok else None)
+        return ok
+
+    def _from_plan(self, plan: Any) -> None:
+        """The node-independent checks passed for these claims on an earlier node: reuse them."""
+        if plan[3] is not None:  # one plain ExactCount request: its data is never changed by a search
+            self.request_data[(0, 0, 0)] = plan[3]
+            return
+        for key, (req, cls, n, is_sub) in plan[1].items():
+            self.request_data[key] = _RequestData(req, cls, n, is_sub=is_sub)
+        for ci, kind, requests, attr in plan[2]:
+            self.constraints[ci].append(kind(list(requests), attr))
+
+    def _memo_key(self, plan_key: tuple[int, ...]) -> tuple[tuple[Hashable, ...] | None, list[_Flat] | None]:
+        shape = self.a.node_shape(self.node, self.pools)
+        if shape is None:
+            return None, None
+        return (plan_key, shape[0], self.a.in_use_at(shape[1])), shape[1]
+
+    def _solution(self, flat: list[_Flat]) -> _Solution:
+        """The solution by positions in `flat`, to replay on a node of the same shape."""
+        pos = {f[0]: i for i, f in enumerate(flat)}
+        picks = tuple(tuple((r.request, pos[r.id]) for r in res) for res in self.results)
+        subs = tuple((k, rd.selected_sub) for k, rd in self.request_data.items() if rd.is_sub and k[2] == 0)
+        return picks, subs
+
+    def _replay(self, sol: _Solution, flat: list[_Flat]) -> None:
+        """A remembered solution on this node: the devices at the same positions."""
+        picks, subs = sol
+        for ci, res in enumerate(picks):
+            out = self.results[ci]
+            for req, i in res:
+                did, d, sl = flat[i]
+                out.append(_Result(req, did, d, sl))
+        for k, sub in subs:
+            self.request_data[k].selected_sub = sub
 
     def _prepare(self) -> None:
         """Check every request (classes, selectors present, limits) and build the constraints."""
@@ -766,7 +1072,8 @@ class _Run:
     def _greedy(self, rd: _RequestData) -> bool:
         """First eligible free devices in order. A device's eligibility (class and request selectors) is
         remembered across nodes and cycles per selector signature; a device with nothing that
-        `_allocate_device` checks (multiple allocations, counters, taints) is taken without it."""
+        `_allocate_device` checks (multiple allocations, counters, taints) is taken without it. A slice's free
+        devices are found with set operations first, so a full node costs no loop over its devices."""
         want, got = rd.num_devices, 0
         if want > ALLOCATION_RESULTS_MAX_SIZE:
             raise _MaxSizeExceeded
@@ -774,22 +1081,36 @@ class _Run:
         caches = self.a.caches
         eligible = caches.eligible
         allocated, allocating = self.a.allocated, self.allocating
-        in_store, in_extra = allocated.parts() if hasattr(allocated, "parts") else (allocated, ())
+        in_store, in_extra = allocated.parts() if hasattr(allocated, "parts") else (allocated, set())
+        as_sets = isinstance(in_store, (set, frozenset, dict)) and isinstance(in_extra, (set, frozenset))
         req = rd.request
-        sig = (_exprs(_spec(rd.device_class).get("selectors") if rd.device_class is not None else None),
-               _exprs(req.selectors), self.features.device_binding_and_status)
+        sig = self.a.signature(rd)
+        selectors_known = sig[0] is not None and sig[1] is not None
         taints = self.features.device_taints
         consumable = self.features.consumable_capacity
+        amounts = consumable and req.amounts is not None
         results = self.results[0]
         for p in self.pools:
             if p.incomplete or p.invalid:
                 continue
             for s in p.slices:
-                per_device_nodes = bool(_spec(s).get("perDeviceNodeSelection"))
-                for did, d in caches.slice_devices(p, s):
-                    if did in in_store or did in in_extra or allocating.get(did):
+                records, ids = caches.slice_records(p, s)
+                free: Container[DeviceID] = ()
+                if as_sets:
+                    free = ids.difference(in_store)
+                    if in_extra:
+                        free = free.difference(in_extra)
+                    if not free:
                         continue
-                    if per_device_nodes or sig[0] is None or sig[1] is None:
+                per_device_nodes = bool(_spec(s).get("perDeviceNodeSelection"))
+                # a device picked here is never met again, so `allocating` needs no look-up
+                for did, d, other_checks, tainted, policy in records:
+                    if as_sets:
+                        if did not in free:
+                            continue
+                    elif did in in_store or did in in_extra:
+                        continue
+                    if per_device_nodes or not selectors_known:
                         ok = self._selectable(key, rd, s, d, did)
                     else:
                         hit = eligible.get((id(d), sig))
@@ -800,8 +1121,7 @@ class _Run:
                             eligible[(id(d), sig)] = (d, ok)
                     if not ok:
                         continue
-                    if (d.get("allowMultipleAllocations") or d.get("consumesCounters") or (taints and d.get("taints"))
-                            or (consumable and (req.amounts is not None or _has_policy(d)))):
+                    if other_checks or (taints and tainted) or amounts or (consumable and policy):
                         if self._allocate_device(0, rd, did, d, s, p, must=False) is None:
                             continue
                     else:  # what _allocate_device does for such a device, without the undo closure

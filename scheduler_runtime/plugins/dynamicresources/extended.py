@@ -272,47 +272,106 @@ def after_device_class_change(pod: Pod, old: Any, new: Any) -> bool:
 
 
 def dra_totals(resolver: ClassResolver, slices: list[dict[str, Any]], allocated: Any, node: Node, resource: str,
-               cel_cache: CelCache, device_inputs: dict[int, DeviceInput]) -> tuple[int, int]:
+               cel_cache: CelCache, device_inputs: dict[int, DeviceInput],
+               verdicts: dict[tuple[int, tuple[str, ...]], tuple[dict[str, Any], bool | None]] | None = None,
+               slice_sets: dict[tuple[int, tuple[str, ...]], tuple[dict[str, Any],
+                                                                 frozenset[tuple[str, str, str]] | None, bool]]
+               | None = None) -> tuple[int, int]:
     """calculateDRAResourceTotals, for NodeResourcesFit and BalancedAllocation scoring a resource some class
     backs on a node that does not advertise it: the node's devices of that class, and how many are allocated
-    (0, 0 when a selector fails; kube logs it)."""
+    (0, 0 when a selector fails; kube logs it). `slices` may be only those that can reach the node (the sums
+    and the failure do not depend on their order); `verdicts` remembers each device's verdict (None: a selector
+    failed) per selector list, across nodes and calls, and `slice_sets` each slice's matching device IDs."""
     cls = resolver.get_device_class(resource)
     if cls is None:
         return 0, 0
-    selectors = [str((s.get("cel") or {}).get("expression") or "") for s in (cls.get("spec") or {}).get("selectors")
-                 or [] if s.get("cel")]
+    selectors = tuple(str((s.get("cel") or {}).get("expression") or "")
+                      for s in (cls.get("spec") or {}).get("selectors") or [] if s.get("cel"))
+    if verdicts is None:
+        verdicts = {}
     total = used = 0
-    try:
-        for s in slices:
-            sp = s.get("spec") or {}
-            if sp.get("perDeviceNodeSelection"):
-                devices = [d for d in sp.get("devices") or []
-                           if d.get("allNodes") or (d.get("nodeName") and d.get("nodeName") == node.name)
-                           or (d.get("nodeSelector") is not None
-                               and node_matches(node, d.get("nodeName"), False, d.get("nodeSelector")))]
-            else:
-                name, every = sp.get("nodeName") or "", bool(sp.get("allNodes"))
-                if not every and name != node.name and sp.get("nodeSelector") is not None:
-                    if not node_matches(node, name, every, sp.get("nodeSelector")):
-                        continue
-                elif not every and name and name != node.name:
+    for s in slices:
+        sp = s.get("spec") or {}
+        if sp.get("perDeviceNodeSelection"):
+            devices = [d for d in sp.get("devices") or []
+                       if d.get("allNodes") or (d.get("nodeName") and d.get("nodeName") == node.name)
+                       or (d.get("nodeSelector") is not None
+                           and node_matches(node, d.get("nodeName"), False, d.get("nodeSelector")))]
+        else:
+            name, every = sp.get("nodeName") or "", bool(sp.get("allNodes"))
+            if not every and name != node.name and sp.get("nodeSelector") is not None:
+                if not node_matches(node, name, every, sp.get("nodeSelector")):
                     continue
-                devices = list(sp.get("devices") or [])
-            driver = str(sp.get("driver") or "")
-            pool = str((sp.get("pool") or {}).get("name") or "")
-            for d in devices:
-                if selectors:
-                    di = device_inputs.get(id(d))
-                    if di is None or di.raw is not d:
-                        di = device_inputs[id(d)] = DeviceInput(driver, d)
-                    if not all(cel_cache.get_or_compile(e).matches(di) for e in selectors):
-                        continue
-                total += 1
-                if (driver, pool, str(d.get("name") or "")) in allocated:
-                    used += 1
-    except CelError:
-        return 0, 0
+            elif not every and name and name != node.name:
+                continue
+            devices = sp.get("devices") or []
+        driver = str(sp.get("driver") or "")
+        pool = str((sp.get("pool") or {}).get("name") or "")
+        if slice_sets is not None and not sp.get("perDeviceNodeSelection"):
+            # the slice's matching devices, worked out once per slice and selector list: count them and those
+            # allocated with set operations (None: a selector failed on one of them)
+            hit = slice_sets.get((id(s), selectors))
+            if hit is None or hit[0] is not s:
+                ids: list[tuple[str, str, str]] = []
+                failed = False
+                for d in devices:
+                    ok = _device_ok(d, driver, selectors, cel_cache, device_inputs, verdicts)
+                    if ok is None:
+                        failed = True
+                        break
+                    if ok:
+                        ids.append((driver, pool, str(d.get("name") or "")))
+                # a slice repeating a device name is counted device by device below
+                matching = frozenset(ids) if not failed and len(set(ids)) == len(ids) else None
+                hit = slice_sets[(id(s), selectors)] = (s, matching, failed)
+            if hit[2]:
+                return 0, 0
+            if hit[1] is not None:
+                total += len(hit[1])
+                used += _count_in(hit[1], allocated)
+                continue
+        for d in devices:
+            ok = _device_ok(d, driver, selectors, cel_cache, device_inputs, verdicts)
+            if ok is None:
+                return 0, 0
+            if not ok:
+                continue
+            total += 1
+            if (driver, pool, str(d.get("name") or "")) in allocated:
+                used += 1
     return total, used
+
+
+def _device_ok(d: dict[str, Any], driver: str, selectors: tuple[str, ...], cel_cache: CelCache,
+               device_inputs: dict[int, DeviceInput],
+               verdicts: dict[tuple[int, tuple[str, ...]], tuple[dict[str, Any], bool | None]]) -> bool | None:
+    """Whether every selector accepts the device (in order, the first false one ends it); None when one fails."""
+    if not selectors:
+        return True
+    hit = verdicts.get((id(d), selectors))
+    if hit is not None and hit[0] is d:
+        return hit[1]
+    di = device_inputs.get(id(d))
+    if di is None or di.raw is not d:
+        di = device_inputs[id(d)] = DeviceInput(driver, d)
+    ok: bool | None
+    try:
+        ok = all(cel_cache.get_or_compile(e).matches(di) for e in selectors)
+    except CelError:
+        ok = None
+    verdicts[(id(d), selectors)] = (d, ok)
+    return ok
+
+
+def _count_in(ids: frozenset[tuple[str, str, str]], allocated: Any) -> int:
+    """How many of `ids` are allocated (claims.AllocatedView: with set operations)."""
+    if hasattr(allocated, "parts"):
+        counts, extra = allocated.parts()
+        rest = ids.difference(counts)
+        if extra:
+            rest = rest.difference(extra)
+        return len(ids) - len(rest)
+    return sum(1 for did in ids if did in allocated)
 
 
 class DraScorer:
@@ -323,6 +382,32 @@ class DraScorer:
     def __init__(self) -> None:
         self.cel_cache = CelCache(10)
         self._inputs: dict[int, DeviceInput] = {}
+        #: (id(device), selectors) -> (device, verdict, None when a selector failed): see dra_totals
+        self._verdicts: dict[tuple[int, tuple[str, ...]], tuple[dict[str, Any], bool | None]] = {}
+        #: (id(slice), selectors) -> (slice, IDs of its matching devices or None, a selector failed): see dra_totals
+        self._slice_sets: dict[tuple[int, tuple[str, ...]], tuple[dict[str, Any],
+                                                               frozenset[tuple[str, str, str]] | None, bool]] = {}
+        #: the last slice list by id (kept, so the ids stay theirs), its slices by nodeName, and the others
+        self._index: tuple[list[int], list[dict[str, Any]], dict[str, list[dict[str, Any]]],
+                           list[dict[str, Any]]] | None = None
+
+    def _by_node(self, slices: list[dict[str, Any]]) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
+        """Slices that can reach only the node they name, by that name, and every other slice (checked per node):
+        so each node looks at its own slices, not at the whole cluster's."""
+        ids = list(map(id, slices))
+        if self._index is not None and self._index[0] == ids:
+            return self._index[2], self._index[3]
+        by_node: dict[str, list[dict[str, Any]]] = {}
+        other: list[dict[str, Any]] = []
+        for s in slices:
+            sp = s.get("spec") or {}
+            name = sp.get("nodeName") or ""
+            if name and not sp.get("allNodes") and not sp.get("perDeviceNodeSelection"):
+                by_node.setdefault(name, []).append(s)
+            else:
+                other.append(s)
+        self._index = (ids, slices, by_node, other)
+        return by_node, other
 
     def totals(self, mgr: Any, resource: str, nodes: list[Node]) -> tuple[list[int], list[int]] | None:
         """(capacity, allocated) per node from the DRA manager's slices and allocated devices, or None when no
@@ -331,11 +416,16 @@ class DraScorer:
             return None
         slices = mgr.slices.list()
         allocated = mgr.allocated()
-        if len(self._inputs) > 200_000:
+        if len(self._inputs) > 200_000 or len(self._verdicts) > 200_000 or len(self._slice_sets) > 50_000:
             self._inputs.clear()
+            self._verdicts.clear()
+            self._slice_sets.clear()
+        by_node, other = self._by_node(slices)
         caps, used = [], []
         for node in nodes:
-            c, u = dra_totals(mgr.resolver, slices, allocated, node, resource, self.cel_cache, self._inputs)
+            own = by_node.get(node.name)
+            c, u = dra_totals(mgr.resolver, own + other if own else other, allocated, node, resource, self.cel_cache,
+                              self._inputs, self._verdicts, self._slice_sets)
             caps.append(c)
             used.append(u)
         return caps, used

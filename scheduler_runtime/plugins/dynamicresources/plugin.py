@@ -138,6 +138,14 @@ class _State:
     #: the node claims built so far, by the resources they request (nodes that need the same share one object)
     ext_variants: dict[tuple[str, ...], tuple[dict[str, Any], list[dict[str, str]]]] = field(default_factory=dict)
 
+    #: the extended-resource claim, whether it has requests, whether it is allocated, and the pod's DRA-style
+    #: extended resources in name order with whether a DeviceClass backs each: what Filter asks on every node
+    ext_facts: tuple[dict[str, Any], bool, bool, list[tuple[str, bool]]] | None = None
+    #: per claim, what Filter asks of it on every node: (the claim, it skips node operations, it is allocated)
+    claim_facts: list[tuple[dict[str, Any], bool, bool]] = field(default_factory=list)
+    #: the claims to allocate when no node-specific extended-resource claim takes the place of one (Filter)
+    plain_todo: list[dict[str, Any]] = field(default_factory=list)
+
     def ext_claim(self) -> dict[str, Any] | None:
         return self.claims[self.ext_index] if self.ext_index >= 0 else None
 
@@ -298,22 +306,24 @@ class DynamicResources(Plugin):
         claim = s.ext_claim()
         if claim is None:
             return None, [], None
-        if has_requests(claim):
+        facts = s.ext_facts
+        if facts is None or facts[0] is not claim:  # node-independent: worked out once per cycle
+            names = [(name, name in s.ext_mapping) for name, want in sorted(s.ext_requests.items())
+                     if want and is_dra_extended_name(name)]
+            facts = s.ext_facts = (claim, has_requests(claim), allocation_of(claim) is not None, names)
+        if facts[1]:
             # created by an earlier cycle: PostFilter deletes it and the pod starts anew
             return None, [], Status.unresolvable("cannot schedule extended resource claim")
         alloc = node_info.allocatable
         needed = []
-        for name, want in sorted(s.ext_requests.items()):
-            if not want or not is_dra_extended_name(name):
-                continue
-            backed = name in s.ext_mapping
+        for name, backed in facts[3]:
             if backed and alloc.get(name, 0) == 0:
                 needed.append(name)
             elif name not in alloc:
                 return None, [], Status.unresolvable("cannot fit resource")
         if s.n_user == 0 and not needed:
             return None, [], None
-        if allocation_of(claim) is not None:
+        if facts[2]:
             return None, [], None
         key = tuple(needed)
         with s.lock:
@@ -340,34 +350,47 @@ class DynamicResources(Plugin):
         node = node_info.node
         if node is None:
             return Status.as_error("node not found")
-        ext_claim, ext_mappings, st = self._filter_extended(s, pod, node_info)
-        if st is not None:
-            return st
-        if ext_claim is None and s.n_user == 0:
-            return None  # only extended resources, all from device plugins on this node
+        ext_claim: dict[str, Any] | None = None
+        ext_mappings: list[dict[str, str]] = []
+        if s.ext_index >= 0:
+            ext_claim, ext_mappings, st = self._filter_extended(s, pod, node_info)
+            if st is not None:
+                return st
+            if ext_claim is None and s.n_user == 0:
+                return None  # only extended resources, all from device plugins on this node
         unavailable = []
-        now = self.clock.time()
-        for i, claim in enumerate(s.claims):
+        now: float | None = None
+        claims = s.claims
+        facts = s.claim_facts
+        if len(facts) != len(claims) or any(f[0] is not c for f, c in zip(facts, claims, strict=True)):
+            facts = s.claim_facts = [(c, self._optional_node_ops and _skips_node_operations(c),
+                                      allocation_of(c) is not None) for c in claims]
+            s.plain_todo = [claims[i] for i in s.to_allocate]
+        for i, (claim, skips, allocated) in enumerate(facts):
             sel = s.available_on[i]
             if sel is not None and not sel.matches(node):
                 unavailable.append(i)
                 continue
-            if self._optional_node_ops and _skips_node_operations(claim) and \
-                    OPTIONAL_NODE_OPERATIONS not in node.declared_features:
+            if skips and OPTIONAL_NODE_OPERATIONS not in node.declared_features:
                 unavailable.append(i)
                 continue
-            if allocation_of(claim) is None:
+            if not allocated:
                 continue
             try:
                 ready = _ready_for_binding(claim)
             except ValueError:
                 unavailable.append(i)
                 continue
+            if now is None:
+                now = self.clock.time()
             if not ready and self._binding_timed_out(claim, now):
                 unavailable.append(i)
         allocations = None
         if s.allocator is not None:
-            todo = [ext_claim if i == s.ext_index and ext_claim is not None else s.claims[i] for i in s.to_allocate]
+            if ext_claim is None:
+                todo = s.plain_todo
+            else:
+                todo = [ext_claim if i == s.ext_index else claims[i] for i in s.to_allocate]
             deadline = time.monotonic() + self.filter_timeout if self.filter_timeout > 0 else None
             try:
                 allocations = s.allocator.search(node, todo, deadline)
