@@ -10,6 +10,7 @@ import copy
 import datetime as _dt
 import random
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,8 +65,17 @@ class RecordedEvent:
     time: str
 
 
+#: (whole second, its RFC 3339 text): the stamps have one-second resolution, so one strftime per second will do
+_last_stamp: tuple[int, str] = (-1, "")
+
+
 def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    global _last_stamp
+    sec = int(time.time())
+    last = _last_stamp
+    if last[0] != sec:
+        last = _last_stamp = (sec, _dt.datetime.fromtimestamp(sec, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return last[1]
 
 
 def _key(resource: str, raw: dict[str, Any]) -> str:

@@ -35,13 +35,17 @@ class ImageLocality(Plugin):
         total_nodes = len(snapshot)
         images = _pod_images(pod)
         n_containers = _image_count(pod)
-        sums = np.zeros(len(snapshot), dtype=np.int64)
+        sums: np.ndarray | None = None
         for image in images:
             img_rows, sizes = snapshot.image_rows(image)
             if not len(img_rows) or total_nodes == 0:
                 continue
+            if sums is None:
+                sums = np.zeros(len(snapshot), dtype=np.int64)
             spread = len(img_rows) / total_nodes
             np.add.at(sums, img_rows, (sizes * spread).astype(np.int64))
+        if sums is None:  # no node has any of the images: every sum is 0, below the threshold, so scores 0
+            return np.zeros(len(rows), dtype=np.int64)
         return _scale(sums[rows], n_containers)
 
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> int:

@@ -317,29 +317,29 @@ class NodeResourcesFit(Plugin):
         st = self._state(state, pod, table)
         alloc = table.allocatable
         req = table.requested
-        pods_ok = req[:, PODS] + 1 <= alloc[:, PODS]
-        if st.empty or not len(st.cols):
-            ok = pods_ok
-            res_ok = None
-        else:
-            free = alloc[:, st.cols] - req[:, st.cols]
-            res_ok = free >= st.amounts
-            for j, n in enumerate(st.names):
+        pods_ok = req[:, PODS] < alloc[:, PODS]  # one more pod fits: requested + 1 <= allocatable
+        # one 1-D check per requested resource: column slices of the table, no 2-D gather of its columns
+        res_ok: list[np.ndarray] = []
+        ok = pods_ok
+        if not st.empty:
+            for n, c, want in zip(st.names, st.cols.tolist(), st.amounts.tolist(), strict=True):
+                have = alloc[:, c]
+                col_ok = have - req[:, c] >= want
                 if n in st.dra:  # delegated to DynamicResources where the node does not advertise it
-                    res_ok[:, j] |= alloc[:, st.cols[j]] <= 0
-            ok = pods_ok & res_ok.all(axis=1)
+                    col_ok |= have <= 0
+                res_ok.append(col_ok)
+                ok = ok & col_ok
 
         shared: dict[tuple[bool, tuple[str, ...]], Status] = {}
 
         def status(row: int) -> Status:
             reasons = [] if pods_ok[row] else ["Too many pods"]
             unresolvable = False
-            if res_ok is not None:
-                for j, n in enumerate(st.names):
-                    if not res_ok[row, j]:
-                        reasons.append(f"Insufficient {n}")
-                        if st.amounts[j] > alloc[row, st.cols[j]]:
-                            unresolvable = True
+            for j, n in enumerate(st.names[:len(res_ok)]):
+                if not res_ok[j][row]:
+                    reasons.append(f"Insufficient {n}")
+                    if st.amounts[j] > alloc[row, st.cols[j]]:
+                        unresolvable = True
             # nodes failing for the same reasons share one Status (read-only once recorded)
             key = (unresolvable, tuple(reasons))
             got = shared.get(key)
@@ -351,10 +351,13 @@ class NodeResourcesFit(Plugin):
         # a row's Status depends only on which checks fail and whether a request exceeds allocatable outright
         def keys() -> np.ndarray:  # bit 0 pods, bits 1.. the failing resources, bit 62 unresolvable
             out = (~pods_ok).astype(np.int64)
-            if res_ok is not None:
-                over = ((st.amounts > alloc[:, st.cols]) & ~res_ok).any(axis=1)
-                out |= ((~res_ok).astype(np.int64) << np.arange(1, len(st.names) + 1, dtype=np.int64)).sum(axis=1)
-                out |= over.astype(np.int64) << 62
+            if res_ok:
+                # only failing rows are asked about: a few of thousands, so the bits are built for those alone
+                bad = np.flatnonzero(~ok)
+                res_bad = ~np.stack([c[bad] for c in res_ok], axis=1)
+                over = ((st.amounts > alloc[bad[:, None], st.cols]) & res_bad).any(axis=1)
+                out[bad] |= ((res_bad.astype(np.int64) << np.arange(1, len(st.names) + 1, dtype=np.int64)).sum(axis=1)
+                             | over.astype(np.int64) << 62)
             return out
 
         return FilterBatch(ok, status, keys if len(st.names) < 62 else None)
@@ -412,6 +415,8 @@ class NodeResourcesFit(Plugin):
 
     def score_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
         parts = self._alloc_req(pod, snapshot.table, rows, snapshot)
+        if self.strategy != "RequestedToCapacityRatio" and all((a > 0).all() for a, _, _ in parts):
+            return self._score_all_allocatable(parts, len(rows))
         total = np.zeros(len(rows), dtype=np.int64)
         wsum = np.zeros(len(rows), dtype=np.int64)
         for alloc, req, w in parts:
@@ -436,6 +441,24 @@ class NodeResourcesFit(Plugin):
             rounded = np.floor(np.abs(q) + 0.5) * np.sign(q)  # math.Round: half away from zero
             return np.where(wsum > 0, rounded, 0).astype(np.int64)
         return np.where(wsum > 0, total // np.where(wsum > 0, wsum, 1), 0)
+
+    def _score_all_allocatable(self, parts: list[tuple[np.ndarray, np.ndarray, int]], n: int) -> np.ndarray:
+        """Least/MostAllocated when every scored node has every scored resource (the usual case): the same
+        integer arithmetic as the general path, without its per-row masks, since each is all true there."""
+        total = np.zeros(n, dtype=np.int64)
+        wsum = 0
+        least = self.strategy == "LeastAllocated"
+        for alloc, req, w in parts:
+            if least:
+                s = (alloc - req) * 100 // alloc
+                s[req > alloc] = 0
+            else:
+                s = np.minimum(req, alloc) * 100 // alloc
+            total += s if w == 1 else s * w
+            wsum += w
+        if wsum <= 0:
+            return np.zeros(n, dtype=np.int64)
+        return total // wsum
 
     def _broken_linear(self, p: np.ndarray) -> np.ndarray:
         shape = self.shape
