@@ -213,9 +213,11 @@ class FilterRunner(PluginCaller):
         node_only = [cast(FilterPlugin, cp.plugin).filter for cp in active if cp.name in filter_readers.NODE_ONLY]
         memo: dict[Any, tuple[Status | None, list[tuple[str, str, int]]]] = {}
 
-        def check(ni: NodeInfo) -> Status | None:
+        def check(ni: NodeInfo, node_only_passed: bool = False) -> Status | None:
+            """`node_only_passed`: this cycle's batch Filter already passed the node on every Node-only plugin
+            (whose verdicts read the pod and the Node alone), so they are not asked again."""
             nominated = self.nominated_pods_to_add(pod, ni.name)
-            if ni.node is None or any(fn(state, pod, ni) is not None for fn in node_only):
+            if ni.node is None or (not node_only_passed and any(fn(state, pod, ni) is not None for fn in node_only)):
                 return self.run_filter_with_nominated_pods(state, pod, ni, nominated)
             key = filter_readers.resource_key(ni, nominated)
             got = memo.get(key)
@@ -253,11 +255,15 @@ class FilterRunner(PluginCaller):
         nominated_statuses: dict[int, Status] = {}
         if nominated_nodes:
             reuse = self._nominated_reuse(state, pod)
+            node_ok = None  # rows every in-tree Node-only plugin passed in this batch
+            for cp, fb in batches:
+                if cp.name in filter_readers.NODE_ONLY and filter_readers.in_tree(cp.name, cp.plugin):
+                    node_ok = fb.ok if node_ok is None else (node_ok & fb.ok)
             for nm in nominated_nodes:  # nodes with nominated pods get the exact per-node two-pass check
                 ni = snapshot.by_name.get(nm)
                 if ni is not None:
                     found = (self.run_filter_with_nominated_pods(state, pod, ni) if reuse is None
-                             else reuse(ni))
+                             else reuse(ni, node_ok is not None and bool(node_ok[ni.row])))
                     ok[ni.row] = found is None
                     if found is not None:
                         nominated_statuses[ni.row] = found

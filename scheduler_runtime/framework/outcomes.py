@@ -51,7 +51,12 @@ class FitError(Exception):
         self.pod = pod
         self.num_all_nodes = num_all_nodes
         self.diagnosis = diagnosis
-        super().__init__(self.message)
+        super().__init__()
+
+    def __str__(self) -> str:
+        # the message is built when read, not when raised: it counts every node's reasons, and the
+        # scheduling cycle reads it once more after PostFilter added its part
+        return self.message
 
     def reason_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}

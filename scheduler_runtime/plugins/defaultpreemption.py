@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,12 +69,10 @@ class Candidate:
 _NOT_STARTED = "\uffff"
 
 
-def _start_time(p: Pod) -> str:
-    return (p.raw.get("status") or {}).get("startTime") or _NOT_STARTED
-
-
 def _more_important_key(p: Pod) -> tuple[int, str]:
-    return (-p.priority, _start_time(p))
+    """(-priority, start time): more important first. Inlined rather than calling a start-time helper: it
+    runs for every lower-priority pod of every node a dry run visits."""
+    return (-p.priority, (p.raw.get("status") or {}).get("startTime") or _NOT_STARTED)
 
 
 def _fit_message(counts: dict[str, int], total: int) -> str:
@@ -119,8 +117,9 @@ class DefaultPreemption(Plugin):
         want = n * self.args.min_candidate_nodes_percentage // 100
         want = min(max(want, self.args.min_candidate_nodes_absolute), n)
         offset = fw.rng.randrange(n)
-        dry = _DryRun(fw, state, pod)
+        dry = _DryRun(fw, state, pod, statuses)
         candidates: list[Candidate] = []
+        clean = False  # some candidate violates no PDB
         # the dry run's verdict per node that gave no candidate: kube-scheduler's nested FitError counts each
         # reason of each node's status (the Filter status when evicting every lower-priority pod is not enough)
         failed: dict[str, Status] = {}
@@ -130,7 +129,8 @@ class DefaultPreemption(Plugin):
             victims, violations, st = self._select_victims(state, pod, ni, pdbs, dry)
             if st is None and victims:
                 candidates.append(Candidate(ni.name, victims, violations))
-                if any(c.pdb_violations == 0 for c in candidates) and len(candidates) >= want:
+                clean = clean or not violations
+                if clean and len(candidates) >= want:
                     break
                 continue
             if st is None:
@@ -151,6 +151,7 @@ class DefaultPreemption(Plugin):
                 counts[NOT_HELPFUL] = counts.get(NOT_HELPFUL, 0) + not_helpful
             return PostFilterResult(""), Status(Code.Unschedulable, "preemption: " + _fit_message(counts, total))
         ext = getattr(self.handle, "extenders", None)
+        ordered = ext is None  # the dry run lists each node's victims most important first
         if ext is not None:  # callExtenders: extenders with a preempt verb may drop nodes and change victims
             kept, st = ext.process_preemption(state, pod, {c.node: (c.victims, c.pdb_violations) for c in candidates},
                                               snap)
@@ -159,7 +160,7 @@ class DefaultPreemption(Plugin):
             candidates = [Candidate(n, pods, v) for n, (pods, v) in kept.items()]
             if not candidates:
                 return None, Status(Code.Unschedulable, "preemption: no candidate node for preemption")
-        best = self._pick(candidates)
+        best = self._pick(candidates, ordered)
         self.handle.observe_victims(len(best.victims))
         if self._async_enabled():
             self._prepare_candidate_async(best, pod)
@@ -318,7 +319,8 @@ class DefaultPreemption(Plugin):
         if not lower:
             return [], 0, Status(Code.UnschedulableAndUnresolvable, NO_VICTIMS)
         if dry.memo is not None and not pdbs:
-            return dry.select_remembered(ni, lower, fw.nominated_pods_to_add(pod, ni.name),
+            nominated = fw.nominated_pods_to_add(pod, ni.name) if ni.name in dry.nominated_nodes else []
+            return dry.select_remembered(ni, lower, nominated,
                                          lambda: self._select_victims_on(state, pod, ni, pdbs, dry, lower))
         return self._select_victims_on(state, pod, ni, pdbs, dry, lower)
 
@@ -366,16 +368,33 @@ class DefaultPreemption(Plugin):
         return victims, violations, None
 
     @staticmethod
-    def _pick(cands: list[Candidate]) -> Candidate:
-        def key(c: Candidate) -> tuple[int, int, int, int, str]:
-            highest = c.victims[0].priority
-            total = sum(v.priority + MAX_INT32 + 1 for v in c.victims)
-            top = [v for v in c.victims if v.priority == highest]
-            earliest = min(_start_time(v) for v in top)
-            # latest start time of the highest-priority victims wins: invert by sorting on the negation
-            return (c.pdb_violations, highest, total, len(c.victims), _invert(earliest))
+    def _pick(cands: list[Candidate], ordered: bool = False) -> Candidate:
+        """pickOneNodeForPreemption: fewest PDB violations, then the lowest highest-priority victim, the lowest
+        priority sum, the fewest victims, the latest start among the highest-priority victims; the first
+        candidate of a tie. The start times (the dearest criterion) are read only for the candidates still
+        tied on the others, as kube-scheduler narrows its list criterion by criterion. `ordered`: each
+        candidate's victims are sorted most important first (higher priority, then earlier start), so the
+        first one holds the earliest start among the highest-priority victims."""
+        def key(c: Candidate) -> tuple[int, int, int, int]:
+            vs = c.victims
+            return (c.pdb_violations, vs[0].priority, sum(v.priority for v in vs) + (MAX_INT32 + 1) * len(vs),
+                    len(vs))
 
-        return min(cands, key=key)
+        keys = [key(c) for c in cands]
+        best = min(keys)
+        tied = [c for c, k in zip(cands, keys, strict=True) if k == best]
+        if len(tied) == 1:
+            return tied[0]
+
+        def earliest(c: Candidate) -> str:
+            if ordered:
+                return (c.victims[0].raw.get("status") or {}).get("startTime") or _NOT_STARTED
+            highest = c.victims[0].priority
+            return min([(v.raw.get("status") or {}).get("startTime") or _NOT_STARTED for v in c.victims
+                        if v.priority == highest])
+
+        # the latest of those start times wins; max() keeps the first of equals, as min() does
+        return max(tied, key=earliest)
 
 
 _Outcome = tuple[list[Pod], int, "Status | None"]
@@ -392,12 +411,19 @@ class _DryRun:
     them) without being called again; the others run as `run_filter` runs them.
     """
 
-    __slots__ = ("fw", "state", "pod", "extensions", "read_only", "calls", "node_only", "memo")
+    __slots__ = ("fw", "state", "pod", "extensions", "read_only", "calls", "node_only", "memo", "statuses",
+                 "after_node_only", "nominated_nodes")
 
-    def __init__(self, fw: Any, state: CycleState, pod: Pod) -> None:
+    def __init__(self, fw: Any, state: CycleState, pod: Pod, statuses: dict[str, Status] | None = None) -> None:
         self.fw = fw
         self.state = state
         self.pod = pod
+        #: this cycle's Filter statuses: a node rejected by a plugin that runs after every Node-only one has
+        #: passed those (their verdicts read the pod and the Node alone), so the dry run need not ask them again
+        self.statuses = statuses or {}
+        #: the nodes some pod is nominated to, asked once: the others have no nominated pods to add
+        names = getattr(fw, "_nominated_node_names", None)
+        self.nominated_nodes: Container[str] = names() if callable(names) else _Everything()
         skip = state.skip_filter_plugins
         self.extensions = any(name not in skip for m in ("add_pod", "remove_pod") for name, _ in fw._extensions(m))
         active = [cp for cp in fw.filter if cp.name not in skip]
@@ -410,6 +436,8 @@ class _DryRun:
             self.calls = [(cp.name, None if k and cp.name in filter_readers.NODE_ONLY else cp.plugin.filter)
                           for k, cp in zip(known, active, strict=True)]
         self.node_only = [cp.plugin.filter for cp in active if cp.name in filter_readers.NODE_ONLY]
+        last = max((i for i, cp in enumerate(active) if cp.name in filter_readers.NODE_ONLY), default=-1)
+        self.after_node_only = frozenset(cp.name for cp in active[last + 1:])
         #: outcomes by what decides them (see `select_remembered`); None: this pod's dry run cannot use them
         self.memo: dict[Any, tuple[list[int], Status | None, list[tuple[str, str, int]]]] | None = (
             {} if self.read_only and not self.extensions and self.calls is not None else None)
@@ -425,10 +453,13 @@ class _DryRun:
         counts."""
         pod, state = self.pod, self.state
         ordered = sorted(lower, key=_more_important_key)
-        node = ni.node
-        if node is None or any(fn(state, pod, ni) is not None for fn in self.node_only):
+        if ni.node is None:
+            return compute()
+        seen = self.statuses.get(ni.name)
+        if ((seen is None or seen.plugin not in self.after_node_only)
+                and any(fn(state, pod, ni) is not None for fn in self.node_only)):
             return compute()  # (rare on a node preemption might help) its statuses may name the node's own data
-        key = (filter_readers.resource_key(ni, nominated), tuple(tuple(p.requests.items()) for p in ordered))
+        key = (filter_readers.resource_key(ni, nominated), tuple([tuple(p.requests.items()) for p in ordered]))
         fw = self.fw
         got = self.memo.get(key) if self.memo is not None else None
         if got is not None:
@@ -450,9 +481,11 @@ class _DryRun:
         return self.fw.run_filter_calls(state, self.pod, node_info, calls)  # type: ignore[no-any-return]
 
 
-def _invert(ts: str) -> str:
-    """Sort key that orders RFC 3339 timestamps latest-first."""
-    return "".join(chr(0x10FFFF - ord(ch)) for ch in ts)
+class _Everything:
+    """A container holding every node name (when the framework cannot list the nominated nodes)."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
 
 
 def _q(s: str) -> str:
