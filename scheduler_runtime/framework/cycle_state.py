@@ -11,7 +11,7 @@ class CycleState:
     """Key/value store; values should implement `clone()` when PreFilter extensions mutate them."""
 
     __slots__ = ("_data", "_lock", "skip_filter_plugins", "skip_score_plugins", "skip_pre_bind_plugins",
-                 "record_plugin_metrics")
+                 "parallel_pre_bind_plugins", "pre_bind_cancelled", "record_plugin_metrics")
 
     def __init__(self) -> None:
         self._data: dict[str, Any] = {}
@@ -20,6 +20,11 @@ class CycleState:
         self.skip_score_plugins: set[str] = set()
         #: PreBind plugins whose PreBindPreFlight said Skip: not run at PreBind
         self.skip_pre_bind_plugins: frozenset[str] = frozenset()
+        #: PreBind plugins whose PreBindPreFlight allowed running beside their neighbours (kube 1.37)
+        self.parallel_pre_bind_plugins: frozenset[str] = frozenset()
+        #: set while a group of PreBind plugins runs side by side and one of them has failed: the others stop
+        #: waiting, as kube cancels their context
+        self.pre_bind_cancelled: threading.Event | None = None
         self.record_plugin_metrics = False
 
     def read(self, key: str) -> Any:
@@ -46,5 +51,6 @@ class CycleState:
         c.skip_filter_plugins = set(self.skip_filter_plugins)
         c.skip_score_plugins = set(self.skip_score_plugins)
         c.skip_pre_bind_plugins = self.skip_pre_bind_plugins
+        c.parallel_pre_bind_plugins = self.parallel_pre_bind_plugins
         c.record_plugin_metrics = self.record_plugin_metrics
         return c

@@ -36,6 +36,11 @@ class Plugin:
     args_model: ClassVar[type[BaseModel] | None] = None
     #: documentation-only RBAC rules the plugin needs beyond system:kube-scheduler
     rbac: ClassVar[list[dict[str, Any]]] = []
+    #: kube 1.37's PreBindPreFlightResult.AllowParallel: this plugin's PreBind may run at the same time as the
+    #: neighbouring PreBind plugins that allow it too (each waiting on the API server, say), and must give up
+    #: when `state.pre_bind_cancelled` is set because one of them failed. Read only when the plugin implements
+    #: `pre_bind_pre_flight` (which runs with NominatedNodeNameForExpectation on).
+    allow_parallel_pre_bind: ClassVar[bool] = False
 
     def __init__(self, args: Any = None, handle: Handle | None = None) -> None:
         self.args = args

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import random
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, cast
@@ -394,11 +395,14 @@ class Framework(FilterRunner):
         plugins that said Skip are not run at PreBind (`run_pre_bind`)."""
         out: Status | None = Status(Code.Skip)
         skipped = set()
+        parallel = set()
         for cp in self.pre_bind:
             fn = getattr(cp.plugin, "pre_bind_pre_flight", None)
             if fn is None:  # a plugin that cannot tell is taken to work
                 out = None
                 continue
+            if getattr(cp.plugin, "allow_parallel_pre_bind", False) is True:
+                parallel.add(cp.name)
             _, st = self._invoke("PreBindPreFlight", cp.name, fn, state, pod, node_name, state=state, timed=True,
                                  passes=REJECTED | {Code.Skip})
             if st is None:
@@ -412,17 +416,69 @@ class Framework(FilterRunner):
                     f"PreBindPreFlight {cp.name} returned {go_value(st.code.name)}, which is unsupported. It is "
                     "supposed to return Success, Skip, or Error status")).with_plugin(cp.name)
         state.skip_pre_bind_plugins = frozenset(skipped)
+        state.parallel_pre_bind_plugins = frozenset(parallel)
         return out
+
+    def _pre_bind_groups(self, state: CycleState) -> list[list[Any]]:
+        """kube 1.37's PreBind plugin groups: consecutive plugins that allowed parallel running form one group,
+        every other plugin is a group of its own; skipped plugins are left out (after grouping, so a skipped
+        plugin that allowed parallel running does not split its neighbours)."""
+        skipped, parallel = state.skip_pre_bind_plugins, state.parallel_pre_bind_plugins
+        groups: list[list[Any]] = []
+        run: list[Any] = []
+        for cp in self.pre_bind:
+            if cp.name in parallel:
+                if cp.name not in skipped:
+                    run.append(cp)
+                continue
+            if run:
+                groups.append(run)
+                run = []
+            if cp.name not in skipped:
+                groups.append([cp])
+        if run:
+            groups.append(run)
+        return groups
+
+    def _pre_bind_one(self, state: CycleState, cp: Any, pod: Pod, node_name: str) -> Status | None:
+        _, st = self._invoke("PreBind", cp.name, cast(PreBindPlugin, cp.plugin).pre_bind, state, pod, node_name,
+                             state=state, timed=True, passes=REJECTED | {Code.Skip})
+        return st if st is not None and st.code != Code.Skip else None
+
+    def _pre_bind_side_by_side(self, state: CycleState, group: list[Any], pod: Pod, node_name: str) -> Status | None:
+        """One group of parallel PreBind plugins, each on its own thread; the first failure wins and tells the
+        others to stop (`state.pre_bind_cancelled`), whose own failures are then not reported, as in kube."""
+        cancelled = threading.Event()
+        first: list[Status] = []
+        lock = threading.Lock()
+
+        def run(cp: Any) -> None:
+            st = self._pre_bind_one(state, cp, pod, node_name)
+            if st is not None:
+                with lock:
+                    if not first:
+                        first.append(st)
+                        cancelled.set()
+
+        state.pre_bind_cancelled = cancelled
+        try:
+            threads = [threading.Thread(target=run, args=(cp,), name=f"prebind-{cp.name}", daemon=True)
+                       for cp in group[1:]]
+            for t in threads:
+                t.start()
+            run(group[0])  # the binding cycle's own thread takes the first, so the watchdog still sees a plugin
+            for t in threads:
+                t.join()
+        finally:
+            state.pre_bind_cancelled = None
+        return first[0] if first else None
 
     @_extension_point("PreBind")
     def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
-        skipped = state.skip_pre_bind_plugins
-        for cp in self.pre_bind:
-            if cp.name in skipped:
-                continue
-            _, st = self._invoke("PreBind", cp.name, cast(PreBindPlugin, cp.plugin).pre_bind, state, pod, node_name,
-                                 state=state, timed=True, passes=REJECTED | {Code.Skip})
-            if st is not None and st.code != Code.Skip:
+        for group in self._pre_bind_groups(state):
+            st = (self._pre_bind_one(state, group[0], pod, node_name) if len(group) == 1
+                  else self._pre_bind_side_by_side(state, group, pod, node_name))
+            if st is not None:
                 return st
         return None
 

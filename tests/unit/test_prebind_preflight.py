@@ -202,3 +202,100 @@ def test_a_pod_with_a_claim_is_nominated_and_a_plain_one_is_not() -> None:
     assert cluster.get_pod("ns", "gpu")["spec"]["nodeName"] == "a"
     assert cluster.get_pod("ns", "plain")["spec"]["nodeName"] == "a"
     assert cluster.nominations == [("gpu", "a", False)]
+
+
+class _Side(Plugin):
+    """A PreBind plugin that allows parallel PreBind (kube 1.37's AllowParallel). Its PreBind meets the other
+    instances at a barrier, which only a side-by-side run passes; a pod labelled `fail-<name>` makes that
+    instance fail at once, and the others then note whether the framework told them to stop."""
+
+    allow_parallel_pre_bind = True
+    barrier: threading.Barrier | None = None
+    log: list[tuple[str, str]] = []
+
+    def pre_bind_pre_flight(self, state: object, pod: Any, node_name: str) -> Status | None:
+        return None
+
+    def pre_bind(self, state: Any, pod: Any, node_name: str) -> Status | None:
+        if f"fail-{self.name}" in (pod.labels or {}):
+            self.log.append((self.name, "failed"))
+            return Status.unschedulable(f"{self.name} gave up")
+        cancelled = state.pre_bind_cancelled
+        if any(k.startswith("fail-") for k in pod.labels or {}):
+            stopped = cancelled is not None and cancelled.wait(30)
+            self.log.append((self.name, "stopped" if stopped else "not stopped"))
+            return Status.as_error("context canceled") if stopped else None
+        assert self.barrier is not None
+        try:
+            self.barrier.wait()
+        except threading.BrokenBarrierError:
+            self.log.append((self.name, "alone"))
+            return Status.as_error("ran alone")
+        self.log.append((self.name, "together"))
+        return None
+
+
+class _SideA(_Side):
+    name = "SideA"
+
+
+class _SideB(_Side):
+    name = "SideB"
+
+
+class _Serial(_Flight):
+    name = "Serial"
+
+
+def _run_side(pod: dict[str, Any], gates: dict[str, bool] | None = None,
+              order: tuple[str, ...] = ("SideA", "SideB")) -> MemoryCluster:
+    cluster = MemoryCluster()
+    cluster.create(_node("a"), emit=False)
+    reg = build_registry([])
+    for cls in (_SideA, _SideB, _Serial):
+        reg.register(cls, "test")
+    doc = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+           "profiles": [{"schedulerName": "default-scheduler",
+                         "plugins": {"preBind": {"enabled": [{"name": n} for n in order]}}}]}
+    s = Scheduler(cluster, build(doc, reg), reg, seed=1, feature_gates=gates)
+    s.start()
+    cluster.create(pod)
+    s.run(until_idle=True)
+    return cluster
+
+
+def test_prebind_plugins_that_allow_it_run_side_by_side() -> None:
+    """Two neighbouring PreBind plugins that allow parallel running meet at a barrier: run one after the
+    other, the first would wait there for good (the 20 s timeout only ends a broken run)."""
+    _Side.log, _Side.barrier = [], threading.Barrier(2, timeout=20)
+    cluster = _run_side(_pod("both"))
+    assert sorted(_Side.log) == [("SideA", "together"), ("SideB", "together")]
+    assert cluster.get_pod("ns", "both")["spec"]["nodeName"] == "a"
+
+
+def test_the_first_failure_in_a_parallel_group_stops_the_others_and_is_the_one_reported() -> None:
+    _Side.log, _Side.barrier = [], None
+    pod = _pod("one-fails")
+    pod["metadata"]["labels"] = {"fail-SideB": "yes"}
+    cluster = _run_side(pod)
+    assert sorted(_Side.log) == [("SideA", "stopped"), ("SideB", "failed")]
+    notes = [e.note for e in cluster.events_for("ns", "one-fails") if e.reason == "FailedScheduling"]
+    assert notes == ["0/1 nodes are available: 1 SideB gave up."]
+    assert not cluster.get_pod("ns", "one-fails")["spec"].get("nodeName")
+
+
+def test_a_plugin_without_parallel_permission_splits_the_groups() -> None:
+    """SideA, Serial, SideB: three groups run in turn, so SideA and SideB never meet at the barrier."""
+    _Side.log, _Side.barrier = [], threading.Barrier(2, timeout=0.5)
+    _Flight.seen.clear()
+    cluster = _run_side(_pod("split"), order=("SideA", "Serial", "SideB"))
+    assert _Side.log == [("SideA", "alone")]  # the first group's failure ends PreBind
+    assert _Flight.seen == {}
+    assert not cluster.get_pod("ns", "split")["spec"].get("nodeName")
+
+
+def test_without_the_preflight_gate_prebind_runs_one_plugin_after_another() -> None:
+    """No PreBindPreFlight, so no plugin said it may run in parallel: kube runs every PreBind in turn."""
+    _Side.log, _Side.barrier = [], threading.Barrier(2, timeout=0.5)
+    _run_side(_pod("gate-off"), gates={"NominatedNodeNameForExpectation": False})
+    assert _Side.log == [("SideA", "alone")]

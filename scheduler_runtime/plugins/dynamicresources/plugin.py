@@ -112,6 +112,15 @@ class Clock:
     time = staticmethod(time.time)  # last: the name shadows the module in this class body
 
 
+def _pause(clock: Clock, seconds: float, cancelled: threading.Event | None) -> bool:
+    """Sleep on `clock`; True when `cancelled` was set meanwhile. On wall time the cancellation ends the sleep
+    at once, as a cancelled context ends kube's poll; a simulated clock is only checked afterwards."""
+    if cancelled is not None and clock.sleep is time.sleep:
+        return cancelled.wait(seconds)
+    clock.sleep(seconds)
+    return cancelled is not None and cancelled.is_set()
+
+
 @dataclass
 class _State:
     claims: list[dict[str, Any]] = field(default_factory=list)
@@ -155,6 +164,7 @@ class _State:
 
 class DynamicResources(Plugin):
     name = NAME
+    allow_parallel_pre_bind = True  # kube 1.37: its PreBindPreFlight allows parallel PreBind
     args_model = DynamicResourcesArgs
     #: nothing beyond system:kube-scheduler, which grants what this plugin reads and writes (see DRA_PERMISSIONS)
     rbac: ClassVar[list[dict[str, Any]]] = []
@@ -662,14 +672,16 @@ class DynamicResources(Plugin):
                 return Status.as_error(str(exc))
             if i in s.picked:
                 written.append(uid)
-        st = self._wait_for_binding_conditions(s, pod, node_name)
+        st = self._wait_for_binding_conditions(s, pod, node_name, state.pre_bind_cancelled)
         if st is None and self._in_flight_until_bound:
             for uid in written:  # kube 1.37: only a successful PreBind ends them; on failure Unreserve does
                 self.mgr.remove_pending(uid)
         return st
 
-    def _wait_for_binding_conditions(self, s: _State, pod: Pod, node_name: str) -> Status | None:
-        """When a device has binding conditions, wait until they all hold, one fails, or time runs out."""
+    def _wait_for_binding_conditions(self, s: _State, pod: Pod, node_name: str,
+                                     cancelled: threading.Event | None = None) -> Status | None:
+        """When a device has binding conditions, wait until they all hold, one fails, time runs out, or a PreBind
+        plugin running beside this one failed (`cancelled`: the wait ends as a cancelled context does)."""
         if not any(r.get("bindingConditions") for c in s.claims
                    for r in ((allocation_of(c) or {}).get("devices") or {}).get("results") or []):
             return None
@@ -681,6 +693,9 @@ class DynamicResources(Plugin):
         label, error = BC_SUCCESS, ""
         check_at = start
         while True:  # kube's wait.PollUntilContextTimeout: now, then every poll interval before the deadline
+            if cancelled is not None and cancelled.is_set():
+                label, error = BC_ERROR, "context canceled"
+                break
             try:
                 if self._pod_ready_for_binding(s):
                     break
@@ -689,10 +704,12 @@ class DynamicResources(Plugin):
                 break
             check_at += self.binding_poll
             if check_at >= deadline:  # no check at the deadline itself: the context ends the wait
-                clock.sleep(max(0.0, deadline - clock.monotonic()))
+                if _pause(clock, max(0.0, deadline - clock.monotonic()), cancelled):
+                    label, error = BC_ERROR, "context canceled"
+                    break
                 label, error = BC_TIMEOUT, "device binding timeout: context deadline exceeded"
                 break
-            clock.sleep(max(0.0, check_at - clock.monotonic()))
+            _pause(clock, max(0.0, check_at - clock.monotonic()), cancelled)
         self._observe_binding_conditions(s, label, clock.monotonic() - start)
         return Status.as_error(error) if error else None
 

@@ -338,6 +338,7 @@ def topology_fits(terms: list[dict[str, Any]] | None, labels: dict[str, str]) ->
 
 class VolumeBinding(Plugin):
     name = "VolumeBinding"
+    allow_parallel_pre_bind = True  # kube 1.37: its PreBindPreFlight allows parallel PreBind
     args_model = VolumeBindingArgs
 
     def sign_pod(self, pod: Pod) -> list[SignFragment] | Status | None:
@@ -669,6 +670,7 @@ class VolumeBinding(Plugin):
         ni = self.handle.snapshot.get(node_name)
         node = ni.node if ni is not None else None
         deadline = time.monotonic() + self.args.bind_timeout_seconds
+        cancelled = state.pre_bind_cancelled  # another PreBind running beside this one failed
         while True:
             try:
                 if self._bindings_done(volumes, node_name, node, written):
@@ -677,7 +679,11 @@ class VolumeBinding(Plugin):
                 return Status.as_error(f"binding volumes: {exc}")
             if time.monotonic() >= deadline:
                 return Status.as_error("binding volumes: context deadline exceeded")
-            time.sleep(min(self.poll_interval, max(0.0, deadline - time.monotonic())))
+            pause = min(self.poll_interval, max(0.0, deadline - time.monotonic()))
+            if cancelled is None:
+                time.sleep(pause)
+            elif cancelled.wait(pause):
+                return Status.as_error("binding volumes: context canceled")
 
     def _bindings_done(self, volumes: _PodVolumes, node_name: str, node: Node | None,
                        written: dict[str, str] | None = None) -> bool:
