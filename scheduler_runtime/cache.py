@@ -123,6 +123,11 @@ class Cache:
             del self._pods[pod.uid]
             self._unplace(st.pod, st.node)
 
+    def assumed_pod(self, uid: str) -> Pod | None:
+        """The Pod assumed under `uid`, None when that pod is not assumed."""
+        st = self._pods.get(uid)
+        return st.pod if st is not None and st.assumed else None
+
     def is_assumed(self, uid: str) -> bool:
         st = self._pods.get(uid)
         return st is not None and st.assumed
