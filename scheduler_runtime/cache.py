@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .framework.snapshot import Snapshot
+from .framework.snapshot import Snapshot, same_accounting
 from .framework.types import NodeInfo
 from .objects import Node, Pod
 
@@ -74,18 +74,26 @@ class Cache:
             if not orphan.pods:
                 del self._orphans[node]
 
+    def _replace(self, old: Pod, new: Pod, node: str) -> bool:
+        """Swap in `new` for an equally accounted `old` on `node` (a bind confirming its assumption, most
+        often): the same end state as unplace then place, at a fraction of the cost. False: nothing done."""
+        info = self.snapshot.get(node)
+        if info is not None:
+            return self.snapshot.replace_pod(info, old, new)
+        orphan = self._orphans.get(node)
+        return orphan is not None and orphan.replace_pod(old, new)
+
     def add_pod(self, pod: Pod) -> None:
         """A pod observed bound to a node (by us or anyone): confirm an assumption or account it."""
         if not pod.node_name or pod.terminated:
             return
         st = self._pods.get(pod.uid)
         if st is not None:
-            if st.node != pod.node_name or st.assumed:
-                self._unplace(st.pod, st.node)
-                self._place(pod, pod.node_name)
-            elif st.pod is not pod:
-                self._unplace(st.pod, st.node)
-                self._place(pod, pod.node_name)
+            if st.pod is not pod or st.assumed or st.node != pod.node_name:
+                if not (st.node == pod.node_name and same_accounting(st.pod, pod)
+                        and self._replace(st.pod, pod, st.node)):
+                    self._unplace(st.pod, st.node)
+                    self._place(pod, pod.node_name)
             st.pod, st.node, st.assumed = pod, pod.node_name, False
             return
         self._pods[pod.uid] = _PodState(pod, pod.node_name, False)
@@ -114,6 +122,11 @@ class Cache:
         if st is not None and st.assumed:
             del self._pods[pod.uid]
             self._unplace(st.pod, st.node)
+
+    def assumed_pod(self, uid: str) -> Pod | None:
+        """The Pod assumed under `uid`, None when that pod is not assumed."""
+        st = self._pods.get(uid)
+        return st.pod if st is not None and st.assumed else None
 
     def is_assumed(self, uid: str) -> bool:
         st = self._pods.get(uid)

@@ -286,6 +286,24 @@ def _owner_refs(meta: Mapping[str, Any]) -> tuple[OwnerRef, ...]:
                  for r in meta.get("ownerReferences") or [])
 
 
+def _same_but(a: Any, b: Any, keys: tuple[str, ...]) -> bool:
+    """Both mappings, equal except (maybe) at `keys`."""
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return False
+    if len(a) - sum(k in a for k in keys) != len(b) - sum(k in b for k in keys):
+        return False
+    for k, v in a.items():
+        if k not in keys and (k not in b or b[k] != v):
+            return False
+    return True
+
+
+#: what a bind (and the result annotation written with it) may change in a pod, see Pod.rebound
+_BIND_METADATA = ("resourceVersion", "annotations")
+_BIND_SPEC = ("nodeName",)
+_BIND_TOP = ("metadata", "spec", "status")
+
+
 class Pod:
     """A pod as the scheduler sees it. Build with `Pod.from_dict`; `raw` is the full object."""
 
@@ -449,6 +467,35 @@ class Pod:
         p.phase = status.get("phase") or "Pending"
         p.nominated_node_name = status.get("nominatedNodeName") or ""
         p.termination_grace_period = int(spec.get("terminationGracePeriodSeconds", 30) or 0)
+        return p
+
+    def rebound(self, raw: dict[str, Any]) -> Pod | None:
+        """`Pod.from_dict(raw)` without the parse, for `raw` being this pod's `self.raw` after a change that
+        touched only what a bind changes: metadata.resourceVersion and .annotations, spec.nodeName and
+        status. Every other field from_dict sets is a function of the rest of metadata and spec (labels
+        included, which matchLabelKeys read), so it is taken over; annotations, nodeName, resourceVersion,
+        phase and nominatedNodeName are read from `raw`. None (parse instead) when anything else differs."""
+        old = self.raw
+        meta, spec, status = raw.get("metadata"), raw.get("spec"), raw.get("status") or {}
+        if not isinstance(meta, dict) or not isinstance(spec, dict) \
+                or not _same_but(meta, old.get("metadata"), _BIND_METADATA) \
+                or not _same_but(spec, old.get("spec"), _BIND_SPEC) or not _same_but(raw, old, _BIND_TOP) \
+                or not isinstance(status, dict):
+            return None
+        annotations = meta.get("annotations") or {}
+        if not isinstance(annotations, dict):
+            return None
+        p = Pod.__new__(Pod)
+        for name in Pod.__slots__:
+            setattr(p, name, getattr(self, name))
+        for name in ("labels", "node_selector", "requests", "non_zero_requests", "scoring_requests"):
+            setattr(p, name, dict(getattr(self, name)))  # parse gives each Pod its own dicts
+        p.raw = raw
+        p.annotations = dict(annotations)
+        p.resource_version = str(meta.get("resourceVersion") or "")
+        p.node_name = spec.get("nodeName") or ""
+        p.phase = status.get("phase") or "Pending"
+        p.nominated_node_name = status.get("nominatedNodeName") or ""
         return p
 
     @property

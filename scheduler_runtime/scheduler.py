@@ -292,7 +292,9 @@ class Scheduler(SchedulingCycle):
                     wp.reject("", "removed")
             return
         assert new_raw is not None
-        pod = Pod.from_dict(new_raw)
+        pod = self._rebound(old_raw, new_raw) if action == "MODIFIED" else None
+        if pod is None:
+            pod = Pod.from_dict(new_raw)
         if pod.node_name:
             self.recorder.forget(pod)
             known = self.cache.pod_node(pod.uid) is not None
@@ -326,6 +328,17 @@ class Scheduler(SchedulingCycle):
             self.queue.update(old, pod)
             if self.queue.where(pod.uid) not in (None, "in-flight"):  # kube leaves in-flight pods' nominations
                 self._update_nomination(old, pod)
+
+    def _rebound(self, old_raw: dict | None, new_raw: dict) -> Pod | None:
+        """The bind of a pod this scheduler assumed, seen back: its assumed Pod (parsed from `old_raw`, the
+        very object) carried over by Pod.rebound instead of parsing `new_raw` again. None: parse."""
+        if old_raw is None:
+            return None
+        uid = (old_raw.get("metadata") or {}).get("uid")
+        held = self.cache.assumed_pod(uid) if uid else None
+        if held is None or held.raw is not old_raw:
+            return None
+        return held.rebound(new_raw)
 
     def _update_nomination(self, old: Pod | None, new: Pod) -> None:
         """kube's UpdateNominatedPod for a queued pod (gated ones included): the nomination follows the pod's

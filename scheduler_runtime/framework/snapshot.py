@@ -11,15 +11,37 @@ from typing import Any
 
 import numpy as np
 
-from ..objects import Node, Pod, Taint, normalized_image_name
+from ..objects import Node, Pod, PodAffinityTerm, Taint, normalized_image_name
 from .node_table import NodeTable
-from .podindex import MatchIndex, PodPredicate, TermIndex, Topology, TopologyIndex
+from .podindex import MatchIndex, PodPredicate, TermIndex, Topology, TopologyIndex, term_key
 from .types import NodeInfo
 
 GroupKey = tuple[tuple[tuple[str, str], ...], tuple[Taint, ...], bool]
 
 #: left out of equivalence groups: it is unique per node, and plugins that select on it go per node
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+def _terms_key(terms: tuple[PodAffinityTerm, ...]) -> list[tuple[Hashable, str, int]]:
+    return [(term_key(t), t.topology_key, t.weight) for t in terms]
+
+
+def same_accounting(a: Pod, b: Pod) -> bool:
+    """Whether the snapshot would hold exactly the same state for `b` as for `a` (same UID): every Pod field
+    that adding a pod reads. NodeInfo sums requests, non-zero requests and host ports and lists the pods with
+    (required anti-)affinity terms; the node table sums requests and non-zero requests; TermIndex keys the
+    pod's affinity terms by kind, `term_key`, topology key, weight and the pod's namespace; MatchIndex
+    predicates (InterPodAffinity's terms, PodTopologySpread's selectors) read namespace, labels and
+    deletionTimestamp. Terms are compared by those keys, since parsed selectors hold closures."""
+    if not (a.uid == b.uid and a.namespace == b.namespace and a.labels == b.labels
+            and a.deletion_timestamp == b.deletion_timestamp and a.requests == b.requests
+            and a.non_zero_requests == b.non_zero_requests and a.host_ports == b.host_ports):
+        return False
+    for x, y in ((a.anti_affinity_required, b.anti_affinity_required), (a.affinity_required, b.affinity_required),
+                 (a.affinity_preferred, b.affinity_preferred), (a.anti_affinity_preferred, b.anti_affinity_preferred)):
+        if len(x) != len(y) or (x and _terms_key(x) != _terms_key(y)):
+            return False
+    return True
 
 
 def _group_key(node: Node) -> GroupKey:
@@ -187,6 +209,18 @@ class Snapshot:
         self.matches.on_pod(info.row, pod, 1)
         self.terms.on_pod(info.row, pod, 1)
         self.generation += 1
+
+    def replace_pod(self, info: NodeInfo, old: Pod, new: Pod) -> bool:
+        """`remove_pod(info, old)` then `add_pod(info, new)` for a pod whose accounted fields did not change
+        (`same_accounting`): the counts, sums and indexes stay as they are. False when `old` is not stored
+        on `info` (nothing done; the caller falls back to remove and add)."""
+        if not info.replace_pod(old, new):
+            return False
+        self.pod_nodes.pop(new.uid, None)  # re-inserted last, as remove then add would
+        self.pod_nodes[new.uid] = info
+        self.terms.touch(new)
+        self.generation += 2
+        return True
 
     def remove_pod(self, info: NodeInfo, pod: Pod) -> bool:
         stored = info.pods.get_uid(pod.uid)

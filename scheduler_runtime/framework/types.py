@@ -131,6 +131,24 @@ class NodeInfo:
         self._account(p, -1)
         return True
 
+    def replace_pod(self, old: Pod, new: Pod) -> bool:
+        """Put `new` where `old` (same UID, equal in every field `_account` and the affinity lists read) was,
+        leaving the sums alone: the end state of `remove_pod(old)` then `add_pod(new)`, without the work.
+        False (nothing changed) when `old` is not the pod stored here."""
+        if self.pods.get_uid(old.uid) is not old:
+            return False
+        uid = old.uid
+        self.pods.pop_uid(uid)
+        self.pods.append(new)  # moved last, as remove then add would
+        if self.pods_with_affinity.pop_uid(uid) is not None:
+            self.pods_with_affinity.append(new)
+        if self.pods_with_required_anti_affinity.pop_uid(uid) is not None:
+            self.pods_with_required_anti_affinity.append(new)
+        for hp in new.host_ports:  # remove then add would leave each of the pod's ports taken
+            self._port(hp, 1)
+        self.generation += 2
+        return True
+
     def _account(self, pod: Pod, sign: int) -> None:
         req = self.requested
         for k, v in pod.requests.items():

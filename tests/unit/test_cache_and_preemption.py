@@ -161,3 +161,77 @@ def test_memory_cluster_marks_gated_pods_like_kube_apiserver() -> None:
     plain = m.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
                       "spec": {"containers": [{"name": "c"}]}})
     assert "conditions" not in (plain.get("status") or {})
+
+
+def _rich_pod(name: str, node_name: str = "", app: str = "x") -> Pod:
+    """A pod with everything the snapshot accounts: requests, a host port, labels and affinity terms."""
+    term = {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": "kubernetes.io/hostname"}
+    spec: dict = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+                                  "ports": [{"containerPort": 80, "hostPort": 8080}]}],
+                  "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]},
+                               "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                                   {"weight": 5, "podAffinityTerm": term}]}}}
+    if node_name:
+        spec["nodeName"] = node_name
+    return Pod.from_dict({"metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}", "labels": {"app": app},
+                                       "resourceVersion": "2" if node_name else "1"}, "spec": spec})
+
+
+def _cache_state(c: Cache) -> list:
+    snap = c.snapshot
+    snap.terms.entries(snap.node_infos)  # build the term index, so pod events update it
+    pred_key = ("test", "app")
+    snap.match_counts(pred_key, lambda p: p.labels.get("app") == "x")
+    out = []
+    for ni in snap.node_infos:
+        out.append((ni.name, [p.uid for p in ni.pods], [p.uid for p in ni.pods_with_affinity],
+                    [p.uid for p in ni.pods_with_required_anti_affinity], dict(ni.requested),
+                    dict(ni.non_zero_requested), {k: set(v) for k, v in ni.used_ports.items()}, ni.port_pods,
+                    ni.generation, snap.table.requested[ni.row].tolist(), snap.table.non_zero[ni.row].tolist()))
+    terms = sorted((repr(k), e.counts.tolist(), e.total) for k, e in (snap.terms._entries or {}).items())
+    return [out, terms, snap.match_counts(pred_key, lambda p: False).tolist(), snap.generation,
+            snap.num_affinity_pods, snap.num_required_anti_affinity_pods,
+            {u: ni.name for u, ni in snap.pod_nodes.items()}, [(p.uid, p.resource_version) for p in c.pods()]]
+
+
+def test_confirming_an_assumed_pod_swaps_it_in_with_the_state_of_remove_and_add(monkeypatch):
+    """The bound pod replaces the assumed one without re-accounting it when nothing the snapshot derives from
+    it changed; the result must equal the full remove-and-add path's, and a changed pod takes that path."""
+    import scheduler_runtime.cache as cache_mod
+
+    swaps: list[str] = []
+    real = cache_mod.same_accounting
+
+    def run(swap: bool) -> list:
+        def counted(a: Pod, b: Pod) -> bool:
+            same = swap and real(a, b)
+            if same:
+                swaps.append(a.name)
+            return same
+        monkeypatch.setattr(cache_mod, "same_accounting", counted)
+        c = Cache()
+        c.add_node(node("a"))
+        c.add_node(node("b"))
+        _cache_state(c)  # indexes built before the pods arrive
+        for name in ("p", "q", "r"):
+            c.assume_pod(_rich_pod(name), "a")
+        c.add_pod(_rich_pod("p", node_name="a"))  # the same pod, bound: swapped in (or remove and add)
+        c.add_pod(_rich_pod("q", node_name="a", app="y"))  # labels and terms changed: remove and add
+        c.add_pod(_rich_pod("r", node_name="b"))  # bound elsewhere than assumed: remove and add
+        monkeypatch.undo()
+        return _cache_state(c)
+
+    swapped, full = run(True), run(False)
+    assert swaps == ["p"]
+    assert swapped == full
+    assert swapped[-1] == [("u-p", "2"), ("u-q", "2"), ("u-r", "2")]
+
+
+def test_same_accounting_compares_every_accounted_field():
+    from scheduler_runtime.framework.snapshot import same_accounting
+    a = _rich_pod("p")
+    assert same_accounting(a, _rich_pod("p", node_name="n"))
+    assert not same_accounting(a, _rich_pod("p", app="y"))
+    assert not same_accounting(pod("p", uid="u-p"), pod("p", cpu="2", uid="u-p"))
+    assert not same_accounting(pod("p", uid="u-p"), pod("p", uid="u-p", deletionTimestamp="2020-01-01T00:00:00Z"))
+    assert not same_accounting(pod("p", uid="u-p"), _rich_pod("p"))
