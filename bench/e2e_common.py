@@ -87,6 +87,31 @@ def _watch_binds(client: Any, ns: str, rv: str, n_pods: int, prefix: str, bound:
         resp.close()
 
 
+def _unbound_summary(client: Any, ns: str, prefix: str, bound: dict[str, float], most: int = 5) -> str:
+    """At a timeout, what the API server holds: how many `prefix*` pods it shows bound that the bench's watch
+    has not seen (a stalled watch rather than a stalled scheduler), and a few unbound ones with their nominated
+    node, PodScheduled reason and message, and deletion mark."""
+    try:
+        items = client.call("GET", f"/api/v1/namespaces/{ns}/pods").get("items") or []
+    except Exception as exc:  # noqa: BLE001 - a diagnostic only
+        return f" (pods not listed: {exc!r})"
+    unseen, rows = 0, []
+    for p in items:
+        meta, spec, status = p.get("metadata") or {}, p.get("spec") or {}, p.get("status") or {}
+        name = meta.get("name") or ""
+        if not name.startswith(prefix) or name in bound:
+            continue
+        if spec.get("nodeName"):
+            unseen += 1
+            continue
+        cond = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {})
+        deleting = " deleting" if meta.get("deletionTimestamp") else ""
+        rows.append(f"{name}{deleting} nominated={status.get('nominatedNodeName')} {cond.get('reason')}: "
+                    f"{cond.get('message')}")
+    out = f"; {unseen} bound per the API server but not seen by the watch" if unseen else ""
+    return out + (f"; {len(rows)} unbound, e.g. {'; '.join(rows[:most])}" if rows else "")
+
+
 def measure_scheduler(client: Any, log_path: Path, label: str, cmd: list[str], ns: str, n_pods: int,
                       prefix: str = "", timeout: float = 900.0,
                       during: Callable[[], Callable[[], None]] | None = None,
@@ -137,7 +162,8 @@ def measure_scheduler(client: Any, log_path: Path, label: str, cmd: list[str], n
             cpu, rss = proc_stats(proc.pid)
             peak_cpu, peak_rss = max(peak_cpu, cpu), max(peak_rss, rss)
             if time.monotonic() - start > timeout:
-                return {"label": label, "error": f"only {len(bound)}/{n_pods} bound after {timeout:.0f}s"}
+                return {"label": label, "error": f"only {len(bound)}/{n_pods} bound after {timeout:.0f}s"
+                        f"{_unbound_summary(client, ns, prefix, bound)}"}
         if errors:
             return {"label": label, "error": f"the bench's watch failed after {len(bound)} binds: {errors[0]!r}"}
         cpu, rss = proc_stats(proc.pid)

@@ -898,7 +898,7 @@ def _measure_e2e(cp: Any, client: Any, w: Workload, params: dict[str, int], labe
     if _uses_templates(w):
         _wait_for_claims(client, ns, n_pods + sum(count_of(op, params) for _, op in _pod_ops(w)
                                                   if op.namespace == ns))
-    cfg = Path(tempfile.mkdtemp()) / "config.yaml"
+    cfg = cp.dir / f"{label}-config.yaml"  # with the control plane's files, not a temp dir left behind
     cfg.write_text(CONFIG.format(kubeconfig=cp.kubeconfig_path, qps=qps, burst=qps) + w.profiles)
     gate_flags = [f"--feature-gates={g}" for g in _feature_gates()]
     if label == "kube-scheduler":

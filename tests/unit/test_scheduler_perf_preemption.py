@@ -47,3 +47,27 @@ def test_a_measured_pod_preempted_after_binding_still_counts_as_bound() -> None:
         assert ever.preempted() == 1
     finally:
         sched.stop()
+
+
+class _ListClient:
+    def __init__(self, items: list[dict]) -> None:
+        self.items = items
+
+    def call(self, method: str, path: str, **kw: object) -> dict:
+        assert (method, path) == ("GET", "/api/v1/namespaces/default/pods")
+        return {"items": self.items}
+
+
+def test_an_e2e_timeout_says_whether_the_watch_or_the_scheduler_stalled() -> None:
+    import e2e_common
+
+    def pod(name: str, node: str = "", **status: object) -> dict:
+        return {"metadata": {"name": name}, "spec": {"nodeName": node} if node else {}, "status": status}
+    items = [pod("m-0", "node-0"), pod("m-1", "node-1"), pod("init-0", "node-2"),
+             pod("m-2", nominatedNodeName="node-3", conditions=[
+                 {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/4 nodes"}])]
+    out = e2e_common._unbound_summary(_ListClient(items), "default", "m-", {"m-0": 1.0})
+    assert "1 bound per the API server but not seen by the watch" in out
+    assert "1 unbound, e.g. m-2 nominated=node-3 Unschedulable: 0/4 nodes" in out
+    assert "init-0" not in out
+    assert e2e_common._unbound_summary(_ListClient(items[:1]), "default", "m-", {"m-0": 1.0}) == ""
