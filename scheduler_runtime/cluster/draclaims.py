@@ -55,16 +55,12 @@ def sync_claims(cluster: ClaimStore, emit: bool, pod: dict[str, Any] | None = No
             _instantiate(cluster, p, templates, emit)
 
 
-def release_pod(cluster: ClaimStore, uid: str, emit: bool, namespace: str | None = None) -> None:
-    """A pod is gone: release what it held. With `namespace` (the pod's) only that namespace's claims are looked
-    at: an owner reference and a `reservedFor` entry both name an object of the claim's own namespace."""
+def release_pod(cluster: ClaimStore, uid: str, emit: bool, namespace: str) -> None:
+    """A pod is gone: release what it held. Only the pod's namespace's claims are looked at: an owner reference
+    and a `reservedFor` entry both name an object of the claim's own namespace."""
     with cluster._lock:
-        store = cluster._objects.get("resourceclaims", {})
-        if namespace is None:
-            claims = list(store.values())
-        else:
-            prefix = f"{namespace}/"
-            claims = [c for k, c in store.items() if k.startswith(prefix)]
+        prefix = f"{namespace}/"
+        claims = [c for k, c in cluster._objects.get("resourceclaims", {}).items() if k.startswith(prefix)]
     for claim in claims:
         _release(cluster, claim, uid, emit)
 

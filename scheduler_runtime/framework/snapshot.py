@@ -39,6 +39,8 @@ def same_accounting(a: Pod, b: Pod) -> bool:
         return False
     for x, y in ((a.anti_affinity_required, b.anti_affinity_required), (a.affinity_required, b.affinity_required),
                  (a.affinity_preferred, b.affinity_preferred), (a.anti_affinity_preferred, b.anti_affinity_preferred)):
+        if x is y:  # Pod.rebound carries the parsed terms over as they are
+            continue
         if len(x) != len(y) or (x and _terms_key(x) != _terms_key(y)):
             return False
     return True

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Container
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -422,8 +422,7 @@ class _DryRun:
         #: passed those (their verdicts read the pod and the Node alone), so the dry run need not ask them again
         self.statuses = statuses or {}
         #: the nodes some pod is nominated to, asked once: the others have no nominated pods to add
-        names = getattr(fw, "_nominated_node_names", None)
-        self.nominated_nodes: Container[str] = names() if callable(names) else _Everything()
+        self.nominated_nodes: set[str] = fw._nominated_node_names()
         skip = state.skip_filter_plugins
         self.extensions = any(name not in skip for m in ("add_pod", "remove_pod") for name, _ in fw._extensions(m))
         active = [cp for cp in fw.filter if cp.name not in skip]
@@ -479,13 +478,6 @@ class _DryRun:
         if calls is None:
             return self.fw.run_filter(state, self.pod, node_info)  # type: ignore[no-any-return]
         return self.fw.run_filter_calls(state, self.pod, node_info, calls)  # type: ignore[no-any-return]
-
-
-class _Everything:
-    """A container holding every node name (when the framework cannot list the nominated nodes)."""
-
-    def __contains__(self, item: object) -> bool:
-        return True
 
 
 def _q(s: str) -> str:

@@ -781,7 +781,7 @@ class Allocator:
                     return _Picked(self, node, claims, (plan, picked[0], picked[1]))
                 run = _Run(self, node, claims, deadline)
                 run.pools = pools
-                run.request_data[(0, 0, 0)] = rd
+                run._from_plan(plan)
                 return run if run._solve() else None
         run = _Run(self, node, claims, deadline)
         return run if run.search() else None
