@@ -63,7 +63,7 @@ def test_an_e2e_timeout_says_whether_the_watch_or_the_scheduler_stalled() -> Non
 
     def pod(name: str, node: str = "", **status: object) -> dict:
         return {"metadata": {"name": name}, "spec": {"nodeName": node} if node else {}, "status": status}
-    items = [pod("m-0", "node-0"), pod("m-1", "node-1"), pod("init-0", "node-2"),
+    items = [pod("m-0", "node-0"), pod("m-1", "node-1"), pod("init-0"),
              pod("m-2", nominatedNodeName="node-3", conditions=[
                  {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/4 nodes"}])]
     out = e2e_common._unbound_summary(_ListClient(items), "default", "m-", {"m-0": 1.0})
