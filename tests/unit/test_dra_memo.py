@@ -140,16 +140,21 @@ def test_memo_keys_on_devices_in_use() -> None:
     fresh = [_allocator(slices, allocated).allocate(n, [claim]) for n in nodes]
     assert got == fresh
     assert got[0] is not None and got[0][0]["devices"]["results"][0]["device"] != first["devices"][0]["name"]
+    assert shared.memo  # the memo was used here, whatever order or selection the other cases ran in
 
 
 def test_memo_skips_network_attached_slices() -> None:
     """A slice not bound to one node by name (here allNodes) leaves every node it reaches out of the memo."""
     nodes, slices, allocated = _cluster(random.Random(2), 4)
+    claim = {"metadata": {"name": "c", "namespace": "ns"}, "spec": {"devices": {"requests": [
+        {"name": "a", "exactly": {"deviceClassName": "gpu"}}, {"name": "b", "exactly": {"deviceClassName": "gpu"}}]}}}
+    control = _allocator(slices, allocated)
+    for n in nodes:
+        _outcome(control, n, [claim])
+    assert control.memo  # without the network-attached slice these nodes do share searches
     slices.append({"metadata": {"name": "net"}, "spec": {
         "driver": DRIVER, "allNodes": True, "pool": {"name": "net", "generation": 1, "resourceSliceCount": 1},
         "devices": [_device("n0", "a", 0, "8Gi", False)]}})
-    claim = {"metadata": {"name": "c", "namespace": "ns"}, "spec": {"devices": {"requests": [
-        {"name": "a", "exactly": {"deviceClassName": "gpu"}}, {"name": "b", "exactly": {"deviceClassName": "gpu"}}]}}}
     shared = _allocator(slices, allocated)
     for n in nodes:
         assert _outcome(shared, n, [claim]) == _allocator(slices, allocated).allocate(n, [claim])
