@@ -194,12 +194,6 @@ class TermIndex:
                                           or pod.affinity_preferred or pod.anti_affinity_preferred):
             self._add(row, pod, sign)
 
-    def touch(self, pod: Pod) -> None:
-        """`pod` was replaced by an equal one: counts stay, but the version moves as on_pod would move it."""
-        if self._entries is not None and (pod.anti_affinity_required or pod.affinity_required
-                                          or pod.affinity_preferred or pod.anti_affinity_preferred):
-            self.version = next(_term_versions)
-
     def reset(self) -> None:
         self._entries = None
         self.version = next(_term_versions)

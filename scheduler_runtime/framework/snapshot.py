@@ -220,7 +220,7 @@ class Snapshot:
             return False
         self.pod_nodes.pop(new.uid, None)  # re-inserted last, as remove then add would
         self.pod_nodes[new.uid] = info
-        self.terms.touch(new)
+        # the term index keeps its version: its counts, all it versions, are the same (same_accounting)
         self.generation += 2
         return True
 
