@@ -143,6 +143,18 @@ class PreferredSchedulingTerm:
     term: NodeSelectorTerm
 
 
+def _sections(raw: Any, kind: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], str]:
+    """metadata, spec, status and the name of an object about to be parsed, the name checked first, since every
+    record is keyed by it."""
+    if not isinstance(raw, dict):
+        raise InputError(f"a {kind} must be a mapping", usage=False)
+    meta = raw.get("metadata") or {}
+    name = meta.get("name")
+    if not name or not isinstance(name, str):
+        raise InputError("Required value: name is required", field="metadata.name", usage=False)
+    return meta, raw.get("spec") or {}, raw.get("status") or {}, name
+
+
 @dataclass(slots=True, frozen=True)
 class PodAffinityTerm:
     selector: LabelSelector | None
@@ -358,15 +370,8 @@ class Pod:
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Pod:
         """Parse once; raises InputError naming the field on malformed input."""
-        if not isinstance(raw, dict):
-            raise InputError("a Pod must be a mapping", usage=False)
+        meta, spec, status, name = _sections(raw, "Pod")
         p = cls.__new__(cls)
-        meta = raw.get("metadata") or {}
-        spec = raw.get("spec") or {}
-        status = raw.get("status") or {}
-        name = meta.get("name")
-        if not name or not isinstance(name, str):
-            raise InputError("Required value: name is required", field="metadata.name", usage=False)
         p.raw = raw
         p.name = name
         p.namespace = meta.get("namespace") or "default"
@@ -548,15 +553,8 @@ class Node:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Node:
-        if not isinstance(raw, dict):
-            raise InputError("a Node must be a mapping", usage=False)
+        meta, spec, status, name = _sections(raw, "Node")
         n = cls.__new__(cls)
-        meta = raw.get("metadata") or {}
-        spec = raw.get("spec") or {}
-        status = raw.get("status") or {}
-        name = meta.get("name")
-        if not name or not isinstance(name, str):
-            raise InputError("Required value: name is required", field="metadata.name", usage=False)
         n.raw = raw
         n.name = name
         n.uid = meta.get("uid") or name

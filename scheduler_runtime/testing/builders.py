@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from ..framework.snapshot import Snapshot
 from ..framework.types import NodeInfo
 from ..objects import Node, Pod
 
@@ -150,3 +151,15 @@ def make_node(name: str) -> NodeBuilder:
 
 def make_pod(name: str, namespace: str = "default") -> PodBuilder:
     return PodBuilder(name, namespace)
+
+
+def snapshot_of(*nodes: Node, placed: dict[str, list[Pod]] | None = None) -> Snapshot:
+    """A snapshot of parsed `nodes` with `placed` pods (by node name) already on them, for calling a plugin's
+    PreFilter/Filter/Score directly the way a cycle would, without a scheduler around it."""
+    snap = Snapshot()
+    for node in nodes:
+        info = NodeInfo(node)
+        snap.add_node(info)
+        for pod in (placed or {}).get(node.name, []):
+            snap.add_pod(info, pod)
+    return snap

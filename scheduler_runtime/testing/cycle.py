@@ -140,8 +140,17 @@ def _one_attempt(sched: Scheduler) -> None:
     qpi = sched.queue.pop(timeout=0)
     if qpi is not None:
         sched.schedule_one(qpi)
-    while sched._inflight_bindings:  # the Permit-wait binding cycle runs on its own thread
+    _finish_binding(sched)
+
+
+def _finish_binding(sched: Scheduler, deadline: float | None = None, uid: str = "") -> None:
+    """Wait for the attempt's binding cycle, which runs on its own thread when Permit made it wait, and apply
+    what it handed back to the loop."""
+    while sched._inflight_bindings:
+        if deadline is not None and time.monotonic() >= deadline:
+            raise TimeoutError(f"pod {uid}'s binding cycle did not finish before the timeout")
         time.sleep(0.005)
+    sched.finish_bindings()
     sched.drain_inbox()
 
 
@@ -163,12 +172,7 @@ def _first_attempt(sched: Scheduler, uid: str, deadline: float) -> None:
         sched.schedule_one(qpi)
         if qpi.pod.uid == uid:
             break
-    while sched._inflight_bindings:  # a Permit wait binds on its own thread
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"pod {uid}'s binding cycle did not finish before the timeout")
-        time.sleep(0.005)
-    sched.finish_bindings()
-    sched.drain_inbox()
+    _finish_binding(sched, deadline, uid)
 
 
 def run_cycle(plugin: type[Plugin] | None, nodes: list[dict[str, Any]], pod: dict[str, Any], *,

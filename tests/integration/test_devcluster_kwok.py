@@ -70,14 +70,8 @@ def _in_groups(pgids: set[int]) -> list[int]:
     """Live processes in any of the process groups `pgids`."""
     out = []
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry.name}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        if fields[0] not in ("Z", "X") and int(fields[2]) in pgids:
+        fields = processes._stat_fields(int(entry.name)) if entry.name.isdigit() else None
+        if fields is not None and fields[0] not in ("Z", "X") and int(fields[2]) in pgids:
             out.append(int(entry.name))
     return out
 

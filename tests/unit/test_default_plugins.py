@@ -8,9 +8,8 @@ from scheduler_runtime.cluster.memory import MemoryCluster
 from scheduler_runtime.framework.cycle_state import CycleState
 from scheduler_runtime.framework.handle import Handle
 from scheduler_runtime.framework.nodelist import NodeList
-from scheduler_runtime.framework.snapshot import Snapshot
 from scheduler_runtime.framework.status import Code
-from scheduler_runtime.framework.types import NodeInfo, NodeScore
+from scheduler_runtime.framework.types import NodeScore
 from scheduler_runtime.objects import Node, Pod
 from scheduler_runtime.plugins.imagelocality import ImageLocality
 from scheduler_runtime.plugins.interpodaffinity import InterPodAffinity
@@ -20,6 +19,7 @@ from scheduler_runtime.plugins.nodeunschedulable import NodeUnschedulable
 from scheduler_runtime.plugins.podtopologyspread import PodTopologySpread
 from scheduler_runtime.plugins.schedulinggates import SchedulingGates
 from scheduler_runtime.plugins.tainttoleration import TaintToleration
+from scheduler_runtime.testing.builders import snapshot_of
 
 MB = 1024 * 1024
 
@@ -37,16 +37,6 @@ def pod(name: str = "p", labels: dict | None = None, ns: str = "ns", **spec) -> 
     return Pod.from_dict({"metadata": {"name": name, "namespace": ns, "labels": labels or {}}, "spec": spec})
 
 
-def snapshot(*nodes: Node, placed: dict[str, list[Pod]] | None = None) -> Snapshot:
-    s = Snapshot()
-    for n in nodes:
-        ni = NodeInfo(n)
-        s.add_node(ni)
-        for p in (placed or {}).get(n.name, []):
-            s.add_pod(ni, p)
-    return s
-
-
 def normalize(plugin, state, p, snap, raw: list[int]) -> list[int]:
     scores = [NodeScore(ni.name, v) for ni, v in zip(snap.node_infos, raw, strict=True)]
     plugin.normalize_score(state, p, scores)
@@ -57,7 +47,7 @@ def normalize(plugin, state, p, snap, raw: list[int]) -> list[int]:
 
 
 def test_taint_filter_and_prefer_no_schedule_scores():
-    snap = snapshot(
+    snap = snapshot_of(
         node("clean"),
         node("gpu", taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]),
         node("soft1", taints=[{"key": "a", "effect": "PreferNoSchedule"}]),
@@ -85,7 +75,7 @@ def test_taint_filter_and_prefer_no_schedule_scores():
 
 
 def test_unschedulable_node_unless_tolerated():
-    snap = snapshot(node("cordoned", unschedulable=True), node("ok"))
+    snap = snapshot_of(node("cordoned", unschedulable=True), node("ok"))
     plugin = NodeUnschedulable(None, Handle(snap))
     fb = plugin.filter_batch(CycleState(), pod(), snap)
     assert fb.ok.tolist() == [False, True]
@@ -99,8 +89,8 @@ def test_unschedulable_node_unless_tolerated():
 
 
 def test_node_affinity_selector_expressions_and_scores():
-    snap = snapshot(node("a", {"zone": "z1", "gen": "3"}), node("b", {"zone": "z2", "gen": "5"}),
-                    node("c", {"zone": "z3"}))
+    snap = snapshot_of(node("a", {"zone": "z1", "gen": "3"}), node("b", {"zone": "z2", "gen": "5"}),
+                       node("c", {"zone": "z3"}))
     plugin = NodeAffinity(None, Handle(snap))
     p = pod(affinity={"nodeAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
@@ -122,7 +112,7 @@ def test_node_affinity_selector_expressions_and_scores():
 
 
 def test_node_affinity_skip_match_fields_and_added_affinity():
-    snap = snapshot(node("a", {"zone": "z1"}), node("b", {"zone": "z2"}))
+    snap = snapshot_of(node("a", {"zone": "z1"}), node("b", {"zone": "z2"}))
     plugin = NodeAffinity(None, Handle(snap))
     _, st = plugin.pre_filter(CycleState(), pod(), NodeList(snap))
     assert st is not None and st.code == Code.Skip
@@ -141,7 +131,7 @@ def test_node_affinity_skip_match_fields_and_added_affinity():
 
 
 def test_node_affinity_on_hostname_is_per_node():
-    snap = snapshot(node("a"), node("b"))
+    snap = snapshot_of(node("a"), node("b"))
     p = pod(nodeSelector={"kubernetes.io/hostname": "b"})
     fb = NodeAffinity(None, Handle(snap)).filter_batch(CycleState(), p, snap)
     assert fb.ok.tolist() == [False, True]
@@ -152,7 +142,7 @@ def test_node_affinity_on_hostname_is_per_node():
 
 def test_host_ports_conflict_and_wildcard_ip():
     used = pod("u", containers=[{"name": "c", "ports": [{"containerPort": 80, "hostPort": 8080}]}])
-    snap = snapshot(node("a"), node("b"), placed={"a": [used]})
+    snap = snapshot_of(node("a"), node("b"), placed={"a": [used]})
     plugin = NodePorts(None, Handle(snap))
     p = pod(containers=[{"name": "c", "ports": [{"containerPort": 80, "hostPort": 8080, "hostIP": "10.0.0.1"}]}])
     assert plugin.pre_filter(CycleState(), p, NodeList(snap)) is None
@@ -174,7 +164,7 @@ def test_scheduling_gates_message():
 def test_image_locality_by_hand():
     # image of 500 MB on 1 of 2 nodes: sum = int(500MB * 1/2) = 250MB; one container -> max 1000MB
     # score = 100 * (250MB - 23MB) / (1000MB - 23MB) = 100 * 227 / 977 = 23 (truncated)
-    snap = snapshot(node("a", images=[{"names": ["app:1"], "sizeBytes": 500 * MB}]), node("b"))
+    snap = snapshot_of(node("a", images=[{"names": ["app:1"], "sizeBytes": 500 * MB}]), node("b"))
     plugin = ImageLocality(None, Handle(snap))
     p = pod()
     assert plugin.score_batch(CycleState(), p, snap, np.arange(2)).tolist() == [23, 0]
@@ -195,8 +185,8 @@ def spread_pod(name: str, zone_skew: int = 1, when: str = "DoNotSchedule") -> Po
 
 def test_spread_filter_skew_and_missing_label():
     web = [pod(f"w{i}", {"app": "web"}) for i in range(3)]
-    snap = snapshot(node("a", {"zone": "z1"}), node("b", {"zone": "z2"}), node("nolabel"),
-                    placed={"a": web[:2], "b": web[2:]})
+    snap = snapshot_of(node("a", {"zone": "z1"}), node("b", {"zone": "z2"}), node("nolabel"),
+                       placed={"a": web[:2], "b": web[2:]})
     plugin = PodTopologySpread(None, Handle(snap))
     p = spread_pod("new")
     state = CycleState()
@@ -214,7 +204,7 @@ def test_spread_filter_skew_and_missing_label():
 
 
 def test_spread_min_domains_forces_global_min_zero():
-    snap = snapshot(node("a", {"zone": "z1"}), placed={"a": [pod("w0", {"app": "web"})]})
+    snap = snapshot_of(node("a", {"zone": "z1"}), placed={"a": [pod("w0", {"app": "web"})]})
     plugin = PodTopologySpread(None, Handle(snap))
     p = pod("new", {"app": "web"}, topologySpreadConstraints=[
         {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule", "minDomains": 2,
@@ -229,7 +219,7 @@ def test_spread_soft_scores_with_log_weights():
     # zones z1 (2 matching pods), z2 (0): 2 domains -> weight ln(4) = 1.386; maxSkew 1 -> +0
     # raw: a = round(2*1.386) = 3, b = 0 ; normalise: max 3, min 0 -> a = 100*(3+0-3)/3 = 0, b = 100*(3+0-0)/3 = 100
     web = [pod(f"w{i}", {"app": "web"}) for i in range(2)]
-    snap = snapshot(node("a", {"zone": "z1"}), node("b", {"zone": "z2"}), placed={"a": web})
+    snap = snapshot_of(node("a", {"zone": "z1"}), node("b", {"zone": "z2"}), placed={"a": web})
     plugin = PodTopologySpread(None, Handle(snap))
     p = spread_pod("new", when="ScheduleAnyway")
     state = CycleState()
@@ -243,8 +233,8 @@ def test_spread_system_defaults_from_service_selector():
     cluster = MemoryCluster()
     cluster.create({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "ns"},
                     "spec": {"selector": {"app": "web"}}})
-    snap = snapshot(node("a", {"topology.kubernetes.io/zone": "z1"}), node("b", {"topology.kubernetes.io/zone": "z1"}),
-                    placed={"a": [pod("w0", {"app": "web"})]})
+    snap = snapshot_of(node("a", {"topology.kubernetes.io/zone": "z1"}),
+                       node("b", {"topology.kubernetes.io/zone": "z1"}), placed={"a": [pod("w0", {"app": "web"})]})
     handle = Handle(snap, cluster=cluster)
     plugin = PodTopologySpread(None, handle)
     p = pod("new", {"app": "web"})
@@ -265,7 +255,7 @@ def test_inter_pod_anti_affinity_and_existing_anti_affinity():
     anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": {"app": "api"}}, "topologyKey": "kubernetes.io/hostname"}]}}
     existing = pod("api-0", {"app": "api"}, affinity=anti)
-    snap = snapshot(node("a"), node("b"), placed={"a": [existing]})
+    snap = snapshot_of(node("a"), node("b"), placed={"a": [existing]})
     plugin = InterPodAffinity(None, Handle(snap))
     p = pod("api-1", {"app": "api"}, affinity=anti)
     state = CycleState()
@@ -283,7 +273,7 @@ def test_inter_pod_anti_affinity_and_existing_anti_affinity():
 def test_inter_pod_affinity_first_pod_may_self_match():
     aff = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": "zone"}]}}
-    snap = snapshot(node("a", {"zone": "z1"}), node("b"))
+    snap = snapshot_of(node("a", {"zone": "z1"}), node("b"))
     plugin = InterPodAffinity(None, Handle(snap))
     first = pod("c0", {"app": "cache"}, affinity=aff)
     state = CycleState()
@@ -298,8 +288,8 @@ def test_inter_pod_affinity_first_pod_may_self_match():
 
 def test_inter_pod_preferred_scores_and_hard_weight():
     db = pod("db", {"app": "db"})
-    snap = snapshot(node("a", {"zone": "z1"}), node("b", {"zone": "z2"}), node("c", {"zone": "z3"}),
-                    placed={"a": [db]})
+    snap = snapshot_of(node("a", {"zone": "z1"}), node("b", {"zone": "z2"}), node("c", {"zone": "z3"}),
+                       placed={"a": [db]})
     plugin = InterPodAffinity(None, Handle(snap))
     p = pod("r", {"app": "reports"}, affinity={"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
         {"weight": 80, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone"}}]}})
@@ -311,7 +301,7 @@ def test_inter_pod_preferred_scores_and_hard_weight():
     # an existing pod's required affinity to the incoming pod adds hardPodAffinityWeight (1)
     follower = pod("f", {"app": "f"}, affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": {"app": "leader"}}, "topologyKey": "zone"}]}})
-    snap2 = snapshot(node("a", {"zone": "z1"}), node("b", {"zone": "z2"}), placed={"b": [follower]})
+    snap2 = snapshot_of(node("a", {"zone": "z1"}), node("b", {"zone": "z2"}), placed={"b": [follower]})
     plugin2 = InterPodAffinity(None, Handle(snap2))
     leader = pod("l", {"app": "leader"})
     st2 = CycleState()

@@ -10,7 +10,6 @@ from scheduler_runtime.config import load_config
 from scheduler_runtime.framework.cycle_state import CycleState
 from scheduler_runtime.framework.handle import Handle
 from scheduler_runtime.framework.nodelist import NodeList
-from scheduler_runtime.framework.snapshot import Snapshot
 from scheduler_runtime.framework.status import Code
 from scheduler_runtime.framework.types import NodeInfo, NodeScore
 from scheduler_runtime.objects import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, Node, Pod
@@ -19,6 +18,7 @@ from scheduler_runtime.plugins.nodeaffinity import NodeAffinity
 from scheduler_runtime.plugins.noderesources import NodeResourcesFit
 from scheduler_runtime.plugins.registry import build_registry
 from scheduler_runtime.scheduler import Scheduler
+from scheduler_runtime.testing.builders import snapshot_of
 
 MB = 1024 * 1024
 
@@ -31,16 +31,6 @@ def _node(name: str, labels: dict | None = None, cpu: str = "4", memory: str = "
 def _pod(name: str = "p", labels: dict | None = None, ns: str = "ns", **spec) -> Pod:
     spec.setdefault("containers", [{"name": "c"}])
     return Pod.from_dict({"metadata": {"name": name, "namespace": ns, "labels": labels or {}}, "spec": spec})
-
-
-def _snap(*nodes: Node, placed: dict[str, list[Pod]] | None = None) -> Snapshot:
-    s = Snapshot()
-    for n in nodes:
-        ni = NodeInfo(n)
-        s.add_node(ni)
-        for p in (placed or {}).get(n.name, []):
-            s.add_pod(ni, p)
-    return s
 
 
 # ----------------------------------------------------------------------------- requests (types.go, resource helpers)
@@ -58,7 +48,7 @@ def test_explicit_zero_request_stays_zero_only_unset_gets_default():
 
 
 def test_explicit_zero_changes_least_allocated_score():
-    snap = _snap(_node("n", cpu="1", memory="1000Mi"))
+    snap = snapshot_of(_node("n", cpu="1", memory="1000Mi"))
     plugin = NodeResourcesFit(None, Handle(snap))
     zero = _pod(containers=[{"name": "c", "resources": {"requests": {"cpu": "0", "memory": "500Mi"}}}])
     # cpu (1000-0)*100/1000 = 100, memory (1000-500)*100/1000 = 50: (100+50)/2 = 75
@@ -66,7 +56,7 @@ def test_explicit_zero_changes_least_allocated_score():
 
 
 def test_pod_without_containers_scores_without_crashing():
-    snap = _snap(_node("n"))
+    snap = snapshot_of(_node("n"))
     empty = _pod(containers=[])
     assert empty.non_zero_requests == {"cpu": 0, "memory": 0}
     assert NodeResourcesFit(None, Handle(snap)).score(CycleState(), empty, snap.node_infos[0]) == 100
@@ -89,7 +79,7 @@ def test_interpodaffinity_invalid_label_value_rejects_pod_in_prefilter_and_error
         {"weight": 1, "podAffinityTerm": {"topologyKey": "zone", "labelSelector": {
             "matchExpressions": [{"key": "app", "operator": "In", "values": ["not valid!"]}]}}}]}})
     assert bad.affinity_error.startswith("preferredAffinityTerms: values[0][app]: Invalid value: \"not valid!\"")
-    snap = _snap(_node("n", {"zone": "a"}), placed={"n": [_pod("e", {"app": "x"})]})
+    snap = snapshot_of(_node("n", {"zone": "a"}), placed={"n": [_pod("e", {"app": "x"})]})
     plugin = InterPodAffinity(None, Handle(snap))
     st = plugin.pre_filter(CycleState(), bad, NodeList(snap))
     assert st is not None and st.code == Code.UnschedulableAndUnresolvable
@@ -113,7 +103,7 @@ def test_node_affinity_invalid_required_term_matches_nothing_but_other_terms_sti
     assert term_ok.matches(_node("n", {"zone": "a"}))
     only_bad = _pod(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "Gt", "values": ["x"]}]}]}}})
-    snap = _snap(_node("n", {"zone": "5"}))
+    snap = snapshot_of(_node("n", {"zone": "5"}))
     st = NodeAffinity(None, Handle(snap)).filter(CycleState(), only_bad, snap.node_infos[0])
     assert st is not None and st.code == Code.UnschedulableAndUnresolvable
 
@@ -121,7 +111,7 @@ def test_node_affinity_invalid_required_term_matches_nothing_but_other_terms_sti
 def test_node_affinity_invalid_preferred_term_is_a_prescore_error():
     p = _pod(affinity={"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
         {"weight": 3, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a/b"]}]}}]}})
-    snap = _snap(_node("n"))
+    snap = snapshot_of(_node("n"))
     st = NodeAffinity(None, Handle(snap)).pre_score(CycleState(), p, NodeList(snap))
     assert st is not None and st.code == Code.Error
     assert st.message.startswith('[0].matchExpressions[0].values[0][zone]: Invalid value: "a/b"')
@@ -131,7 +121,7 @@ def test_two_metadata_name_requirements_in_one_term_intersect():
     p = _pod(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a", "b"]},
                          {"key": "metadata.name", "operator": "In", "values": ["b", "c"]}]}]}}})
-    snap = _snap(_node("a"), _node("b"), _node("c"))
+    snap = snapshot_of(_node("a"), _node("b"), _node("c"))
     res, st = NodeAffinity(None, Handle(snap)).pre_filter(CycleState(), p, NodeList(snap))
     assert st is None and res.node_names == {"b"}
     disjoint = _pod(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
@@ -156,7 +146,7 @@ def test_ignore_preferred_terms_of_existing_pods_only_skips_pods_without_own_pre
         {"weight": 7, "podAffinityTerm": {"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "web"}}}}]}})
     incoming = _pod("in", {"app": "web"}, affinity={"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
         {"weight": 2, "podAffinityTerm": {"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "db"}}}}]}})
-    snap = _snap(_node("a", {"zone": "z1"}), _node("b", {"zone": "z2"}), placed={"a": [existing]})
+    snap = snapshot_of(_node("a", {"zone": "z1"}), _node("b", {"zone": "z2"}), placed={"a": [existing]})
     plugin = InterPodAffinity(InterPodAffinityArgs(ignore_preferred_terms_of_existing_pods=True), Handle(snap))
     state = CycleState()
     assert plugin.pre_score(state, incoming, NodeList(snap)) is None

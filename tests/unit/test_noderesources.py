@@ -12,7 +12,6 @@ from scheduler_runtime.framework.handle import Handle
 from scheduler_runtime.framework.nodelist import NodeList
 from scheduler_runtime.framework.snapshot import Snapshot
 from scheduler_runtime.framework.status import Code
-from scheduler_runtime.framework.types import NodeInfo
 from scheduler_runtime.objects import Node, Pod
 from scheduler_runtime.plugins.noderesources import (
     NodeResourcesBalancedAllocation,
@@ -20,6 +19,7 @@ from scheduler_runtime.plugins.noderesources import (
     NodeResourcesFit,
     NodeResourcesFitArgs,
 )
+from scheduler_runtime.testing.builders import snapshot_of
 
 MI = 1024 * 1024
 
@@ -36,16 +36,6 @@ def pod(name: str = "p", cpu: str | None = None, mem: str | None = None, **extra
     if req:
         c["resources"] = {"requests": req}
     return Pod.from_dict({"metadata": {"name": name, "namespace": "ns"}, "spec": {"containers": [c]}})
-
-
-def snapshot(*nodes: Node, placed: dict[str, list[Pod]] | None = None) -> Snapshot:
-    s = Snapshot()
-    for n in nodes:
-        ni = NodeInfo(n)
-        s.add_node(ni)
-        for p in (placed or {}).get(n.name, []):
-            s.add_pod(ni, p)
-    return s
 
 
 def fit(snap: Snapshot, **args) -> NodeResourcesFit:
@@ -72,7 +62,7 @@ def score(plugin, snap: Snapshot, p: Pod) -> list[int]:
 
 
 def test_fit_lists_every_insufficient_resource_in_order():
-    snap = snapshot(node("n1", cpu="1", mem="1Gi"), placed={"n1": [pod("a", cpu="800m", mem="900Mi")]})
+    snap = snapshot_of(node("n1", cpu="1", mem="1Gi"), placed={"n1": [pod("a", cpu="800m", mem="900Mi")]})
     batch, per_node = run_filter(fit(snap), snap, pod(cpu="500m", mem="200Mi"))
     assert not batch.ok[0]
     st = batch.status_at(0)
@@ -82,20 +72,20 @@ def test_fit_lists_every_insufficient_resource_in_order():
 
 
 def test_fit_request_above_total_allocatable_is_unresolvable():
-    snap = snapshot(node("n1", cpu="2"))
+    snap = snapshot_of(node("n1", cpu="2"))
     batch, _ = run_filter(fit(snap), snap, pod(cpu="3"))
     assert batch.status_at(0).code == Code.UnschedulableAndUnresolvable
 
 
 def test_fit_too_many_pods_even_for_empty_requests():
-    snap = snapshot(node("n1", pods="1"), placed={"n1": [pod("a")]})
+    snap = snapshot_of(node("n1", pods="1"), placed={"n1": [pod("a")]})
     batch, per_node = run_filter(fit(snap), snap, pod())
     assert batch.status_at(0).reasons == ["Too many pods"]
     assert per_node[0].reasons == ["Too many pods"]
 
 
 def test_fit_extended_resource_and_ignored_groups():
-    snap = snapshot(node("gpu", **{"example.com/gpu": "2"}), node("plain"))
+    snap = snapshot_of(node("gpu", **{"example.com/gpu": "2"}), node("plain"))
     p = pod(cpu="1", **{"example.com/gpu": "1"})
     batch, _ = run_filter(fit(snap), snap, p)
     assert batch.ok.tolist() == [True, False]
@@ -111,21 +101,21 @@ def test_fit_extended_resource_and_ignored_groups():
 def test_least_allocated_by_hand():
     # node 4000m / 8Gi with 1000m / 2Gi requested; pod 1000m / 2Gi
     # cpu: (4000-2000)*100/4000 = 50 ; memory: (8192-4096)*100/8192 = 50 ; (50+50)/2 = 50
-    snap = snapshot(node("n1"), placed={"n1": [pod("a", cpu="1", mem="2Gi")]})
+    snap = snapshot_of(node("n1"), placed={"n1": [pod("a", cpu="1", mem="2Gi")]})
     assert score(fit(snap), snap, pod(cpu="1", mem="2Gi")) == [50]
 
 
 def test_least_allocated_uses_non_zero_defaults_for_best_effort_pods():
     # pod without requests counts as 100m / 200Mi: cpu (4000-100)*100/4000 = 97 (97.5 truncated),
     # memory (8192-200)*100/8192 = 97 (97.55 truncated) -> 97
-    snap = snapshot(node("n1"))
+    snap = snapshot_of(node("n1"))
     assert score(fit(snap), snap, pod()) == [97]
 
 
 def test_most_allocated_weights_by_hand():
     # cpu weight 3, memory weight 1; node 4 cpu / 8Gi; pod 3 cpu / 2Gi
     # cpu 3000*100/4000 = 75 ; memory 2048*100/8192 = 25 ; (75*3 + 25*1) / 4 = 62 (62.5 truncated)
-    snap = snapshot(node("n1"))
+    snap = snapshot_of(node("n1"))
     plugin = fit(snap, scoringStrategy={"type": "MostAllocated",
                                         "resources": [{"name": "cpu", "weight": 3}, {"name": "memory", "weight": 1}]})
     assert score(plugin, snap, pod(cpu="3", mem="2Gi")) == [62]
@@ -133,7 +123,7 @@ def test_most_allocated_weights_by_hand():
 
 def test_zero_allocatable_resource_is_left_out_of_the_weights():
     # memory allocatable 0 -> only cpu counts: (4000-1000)*100/4000 = 75
-    snap = snapshot(node("n1", mem="0"))
+    snap = snapshot_of(node("n1", mem="0"))
     assert score(fit(snap), snap, pod(cpu="1", mem="1Gi")) == [75]
 
 
@@ -141,7 +131,7 @@ def test_requested_to_capacity_ratio_negative_slope_truncates_toward_zero():
     # shape (0,10),(100,0) scaled x10 -> (0,100),(100,0); utilisation 33% (1320m of 4000m):
     # 100 + (0-100)*(33-0)/(100-0) = 100 + (-3300/100) = 100 - 33 = 67
     # memory: 1Gi of 8Gi -> 12%: 100 + (-1200/100) = 88 ; round((67+88)/2 = 77.5) = 78 (half away from zero)
-    snap = snapshot(node("n1"))
+    snap = snapshot_of(node("n1"))
     plugin = fit(snap, scoringStrategy={"type": "RequestedToCapacityRatio",
                                         "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 10},
                                                                                {"utilization": 100, "score": 0}]}})
@@ -151,7 +141,7 @@ def test_requested_to_capacity_ratio_negative_slope_truncates_toward_zero():
 def test_requested_to_capacity_ratio_go_truncation_not_floor():
     # shape (0,0),(30,10),(100,3) -> x10: (0,0),(30,100),(100,30); cpu only; 1240m/4000m = 31%:
     # 100 + (30-100)*(31-30)/(100-30) = 100 + (-70/70) = 99
-    snap = snapshot(node("n1", mem="0"))
+    snap = snapshot_of(node("n1", mem="0"))
     plugin = fit(snap, scoringStrategy={"type": "RequestedToCapacityRatio",
                                         "resources": [{"name": "cpu", "weight": 1}],
                                         "requestedToCapacityRatio": {"shape": [
@@ -180,13 +170,13 @@ def test_rtcr_shape_validation():
 def test_balanced_allocation_136_formula_by_hand():
     # node 4000m / 8Gi, already 1000m / 4Gi: without pod fractions 0.25, 0.5 -> std 0.125 -> 87
     # pod 1000m / 0: with pod 0.5, 0.5 -> std 0 -> 100 ; score = 50 + (50 + 100 - 87) // 2 = 50 + 31 = 81
-    snap = snapshot(node("n1"), placed={"n1": [pod("a", cpu="1", mem="4Gi")]})
+    snap = snapshot_of(node("n1"), placed={"n1": [pod("a", cpu="1", mem="4Gi")]})
     plugin = NodeResourcesBalancedAllocation(None, Handle(snap))
     assert score(plugin, snap, pod(cpu="1")) == [81]
 
 
 def test_balanced_allocation_no_change_is_75_and_best_effort_skips():
-    snap = snapshot(node("n1"))
+    snap = snapshot_of(node("n1"))
     plugin = NodeResourcesBalancedAllocation(None, Handle(snap))
     # empty node, pod 1 cpu / 2Gi: fractions .25/.25 with pod (std 0 -> 100), 0/0 without (100): 50+(50+0)//2 = 75
     assert score(plugin, snap, pod(cpu="1", mem="2Gi")) == [75]
@@ -209,7 +199,7 @@ def test_batch_equals_per_node_on_random_clusters(strategy: str):
                   pods=str(rng.choice([3, 110]))) for i in range(30)]
     placed = {n.name: [pod(f"{n.name}-{j}", cpu=f"{rng.randint(0, 900)}m", mem=f"{rng.randint(0, 900)}Mi")
                        for j in range(rng.randint(0, 4))] for n in nodes}
-    snap = snapshot(*nodes, placed=placed)
+    snap = snapshot_of(*nodes, placed=placed)
     plugin = fit(snap, scoringStrategy={"type": strategy})
     for _ in range(20):
         p = pod(cpu=f"{rng.randint(0, 3000)}m", mem=f"{rng.randint(0, 3000)}Mi")
@@ -235,7 +225,7 @@ def test_fit_batch_keys_group_rows_exactly_by_their_status():
              node("gpu", **{"example.com/gpu": "2"}), node("pods", pods="1"), node("gpu2", **{"example.com/gpu": "1"})]
     placed = {"full-cpu": [pod("a", cpu="2")], "full-mem": [pod("b", mem="4Gi")], "pods": [pod("c")],
               "gpu2": [pod("d", **{"example.com/gpu": "1"})]}
-    snap = snapshot(*nodes, placed=placed)
+    snap = snapshot_of(*nodes, placed=placed)
     plugin = fit(snap)
     batch, per_node = run_filter(plugin, snap, big)
     keys = batch.row_keys()
@@ -262,7 +252,7 @@ def test_rows_failing_only_through_nominated_pods_are_not_filtered_twice() -> No
     from scheduler_runtime.framework.runtime import Diagnosis, Framework
     from scheduler_runtime.framework.status import Status
 
-    snap = snapshot(node("n1"), node("n2"))
+    snap = snapshot_of(node("n1"), node("n2"))
     fw = Framework.__new__(Framework)
 
     def no_second_pass(*a, **k):
