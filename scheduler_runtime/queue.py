@@ -62,7 +62,10 @@ class SchedulingQueue:
         #: looks only at the pods some of whose rejecting plugins are among the first (or unknown, or none)
         self._plugin_index = plugin_index
         self._by_rejector: dict[str, set[str]] = {}  # rejecting plugin ("" for none) -> uids, not gated
-        self._gated: set[str] = set()
+        #: gated pods by the PreEnqueue plugin holding them: an event looks only at those whose plugin
+        #: registered it (SchedulingGates registers only the pod's own update, so no cluster event looks at
+        #: pods waiting on scheduling gates, however many there are)
+        self._gated: dict[str, set[str]] = {}
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
         self._backoff_policy = BackoffPolicy(initial_backoff, cap=max_backoff)
@@ -147,7 +150,7 @@ class SchedulingQueue:
         uid = qpi.pod.uid
         self._unschedulable[uid] = qpi
         if qpi.gated:
-            self._gated.add(uid)
+            self._gated.setdefault(qpi.gating_plugin, set()).add(uid)
             return
         for k in self._rejector_keys(qpi):
             self._by_rejector.setdefault(k, set()).add(uid)
@@ -156,7 +159,9 @@ class SchedulingQueue:
         qpi = self._unschedulable.pop(uid, None)
         if qpi is None:
             return None
-        self._gated.discard(uid)
+        if qpi.gated:
+            self._ungate(uid, qpi.gating_plugin)
+            return qpi
         for k in self._rejector_keys(qpi):
             bucket = self._by_rejector.get(k)
             if bucket is not None:
@@ -164,6 +169,13 @@ class SchedulingQueue:
                 if not bucket:
                     del self._by_rejector[k]
         return qpi
+
+    def _ungate(self, uid: str, plugin: str) -> None:
+        bucket = self._gated.get(plugin)
+        if bucket is not None:
+            bucket.discard(uid)
+            if not bucket:
+                del self._gated[plugin]
 
     def _candidates(self, ev: ClusterEvent) -> list[QueuedPodInfo]:
         """The pooled pods an event may move: gated ones, and those a plugin that may requeue on it rejected."""
@@ -173,7 +185,10 @@ class SchedulingQueue:
             return list(self._unschedulable.values())
         may_requeue, known = self._plugin_index
         plugins = may_requeue(ev)
-        uids = set(self._gated)
+        uids: set[str] = set()
+        for plugin, bucket in self._gated.items():
+            if plugin in plugins:  # a plugin that registers nothing matching cannot lift its gate on it
+                uids |= bucket
         for k, bucket in self._by_rejector.items():
             if k in plugins or k not in known:  # "" (no rejector) and unknown names take every event
                 uids |= bucket
@@ -350,7 +365,10 @@ class SchedulingQueue:
                 st = self._pre_enqueue(qpi.pod)
                 if st is None or st.is_success():
                     return True
-                qpi.gating_plugin = st.plugin
+                if st.plugin != plugin:
+                    self._ungate(qpi.pod.uid, plugin)
+                    self._gated.setdefault(st.plugin, set()).add(qpi.pod.uid)
+                    qpi.gating_plugin = st.plugin
                 return False
         return False
 

@@ -263,6 +263,8 @@ class ActionType(IntFlag):
 
 
 WILDCARD = "*"
+_UPDATE, _ALL = int(ActionType.Update), int(ActionType.All)
+_and = int.__and__
 
 
 @dataclass(slots=True, frozen=True)
@@ -277,11 +279,16 @@ class ClusterEvent:
         """Does `other` (what happened) fall under this registration? A generic Update (a change of no
         particular kind) only falls under registrations of every kind of update, as kube's
         MatchClusterEvents requires (its `incoming.ActionType <= registered.ActionType`)."""
-        if self.resource == WILDCARD and self.action == ActionType.All:
-            return True
-        if other.action == ActionType.Update and self.action & ActionType.Update != ActionType.Update:
+        mine = self.action
+        if self.resource == WILDCARD:
+            if mine == _ALL:
+                return True
+        elif self.resource != other.resource:
             return False
-        return (self.resource == WILDCARD or self.resource == other.resource) and bool(self.action & other.action)
+        theirs = other.action
+        if theirs == _UPDATE and _and(mine, _UPDATE) != _UPDATE:
+            return False
+        return _and(mine, theirs) != 0  # int's own `&`: IntFlag's builds a new member per call
 
     def __str__(self) -> str:
         return self.label or f"{self.resource}{self.action.name or int(self.action)}"

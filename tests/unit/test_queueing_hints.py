@@ -271,3 +271,47 @@ def test_dynamic_resources_registers_kubes_events_at_the_emulated_minor() -> Non
         if rules:
             want.add(("resource.k8s.io/DeviceTaintRule", A.Add | A.Update | A.Delete, True))
         assert len(got) == len(set(got)) and set(got) == want, minor
+
+
+def test_an_event_looks_only_at_gated_pods_whose_gating_plugin_registers_it() -> None:
+    """Gated pods are indexed by the PreEnqueue plugin holding them: a Node add visits none of the pods held by
+    a plugin that registers only pod updates (SchedulingGates' shape), lifts those of a plugin that registers
+    it once PreEnqueue passes, and follows a pod whose PreEnqueue now fails in another plugin."""
+    from scheduler_runtime.framework.status import Status
+    from scheduler_runtime.framework.types import QUEUE, ActionType, ClusterEvent, ClusterEventWithHint
+    from scheduler_runtime.objects import Pod
+    from scheduler_runtime.queue import SchedulingQueue
+
+    holder = {"gates": "Gates", "claim": "Claims", "moving": "Claims"}  # pod -> plugin PreEnqueue stops it at
+
+    def pre_enqueue(pod: Pod) -> Status | None:
+        plugin = holder.get(pod.name)
+        return Status.unschedulable("held").with_plugin(plugin) if plugin else None
+
+    regs = {"Gates": [ClusterEventWithHint(ClusterEvent("Pod", ActionType.UpdatePodSchedulingGatesEliminated))],
+            "Claims": [ClusterEventWithHint(ClusterEvent("Node", ActionType.Add), lambda p, o, n: QUEUE)]}
+
+    def plugins_for(ev: ClusterEvent) -> frozenset[str]:
+        return frozenset(n for n, rs in regs.items() if any(r.event.matches(ev) for r in rs))
+
+    q = SchedulingQueue(pre_enqueue=pre_enqueue, events_for=lambda profile, plugin: regs.get(plugin),
+                        plugin_index=(plugins_for, frozenset(regs)))
+    for name in ("gates", "claim", "moving"):
+        q.add(Pod.from_dict({"metadata": {"name": name, "uid": name}}))
+    assert {n: q.where(n) for n in holder} == {"gates": "gated", "claim": "gated", "moving": "gated"}
+    visited: list[str] = []
+    real = q._gate_lifted
+
+    def spy(qpi: Any, ev: ClusterEvent, old: Any, new: Any) -> bool:
+        visited.append(qpi.pod.name)
+        return real(qpi, ev, old, new)
+    q._gate_lifted = spy  # type: ignore[method-assign]
+    holder.update(claim="", moving="Gates")  # the claim now exists; "moving" now waits on its gates
+    assert q.move_on_event(ClusterEvent("Node", ActionType.Add)) == 1
+    assert sorted(visited) == ["claim", "moving"]  # never "gates"
+    assert q.where("claim") == "active" and q.where("moving") == "gated"
+    visited.clear()
+    assert q.move_on_event(ClusterEvent("Node", ActionType.Add)) == 0
+    assert visited == []  # "moving" is now filed under Gates, which a Node add cannot lift
+    q.delete(Pod.from_dict({"metadata": {"name": "moving", "uid": "moving"}}))
+    assert q.where("moving") is None and q._gated == {"Gates": {"gates"}}
