@@ -181,7 +181,8 @@ class DynamicResources(Plugin):
         self.taint_rules = self.args.device_taint_rules  # DRADeviceTaintRules (see taintrules.py)
         self.dra_extended = self.args.extended_resource  # DRAExtendedResource, read once per plugin
         ft = self.args.filter_timeout
-        self.filter_timeout = decode_duration(ft) if ft is not None else 0.0
+        # DRASchedulerFilterTimeout: without it Filter's search runs unbounded, as in kube
+        self.filter_timeout = decode_duration(ft) if ft is not None and self.args.filter_timeout_gate else 0.0
         bt = self.args.binding_timeout
         self.binding_timeout = decode_duration(bt) if bt is not None else 600.0
         self.cel_cache = CelCache(10, consumable_capacity=self.features.consumable_capacity)

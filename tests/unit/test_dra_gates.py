@@ -1,0 +1,148 @@
+"""The beta DRA gates that are on by default, switched off with `--feature-gates` as kube-scheduler 1.37.2 has
+them off: DRASchedulerFilterTimeout.
+Each case runs on the embedded cluster (or the plugin alone where the gate-on side would wait minutes) and shows
+both settings, so it fails if ksched ignored the gate.
+
+kube-apiserver keeps storing the fields these gates cover (its own gates stay on), so a cluster can hold
+devices with binding conditions, counters or taints while the scheduler has the gate off: that is the case here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler_runtime.cluster.memory import MemoryCluster
+from scheduler_runtime.config import load_config
+from scheduler_runtime.config.defaults import validate_args
+from scheduler_runtime.config.model import ConfigError
+from scheduler_runtime.featuregates import FeatureGates, parse_feature_gates
+from scheduler_runtime.framework.cycle_state import CycleState
+from scheduler_runtime.framework.handle import Handle
+from scheduler_runtime.framework.snapshot import Snapshot
+from scheduler_runtime.framework.status import Code
+from scheduler_runtime.framework.types import NodeInfo
+from scheduler_runtime.objects import Node, Pod
+from scheduler_runtime.plugins.dynamicresources import DynamicResources
+from scheduler_runtime.plugins.dynamicresources.args import DynamicResourcesArgs
+from scheduler_runtime.plugins.registry import build_registry
+from scheduler_runtime.scheduler import Scheduler
+
+NS = "ml"
+DRIVER = "gpu.example.com"
+ON = parse_feature_gates([], "1.37")
+
+
+def off(*names: str) -> FeatureGates:
+    return parse_feature_gates([",".join(f"{n}=false" for n in names)], "1.37")
+
+
+def _node(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"}}}
+
+
+def _class() -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}}
+
+
+def _slice(name: str, pool: str, devices: list[dict[str, Any]], count: int = 1, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"driver": DRIVER, "pool": {"name": pool, "generation": 1, "resourceSliceCount": count}}
+    body.update(spec if spec else {"nodeName": "n1"})
+    if devices:
+        body["devices"] = devices
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name}, "spec": body}
+
+
+def _claim(name: str) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name, "namespace": NS},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}
+
+
+def _pod(name: str, claim: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS},
+            "spec": {"containers": [{"name": "c", "image": "x"}],
+                     "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}]}}
+
+
+def _run(objects: list[dict[str, Any]], pods: list[dict[str, Any]], gates: FeatureGates) -> MemoryCluster:
+    """The pods scheduled one after the other by a Scheduler built as `ksched run --feature-gates` builds it."""
+    m = MemoryCluster()
+    for o in objects:
+        m.create(o, emit=False)
+    reg = build_registry([])
+    s = Scheduler(m, load_config(None, reg, feature_gates=gates), reg, seed=1, feature_gates=gates)
+    s.start()
+    for p in pods:
+        m.create(p)
+        s.run(until_idle=True)
+    return m
+
+
+def _where(m: MemoryCluster, name: str) -> str:
+    return (m.get_pod(NS, name) or {}).get("spec", {}).get("nodeName") or ""
+
+
+def _message(m: MemoryCluster, name: str) -> str:
+    conds = ((m.get_pod(NS, name) or {}).get("status") or {}).get("conditions") or []
+    return next((c.get("message") or "" for c in conds if c["type"] == "PodScheduled"), "")
+
+
+def _stored(m: MemoryCluster, name: str) -> dict[str, Any]:
+    got = m.informer("resourceclaims").get(name, NS)
+    assert got is not None, name
+    return got
+
+
+def _devices(m: MemoryCluster, name: str) -> list[str]:
+    alloc = (_stored(m, name).get("status") or {}).get("allocation") or {}
+    return [r["device"] for r in (alloc.get("devices") or {}).get("results") or []]
+
+
+def _plugin(m: MemoryCluster, gates: FeatureGates) -> DynamicResources:
+    """The plugin as the config loader builds it: args validated with the gates, the gates on the handle."""
+    handle = Handle(Snapshot(), cluster=m)
+    handle.feature_gates = gates
+    return DynamicResources(validate_args(DynamicResourcesArgs, {}, gates), handle)
+
+
+def _filter(pl: DynamicResources, m: MemoryCluster, pod: str) -> tuple[CycleState, Any]:
+    """PreFilter and Filter on n1."""
+    p = Pod.from_dict(m.get_pod(NS, pod))
+    st = CycleState()
+    _res, status = pl.pre_filter(st, p, None)  # type: ignore[arg-type]
+    assert status is None or status.code == Code.Success, status
+    return st, pl.filter(st, p, NodeInfo(Node.from_dict(_node("n1"))))
+
+
+def _dra_args(cfg: Any) -> dict[str, Any]:
+    pcs = cfg.raw["profiles"][0]["pluginConfig"]
+    return dict(next(pc["args"] for pc in pcs if pc["name"] == "DynamicResources"))
+
+
+# ----------------------------------------------------------------------------------- DRASchedulerFilterTimeout
+def test_filter_timeout_is_neither_defaulted_nor_allowed_with_its_gate_off(tmp_path: Path) -> None:
+    """SetDefaults_DynamicResourcesArgs sets filterTimeout only with the gate on, and kube's v1 type writes the
+    unset field as null; ValidateDynamicResourcesArgs refuses a value with the gate off (kube's message names
+    the gate DRASchedulingFilterTimeout); the plugin then bounds no search."""
+    reg = build_registry([])
+    assert _dra_args(load_config(None, reg, feature_gates=ON))["filterTimeout"] == "10s"
+    gates = off("DRASchedulerFilterTimeout")
+    args = _dra_args(load_config(None, reg, feature_gates=gates))
+    assert "filterTimeout" in args and args["filterTimeout"] is None
+    assert args["bindingTimeout"] == "10m0s"
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n"
+                   "- pluginConfig:\n  - name: DynamicResources\n    args: {filterTimeout: 5s}\n")
+    assert _dra_args(load_config(cfg, reg, feature_gates=ON))["filterTimeout"] == "5s"
+    with pytest.raises(ConfigError, match=r"profiles\[0\]\.pluginConfig\[0\]\.args\.filterTimeout: Forbidden: "
+                                          r"DRASchedulingFilterTimeout feature gate is disabled"):
+        load_config(cfg, reg, feature_gates=gates)
+    m = MemoryCluster()
+    assert _plugin(m, ON).filter_timeout == 10.0
+    assert _plugin(m, gates).filter_timeout == 0.0
+
+
