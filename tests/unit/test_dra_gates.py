@@ -1,5 +1,5 @@
 """The beta DRA gates that are on by default, switched off with `--feature-gates` as kube-scheduler 1.37.2 has
-them off: DRASchedulerFilterTimeout.
+them off: DRASchedulerFilterTimeout and DRADeviceBindingConditions.
 Each case runs on the embedded cluster (or the plugin alone where the gate-on side would wait minutes) and shows
 both settings, so it fails if ksched ignored the gate.
 
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from scheduler_runtime.cluster.memory import MemoryCluster
 from scheduler_runtime.config import load_config
@@ -146,3 +147,116 @@ def test_filter_timeout_is_neither_defaulted_nor_allowed_with_its_gate_off(tmp_p
     assert _plugin(m, gates).filter_timeout == 0.0
 
 
+# ----------------------------------------------------------------------------------- DRADeviceBindingConditions
+_BC = {"bindingConditions": ["Attached"], "bindingFailureConditions": ["Failed"]}
+
+
+def _allocated_with_conditions(name: str, timestamp: str) -> dict[str, Any]:
+    """A claim allocated (by an earlier scheduler) a device with binding conditions that never became true."""
+    c = _claim(name)
+    c["status"] = {"allocation": {
+        "devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "gpu-0", **_BC}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]},
+        "allocationTimestamp": timestamp}}
+    return c
+
+
+def test_binding_timeout_is_neither_defaulted_nor_allowed_with_the_gate_off() -> None:
+    """kube defaults and accepts bindingTimeout only with DRADeviceBindingConditions (and
+    DRAResourceClaimDeviceStatus) on."""
+    gates = off("DRADeviceBindingConditions")
+    assert "bindingTimeout" not in _dra_args(load_config(None, build_registry([]), feature_gates=gates))
+    with pytest.raises(ValidationError, match=r"bindingTimeout: Forbidden: DRADeviceBindingConditions or "
+                                              r"DRAResourceClaimDeviceStatus feature gate is disabled"):
+        validate_args(DynamicResourcesArgs, {"bindingTimeout": "5m"}, gates)
+    assert validate_args(DynamicResourcesArgs, {"bindingTimeout": "5m"}, ON).binding_timeout == "5m0s"
+
+
+def test_devices_with_binding_conditions_are_not_allocated_with_the_gate_off() -> None:
+    """The allocator passes over a device with binding conditions when the gate is off (isSelectable), and
+    the allocation gets no allocationTimestamp; with the gate on the device is allocated."""
+    objects = [_node("n1"), _class(), _slice("n1-fabric", "n1", [{"name": "gpu-0", **_BC}]),
+               _slice("n1-plain", "n1-plain", [{"name": "plain-0"}]), _claim("c1"), _claim("c2")]
+    m = _run(objects, [_pod("a", "c1"), _pod("b", "c2")], off("DRADeviceBindingConditions"))
+    assert (_where(m, "a"), _devices(m, "c1")) == ("n1", ["plain-0"])
+    assert "allocationTimestamp" not in _stored(m, "c1")["status"]["allocation"]
+    assert _where(m, "b") == "" and "cannot allocate all claims" in _message(m, "b")
+    # with the gate on, once plain-0 is taken the device is allocated with its conditions (PreBind then waits
+    # for them: here until the binding timeout, on a clock that jumps)
+    m = MemoryCluster()
+    for o in [*objects, _pod("b", "c2")]:
+        m.create(o, emit=False)
+    m.patch_object("resourceclaims", "c1", NS, {"status": {"allocation": {"devices": {"results": [
+        {"request": "gpu", "driver": DRIVER, "pool": "n1-plain", "device": "plain-0"}]}}}}, subresource="status")
+    pl = _plugin(m, ON)
+    pl.clock = _JumpingClock()
+    st, status = _filter(pl, m, "b")
+    assert status is None
+    p = Pod.from_dict(m.get_pod(NS, "b"))
+    assert pl.reserve(st, p, "n1") is None
+    assert pl.pre_bind(st, p, "n1").message == "device binding timeout: context deadline exceeded"
+    alloc = _stored(m, "c2")["status"]["allocation"]
+    assert alloc["devices"]["results"] == [{"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "gpu-0",
+                                            **_BC}]
+    assert alloc["allocationTimestamp"]
+
+
+def test_a_claim_past_its_binding_timeout_is_usable_with_the_gate_off() -> None:
+    """kube's Filter checks an allocated claim's binding conditions (a claim past bindingTimeout is not
+    available, for PostFilter to deallocate) and PreBind waits for them, only with the gate on; with it off the
+    pod binds at once on the claim as it is."""
+    objects = [_node("n1"), _class(), _slice("n1-fabric", "n1", [{"name": "gpu-0", **_BC}]),
+               _allocated_with_conditions("c", "2020-01-01T00:00:00Z")]
+    m = _run(objects, [_pod("a", "c")], off("DRADeviceBindingConditions"))
+    assert _where(m, "a") == "n1"
+    stored = _stored(m, "c")["status"]
+    assert [r["name"] for r in stored["reservedFor"]] == ["a"]
+    assert stored["allocation"]["allocationTimestamp"] == "2020-01-01T00:00:00Z"
+    m = MemoryCluster()
+    for o in [*objects, _pod("a", "c")]:
+        m.create(o, emit=False)
+    _st, status = _filter(_plugin(m, ON), m, "a")
+    assert status.code == Code.UnschedulableAndUnresolvable
+    assert status.message == "resourceclaim not available on the node"
+
+
+def test_prebind_does_not_wait_for_binding_conditions_with_the_gate_off() -> None:
+    """A claim allocated with binding conditions that are not met yet: with the gate on PreBind waits (here until
+    its binding timeout, on a clock that jumps), with it off PreBind returns at once."""
+    objects = [_node("n1"), _class(), _slice("n1-fabric", "n1", [{"name": "gpu-0", **_BC}]),
+               _allocated_with_conditions("c", "2030-01-01T00:00:00Z"), _pod("a", "c")]
+    results = {}
+    for label, gates in (("on", ON), ("off", off("DRADeviceBindingConditions"))):
+        m = MemoryCluster()
+        for o in objects:
+            m.create(o, emit=False)
+        pl = _plugin(m, gates)
+        pl.clock = _JumpingClock()
+        st, status = _filter(pl, m, "a")
+        assert status is None
+        p = Pod.from_dict(m.get_pod(NS, "a"))
+        assert pl.reserve(st, p, "n1") is None
+        got = pl.pre_bind(st, p, "n1")
+        results[label] = (got.code, got.message) if got is not None else None, pl.clock.slept
+        assert [r["name"] for r in _stored(m, "c")["status"]["reservedFor"]] == ["a"]
+    assert results["on"] == ((Code.Error, "device binding timeout: context deadline exceeded"), 600.0)
+    assert results["off"] == (None, 0.0)
+
+
+class _JumpingClock:
+    """The plugin's clock (wall time, monotonic time, sleeping) where sleeping only moves the time on."""
+
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0  # 2027, before the claim's allocation timestamp
+        self.slept = 0.0
+
+    def time(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        self.slept += seconds
