@@ -1,5 +1,5 @@
 """The beta DRA gates that are on by default, switched off with `--feature-gates` as kube-scheduler 1.37.2 has
-them off: DRASchedulerFilterTimeout and DRADeviceBindingConditions.
+them off: DRASchedulerFilterTimeout, DRADeviceBindingConditions and DRAPartitionableDevices.
 Each case runs on the embedded cluster (or the plugin alone where the gate-on side would wait minutes) and shows
 both settings, so it fails if ksched ignored the gate.
 
@@ -260,3 +260,39 @@ class _JumpingClock:
     def sleep(self, seconds: float) -> None:
         self.now += seconds
         self.slept += seconds
+
+
+# ----------------------------------------------------------------------------------- DRAPartitionableDevices
+def _partitioned() -> list[dict[str, Any]]:
+    """Pool n1-parts: a counter slice (40Gi) and two partitions of 30Gi each; pool n1-whole: one plain device."""
+    counters = _slice("n1-parts-counters", "n1-parts", [], count=2, nodeName="n1",
+                      sharedCounters=[{"name": "gpu-0", "counters": {"memory": {"value": "40Gi"}}}])
+    parts = _slice("n1-parts-devices", "n1-parts", [
+        {"name": f"part-{i}", "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": "30Gi"}}}]}
+        for i in range(2)], count=2)
+    return [counters, parts, _slice("n1-whole", "n1-whole", [{"name": "whole"}])]
+
+
+def test_devices_consuming_counters_are_not_allocated_with_the_gate_off() -> None:
+    """With the gate on the first pool's partition is taken, the second partition does not fit the counters
+    left, so the next pod gets the plain device. With it off kube skips slices with sharedCounters (the pool is
+    still complete: its other slices count) and never allocates a device that consumes counters."""
+    objects = [_node("n1"), _class(), *_partitioned(), _claim("c1"), _claim("c2"), _claim("c3")]
+    pods = [_pod("a", "c1"), _pod("b", "c2"), _pod("c", "c3")]
+    m = _run(objects, pods, ON)
+    assert [(_where(m, p), _devices(m, c)) for p, c in (("a", "c1"), ("b", "c2"), ("c", "c3"))] == [
+        ("n1", ["part-0"]), ("n1", ["whole"]), ("", [])]
+    m = _run(objects, pods, off("DRAPartitionableDevices"))
+    assert [(_where(m, p), _devices(m, c)) for p, c in (("a", "c1"), ("b", "c2"), ("c", "c3"))] == [
+        ("n1", ["whole"]), ("", []), ("", [])]
+    assert "cannot allocate all claims" in _message(m, "b")
+
+
+def test_slices_with_per_device_node_selection_are_ignored_with_the_gate_off() -> None:
+    """perDeviceNodeSelection is part of the same feature: kube's GatherPools skips such a slice when it is off."""
+    sl = _slice("shared", "shared", [{"name": "d-0", "nodeName": "n1"}], perDeviceNodeSelection=True)
+    objects = [_node("n1"), _class(), sl, _claim("c")]
+    m = _run(objects, [_pod("a", "c")], ON)
+    assert (_where(m, "a"), _devices(m, "c")) == ("n1", ["d-0"])
+    m = _run(objects, [_pod("a", "c")], off("DRAPartitionableDevices"))
+    assert _where(m, "a") == "" and "cannot allocate all claims" in _message(m, "a")
