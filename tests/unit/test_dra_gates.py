@@ -1,5 +1,5 @@
 """The beta DRA gates that are on by default, switched off with `--feature-gates` as kube-scheduler 1.37.2 has
-them off: DRASchedulerFilterTimeout, DRADeviceBindingConditions and DRAPartitionableDevices.
+them off: DRASchedulerFilterTimeout, DRADeviceBindingConditions, DRAPartitionableDevices and DRADeviceTaints.
 Each case runs on the embedded cluster (or the plugin alone where the gate-on side would wait minutes) and shows
 both settings, so it fails if ksched ignored the gate.
 
@@ -19,6 +19,7 @@ from scheduler_runtime.cluster.memory import MemoryCluster
 from scheduler_runtime.config import load_config
 from scheduler_runtime.config.defaults import validate_args
 from scheduler_runtime.config.model import ConfigError
+from scheduler_runtime.errors import UsageError
 from scheduler_runtime.featuregates import FeatureGates, parse_feature_gates
 from scheduler_runtime.framework.cycle_state import CycleState
 from scheduler_runtime.framework.handle import Handle
@@ -124,6 +125,19 @@ def _dra_args(cfg: Any) -> dict[str, Any]:
     return dict(next(pc["args"] for pc in pcs if pc["name"] == "DynamicResources"))
 
 
+def test_the_default_on_beta_dra_gates_can_be_switched_off() -> None:
+    """ksched refused these settings before it implemented them; DRADeviceTaints needs DRADeviceTaintRules off
+    too (kube's dependency check), and DRAFractionalCapacityRange stays refused."""
+    for gate in ("DRASchedulerFilterTimeout", "DRADeviceBindingConditions", "DRAPartitionableDevices"):
+        assert off(gate)[gate] is False
+    assert off("DRADeviceTaints", "DRADeviceTaintRules")["DRADeviceTaints"] is False
+    with pytest.raises(UsageError, match=r"DRADeviceTaintRules is enabled, but depends on features that are "
+                                         r"disabled: \[DRADeviceTaints\]"):
+        off("DRADeviceTaints")
+    with pytest.raises(UsageError, match="DRAFractionalCapacityRange=true is not supported by ksched"):
+        parse_feature_gates(["DRAFractionalCapacityRange=true"], "1.37")
+
+
 # ----------------------------------------------------------------------------------- DRASchedulerFilterTimeout
 def test_filter_timeout_is_neither_defaulted_nor_allowed_with_its_gate_off(tmp_path: Path) -> None:
     """SetDefaults_DynamicResourcesArgs sets filterTimeout only with the gate on, and kube's v1 type writes the
@@ -145,6 +159,7 @@ def test_filter_timeout_is_neither_defaulted_nor_allowed_with_its_gate_off(tmp_p
     m = MemoryCluster()
     assert _plugin(m, ON).filter_timeout == 10.0
     assert _plugin(m, gates).filter_timeout == 0.0
+
 
 
 # ----------------------------------------------------------------------------------- DRADeviceBindingConditions
@@ -296,3 +311,15 @@ def test_slices_with_per_device_node_selection_are_ignored_with_the_gate_off() -
     assert (_where(m, "a"), _devices(m, "c")) == ("n1", ["d-0"])
     m = _run(objects, [_pod("a", "c")], off("DRAPartitionableDevices"))
     assert _where(m, "a") == "" and "cannot allocate all claims" in _message(m, "a")
+
+
+# ----------------------------------------------------------------------------------- DRADeviceTaints
+def test_device_taints_are_ignored_with_the_gate_off() -> None:
+    """A NoSchedule taint keeps the device from an untolerating claim with the gate on; with DRADeviceTaints
+    (and DRADeviceTaintRules, which depends on it) off the allocator does not look at taints."""
+    taint = {"key": "example.com/maintenance", "value": "true", "effect": "NoSchedule"}
+    objects = [_node("n1"), _class(), _slice("n1-gpus", "n1", [{"name": "gpu-0", "taints": [taint]}]), _claim("c")]
+    m = _run(objects, [_pod("a", "c")], ON)
+    assert _where(m, "a") == "" and "cannot allocate all claims" in _message(m, "a")
+    m = _run(objects, [_pod("a", "c")], off("DRADeviceTaints", "DRADeviceTaintRules"))
+    assert (_where(m, "a"), _devices(m, "c")) == ("n1", ["gpu-0"])
