@@ -134,6 +134,10 @@ def test_the_default_on_beta_dra_gates_can_be_switched_off() -> None:
     with pytest.raises(UsageError, match=r"DRADeviceTaintRules is enabled, but depends on features that are "
                                          r"disabled: \[DRADeviceTaints\]"):
         off("DRADeviceTaints")
+    # alpha and off when emulating 1.35: switching them on is honoured too
+    on_135 = parse_feature_gates(["DRADeviceBindingConditions=true,DRAPartitionableDevices=true,DRADeviceTaints=true"],
+                                 "1.35")
+    assert on_135["DRADeviceBindingConditions"] and on_135["DRAPartitionableDevices"] and on_135["DRADeviceTaints"]
     with pytest.raises(UsageError, match="DRAFractionalCapacityRange=true is not supported by ksched"):
         parse_feature_gates(["DRAFractionalCapacityRange=true"], "1.37")
 
