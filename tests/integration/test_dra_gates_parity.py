@@ -1,11 +1,13 @@
-"""DRA feature gates switched off, ksched against the real kube-scheduler v1.37.2 with the same `--feature-gates`.
+"""DRA feature gates switched, ksched against the real kube-scheduler v1.37.2 with the same `--feature-gates`.
 
-The API server keeps its default gates (all on), so it stores devices with binding conditions, counters and
-taints; only the schedulers have the gate off, which is what each case checks: on one API server each scheduler
-gets its own nodes, DeviceClass and driver with identical slices, then the same pods in the same order, and the
-placements, allocated devices, allocation timestamps and FailedScheduling messages must match. The timeouts'
-gates are compared through `--write-config-to` (what a gate-off timeout means for the search cannot be observed
-from outside) and the refusal of a timeout the gate forbids.
+The API server keeps its default gates, so it stores devices with binding conditions, counters and taints
+(those gates are on there) while the schedulers have the gate off. DRAFractionalCapacityRange is off in the API
+server (its default), which still stores a range of 200m steps (its integer check reads them as 1), while the
+schedulers have it on. In each case, on one API server, each scheduler gets its own nodes, DeviceClass and driver
+with identical slices, then the same pods in the same order, and the placements, allocated devices, consumed
+capacity, allocation timestamps and FailedScheduling messages must match. The timeouts' gates are compared
+through `--write-config-to` (what a gate-off timeout means for the search cannot be observed from outside) and
+the refusal of a timeout the gate forbids.
 """
 
 from __future__ import annotations
@@ -48,6 +50,10 @@ def _slices(driver: str, node: str, gate: str) -> list[dict[str, Any]]:
         return [sl("gpus", 1, devices=[
             {"name": "bc-0", "bindingConditions": ["Attached"], "bindingFailureConditions": ["Failed"],
              "bindsToNode": True}, {"name": "plain-0"}])]
+    if gate == "DRAFractionalCapacityRange":  # off: 250m rounds to 1, the whole device; on: to 300m, twice
+        return [sl("gpus", 1, devices=[{"name": "gpu-0", "allowMultipleAllocations": True, "capacity": {"memory": {
+            "value": "1", "requestPolicy": {"default": "200m",
+                                            "validRange": {"min": "200m", "step": "100m", "max": "1"}}}}}])]
     assert gate == "DRAPartitionableDevices"  # on: part-0, then whole; off: whole, then nothing
     uses = [{"counterSet": "gpu", "counters": {"memory": {"value": "30Gi"}}}]
     return [sl("counters", 2, sharedCounters=[{"name": "gpu", "counters": {"memory": {"value": "40Gi"}}}]),
@@ -55,17 +61,20 @@ def _slices(driver: str, node: str, gate: str) -> list[dict[str, Any]]:
                                       {"name": "part-1", "consumesCounters": uses}, {"name": "whole"}])]
 
 
-GATES_OFF = {"DRADeviceTaints": "DRADeviceTaints=false,DRADeviceTaintRules=false",
-             "DRADeviceBindingConditions": "DRADeviceBindingConditions=false",
-             "DRAPartitionableDevices": "DRAPartitionableDevices=false"}
-#: what kube-scheduler does with the gate off, so the scenario is known to mean something
+#: the beta gates on by default switched off, and the one off by default (DRAFractionalCapacityRange) on
+GATES = {"DRADeviceTaints": "DRADeviceTaints=false,DRADeviceTaintRules=false",
+         "DRADeviceBindingConditions": "DRADeviceBindingConditions=false",
+         "DRAPartitionableDevices": "DRAPartitionableDevices=false",
+         "DRAFractionalCapacityRange": "DRAFractionalCapacityRange=true"}
+#: what kube-scheduler does with that setting, so the scenario is known to mean something
 EXPECTED = {"DRADeviceTaints": {"a": ["gpu-0"], "b": None},
             "DRADeviceBindingConditions": {"a": ["plain-0"], "b": None},
-            "DRAPartitionableDevices": {"a": ["whole"], "b": None}}
+            "DRAPartitionableDevices": {"a": ["whole"], "b": None},
+            "DRAFractionalCapacityRange": {"a": ["gpu-0"], "b": ["gpu-0"]}}
 
 
-@pytest.mark.parametrize("gate", sorted(GATES_OFF))
-def test_allocation_with_a_gate_off_matches_kube_scheduler(gate: str, control_plane: Any, namespace: str,
+@pytest.mark.parametrize("gate", sorted(GATES))
+def test_allocation_with_a_gate_switched_matches_kube_scheduler(gate: str, control_plane: Any, namespace: str,
                                                            tmp_path: Path) -> None:
     c = KubeClient(load_connection(str(control_plane.kubeconfig_path)))
     ns, group = namespace, uuid.uuid4().hex[:6]
@@ -74,12 +83,15 @@ def test_allocation_with_a_gate_off_matches_kube_scheduler(gate: str, control_pl
         driver, cls, nodes = create_dra_nodes_and_class(c, "dragate", who, group)
         for s in _slices(driver, nodes[0], gate):
             c.call("POST", f"{RES}/resourceslices", body=s)
+        request: dict[str, Any] = {"deviceClassName": cls}
+        if gate == "DRAFractionalCapacityRange":
+            request["capacity"] = {"requests": {"memory": "250m"}}
         for name in ("a", "b"):
             c.call("POST", f"{RES}/namespaces/{ns}/resourceclaims", body={
                 "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": f"{who}-{name}"},
-                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": cls}}]}}})
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": request}]}}})
         ctx[who] = {"driver": driver, "nodes": nodes, "group": f"{who}-{group}"}
-    flag = GATES_OFF[gate]
+    flag = GATES[gate]
     names = {"kube": f"dragate-kube-{group}", "ours": f"dragate-ours-{group}"}
     cfg, ours_cfg = tmp_path / "kube.yaml", tmp_path / "ours.yaml"
     cfg.write_text(scheduler_config(names["kube"], control_plane.kubeconfig_path))
@@ -106,6 +118,7 @@ def test_allocation_with_a_gate_off_matches_kube_scheduler(gate: str, control_pl
                 view = None if alloc is None else {
                     "devices": [r["device"] for r in alloc["devices"]["results"]],
                     "bindingConditions": [r.get("bindingConditions") for r in alloc["devices"]["results"]],
+                    "consumed": [r.get("consumedCapacity") for r in alloc["devices"]["results"]],
                     "timestamp": bool(alloc.get("allocationTimestamp"))}
                 got[who][pod] = (d, view)
     print(f"\nkube-scheduler: {got['kube']}\nksched:         {got['ours']}")
@@ -117,6 +130,8 @@ def test_allocation_with_a_gate_off_matches_kube_scheduler(gate: str, control_pl
         else:
             assert d == ("bound", 0) and view is not None and view["devices"] == devices
             assert view["timestamp"] is (gate != "DRADeviceBindingConditions")
+    if gate == "DRAFractionalCapacityRange":
+        assert got["kube"]["a"][1]["consumed"] == [{"memory": "300m"}]
 
 
 def test_timeouts_with_their_gates_off_are_written_and_refused_as_kube_does(control_plane: Any,

@@ -127,7 +127,7 @@ def _dra_args(cfg: Any) -> dict[str, Any]:
 
 def test_the_default_on_beta_dra_gates_can_be_switched_off() -> None:
     """ksched refused these settings before it implemented them; DRADeviceTaints needs DRADeviceTaintRules off
-    too (kube's dependency check), and DRAFractionalCapacityRange stays refused."""
+    too (kube's dependency check)."""
     for gate in ("DRASchedulerFilterTimeout", "DRADeviceBindingConditions", "DRAPartitionableDevices"):
         assert off(gate)[gate] is False
     assert off("DRADeviceTaints", "DRADeviceTaintRules")["DRADeviceTaints"] is False
@@ -138,8 +138,11 @@ def test_the_default_on_beta_dra_gates_can_be_switched_off() -> None:
     on_135 = parse_feature_gates(["DRADeviceBindingConditions=true,DRAPartitionableDevices=true,DRADeviceTaints=true"],
                                  "1.35")
     assert on_135["DRADeviceBindingConditions"] and on_135["DRAPartitionableDevices"] and on_135["DRADeviceTaints"]
-    with pytest.raises(UsageError, match="DRAFractionalCapacityRange=true is not supported by ksched"):
-        parse_feature_gates(["DRAFractionalCapacityRange=true"], "1.37")
+    # the beta gate that is off by default (on only with --min-compatibility-version=1.37) can be switched on
+    assert parse_feature_gates(["DRAFractionalCapacityRange=true"], "1.37")["DRAFractionalCapacityRange"]
+    with pytest.raises(UsageError, match=r"DRAFractionalCapacityRange is enabled, but depends on features that are "
+                                         r"disabled: \[DRAConsumableCapacity\]"):
+        parse_feature_gates(["DRAFractionalCapacityRange=true,DRAConsumableCapacity=false"], "1.37")
 
 
 # ----------------------------------------------------------------------------------- DRASchedulerFilterTimeout
@@ -327,3 +330,28 @@ def test_device_taints_are_ignored_with_the_gate_off() -> None:
     assert _where(m, "a") == "" and "cannot allocate all claims" in _message(m, "a")
     m = _run(objects, [_pod("a", "c")], off("DRADeviceTaints", "DRADeviceTaintRules"))
     assert (_where(m, "a"), _devices(m, "c")) == ("n1", ["gpu-0"])
+
+
+# ----------------------------------------------------------------------------------- DRAFractionalCapacityRange
+def test_fractional_capacity_range_arithmetic_follows_the_gate() -> None:
+    """kube's roundUpRange / violateValidRange: with the gate on, milli arithmetic when min, max and step all have
+    exact milli values; a request without one then cannot be computed (kube aborts the allocation); a step finer
+    than 1m keeps the integer path (Value(): fractions round up)."""
+    from decimal import Decimal
+
+    from scheduler_runtime.plugins.dynamicresources.capacity import CapacityError, consumed_one, fits, quantity
+
+    milli = {"value": "1", "requestPolicy": {"default": "200m",
+                                             "validRange": {"min": "200m", "step": "100m", "max": "1"}}}
+    assert consumed_one(quantity("250m"), milli, fractional=True) == (Decimal("0.3"), "300m")
+    assert consumed_one(quantity("250m"), milli) == (Decimal(1), "1")
+    assert consumed_one(quantity("1.25"), milli, fractional=True) == (Decimal("1.3"), "1300m")
+    assert consumed_one(quantity("950m"), milli, fractional=True) == (Decimal(1), "1")  # whole: written like step
+    with pytest.raises(CapacityError, match="request 250500u is not a representable milli value"):
+        consumed_one(quantity("250500u"), milli, fractional=True)
+    micro = {"value": "1", "requestPolicy": {"validRange": {"min": "200m", "step": "1u"}}}
+    assert consumed_one(quantity("250m"), micro, fractional=True) == (Decimal(1), "1")
+    # 300m more fits next to 600m allocated, not next to 900m; 250m is off the steps, so it is rounded, not refused
+    assert fits({"memory": quantity("250m")}, {"memory": milli}, {"memory": Decimal("0.6")}, None, fractional=True)
+    assert not fits({"memory": quantity("250m")}, {"memory": milli}, {"memory": Decimal("0.9")}, None,
+                    fractional=True)

@@ -245,7 +245,6 @@ NA_REASONS = {
     "compatibility-groups": "device compatibility groups (DRADeviceCompatibilityGroups, alpha)",
     "derived-attributes": "derived attributes (DRADerivedAttributes, alpha)",
     "optional-node-operations": "optional node operations (DRAOptionalNodeOperations, alpha)",
-    "fractional-capacity": "fractional capacity ranges (DRAFractionalCapacityRange, refused by ksched)",
 }
 
 

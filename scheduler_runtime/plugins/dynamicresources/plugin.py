@@ -25,8 +25,7 @@ Requeueing follows kube's EventsToRegister and queueing hints at the emulated mi
 ResourceClaim deletions, 1.36 does not (events_to_register).
 
 Every rejection is UnschedulableAndUnresolvable (preemption cannot help), as in kube. Not implemented (refused
-where they would matter, see docs/dra.md): fractional capacity ranges (DRAFractionalCapacityRange, off by
-default), alpha gates.
+where they would matter, see docs/dra.md): alpha gates.
 """
 
 from __future__ import annotations
