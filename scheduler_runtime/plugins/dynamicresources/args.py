@@ -4,7 +4,8 @@ Upstream: kube-scheduler v1.37.2, pkg/scheduler/apis/config/types_pluginargs.go 
 v1/defaults.go (SetDefaults_DynamicResourcesArgs) and validation/validation_pluginargs.go
 (ValidateDynamicResourcesArgs). Each timeout exists only with its gate on: `filterTimeout` with
 DRASchedulerFilterTimeout, `bindingTimeout` with DRADeviceBindingConditions and DRAResourceClaimDeviceStatus.
-With the gate off kube leaves the field unset (so --write-config-to shows none) and refuses a value as Forbidden.
+With the gate off kube leaves the field unset (--write-config-to shows `filterTimeout: null`, no bindingTimeout)
+and refuses a value as Forbidden.
 """
 
 from __future__ import annotations
