@@ -111,7 +111,9 @@ DEPENDENCIES = dependencies()
 #: gates whose both settings ksched implements
 HONOURED = {"ComponentFlagz", "ComponentStatusz", "DRADeviceTaintRules", "NodeDeclaredFeatures",
             "OpportunisticBatching", "StorageCapacityScoring", "VolumeLimitScaling", "DRAExtendedResource",
-            "DRAConsumableCapacity", "SchedulerAsyncPreemption", "NominatedNodeNameForExpectation"}
+            "DRAConsumableCapacity", "SchedulerAsyncPreemption", "NominatedNodeNameForExpectation",
+            "DRASchedulerFilterTimeout", "DRADeviceBindingConditions", "DRAPartitionableDevices", "DRADeviceTaints",
+            "DRAFractionalCapacityRange"}
 #: non-default values that describe what ksched does anyway: it sizes
 #: pod-level resources from the spec alone, as kube does with InPlacePodLevelResourcesVerticalScaling off;
 #: the other three change nothing in kube-scheduler 1.36.3 (no code path reads them there), they only have to

@@ -113,8 +113,8 @@ def default_document(doc: dict[str, Any], registry: Registry,
             if spec is None or spec.args_model is None or name in have:
                 continue
             try:
-                args = validate_args(spec.args_model, {}, feature_gates).model_dump(
-                    by_alias=True, mode="json", exclude_none=True)
+                args = _with_nulls(spec.args_model, validate_args(spec.args_model, {}, feature_gates).model_dump(
+                    by_alias=True, mode="json", exclude_none=True))
             except ValidationError:
                 continue  # required args without defaults: nothing to default
             kind = f"{name}Args"
@@ -130,6 +130,7 @@ def default_document(doc: dict[str, Any], registry: Registry,
                         full = validate_args(spec.args_model, drop_nulls(
                             {k: v for k, v in pc["args"].items() if k not in ("apiVersion", "kind")}
                         ), feature_gates).model_dump(by_alias=True, mode="json", exclude_none=True)
+                        full = _with_nulls(spec.args_model, full)
                     except ValidationError:
                         full = None  # validate reports it; leave the user's args as they are
                     if full is not None:
@@ -158,6 +159,14 @@ def validate_args(model: Any, raw: dict[str, Any], feature_gates: dict[str, bool
         return model.model_validate(raw, by_alias=True, by_name=False, context=context)
     except TypeError:  # a user's model that is not a pydantic v2.11+ BaseModel
         return model.model_validate(raw)
+
+
+def _with_nulls(model: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """Args as kube writes them: a pointer field without `omitempty` (the model's WRITTEN_WHEN_NULL) appears as
+    null when unset, e.g. DynamicResourcesArgs' filterTimeout with DRASchedulerFilterTimeout off."""
+    for key in getattr(model, "WRITTEN_WHEN_NULL", ()):
+        args.setdefault(key, None)
+    return args
 
 
 def drop_nulls(obj: Any) -> Any:

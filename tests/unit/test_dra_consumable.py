@@ -169,14 +169,19 @@ def test_capacity_consumed_by_claims_allocated_earlier_counts() -> None:
     assert _where(m, "c") == ""
 
 
-def test_fractional_capacity_ranges_stay_refused() -> None:
-    """DRAFractionalCapacityRange (off by default in 1.37) is not implemented: switching it on is refused."""
-    import pytest
-
-    from scheduler_runtime.errors import UsageError
-
-    with pytest.raises(UsageError, match="DRAFractionalCapacityRange=true is not supported by ksched"):
-        parse_feature_gates(["DRAFractionalCapacityRange=true"], "1.37")
+def test_fractional_capacity_ranges_round_on_milli_values_with_the_gate_on() -> None:
+    """DRAFractionalCapacityRange (beta, off by default in 1.37): a range of min 200m, step 100m. Off, kube's
+    integer arithmetic reads both as 1, so a 250m request consumes 1 (the whole device); on, it rounds up to
+    300m, and three such shares fit in 1."""
+    policy = {"default": "200m", "validRange": {"min": "200m", "step": "100m", "max": "1"}}
+    objects = [_node("n1"), _class(), _slice("n1", "1", policy), *(_claim(f"c{i}", "250m") for i in range(4))]
+    pods = [_pod(p, f"c{i}") for i, p in enumerate("abcd")]
+    m = _run(objects, pods, parse_feature_gates(["DRAFractionalCapacityRange=true"], "1.37"))
+    assert [_where(m, p) for p in "abcd"] == ["n1", "n1", "n1", ""]
+    assert [_results(m, f"c{i}")[0]["consumedCapacity"] for i in range(3)] == [{"memory": "300m"}] * 3
+    m = _run(objects, pods)
+    assert [_where(m, p) for p in "abcd"] == ["n1", "", "", ""]
+    assert _results(m, "c0")[0]["consumedCapacity"] == {"memory": "1"}
 
 
 def test_the_shared_gpu_example_in_simulate() -> None:

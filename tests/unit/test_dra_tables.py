@@ -245,7 +245,6 @@ NA_REASONS = {
     "compatibility-groups": "device compatibility groups (DRADeviceCompatibilityGroups, alpha)",
     "derived-attributes": "derived attributes (DRADerivedAttributes, alpha)",
     "optional-node-operations": "optional node operations (DRAOptionalNodeOperations, alpha)",
-    "fractional-capacity": "fractional capacity ranges (DRAFractionalCapacityRange, refused by ksched)",
 }
 
 
@@ -629,7 +628,7 @@ class _PluginRun:
         from types import SimpleNamespace
 
         from scheduler_runtime.cluster.memory import MemoryCluster
-        from scheduler_runtime.featuregates import default_gates
+        from scheduler_runtime.featuregates import default_gates, parse_feature_gates
         from scheduler_runtime.framework.handle import Handle
         from scheduler_runtime.framework.snapshot import Snapshot
         from scheduler_runtime.metrics import SchedulerMetrics
@@ -656,7 +655,9 @@ class _PluginRun:
         m.create(raw_pod, emit=False)
         self.pod = Pod.from_dict(raw_pod)
         handle = Handle(Snapshot(), cluster=m)
-        handle.feature_gates = gates = default_gates(case["minor"])
+        handle.feature_gates = gates = (parse_feature_gates(
+            [f"{k}={str(v).lower()}" for k, v in case["gates"].items()], case["minor"]) if "gates" in case
+            else default_gates(case["minor"]))
         self.metrics = SchedulerMetrics()
         handle.framework = SimpleNamespace(metrics=self.metrics)
         args = DynamicResourcesArgs.model_validate(case.get("args") or {}, context={GATES_CONTEXT: gates})

@@ -107,9 +107,9 @@ def test_min_compatibility_version_decides_specs_that_need_it() -> None:
     assert gate_specs("1.37")["DRAFractionalCapacityRange"].default is False
     assert gate_specs("1.37", "1.37")["DRAFractionalCapacityRange"].default is True
     flags = parse(["--emulated-version=1.37", "--min-compatibility-version=1.37"])
-    with pytest.raises(UsageError, match="DRAFractionalCapacityRange=true is not supported by ksched"):
-        parse_feature_gates([], *resolve_versions(flags.list("emulated-version", []),
-                                                  flags.list("min-compatibility-version", [])))
+    on = parse_feature_gates([], *resolve_versions(flags.list("emulated-version", []),
+                                                   flags.list("min-compatibility-version", [])))
+    assert on["DRAFractionalCapacityRange"] is True  # honoured: ksched implements both settings
     gates = parse_feature_gates(["DRAFractionalCapacityRange=false"], *resolve_versions([], ["1.37"]))
     assert gates.min_compat == "1.37"
     with pytest.raises(UsageError, match="patch version not allowed, got: kube=1.36.1"):

@@ -85,6 +85,8 @@ class Features:
     device_taints: bool = True  # DRADeviceTaints, beta on
     device_binding_and_status: bool = True  # DRADeviceBindingConditions + DRAResourceClaimDeviceStatus, beta on
     consumable_capacity: bool = True  # DRAConsumableCapacity, beta on
+    #: DRAFractionalCapacityRange (beta, off by default in 1.37): milli-value rounding of capacity request ranges
+    fractional_capacity_range: bool = False
     #: kube 1.37's CEL runtime errors: they name the device and hint at optional chaining for a missing key
     #: (dynamic-resource-allocation cel.EnhanceRuntimeError); off when emulating 1.35/1.36
     runtime_error_detail: bool = True
@@ -112,6 +114,7 @@ class Features:
                    partitionable_devices=on("DRAPartitionableDevices"), device_taints=on("DRADeviceTaints"),
                    device_binding_and_status=on("DRADeviceBindingConditions") and on("DRAResourceClaimDeviceStatus"),
                    consumable_capacity=on("DRAConsumableCapacity"),
+                   fractional_capacity_range=bool(gates.get("DRAFractionalCapacityRange", False)),
                    runtime_error_detail=minor_at_least(gates, (1, 37)),
                    distinct_every_device=minor_at_least(gates, (1, 37)),
                    kube_137_allocator=minor_at_least(gates, (1, 37)))
@@ -1375,7 +1378,8 @@ class _Run:
             try:
                 ok = self._capacity_fits(ck, req, did, d, self.allocating_capacity.get(did))
                 if ok and multi:
-                    consumed = consumed_by(req.amounts, d.get("capacity") or {})
+                    consumed = consumed_by(req.amounts, d.get("capacity") or {},
+                                           self.features.fractional_capacity_range)
             except AllocationError:
                 release()
                 raise
@@ -1417,7 +1421,7 @@ class _Run:
         names the device by its name alone)."""
         allocated = None if static else self.a.allocated_capacity.get(did)
         try:
-            return fits(req.amounts, d.get("capacity"), allocated, allocating)
+            return fits(req.amounts, d.get("capacity"), allocated, allocating, self.features.fractional_capacity_range)
         except CapacityError as exc:
             raise AllocationError(f"claim {ck}, request {req.name}: checking capacity for device "
                                   f"{did[2] if static else '/'.join(did)}: {exc}") from None

@@ -5,8 +5,9 @@ Upstream: kube-scheduler v1.37 allocates with k8s.io/dynamic-resource-allocation
 structured/internal/incubating/consumable_capacity.go (the allocator it selects once this beta gate is on).
 A request names amounts in `capacity.requests`; the device's `requestPolicy` rounds each up (`validRange` to
 min + n*step, `validValues` to the first value not below it); a capacity the request does not name consumes the
-policy's `default`, or else the whole value. Integer arithmetic only: DRAFractionalCapacityRange (off by default)
-is not implemented, so ksched refuses that gate.
+policy's `default`, or else the whole value. A `validRange` with a step is rounded and checked on integers
+(resource.Quantity.Value(): fractions round up) unless DRAFractionalCapacityRange (beta, off by default in 1.37)
+is on and min, max and step all have an exact milli value (step at least 1m): then on milli values, as kube does.
 """
 
 from __future__ import annotations
@@ -71,12 +72,64 @@ def _go_rem(a: int, b: int) -> int:
     return -r if a < 0 else r
 
 
-def _round_up_range(requested: tuple[Decimal, str], vr: Mapping[str, Any]) -> tuple[Decimal, str]:
+def _wrap64(v: int) -> int:
+    """Go's int64 arithmetic wrapping around."""
+    return (v + 2**63) % 2**64 - 2**63
+
+
+def _milli(d: Decimal) -> int | None:
+    """kube's safeMilliValue: the value in thousandths when that is exact and fits an int64, else None."""
+    m = d * 1000
+    if m != m.to_integral_value() or not -(2**63) <= m <= _MAX_INT64:
+        return None
+    return int(m)
+
+
+def _use_milli(vr: Mapping[str, Any], fractional: bool) -> bool:
+    """kube's useMilli: with DRAFractionalCapacityRange on, milli arithmetic whenever min, max and step (those
+    set) have exact milli values and the step is at least 1m."""
+    if not fractional:
+        return False
+    for key in ("min", "max", "step"):
+        if vr.get(key) is None:
+            continue
+        m = _milli(quantity(vr[key])[0])
+        if m is None or (key == "step" and m < 1):
+            return False
+    return True
+
+
+def _round_up_milli(requested: tuple[Decimal, str], lo: tuple[Decimal, str], step: tuple[Decimal, str]
+                    ) -> tuple[Decimal, str]:
+    """roundUpRange's milli path: min + n*step in thousandths, n rounded up; a whole result is written like the
+    step (NewQuantity), a fractional one in milli units (NewMilliQuantity)."""
+    req_m = _milli(requested[0])
+    if req_m is None:
+        raise CapacityError(f"{_NOT_REPRESENTABLE}: request {requested[1]} is not a representable milli value")
+    step_m, min_m = _milli(step[0]) or 1, _milli(lo[0]) or 0
+    added = req_m - min_m
+    n = abs(added) // step_m * (1 if added >= 0 else -1)
+    if _go_rem(added, step_m):
+        n += 1
+    limit = _wrap64(_MAX_INT64 - min_m)
+    if n > abs(limit) // step_m * (1 if limit >= 0 else -1):  # Go's division truncates toward zero
+        raise CapacityError(f"{_NOT_REPRESENTABLE}: rounding request {requested[1]} up to the next step passes the "
+                            f"milli-value range")
+    value_m = min_m + step_m * n
+    if value_m % 1000 == 0:
+        return Decimal(value_m // 1000), format_like(value_m // 1000, step[1])
+    return Decimal(value_m) / 1000, f"{value_m}m"
+
+
+def _round_up_range(requested: tuple[Decimal, str], vr: Mapping[str, Any], fractional: bool = False
+                    ) -> tuple[Decimal, str]:
     lo = quantity(vr.get("min"))
     if requested[0] < lo[0]:
         return lo
     if vr.get("step") is None:
         return requested
+    if _use_milli(vr, fractional):
+        return _round_up_milli(requested, lo, quantity(vr.get("step")))
     if requested[0] > _MAX_INT64:
         raise CapacityError(f"{_NOT_REPRESENTABLE}: request {requested[1]} exceeds MaxInt64")
     step = quantity(vr.get("step"))
@@ -94,8 +147,10 @@ def _round_up_range(requested: tuple[Decimal, str], vr: Mapping[str, Any]) -> tu
     return Decimal(value), format_like(value, step[1])
 
 
-def consumed_one(requested: tuple[Decimal, str] | None, cap: Mapping[str, Any]) -> tuple[Decimal, str]:
-    """calculateConsumedCapacity: what one request consumes of one capacity entry."""
+def consumed_one(requested: tuple[Decimal, str] | None, cap: Mapping[str, Any], fractional: bool = False
+                 ) -> tuple[Decimal, str]:
+    """calculateConsumedCapacity: what one request consumes of one capacity entry (`fractional`: the
+    DRAFractionalCapacityRange gate)."""
     policy = cap.get("requestPolicy")
     if requested is None:
         if policy and policy.get("default") is not None:
@@ -105,7 +160,7 @@ def consumed_one(requested: tuple[Decimal, str] | None, cap: Mapping[str, Any]) 
         return requested
     vr = policy.get("validRange")
     if vr and vr.get("min") is not None:
-        return _round_up_range(requested, vr)
+        return _round_up_range(requested, vr, fractional)
     values = policy.get("validValues")
     if values is not None:
         for v in values:
@@ -115,7 +170,7 @@ def consumed_one(requested: tuple[Decimal, str] | None, cap: Mapping[str, Any]) 
     return requested
 
 
-def _violates(consumed: Decimal, policy: Mapping[str, Any] | None) -> bool:
+def _violates(consumed: Decimal, policy: Mapping[str, Any] | None, fractional: bool = False) -> bool:
     if not policy:
         return False
     if policy.get("default") is not None and consumed == quantity(policy["default"])[0]:
@@ -125,9 +180,16 @@ def _violates(consumed: Decimal, policy: Mapping[str, Any] | None) -> bool:
         if vr.get("max") is not None and consumed > quantity(vr["max"])[0]:
             return True
         if vr.get("step") is not None:
-            step = _ceil_int(quantity(vr["step"])[0])
-            lo = _ceil_int(quantity(vr.get("min"))[0])
-            if step and _go_rem(_ceil_int(consumed) - lo, step):
+            if _use_milli(vr, fractional):  # violateValidRange's milli path
+                got = _milli(consumed)
+                if got is None:
+                    return True
+                step, lo, value = _milli(quantity(vr["step"])[0]) or 1, _milli(quantity(vr.get("min"))[0]) or 0, got
+            else:
+                step = _ceil_int(quantity(vr["step"])[0])
+                lo = _ceil_int(quantity(vr.get("min"))[0])
+                value = _ceil_int(consumed)
+            if step and _go_rem(value - lo, step):
                 return True
         return False
     values = policy.get("validValues") or []
@@ -144,33 +206,35 @@ def request_amounts(capacity: Mapping[str, Any] | None) -> dict[str, tuple[Decim
     return {str(k): quantity(v) for k, v in reqs.items()}
 
 
-def consumed_by(requests: Mapping[str, tuple[Decimal, str]] | None, device_capacity: Mapping[str, Any]) -> Consumed:
+def consumed_by(requests: Mapping[str, tuple[Decimal, str]] | None, device_capacity: Mapping[str, Any],
+                fractional: bool = False) -> Consumed:
     """GetConsumedCapacityFromRequest: the amount of every capacity of the device the request consumes. Raises
     CapacityError naming the capacity."""
     out: Consumed = {}
     for name, cap in device_capacity.items():
         try:
-            out[name] = consumed_one((requests or {}).get(name), cap or {})
+            out[name] = consumed_one((requests or {}).get(name), cap or {}, fractional)
         except CapacityError as exc:
             raise CapacityError(f"capacity {json.dumps(name)}: {exc}") from None
     return out
 
 
 def fits(requests: Mapping[str, tuple[Decimal, str]] | None, device_capacity: Mapping[str, Any] | None,
-         allocated: Mapping[str, Decimal] | None, allocating: Mapping[str, Decimal] | None) -> bool:
+         allocated: Mapping[str, Decimal] | None, allocating: Mapping[str, Decimal] | None,
+         fractional: bool = False) -> bool:
     """CmpRequestOverCapacity: the device has every capacity the request names, each consumed amount obeys the
     request policy, and with what allocated and in-flight claims consume it stays within the capacity's value.
     Raises CapacityError when an amount cannot be computed or is negative."""
     caps = device_capacity or {}
     if requests and any(name not in caps for name in requests):
         return False
-    consumed = consumed_by(requests, caps)
+    consumed = consumed_by(requests, caps, fractional)
     for name, (value, _text) in consumed.items():
         if value < 0:
             raise CapacityError(f"capacity {json.dumps(name)}: capacity value is negative")
     for name, cap in caps.items():
         value = consumed[name][0]
-        if _violates(value, (cap or {}).get("requestPolicy")):
+        if _violates(value, (cap or {}).get("requestPolicy"), fractional):
             return False
         total = value + (allocated or {}).get(name, Decimal(0)) + (allocating or {}).get(name, Decimal(0))
         if total > quantity((cap or {}).get("value"))[0]:

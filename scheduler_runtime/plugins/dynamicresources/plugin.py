@@ -25,8 +25,7 @@ Requeueing follows kube's EventsToRegister and queueing hints at the emulated mi
 ResourceClaim deletions, 1.36 does not (events_to_register).
 
 Every rejection is UnschedulableAndUnresolvable (preemption cannot help), as in kube. Not implemented (refused
-where they would matter, see docs/dra.md): fractional capacity ranges (DRAFractionalCapacityRange, off by
-default), alpha gates.
+where they would matter, see docs/dra.md): alpha gates.
 """
 
 from __future__ import annotations
@@ -181,9 +180,13 @@ class DynamicResources(Plugin):
         self.taint_rules = self.args.device_taint_rules  # DRADeviceTaintRules (see taintrules.py)
         self.dra_extended = self.args.extended_resource  # DRAExtendedResource, read once per plugin
         ft = self.args.filter_timeout
-        self.filter_timeout = decode_duration(ft) if ft is not None else 0.0
+        # DRASchedulerFilterTimeout: without it Filter's search runs unbounded, as in kube
+        self.filter_timeout = decode_duration(ft) if ft is not None and self.args.filter_timeout_gate else 0.0
         bt = self.args.binding_timeout
         self.binding_timeout = decode_duration(bt) if bt is not None else 600.0
+        #: DRADeviceBindingConditions and DRAResourceClaimDeviceStatus: without them kube neither checks an
+        #: allocated claim's binding conditions in Filter nor waits for them in PreBind
+        self.binding_conditions = self.features.device_binding_and_status
         self.cel_cache = CelCache(10, consumable_capacity=self.features.consumable_capacity)
         self._mgr: DraManager | None = None
         if handle is not None and getattr(handle, "cluster", None) is not None:
@@ -384,7 +387,7 @@ class DynamicResources(Plugin):
             if skips and OPTIONAL_NODE_OPERATIONS not in node.declared_features:
                 unavailable.append(i)
                 continue
-            if not allocated:
+            if not allocated or not self.binding_conditions:
                 continue
             try:
                 ready = _ready_for_binding(claim)
@@ -434,7 +437,8 @@ class DynamicResources(Plugin):
         return _parse_time(ts) + timeout < now
 
     def _binding_timed_out(self, claim: dict[str, Any], now: float) -> bool:
-        return self._binding_timed_out_at(claim, self.binding_timeout, now)
+        """kube's isClaimTimeout (never, with the binding-conditions gates off)."""
+        return self.binding_conditions and self._binding_timed_out_at(claim, self.binding_timeout, now)
 
     # ------------------------------------------------------------------ PostFilter
     def post_filter(self, state: CycleState, pod: Pod,
@@ -681,8 +685,9 @@ class DynamicResources(Plugin):
     def _wait_for_binding_conditions(self, s: _State, pod: Pod, node_name: str,
                                      cancelled: threading.Event | None = None) -> Status | None:
         """When a device has binding conditions, wait until they all hold, one fails, time runs out, or a PreBind
-        plugin running beside this one failed (`cancelled`: the wait ends as a cancelled context does)."""
-        if not any(r.get("bindingConditions") for c in s.claims
+        plugin running beside this one failed (`cancelled`: the wait ends as a cancelled context does). With the
+        binding-conditions gates off kube's PreBind ends before this, whatever the allocation says."""
+        if not self.binding_conditions or not any(r.get("bindingConditions") for c in s.claims
                    for r in ((allocation_of(c) or {}).get("devices") or {}).get("results") or []):
             return None
         self.handle.record_event(pod, "Normal", "BindingConditionsPending", "Scheduling",
