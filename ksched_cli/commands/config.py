@@ -60,8 +60,10 @@ def _minor(version: str | None) -> int | None:
         raise fail(f"--kubernetes-version: expected 1.XX, got {version!r}", EXIT_USAGE) from None
 
 
-def validate_file(path: Path, reg: Any, minor: int | None) -> tuple[list[str], list[str]]:
-    """(errors, notes) for one file; raises InputError for I/O problems."""
+def validate_file(path: Path, reg: Any, minor: int | None,
+                  feature_gates: list[str] | None = None) -> tuple[list[str], list[str]]:
+    """(errors, notes) for one file; raises InputError for I/O problems. `feature_gates` are kube-scheduler's
+    `--feature-gates` values: some args defaults and rules follow gates (DynamicResourcesArgs' timeouts)."""
     from scheduler_runtime.config import ConfigError
     from scheduler_runtime.config.loader import build, read_document
     from scheduler_runtime.config.migrate import migrate
@@ -82,14 +84,18 @@ def validate_file(path: Path, reg: Any, minor: int | None) -> tuple[list[str], l
                 notes.append(f"{api} is served by Kubernetes 1.{minor}; checked as its v1 equivalent")
             except ValueError as exc:
                 return [str(exc)], notes
-    from scheduler_runtime.featuregates import EMULATABLE, default_gates
+    from scheduler_runtime.featuregates import EMULATABLE, default_gates, parse_feature_gates
     from scheduler_runtime.kubeversion import KUBE_MINOR
 
     gates = None
+    emulated = KUBE_MINOR
     if minor is not None and f"1.{minor}" in EMULATABLE:
-        gates = default_gates(f"1.{minor}")  # that minor's gate defaults, Plugins fields and default plugins
+        emulated = f"1.{minor}"
+        gates = default_gates(emulated)  # that minor's gate defaults, Plugins fields and default plugins
     elif minor is not None:
         notes.append(f"ksched carries the rules of Kubernetes {', '.join(EMULATABLE)}; checked with {KUBE_MINOR}'s")
+    if feature_gates:
+        gates = parse_feature_gates(feature_gates, emulated)
     try:
         cfg = build(doc, reg, None, notes=notes, feature_gates=gates)
     except ConfigError as exc:
@@ -118,6 +124,9 @@ def validate(
     kubernetes_version: Annotated[str | None, typer.Option("--kubernetes-version",
                                                            help="Apply that release's rules (1.XX).")] = None,
     plugin_dir: Annotated[list[Path] | None, typer.Option("--plugin-dir", help="Folder of plugin packages.")] = None,
+    feature_gates: Annotated[list[str] | None, typer.Option(
+        "--feature-gates", metavar="K=V,...",
+        help="kube-scheduler's --feature-gates (repeatable): the rules that follow gates use these values.")] = None,
 ) -> None:
     """Check files with kube-scheduler's decoding, validation and profile-building rules; all errors at once.
     Exit 0 valid, 1 invalid, 2 usage or I/O error."""
@@ -131,7 +140,7 @@ def validate(
     worst = 0
     for f in files:
         try:
-            errs, notes = validate_file(f, reg, minor)
+            errs, notes = validate_file(f, reg, minor, feature_gates)
         except InputError as exc:
             results.append({"file": str(f), "valid": False, "errors": [exc.detail], "io": exc.usage})
             worst = max(worst, exc.exit_code)

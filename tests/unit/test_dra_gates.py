@@ -355,3 +355,25 @@ def test_fractional_capacity_range_arithmetic_follows_the_gate() -> None:
     assert fits({"memory": quantity("250m")}, {"memory": milli}, {"memory": Decimal("0.6")}, None, fractional=True)
     assert not fits({"memory": quantity("250m")}, {"memory": milli}, {"memory": Decimal("0.9")}, None,
                     fractional=True)
+
+
+def test_config_validate_applies_the_feature_gates_given(tmp_path: Path) -> None:
+    """`ksched config validate --feature-gates` checks with those gates, as the run it stands in for would: a
+    filterTimeout is valid by default and Forbidden with DRASchedulerFilterTimeout off; a bad gate is a usage
+    error."""
+    import subprocess
+    import sys
+
+    f = tmp_path / "dra.yaml"
+    f.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n"
+                 "- schedulerName: default-scheduler\n  pluginConfig:\n  - name: DynamicResources\n"
+                 "    args: {filterTimeout: 5s}\n")
+    ksched = [sys.executable, "-m", "ksched_cli.main", "config", "validate", str(f)]
+    runs = {gates: subprocess.run([*ksched, *(["--feature-gates", gates] if gates else [])],
+                                  capture_output=True, text=True, timeout=120)
+            for gates in ("", "DRASchedulerFilterTimeout=false", "NoSuchGate=true")}
+    assert runs[""].returncode == 0, runs[""].stderr
+    off = runs["DRASchedulerFilterTimeout=false"]
+    assert off.returncode == 1 and "args.filterTimeout: Forbidden" in off.stderr
+    assert runs["NoSuchGate=true"].returncode == 2
+    assert "unrecognized feature gate: NoSuchGate" in runs["NoSuchGate=true"].stderr
