@@ -349,9 +349,10 @@ class AllocatedView:
         allocation (ListAllAllocatedDevices)."""
         return AllocatedView(self._counts, self._extra | self.shared)
 
-    def parts(self) -> tuple[dict[DeviceID, int], set[DeviceID]]:
-        """The two containers `in` looks in, for a loop that tests many devices."""
-        return self._counts, self._extra
+    def free_of(self, ids: frozenset[DeviceID]) -> frozenset[DeviceID]:
+        """The IDs among `ids` that nobody holds, with set operations (no loop in Python over a node's devices)."""
+        free = ids.difference(self._counts)
+        return free.difference(self._extra) if self._extra else free
 
     def __len__(self) -> int:
         return len(set(self._counts) | self._extra)
