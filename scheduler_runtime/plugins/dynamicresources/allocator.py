@@ -545,6 +545,21 @@ def taint_prevents(device: dict[str, Any], req: _Request) -> bool:
 
 
 # ----------------------------------------------------------------------------------------- allocator
+#: every DeviceID seen, by itself: the allocated devices (claims.claim_devices) and the slices' devices
+#: (SliceCaches.slice_devices) share one tuple per device, so a set operation between them finds each device by
+#: identity instead of comparing three strings (the cost of checking a full node's devices, several times over)
+_DEVICE_IDS: dict[DeviceID, DeviceID] = {}
+
+
+def device_id(driver: str, pool: str, device: str) -> DeviceID:
+    """The one tuple for this device (see _DEVICE_IDS); equal tuples stay interchangeable, so clearing the table
+    when it grows large only costs speed."""
+    did = (driver, pool, device)
+    if len(_DEVICE_IDS) > 2_000_000:
+        _DEVICE_IDS.clear()
+    return _DEVICE_IDS.setdefault(did, did)
+
+
 def free_of(allocated: Container[DeviceID], ids: frozenset[DeviceID]) -> frozenset[DeviceID]:
     """The IDs among `ids` that nobody holds; set operations where `allocated` allows them (claims.AllocatedView
     and plain sets), so a node's devices are checked without a loop in Python."""
@@ -610,7 +625,7 @@ class SliceCaches:
         hit = self.devices.get(id(s))
         if hit is not None and hit[0] is s:
             return hit[1]
-        out = [((pool.driver, pool.name, str(d.get("name") or "")), d) for d in _devices(s)]
+        out = [(device_id(pool.driver, pool.name, str(d.get("name") or "")), d) for d in _devices(s)]
         self.devices[id(s)] = (s, out)
         return out
 

@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from ...objects import Pod
+from .allocator import device_id
 from .capacity import quantity
 from .extended import ANN_EXTENDED, ClassResolver, find_extended_claim
 
@@ -61,7 +62,7 @@ def claim_devices(claim: dict[str, Any] | None) -> tuple[DeviceID, ...]:
     for r in ((alloc.get("devices") or {}).get("results") or []):
         if r.get("adminAccess") or r.get("shareID") is not None:
             continue
-        out.append((str(r.get("driver") or ""), str(r.get("pool") or ""), str(r.get("device") or "")))
+        out.append(device_id(str(r.get("driver") or ""), str(r.get("pool") or ""), str(r.get("device") or "")))
     return tuple(out)
 
 
