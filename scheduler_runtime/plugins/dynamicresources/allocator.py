@@ -548,6 +548,51 @@ def taint_prevents(device: dict[str, Any], req: _Request) -> bool:
 
 
 # ----------------------------------------------------------------------------------------- allocator
+#: every DeviceID seen, by itself: the allocated devices (claims.claim_devices) and the slices' devices
+#: (SliceCaches.slice_devices) share one tuple per device, so a set operation between them finds each device by
+#: identity instead of comparing three strings (the cost of checking a full node's devices, several times over)
+_DEVICE_IDS: dict[DeviceID, DeviceID] = {}
+
+
+def device_id(driver: str, pool: str, device: str) -> DeviceID:
+    """The one tuple for this device (see _DEVICE_IDS); equal tuples stay interchangeable, so clearing the table
+    when it grows large only costs speed."""
+    did = (driver, pool, device)
+    if len(_DEVICE_IDS) > 2_000_000:
+        _DEVICE_IDS.clear()
+    return _DEVICE_IDS.setdefault(did, did)
+
+
+def free_of(allocated: Container[DeviceID], ids: frozenset[DeviceID]) -> frozenset[DeviceID]:
+    """The IDs among `ids` that nobody holds; set operations where `allocated` allows them (claims.AllocatedView
+    and plain sets), so a node's devices are checked without a loop in Python."""
+    fn = getattr(allocated, "free_of", None)
+    if fn is not None:
+        return fn(ids)  # type: ignore[no-any-return]
+    if isinstance(allocated, (set, frozenset, dict)):
+        return ids.difference(allocated)
+    return frozenset(did for did in ids if did not in allocated)
+
+
+class NodeDevices:
+    """A node's devices as the search reads them, worked out once while its pools last: those of its complete
+    pools in search order (`flat`, and `records` with the flags `_greedy` reads), their IDs and positions, the
+    memo's name for the node's shape, and per selector signature each position's verdict."""
+
+    __slots__ = ("flat", "records", "ids", "pos", "shape", "verdicts")
+
+    def __init__(self, flat: list[_Flat], records: list[_Record], shape: int | None) -> None:
+        self.flat = flat
+        self.records = records
+        self.ids = frozenset(f[0] for f in flat)
+        self.pos = {f[0]: i for i, f in enumerate(flat)}
+        #: None: the memo is not used for this node (see `Allocator.node_devices`)
+        self.shape = shape
+        #: verdict key (SliceCaches.verdict_keys) -> per position: None unknown yet, 0 not eligible, 1 eligible
+        #: and plain, 2 eligible but needs `_allocate_device`'s checks
+        self.verdicts: dict[int, list[int | None]] = {}
+
+
 class SliceCaches:
     """What depends only on the ResourceSlices (and the node object, the selector): the pools of each node and
     each selector's verdict on each device. The plugin keeps one across cycles and replaces it when a slice
@@ -566,20 +611,15 @@ class SliceCaches:
         #: allocator's split, reused when the next one gets the same slice objects in the same order
         self.split: tuple[list[int], list[dict[str, Any]], dict[str, list[dict[str, Any]]],
                           list[dict[str, Any]]] | None = None
-        #: node name -> (its pools list, its devices and their IDs, or None: see `Allocator._node_devices`)
-        self.node_ids: dict[str, tuple[list[Pool], tuple[list[_Flat], frozenset[DeviceID]] | None]] = {}
-        #: node name -> (its pools list, device ID -> position in `node_ids`' device list)
-        self.node_positions: dict[str, tuple[list[Pool], dict[DeviceID, int]]] = {}
-        #: (node name, selector signature, taint and capacity gates) -> (its pools list, per device position:
-        #: None unknown yet, 0 not eligible, 1 eligible and plain, 2 eligible but needs _allocate_device's checks)
-        self.verdicts: dict[tuple[Hashable, ...], tuple[list[Pool], list[int | None]]] = {}
+        #: node name -> (its pools list, its devices or None: see `Allocator.node_devices`)
+        self.nodes: dict[str, tuple[list[Pool], NodeDevices | None]] = {}
+        #: (selector signature, taint and capacity gates) -> a small int, the key of `NodeDevices.verdicts`
+        self.verdict_keys: dict[Hashable, int] = {}
         #: id(slice) -> (slice, its devices for the greedy search, their IDs)
         self.records: dict[int, tuple[dict[str, Any], list[_Record], frozenset[DeviceID]]] = {}
         #: id(slice) -> (slice, its shape: driver and every device's content but its name, or None when the
-        #: slice is not plainly node-local; see `Allocator.node_shape`)
+        #: slice is not plainly node-local; see `Allocator.node_devices`)
         self.slice_shapes: dict[int, tuple[dict[str, Any], Hashable | None]] = {}
-        #: node name -> (its pools list, (shape, flat device list) or None): see `Allocator.node_shape`
-        self.node_shapes: dict[str, tuple[list[Pool], tuple[int, list[_Flat]] | None]] = {}
         #: device content (JSON) -> a small int, and node shape -> a small int, so keys hash cheaply
         self._device_fps: dict[str, int] = {}
         self.shape_ids: dict[Hashable, int] = {}
@@ -588,7 +628,7 @@ class SliceCaches:
         hit = self.devices.get(id(s))
         if hit is not None and hit[0] is s:
             return hit[1]
-        out = [((pool.driver, pool.name, str(d.get("name") or "")), d) for d in _devices(s)]
+        out = [(device_id(pool.driver, pool.name, str(d.get("name") or "")), d) for d in _devices(s)]
         self.devices[id(s)] = (s, out)
         return out
 
@@ -671,10 +711,12 @@ class Allocator:
         #: (id(claim), request, sub-request) -> (claim, request, class) of ExactCount requests already checked
         self.validated: dict[tuple[int, int, int], tuple[dict[str, Any], _Request, dict[str, Any] | None]] = {}
         #: (claims by id, node shape, allocated positions) -> (claims, solution or None): the search's outcome on
-        #: a node whose devices look the same, in the same order, with the same ones in use (see `node_shape`)
+        #: a node whose devices look the same, in the same order, with the same ones in use (see `node_devices`)
         self.memo: dict[tuple[Hashable, ...], tuple[list[dict[str, Any]], _Solution | None]] = {}
         #: id(request data) -> (it, its selector signature), for the request data a plan shares between nodes
         self.sigs: dict[int, tuple[_RequestData, tuple[Any, ...]]] = {}
+        #: id(request data) -> (it, its key in `NodeDevices.verdicts` or None), see `verdict_key`
+        self.vkeys: dict[int, tuple[_RequestData, int | None]] = {}
 
     def pools_for(self, node: Node) -> list[Pool]:
         hit = self.caches.pools.get(node.name)
@@ -695,49 +737,47 @@ class Allocator:
         self.sigs[id(rd)] = (rd, sig)
         return sig
 
-    def node_shape(self, node: Node, pools: list[Pool]) -> tuple[int, list[_Flat]] | None:
-        """The node's pools as the search sees them (an int naming the shape) and its devices in search order,
-        or None when the memo cannot be used for the node. Two nodes of the same shape differ only in names
-        (slices, pools, devices, the node), which the search never looks at except to order pools and slices:
-        it reaches the same verdict at the same positions, given the same positions in use."""
-        hit = self.caches.node_shapes.get(node.name)
+    def node_devices(self, node: Node, pools: list[Pool]) -> NodeDevices | None:
+        """The node's devices (see NodeDevices); None when a pool is invalid or shares counters, or a slice
+        selects nodes per device (left to the search). Its `shape` names, when every pool is complete and plainly
+        node-local, what the search can see of the node: two nodes of the same shape differ only in names
+        (slices, pools, devices, the node), which the search never looks at except to order pools and slices,
+        so it reaches the same verdict at the same positions, given the same positions in use."""
+        caches = self.caches
+        hit = caches.nodes.get(node.name)
         if hit is not None and hit[0] is pools:
             return hit[1]
-        caches = self.caches
-        shapes: list[Hashable] = []
-        flat: list[_Flat] = []
-        out: tuple[int, list[_Flat]] | None = None
-        for p in pools:
-            if p.incomplete or p.invalid or p.counter_sets or p.other_slices:
-                break
-            per_slice = []
-            for sl in p.slices:
-                sh = caches.slice_shape(sl)
-                if sh is None:
-                    break
-                per_slice.append(sh)
-                flat.extend((did, d, sl) for did, d in caches.slice_devices(p, sl))
-            else:
-                shapes.append((p.driver, tuple(per_slice)))
-                continue
-            break
-        else:
-            key = tuple(shapes)
-            out = (caches.shape_ids.setdefault(key, len(caches.shape_ids)), flat)
-        caches.node_shapes[node.name] = (pools, out)
+        out: NodeDevices | None = None
+        if not any(p.invalid or p.counter_sets or any(_spec(s).get("perDeviceNodeSelection") for s in p.slices)
+                   for p in pools):
+            flat: list[_Flat] = []
+            records: list[_Record] = []
+            shapes: list[Hashable] | None = []
+            for p in pools:
+                if p.incomplete:
+                    shapes = None
+                    continue
+                per_slice: list[Hashable] | None = [] if shapes is not None and not p.other_slices else None
+                for sl in p.slices:
+                    recs, _ids = caches.slice_records(p, sl)
+                    records.extend(recs)
+                    flat.extend((r[0], r[1], sl) for r in recs)
+                    if per_slice is not None:
+                        sh = caches.slice_shape(sl)
+                        per_slice = None if sh is None else [*per_slice, sh]
+                if shapes is not None:
+                    shapes = None if per_slice is None else [*shapes, (p.driver, tuple(per_slice))]
+            shape = None if shapes is None else caches.shape_ids.setdefault(tuple(shapes), len(caches.shape_ids))
+            out = NodeDevices(flat, records, shape)
+        caches.nodes[node.name] = (pools, out)
         return out
 
-    def in_use_at(self, flat: list[_Flat]) -> Hashable:
-        """Which positions of `flat` are allocated or in flight, and any shares they hold."""
-        allocated = self.allocated
-        ids = [f[0] for f in flat]
-        used: tuple[int, ...] = ()
-        if hasattr(allocated, "parts"):  # claims.AllocatedView: a free node is found without a loop in Python
-            in_store, in_extra = allocated.parts()
-            if not (in_store.keys().isdisjoint(ids) and in_extra.isdisjoint(ids)):
-                used = tuple(i for i, did in enumerate(ids) if did in in_store or did in in_extra)
-        else:
-            used = tuple(i for i, did in enumerate(ids) if did in allocated)
+    def in_use_at(self, nd: NodeDevices) -> Hashable:
+        """Which positions of the node's devices are allocated or in flight, and any shares they hold."""
+        flat = nd.flat
+        free = free_of(self.allocated, nd.ids)
+        used: tuple[int, ...] = () if len(free) == len(nd.ids) else tuple(
+            i for i, f in enumerate(flat) if f[0] not in free)
         cap, shared = self.allocated_capacity, self.shared_devices
         if not cap and not shared:
             return used
@@ -789,74 +829,59 @@ class Allocator:
         run = _Run(self, node, claims, deadline)
         return run if run.search() else None
 
-    def _node_devices(self, node: Node, pools: list[Pool]) -> tuple[list[_Flat], frozenset[DeviceID]] | None:
-        """The devices of the node's complete pools in search order, as (ID, device, slice), and their IDs; None
-        when a pool is invalid or shares counters, or a slice selects nodes per device (left to the search)."""
-        hit = self.caches.node_ids.get(node.name)
-        if hit is not None and hit[0] is pools:
+    def verdict_key(self, rd: _RequestData) -> int | None:
+        """The key of the request's per-device verdicts in `NodeDevices.verdicts`: its selector signature and the
+        gates deciding what `_allocate_device` must check; None when a selector is not CEL."""
+        hit = self.vkeys.get(id(rd))
+        if hit is not None and hit[0] is rd:
             return hit[1]
-        out: tuple[list[_Flat], frozenset[DeviceID]] | None = None
-        if not any(p.invalid or p.counter_sets or any(_spec(s).get("perDeviceNodeSelection") for s in p.slices)
-                   for p in pools):
-            flat = [(did, d, s) for p in pools if not p.incomplete for s in p.slices
-                    for did, d in self.caches.slice_devices(p, s)]
-            out = (flat, frozenset(f[0] for f in flat))
-            self.caches.node_positions[node.name] = (pools, {f[0]: i for i, f in enumerate(flat)})
-        self.caches.node_ids[node.name] = (pools, out)
-        return out
+        sig = self.signature(rd)
+        vkey = None
+        if sig[0] is not None and sig[1] is not None:
+            keys = self.caches.verdict_keys
+            vkey = keys.setdefault((sig, self.features.device_taints, self.features.consumable_capacity), len(keys))
+        self.vkeys[id(rd)] = (rd, vkey)
+        return vkey
 
     def _pick_plain(self, node: Node, pools: list[Pool], rd: _RequestData
                     ) -> tuple[_Solution, list[_Flat]] | bool | None:
         """What `_Run._greedy` finds for one plain request (no admin access), when it is plain to see: False
         when fewer devices than requested are free, else the first free devices whose eligibility is already
         remembered (see `_greedy`) and that need none of `_allocate_device`'s checks. None (the search decides)
-        when a device on the way is not like that, or for the cases `_node_devices` leaves out."""
-        info = self._node_devices(node, pools)
-        if info is None:
+        when a device on the way is not like that, or for the nodes `node_devices` leaves out."""
+        nd = self.node_devices(node, pools)
+        if nd is None:
             return None
-        allocated = self.allocated
-        if hasattr(allocated, "parts"):
-            in_store, in_extra = allocated.parts()
-        elif isinstance(allocated, (set, frozenset, dict)):
-            in_store, in_extra = allocated, set()
-        else:
-            return None
-        flat, ids = info
-        free = ids.difference(in_store)
-        if in_extra:
-            free = free.difference(in_extra)
+        free = free_of(self.allocated, nd.ids)
         want = rd.num_devices
         if want > ALLOCATION_RESULTS_MAX_SIZE:
             return None
         if len(free) < want:
             return False
-        sig = self.signature(rd)
-        if sig[0] is None or sig[1] is None:
+        vkey = self.verdict_key(rd)
+        if vkey is None:
             return None
         taints, consumable = self.features.device_taints, self.features.consumable_capacity
         if consumable and rd.request.amounts is not None:
             return None
-        # per node and signature, each device's verdict, filled in as the eligibility cache learns it:
-        # 0 not eligible, 1 eligible and plain, 2 eligible but `_allocate_device` must check it
-        caches = self.caches
-        vkey = (node.name, sig, taints, consumable)
-        vhit = caches.verdicts.get(vkey)
-        if vhit is None or vhit[0] is not pools:
-            vhit = caches.verdicts[vkey] = (pools, [None] * len(flat))
-        vec = vhit[1]
-        pos_of = caches.node_positions[node.name][1]
+        # filled in as the eligibility cache learns each device's verdict
+        vec = nd.verdicts.get(vkey)
+        if vec is None:
+            vec = nd.verdicts[vkey] = [None] * len(nd.flat)
+        sig = self.signature(rd)
+        eligible = self.caches.eligible
+        records = nd.records
         picks: list[tuple[_Request, int]] = []
-        for i in sorted(map(pos_of.__getitem__, free)):
+        for i in sorted(map(nd.pos.__getitem__, free)):
             v = vec[i]
             if v is None:
-                _did, d, _s = flat[i]
-                hit = caches.eligible.get((id(d), sig))
+                _did, d, other_checks, tainted, policy = records[i]
+                hit = eligible.get((id(d), sig))
                 if hit is None or hit[0] is not d:
                     return None  # not seen by the search yet
                 if not hit[1]:
                     v = 0
-                elif (d.get("allowMultipleAllocations") or d.get("consumesCounters") or (taints and d.get("taints"))
-                      or (consumable and _has_policy(d))):
+                elif other_checks or (taints and tainted) or (consumable and policy):
                     v = 2
                 else:
                     v = 1
@@ -867,7 +892,7 @@ class Allocator:
                 return None
             picks.append((rd.request, i))
             if len(picks) == want:
-                return ((tuple(picks),), ()), flat
+                return ((tuple(picks),), ()), nd.flat
         return False
 
 
@@ -975,10 +1000,10 @@ class _Run:
             self.constraints[ci].append(kind(list(requests), attr))
 
     def _memo_key(self, plan_key: tuple[int, ...]) -> tuple[tuple[Hashable, ...] | None, list[_Flat] | None]:
-        shape = self.a.node_shape(self.node, self.pools)
-        if shape is None:
+        nd = self.a.node_devices(self.node, self.pools)
+        if nd is None or nd.shape is None:
             return None, None
-        return (plan_key, shape[0], self.a.in_use_at(shape[1])), shape[1]
+        return (plan_key, nd.shape, self.a.in_use_at(nd)), nd.flat
 
     def _solution(self, flat: list[_Flat]) -> _Solution:
         """The solution by positions in `flat`, to replay on a node of the same shape."""
@@ -1084,8 +1109,6 @@ class _Run:
         caches = self.a.caches
         eligible = caches.eligible
         allocated, allocating = self.a.allocated, self.allocating
-        in_store, in_extra = allocated.parts() if hasattr(allocated, "parts") else (allocated, set())
-        as_sets = isinstance(in_store, (set, frozenset, dict)) and isinstance(in_extra, (set, frozenset))
         req = rd.request
         sig = self.a.signature(rd)
         selectors_known = sig[0] is not None and sig[1] is not None
@@ -1098,20 +1121,13 @@ class _Run:
                 continue
             for s in p.slices:
                 records, ids = caches.slice_records(p, s)
-                free: Container[DeviceID] = ()
-                if as_sets:
-                    free = ids.difference(in_store)
-                    if in_extra:
-                        free = free.difference(in_extra)
-                    if not free:
-                        continue
+                free = free_of(allocated, ids)
+                if not free:
+                    continue
                 per_device_nodes = bool(_spec(s).get("perDeviceNodeSelection"))
                 # a device picked here is never met again, so `allocating` needs no look-up
                 for did, d, other_checks, tainted, policy in records:
-                    if as_sets:
-                        if did not in free:
-                            continue
-                    elif did in in_store or did in in_extra:
+                    if did not in free:
                         continue
                     if per_device_nodes or not selectors_known:
                         ok = self._selectable(key, rd, s, d, did)

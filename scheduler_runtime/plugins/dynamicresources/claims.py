@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from ...objects import Pod
+from .allocator import device_id
 from .capacity import quantity
 from .extended import ANN_EXTENDED, ClassResolver, find_extended_claim
 
@@ -61,7 +62,7 @@ def claim_devices(claim: dict[str, Any] | None) -> tuple[DeviceID, ...]:
     for r in ((alloc.get("devices") or {}).get("results") or []):
         if r.get("adminAccess") or r.get("shareID") is not None:
             continue
-        out.append((str(r.get("driver") or ""), str(r.get("pool") or ""), str(r.get("device") or "")))
+        out.append(device_id(str(r.get("driver") or ""), str(r.get("pool") or ""), str(r.get("device") or "")))
     return tuple(out)
 
 
@@ -349,9 +350,10 @@ class AllocatedView:
         allocation (ListAllAllocatedDevices)."""
         return AllocatedView(self._counts, self._extra | self.shared)
 
-    def parts(self) -> tuple[dict[DeviceID, int], set[DeviceID]]:
-        """The two containers `in` looks in, for a loop that tests many devices."""
-        return self._counts, self._extra
+    def free_of(self, ids: frozenset[DeviceID]) -> frozenset[DeviceID]:
+        """The IDs among `ids` that nobody holds, with set operations (no loop in Python over a node's devices)."""
+        free = ids.difference(self._counts)
+        return free.difference(self._extra) if self._extra else free
 
     def __len__(self) -> int:
         return len(set(self._counts) | self._extra)

@@ -22,7 +22,7 @@ from typing import Any
 
 from ...objects import Node, Pod
 from ...quantity import parse_quantity
-from .allocator import node_matches
+from .allocator import free_of, node_matches
 from .cel import CelCache, CelError, DeviceInput
 
 #: resourceapi.ResourceDeviceClassPrefix: every class backs the resource named by this prefix and its name
@@ -364,14 +364,8 @@ def _device_ok(d: dict[str, Any], driver: str, selectors: tuple[str, ...], cel_c
 
 
 def _count_in(ids: frozenset[tuple[str, str, str]], allocated: Any) -> int:
-    """How many of `ids` are allocated (claims.AllocatedView: with set operations)."""
-    if hasattr(allocated, "parts"):
-        counts, extra = allocated.parts()
-        rest = ids.difference(counts)
-        if extra:
-            rest = rest.difference(extra)
-        return len(ids) - len(rest)
-    return sum(1 for did in ids if did in allocated)
+    """How many of `ids` are allocated."""
+    return len(ids) - len(free_of(allocated, ids))
 
 
 class DraScorer:

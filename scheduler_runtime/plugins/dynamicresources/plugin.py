@@ -143,15 +143,20 @@ class _State:
     ext_mapping: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: node -> (the claim as that node needs it, container mappings), from Filter
     ext_nodes: dict[str, tuple[dict[str, Any] | None, list[dict[str, str]]]] = field(default_factory=dict)
-    #: the node claims built so far, by the resources they request (nodes that need the same share one object)
-    ext_variants: dict[tuple[str, ...], tuple[dict[str, Any], list[dict[str, str]]]] = field(default_factory=dict)
+    #: the node claims built so far, by the resources they request (nodes that need the same share one object),
+    #: with their container mappings and the claims to allocate with them
+    ext_variants: dict[tuple[str, ...], tuple[dict[str, Any], list[dict[str, str]], list[dict[str, Any]]]] = field(
+        default_factory=dict)
 
     #: the extended-resource claim, whether it has requests, whether it is allocated, and the pod's DRA-style
-    #: extended resources in name order with whether a DeviceClass backs each: what Filter asks on every node
+    #: extended resources in name order with whether a DeviceClass backs each (PreFilter: node-independent)
     ext_facts: tuple[dict[str, Any], bool, bool, list[tuple[str, bool]]] | None = None
-    #: per claim, what Filter asks of it on every node: (the claim, it skips node operations, it is allocated)
-    claim_facts: list[tuple[dict[str, Any], bool, bool]] = field(default_factory=list)
-    #: the claims to allocate when no node-specific extended-resource claim takes the place of one (Filter)
+    #: the allocated claims, the only ones Filter checks against the node (PreFilter): (index, claim, the nodes
+    #: its allocation is available on, it skips node operations, ready for binding: True, False, or None when
+    #: a binding condition failed)
+    node_checks: list[tuple[int, dict[str, Any], NodeSelector | None, bool, bool | None]] = field(
+        default_factory=list)
+    #: the claims to allocate when no node-specific extended-resource claim takes the place of one (PreFilter)
     plain_todo: list[dict[str, Any]] = field(default_factory=list)
 
     def ext_claim(self) -> dict[str, Any] | None:
@@ -291,10 +296,35 @@ class DynamicResources(Plugin):
                                     caches=self._caches, allocated_capacity=allocated.capacity,
                                     shared_devices=allocated.shared)
         s.claims = claims
+        self._node_independent_facts(s)
         # Score counts the alternatives chosen for every claim, allocated earlier or in this cycle
         s.has_sub_requests = any(req.get("firstAvailable") for c in claims
                                  for req in ((c.get("spec") or {}).get("devices") or {}).get("requests") or [])
         return None, None
+
+    def _node_independent_facts(self, s: _State) -> None:
+        """What Filter would otherwise work out again on every node: the claims to allocate, the checks an
+        allocated claim needs per node, and the extended-resource claim's facts."""
+        claims = s.claims
+        s.plain_todo = [claims[i] for i in s.to_allocate]
+        checks = []
+        for i, claim in enumerate(claims):
+            if allocation_of(claim) is None:
+                continue  # nothing to check per node: no node selector, no devices skipping node operations
+            ready: bool | None = True  # with DRADeviceBindingConditions off, kube checks no conditions
+            if self.binding_conditions:
+                try:
+                    ready = _ready_for_binding(claim)
+                except ValueError:
+                    ready = None
+            checks.append((i, claim, s.available_on[i], self._optional_node_ops and _skips_node_operations(claim),
+                           ready))
+        s.node_checks = checks
+        ext = s.ext_claim()
+        if ext is not None:
+            names = [(name, name in s.ext_mapping) for name, want in sorted(s.ext_requests.items())
+                     if want and is_dra_extended_name(name)]
+            s.ext_facts = (ext, has_requests(ext), allocation_of(ext) is not None, names)
 
     def _pre_filter_extended(self, pod: Pod, s: _State) -> dict[str, Any] | None:
         """preFilterExtendedResources: when the pod requests an extended resource some DeviceClass backs, the
@@ -313,38 +343,37 @@ class DynamicResources(Plugin):
         return in_memory_claim(pod)
 
     def _filter_extended(self, s: _State, pod: Pod, node_info: NodeInfo
-                         ) -> tuple[dict[str, Any] | None, list[dict[str, str]], Status | None]:
+                         ) -> tuple[tuple[dict[str, Any], list[dict[str, str]], list[dict[str, Any]]] | None,
+                                    Status | None]:
         """filterExtendedResources: the pod's claim with the requests this node must satisfy through DRA (the
-        extended resources it does not advertise), or None when there is nothing to allocate."""
-        claim = s.ext_claim()
-        if claim is None:
-            return None, [], None
+        extended resources it does not advertise), its container mappings and the claims to allocate with it;
+        None when there is nothing to allocate for it here."""
         facts = s.ext_facts
-        if facts is None or facts[0] is not claim:  # node-independent: worked out once per cycle
-            names = [(name, name in s.ext_mapping) for name, want in sorted(s.ext_requests.items())
-                     if want and is_dra_extended_name(name)]
-            facts = s.ext_facts = (claim, has_requests(claim), allocation_of(claim) is not None, names)
+        if facts is None:
+            return None, None
         if facts[1]:
             # created by an earlier cycle: PostFilter deletes it and the pod starts anew
-            return None, [], Status.unresolvable("cannot schedule extended resource claim")
+            return None, Status.unresolvable("cannot schedule extended resource claim")
         alloc = node_info.allocatable
         needed = []
         for name, backed in facts[3]:
             if backed and alloc.get(name, 0) == 0:
                 needed.append(name)
             elif name not in alloc:
-                return None, [], Status.unresolvable("cannot fit resource")
-        if s.n_user == 0 and not needed:
-            return None, [], None
-        if facts[2]:
-            return None, [], None
+                return None, Status.unresolvable("cannot fit resource")
+        if (s.n_user == 0 and not needed) or facts[2]:
+            return None, None
         key = tuple(needed)
-        with s.lock:
-            hit = s.ext_variants.get(key)
-            if hit is None:
-                requests, mappings = requests_and_mappings(pod, needed, s.ext_mapping)
-                hit = s.ext_variants[key] = (node_claim(claim, requests), mappings)
-        return hit[0], hit[1], None
+        hit = s.ext_variants.get(key)
+        if hit is None:
+            with s.lock:
+                hit = s.ext_variants.get(key)
+                if hit is None:
+                    requests, mappings = requests_and_mappings(pod, needed, s.ext_mapping)
+                    claim = node_claim(facts[0], requests)
+                    todo = [claim if i == s.ext_index else s.claims[i] for i in s.to_allocate]
+                    hit = s.ext_variants[key] = (claim, mappings, todo)
+        return hit, None
 
     def _validate_class(self, class_name: str, request_name: str) -> Status | None:
         if not class_name:
@@ -363,47 +392,19 @@ class DynamicResources(Plugin):
         node = node_info.node
         if node is None:
             return Status.as_error("node not found")
-        ext_claim: dict[str, Any] | None = None
-        ext_mappings: list[dict[str, str]] = []
+        todo = s.plain_todo
+        variant = None
         if s.ext_index >= 0:
-            ext_claim, ext_mappings, st = self._filter_extended(s, pod, node_info)
+            variant, st = self._filter_extended(s, pod, node_info)
             if st is not None:
                 return st
-            if ext_claim is None and s.n_user == 0:
+            if variant is not None:
+                todo = variant[2]
+            elif s.n_user == 0:
                 return None  # only extended resources, all from device plugins on this node
-        unavailable = []
-        now: float | None = None
-        claims = s.claims
-        facts = s.claim_facts
-        if len(facts) != len(claims) or any(f[0] is not c for f, c in zip(facts, claims, strict=True)):
-            facts = s.claim_facts = [(c, self._optional_node_ops and _skips_node_operations(c),
-                                      allocation_of(c) is not None) for c in claims]
-            s.plain_todo = [claims[i] for i in s.to_allocate]
-        for i, (claim, skips, allocated) in enumerate(facts):
-            sel = s.available_on[i]
-            if sel is not None and not sel.matches(node):
-                unavailable.append(i)
-                continue
-            if skips and OPTIONAL_NODE_OPERATIONS not in node.declared_features:
-                unavailable.append(i)
-                continue
-            if not allocated or not self.binding_conditions:
-                continue
-            try:
-                ready = _ready_for_binding(claim)
-            except ValueError:
-                unavailable.append(i)
-                continue
-            if now is None:
-                now = self.clock.time()
-            if not ready and self._binding_timed_out(claim, now):
-                unavailable.append(i)
+        unavailable = self._unavailable_on(s, node) if s.node_checks else None
         allocations = None
         if s.allocator is not None:
-            if ext_claim is None:
-                todo = s.plain_todo
-            else:
-                todo = [ext_claim if i == s.ext_index else claims[i] for i in s.to_allocate]
             deadline = time.monotonic() + self.filter_timeout if self.filter_timeout > 0 else None
             try:
                 allocations = s.allocator.search(node, todo, deadline)
@@ -423,8 +424,24 @@ class DynamicResources(Plugin):
         if allocations is not None:
             with s.lock:
                 s.allocations[node.name] = allocations
-                s.ext_nodes[node.name] = (ext_claim, ext_mappings)
+                s.ext_nodes[node.name] = (variant[0], variant[1]) if variant is not None else (None, [])
         return None
+
+    def _unavailable_on(self, s: _State, node: Any) -> list[int]:
+        """The allocated claims the pod cannot use on this node: allocated for other nodes, skipping node
+        operations the node does not declare, or with binding conditions failed or timed out."""
+        out = []
+        now: float | None = None
+        for i, claim, sel, skips, ready in s.node_checks:
+            if (sel is not None and not sel.matches(node)) or (
+                    skips and OPTIONAL_NODE_OPERATIONS not in node.declared_features) or ready is None:
+                out.append(i)
+            elif not ready:
+                if now is None:
+                    now = self.clock.time()
+                if self._binding_timed_out(claim, now):
+                    out.append(i)
+        return out
 
     @staticmethod
     def _binding_timed_out_at(claim: dict[str, Any], timeout: float, now: float) -> bool:
