@@ -29,9 +29,9 @@ class ShardedWorkers(Generic[Item]):
     failed: int
 
     def __init__(self) -> None:
-        self._lock = threading.RLock()
-        #: guards the subclass's queues (with `_lock`); `flush` waits on it for the writes to end
-        self._cv = threading.Condition(self._lock)
+        self._shared_lock = threading.RLock()
+        #: guards the subclass's queues (with `_shared_lock`); `flush` waits on it for the writes to end
+        self._cv = threading.Condition(self._shared_lock)
         self._wakeups: list[threading.Condition] = []
         self._busy = 0
         self._stopping = False
@@ -39,7 +39,7 @@ class ShardedWorkers(Generic[Item]):
 
     def _start_workers(self, count: int, name: str) -> None:
         self._worker_name = name
-        self._wakeups = [threading.Condition(self._lock) for _ in range(count)]
+        self._wakeups = [threading.Condition(self._shared_lock) for _ in range(count)]
         self._threads.extend(threading.Thread(target=self._run, args=(i,), name=f"{name}-{i}", daemon=True)
                              for i in range(count))
 
