@@ -199,8 +199,11 @@ def ensure_bytecode() -> None:
 
     import ksched_cli
     import scheduler_runtime
+    from scheduler_runtime.options.registry import BUNDLED_PLUGINS
     for pkg in (scheduler_runtime, ksched_cli):
         compileall.compile_dir(str(Path(pkg.__file__).parent), quiet=1)
+    if BUNDLED_PLUGINS.is_dir():  # the seed plugins every start imports (an image ships them compiled too)
+        compileall.compile_dir(str(BUNDLED_PLUGINS), quiet=1)
 
 
 def ksched_command(cfg: Path, *extra: str) -> list[str]:

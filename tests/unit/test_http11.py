@@ -5,13 +5,16 @@ error semantics (retry of an unanswered request, 401 re-reading credentials) hol
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from scheduler_runtime.cluster.kube.http11 import Headers, Http11Pool
+from scheduler_runtime.cluster.kube.http11 import Headers, Http11Pool, tls_context
 from scheduler_runtime.cluster.kube.kubeconfig import Connection
 from scheduler_runtime.cluster.kube.rest import ApiUnreachableError, KubeClient
 
@@ -20,10 +23,13 @@ Answer = Callable[[bytes], bytes | None]  # request head+body -> raw answer (Non
 
 class Server:
     """A raw TCP server: each connection reads requests and writes what `answer` returns; it closes the
-    connection after an answer when `close_after` is set. Counts connections and requests."""
+    connection after an answer when `close_after` is set. Counts connections and requests. With `tls` (a
+    server context) connections are TLS, and `resumed` says, per connection, whether it resumed a session."""
 
-    def __init__(self, answer: Answer, close_after: bool = False) -> None:
+    def __init__(self, answer: Answer, close_after: bool = False, tls: ssl.SSLContext | None = None) -> None:
         self.answer = answer
+        self.tls = tls
+        self.resumed: list[bool] = []
         self.close_after = close_after
         self.connections = 0
         self.requests: list[bytes] = []
@@ -49,6 +55,12 @@ class Server:
             threading.Thread(target=self._conn, args=(c,), daemon=True).start()
 
     def _conn(self, c: socket.socket) -> None:
+        if self.tls is not None:
+            try:
+                c = self.tls.wrap_socket(c, server_side=True)
+            except OSError:
+                return
+            self.resumed.append(c.session_reused)
         f = c.makefile("rb")
         try:
             while True:
@@ -87,7 +99,7 @@ class Server:
 def serve() -> Iterator[Callable[..., Server]]:
     servers: list[Server] = []
 
-    def make(answer: Answer, **kw: bool) -> Server:
+    def make(answer: Answer, **kw: Any) -> Server:
         servers.append(Server(answer, **kw))
         return servers[-1]
     yield make
@@ -207,3 +219,18 @@ def test_unreadable_tls_files_fail_the_request_not_the_client() -> None:
     client = KubeClient(Connection(host="https://127.0.0.1:1", ca_file="/nonexistent/ca.crt"))
     with pytest.raises(ApiUnreachableError, match="cannot reach the API server"):
         client.request("GET", "/api", conn_retries=0)
+
+
+def test_new_tls_connections_resume_the_session(serve: Callable[..., Server], tmp_path: Path, test_pki: Any) -> None:
+    """A connection opened after one that completed an exchange resumes its TLS session (no second full
+    handshake); the answers are the same either way."""
+    ca = test_pki.make_ca(tmp_path, "ca")
+    cert, key = test_pki.client_cert(tmp_path, ca, "server")
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(cert, key)
+    srv = serve(_ok(), tls=server_ctx)
+    pool = Http11Pool("https", "127.0.0.1", srv.port, ssl_context=lambda: tls_context(None, None, None, False))
+    for _ in range(3):
+        assert pool.request("POST", "/api/v1/x", {}, b"{}", 5)[::2] == (201, b'{"kind":"Status"}')
+        pool.clear()  # the next request needs a new connection
+    assert srv.connections == 3 and srv.resumed == [False, True, True]

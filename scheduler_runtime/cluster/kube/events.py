@@ -127,7 +127,8 @@ class EventWriter(ShardedWorkers[_Write]):
 
     def _enqueue(self, key: tuple[Any, ...], namespace: str, body: dict[str, Any],
                  series: dict[str, Any] | None) -> None:
-        shard = self._shards[hash(key) % len(self._shards)]
+        idx = hash(key) % len(self._shards)
+        shard = self._shards[idx]
         if self._queued >= self.maxlen:
             victim = shard if shard else max(self._shards, key=len)
             victim.popleft()
@@ -135,7 +136,7 @@ class EventWriter(ShardedWorkers[_Write]):
             self.dropped += 1
         shard.append((namespace, body, series))
         self._queued += 1
-        self._cv.notify_all()
+        self._wake(idx)
 
     def series_count(self, body: dict[str, Any]) -> int:
         """How many times an event isomorphic to `body` was seen (0: not remembered)."""
@@ -274,7 +275,7 @@ class EventWriter(ShardedWorkers[_Write]):
             for s in self._shards:
                 s.clear()
             self._queued = 0
-            self._cv.notify_all()
+            self._wake_all()
 
 
 def pod_event(pod: Pod, type_: str, reason: str, action: str, note: str, *, controller: str, hostname: str,

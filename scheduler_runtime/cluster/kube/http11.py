@@ -7,7 +7,13 @@ socket: status line, headers split by hand (names lower-cased), a Content-Length
 Connections are kept alive in a small LIFO pool; one the server has closed while idle is noticed before reuse
 (a zero-timeout poll, as urllib3's `is_connection_dropped`). TLS, client certificates, the server name and
 both timeouts are those urllib3 was given; errors are the socket's and ssl's own exceptions (OSError family),
-so callers keep deciding by type. Watches (long streams) stay on urllib3.
+so callers keep deciding by type. Watches (long streams) stay on urllib3, sharing this pool's TLS context.
+
+Go's client multiplexes everything over one HTTP/2 connection, so it pays for one TLS handshake; this pool
+opens one connection per concurrent request (a binding worker each), and a full handshake with a client
+certificate costs about 2 ms of CPU. New connections therefore resume the TLS session of an earlier one
+(same context, same server): the certificate chain is not verified again, which halves the handshake's cost.
+A server that declines resumption does a full handshake, so nothing depends on it.
 """
 
 from __future__ import annotations
@@ -54,11 +60,13 @@ def tls_context(ca_file: str | None, cert_file: str | None, key_file: str | None
 
 
 class _Conn:
-    __slots__ = ("sock", "rfile")
+    __slots__ = ("sock", "rfile", "fresh")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.rfile = sock.makefile("rb", buffering=65536)
+        #: no exchange completed yet: the TLS 1.3 session ticket comes with the first answer
+        self.fresh = True
 
     def dropped(self) -> bool:
         """Readable while idle: the server closed it (EOF) or sent something unasked; either way unusable."""
@@ -100,21 +108,24 @@ class Http11Pool:
         self._host_header = f"Host: {netloc}\r\n"
         self._idle: list[_Conn] = []
         self._lock = threading.Lock()
+        #: the TLS session new connections resume (the latest one that can be resumed)
+        self._session: ssl.SSLSession | None = None
 
     def _connect(self) -> _Conn:
         sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout)
         try:
             for level, opt, value in self.socket_options:
                 sock.setsockopt(level, opt, value)
-            ctx = self._tls()
+            ctx = self.tls_context()
             if ctx is not None:
-                sock = ctx.wrap_socket(sock, server_hostname=self.server_hostname)
+                sock = ctx.wrap_socket(sock, server_hostname=self.server_hostname, session=self._session)
         except BaseException:
             sock.close()
             raise
         return _Conn(sock)
 
-    def _tls(self) -> ssl.SSLContext | None:
+    def tls_context(self) -> ssl.SSLContext | None:
+        """The pool's TLS context (None over plain HTTP), built at the first call when given as a factory."""
         ctx = self._ssl_context
         if ctx is None or isinstance(ctx, ssl.SSLContext):
             return ctx
@@ -165,11 +176,20 @@ class Http11Pool:
             if sent and isinstance(exc, TimeoutError):
                 exc.sent = True  # type: ignore[attr-defined]
             raise
+        if conn.fresh:
+            conn.fresh = False
+            if self.tls:
+                self._remember_session(conn)
         if keep:
             self._put(conn)
         else:
             conn.close()
         return status, hdrs, payload
+
+    def _remember_session(self, conn: _Conn) -> None:
+        sess = getattr(conn.sock, "session", None)
+        if sess is not None and (sess.has_ticket or sess.id):
+            self._session = sess
 
     def clear(self) -> None:
         with self._lock:

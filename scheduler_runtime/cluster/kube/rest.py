@@ -211,17 +211,35 @@ class KubeClient:
         self.connect_timeout = connect_timeout
         self.user_agent = user_agent
         self.pool_size = pool_size
-        self._pool = self._make_pool(pool_size)
-        self._pool_for_host: Any = None
         self._lean = self._make_lean_pool(pool_size)
+        self._pool_mgr: urllib3.PoolManager | None = None  # watches (and every request through a proxy)
+        self._pool_for_host: Any = None
         self._base_path = urllib.parse.urlsplit(self.host).path.rstrip("/")  # a server URL may carry a prefix
         self._timeouts: dict[float, urllib3.Timeout] = {}
         self._extra_headers: dict[str, str] = {}
 
+    @property
+    def _pool(self) -> urllib3.PoolManager:
+        """urllib3's pool, made at first use: it takes the lean pool's TLS context, whose files are read then."""
+        pool = self._pool_mgr
+        if pool is None:
+            pool = self._pool_mgr = self._make_pool(self.pool_size)
+        return pool
+
     def _make_pool(self, size: int) -> urllib3.PoolManager:
         kw: dict[str, Any] = dict(num_pools=4, maxsize=size, block=False, retries=False,
                                   socket_options=_keepalive_options())
-        if self.host.startswith("https"):
+        ctx = self._lean.tls_context() if self._lean is not None else None
+        if ctx is not None:
+            # one context for both pools: urllib3 would otherwise build one, and read the CA and the client
+            # certificate, for each watch's connection
+            kw["ssl_context"] = ctx
+            kw["cert_reqs"] = "CERT_REQUIRED" if self.conn.verify else "CERT_NONE"
+            if not self.conn.verify:
+                urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+            if self.conn.tls_server_name:
+                kw["server_hostname"] = self.conn.tls_server_name
+        elif self.host.startswith("https"):
             if self.conn.verify:
                 kw["cert_reqs"] = "CERT_REQUIRED"
                 if self.conn.ca_file:
@@ -352,8 +370,9 @@ class KubeClient:
         url = self.url(path, query)
         to = urllib3.Timeout(connect=self.connect_timeout, read=read_timeout)
         try:
-            return self._pool.request("GET", url, headers=self._headers(None), timeout=to, retries=False,
-                                      redirect=False, preload_content=False)
+            pool = self._pool  # inside: reading the TLS files may fail, as connecting may
+            return pool.request("GET", url, headers=self._headers(None), timeout=to, retries=False,
+                                redirect=False, preload_content=False)
         except _CONN_ERRORS as exc:
             raise self._unreachable(exc, "GET", path) from None
 
@@ -368,7 +387,8 @@ class KubeClient:
         return resp.json()
 
     def close(self) -> None:
-        self._pool.clear()
+        if self._pool_mgr is not None:
+            self._pool_mgr.clear()
         if self._lean is not None:
             self._lean.clear()
 

@@ -109,7 +109,8 @@ class PodWriter(ShardedWorkers[_Write]):
             t.start()
 
     def put(self, op: str, pod: Pod, payload: Any) -> None:
-        shard = self._shards[hash(pod.key) % len(self._shards)]
+        idx = hash(pod.key) % len(self._shards)
+        shard = self._shards[idx]
         k = (op, pod.key)
         with self._cv:
             if self._stopping:
@@ -127,7 +128,7 @@ class PodWriter(ShardedWorkers[_Write]):
                 shard.popitem(last=False)
                 self.dropped += 1
             shard[k] = [pod, payload if op == "status" else dict(payload)]
-            self._cv.notify_all()
+            self._wake(idx)
 
     # the worker loop (ShardedWorkers): one shard per worker
     def _has_work(self, shard: int) -> bool:
@@ -164,6 +165,6 @@ class PodWriter(ShardedWorkers[_Write]):
             self._stopping = True
             for s in self._shards:
                 s.clear()
-            self._cv.notify_all()
+            self._wake_all()
 
 

@@ -4,6 +4,10 @@ The event recorder and the pod status writer both queue writes that the scheduli
 and both keep the writes of one key (an isomorphic event, a pod) in order by sending that key to the same
 shard. This base holds the loop they share: wait for work in the shard, take one item, handle it outside the
 lock, count it busy meanwhile (so `flush` waits for writes in flight), keep the worker alive on any error.
+
+Every worker waits on a condition of its own (all share one lock), so a queued write wakes the one worker
+whose shard it is, and a finished write wakes only those waiting in `flush`: with one condition for all, each
+event woke every worker, and each write done woke them again, for nothing.
 """
 
 from __future__ import annotations
@@ -25,15 +29,29 @@ class ShardedWorkers(Generic[Item]):
     failed: int
 
     def __init__(self) -> None:
-        self._cv = threading.Condition()
+        self._shared_lock = threading.RLock()
+        #: guards the subclass's queues (with `_shared_lock`); `flush` waits on it for the writes to end
+        self._cv = threading.Condition(self._shared_lock)
+        self._wakeups: list[threading.Condition] = []
         self._busy = 0
         self._stopping = False
         self._threads: list[threading.Thread] = []
 
     def _start_workers(self, count: int, name: str) -> None:
         self._worker_name = name
+        self._wakeups = [threading.Condition(self._shared_lock) for _ in range(count)]
         self._threads.extend(threading.Thread(target=self._run, args=(i,), name=f"{name}-{i}", daemon=True)
                              for i in range(count))
+
+    def _wake(self, shard: int) -> None:
+        """Work was queued in `shard` (called with `_cv` held)."""
+        self._wakeups[shard].notify()
+
+    def _wake_all(self) -> None:
+        """Stopping (called with `_cv` held): every worker and every flush looks again."""
+        for w in self._wakeups:
+            w.notify_all()
+        self._cv.notify_all()
 
     def _has_work(self, shard: int) -> bool:
         raise NotImplementedError
@@ -52,7 +70,7 @@ class ShardedWorkers(Generic[Item]):
         while True:
             with self._cv:
                 while not self._has_work(shard) and not self._stopping:
-                    self._cv.wait()
+                    self._wakeups[shard].wait()
                 if not self._has_work(shard):
                     return
                 item = self._take(shard)
