@@ -178,9 +178,9 @@ class FilterRunner(PluginCaller):
         if not self.score and (ext is None or not (ext.has_filters or ext.has_prioritizers)):
             num_to_find = 1
         start = self.next_start_node_index % m
-        order = (np.arange(m, dtype=np.int64) + start) % m
-        if rows is not None:
-            order = rows[order]
+        # the rows from the start index on, then those before it (two ranges: no modulo over every row)
+        order = (np.concatenate((np.arange(start, m, dtype=np.int64), np.arange(start, dtype=np.int64)))
+                 if rows is None else np.concatenate((rows[start:], rows[:start])))
         active = [cp for cp in self.filter if cp.name not in state.skip_filter_plugins]
         nominated_nodes = self._nominated_node_names()
 
@@ -194,7 +194,7 @@ class FilterRunner(PluginCaller):
                                                         nominated_nodes, few_rows=True)
         elif self._filter_all_batch or all(cp.batch for cp in active):
             feasible, processed = self._filter_batch(state, pod, snapshot, active, order, num_to_find, diagnosis,
-                                                     nominated_nodes)
+                                                     nominated_nodes, start if rows is None else -1)
         else:
             feasible, processed = self._filter_per_node(state, pod, snapshot, active, order, num_to_find, diagnosis,
                                                         nominated_nodes)
@@ -238,7 +238,8 @@ class FilterRunner(PluginCaller):
 
     def _filter_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot, active: list[ConfiguredPlugin],
                       order: np.ndarray, num_to_find: int, diagnosis: Diagnosis,
-                      nominated_nodes: set[str]) -> tuple[np.ndarray, int]:
+                      nominated_nodes: set[str], rotation: int = -1) -> tuple[np.ndarray, int]:
+        """`rotation` >= 0: `order` is every row, rotated to begin at that one."""
         batches: list[tuple[ConfiguredPlugin, FilterBatch]] = []
         ok = None
         for cp in active:
@@ -250,8 +251,14 @@ class FilterRunner(PluginCaller):
                 raise CycleError(err) from err.error
             self._observe("Filter", start, None)
             batches.append((cp, fb))
-            ok = fb.ok.copy() if ok is None else (ok & fb.ok)
-        assert ok is not None
+            if fb.all_pass:  # passes every node: nothing to combine
+                continue
+            if ok is None:
+                ok = fb.ok.copy()
+            else:
+                ok &= fb.ok
+        if ok is None:
+            ok = np.ones(len(snapshot), dtype=bool)
         nominated_statuses: dict[int, Status] = {}
         if nominated_nodes:
             reuse = self._nominated_reuse(state, pod)
@@ -267,7 +274,7 @@ class FilterRunner(PluginCaller):
                     ok[ni.row] = found is None
                     if found is not None:
                         nominated_statuses[ni.row] = found
-        ok_in_order = ok[order]
+        ok_in_order = ok[order] if rotation < 0 else np.concatenate((ok[rotation:], ok[:rotation]))
         feasible_pos = np.flatnonzero(ok_in_order)
         if len(feasible_pos) > num_to_find:
             feasible_pos = feasible_pos[:num_to_find]
@@ -301,6 +308,8 @@ class FilterRunner(PluginCaller):
         for cp, fb in batches:
             if not len(remaining):
                 break
+            if fb.all_pass:
+                continue
             fails = ~fb.ok[remaining]
             here = remaining[fails]
             remaining = remaining[~fails]
