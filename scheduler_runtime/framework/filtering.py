@@ -29,6 +29,8 @@ from .status import Code, Status
 from .types import NodeInfo, PreFilterResult
 
 _NO_CODES: frozenset[Code] = frozenset()
+#: up to this many rows failing one batch plugin get their Statuses row by row rather than through its keys
+_FEW_FAILED_ROWS = 16
 _FILTER = WHAT["Filter"]
 
 
@@ -321,8 +323,10 @@ class FilterRunner(PluginCaller):
                 uniform.plugin = cp.name
                 statuses.update(dict.fromkeys(snapshot.row_names()[here].tolist(), uniform))
                 continue
-            keys = fb.row_keys()
-            if keys is not None:  # rows with equal keys share one Status: one call per distinct key
+            # rows with equal keys share one Status: one call per distinct key; a few failed rows are asked
+            # one by one, cheaper than the keys, which cover every row of the table
+            keys = fb.row_keys() if len(here) > _FEW_FAILED_ROWS else None
+            if keys is not None:
                 _, first, inverse = np.unique(keys[here], return_index=True, return_inverse=True)
                 shared = [fb.status_at(int(here[i])) for i in first.tolist()]
                 for st in shared:
