@@ -241,6 +241,8 @@ class NodeResourcesFit(Plugin):
         s = a.scoring_strategy
         self.strategy = s.type
         self.resources = [(r.name, r.weight) for r in s.resources]
+        #: only cpu and memory are scored (the default): the non-zero request columns, see _score_cpu_memory
+        self._cpu_memory_only = bool(self.resources) and all(n in ("cpu", "memory") for n, _ in self.resources)
         self.shape: list[tuple[int, int]] = []
         self.dra_scorer = DraScorer()
         if s.type == "RequestedToCapacityRatio" and s.requested_to_capacity_ratio is not None:
@@ -414,6 +416,10 @@ class NodeResourcesFit(Plugin):
         return out
 
     def score_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
+        if self._cpu_memory_only and self.strategy != "RequestedToCapacityRatio":
+            got = self._score_cpu_memory(pod, snapshot.table, rows)
+            if got is not None:
+                return got
         parts = self._alloc_req(pod, snapshot.table, rows, snapshot)
         if self.strategy != "RequestedToCapacityRatio" and all((a > 0).all() for a, _, _ in parts):
             return self._score_all_allocatable(parts, len(rows))
@@ -441,6 +447,28 @@ class NodeResourcesFit(Plugin):
             rounded = np.floor(np.abs(q) + 0.5) * np.sign(q)  # math.Round: half away from zero
             return np.where(wsum > 0, rounded, 0).astype(np.int64)
         return np.where(wsum > 0, total // np.where(wsum > 0, wsum, 1), 0)
+
+    def _score_cpu_memory(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray | None:
+        """`_score_all_allocatable` when only cpu and memory are scored: every scored column gathered at once
+        and scored in one expression over rows x resources (the same integer arithmetic, so the same scores).
+        None when some scored node has none of a resource: the general path then handles those rows."""
+        names = [n for n, _ in self.resources]
+        alloc = table.alloc[rows[:, None], [table.columns[n] for n in names]]
+        if not (alloc > 0).all():
+            return None
+        req = table.nz[rows[:, None], [0 if n == "cpu" else 1 for n in names]] + np.array(
+            [pod.scoring_requests[n] for n in names], dtype=np.int64)
+        if self.strategy == "LeastAllocated":
+            s = (alloc - req) * 100 // alloc
+            s[req > alloc] = 0
+        else:
+            s = np.minimum(req, alloc) * 100 // alloc
+        weights = [w for _, w in self.resources]
+        wsum = sum(weights)
+        if wsum <= 0:
+            return np.zeros(len(rows), dtype=np.int64)
+        total = s.sum(axis=1) if all(w == 1 for w in weights) else (s * np.array(weights, dtype=np.int64)).sum(axis=1)
+        return total // wsum
 
     def _score_all_allocatable(self, parts: list[tuple[np.ndarray, np.ndarray, int]], n: int) -> np.ndarray:
         """Least/MostAllocated when every scored node has every scored resource (the usual case): the same
@@ -555,6 +583,8 @@ class NodeResourcesBalancedAllocation(Plugin):
         super().__init__(args or NodeResourcesBalancedAllocationArgs(), handle)
         self.dra_extended = self.args.extended_resource  # read once (see NodeResourcesFit)
         self.resources = [r.name for r in self.args.resources]
+        #: every scored resource is a node table base column (cpu, memory, ephemeral-storage): see _fractions
+        self._base_only = bool(self.resources) and all(n in BASE_RESOURCES for n in self.resources)
         self.dra_scorer = DraScorer()
 
     def _dra_handle(self) -> Handle | None:
@@ -566,9 +596,28 @@ class NodeResourcesBalancedAllocation(Plugin):
             return Status.skip()
         return None
 
+    def _fractions(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """The requested fractions with and without the pod, rows x resources, when every scored resource is a
+        base column (no DRA, no extended-resource rules) and every scored node has some of each: the columns
+        gathered at once and divided in one expression (the same float arithmetic as the per-resource path).
+        None otherwise."""
+        cols = [table.columns[n] for n in self.resources]
+        alloc = table.alloc[rows[:, None], cols].astype(np.float64)
+        if not (alloc > 0).all():
+            return None
+        before = table.req[rows[:, None], cols].astype(np.float64)
+        wants = np.array([pod.requests.get(n, 0) for n in self.resources], dtype=np.float64)
+        return np.minimum((before + wants) / alloc, 1.0), np.minimum(before / alloc, 1.0)
+
     def score_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
         table = snapshot.table
         n = len(rows)
+        fr = self._fractions(pod, table, rows) if self._base_only else None
+        if fr is not None:
+            k = len(self.resources)
+            a = _balanced([fr[0][:, j] for j in range(k)])
+            b = _balanced([fr[1][:, j] for j in range(k)])
+            return 50 + (50 + a - b) // 2
         with_pod: list[np.ndarray] = []
         without: list[np.ndarray] = []
         masks: list[np.ndarray] = []
