@@ -32,6 +32,18 @@ _NO_CODES: frozenset[Code] = frozenset()
 #: up to this many rows failing one batch plugin get their Statuses row by row rather than through its keys
 _FEW_FAILED_ROWS = 16
 _FILTER = WHAT["Filter"]
+_ROW_RANGES: dict[int, np.ndarray] = {}
+
+
+def _row_range(n: int) -> np.ndarray:
+    """0..n-1, read-only and kept: the rotated search order of a cycle is two slices of it."""
+    got = _ROW_RANGES.get(n)
+    if got is None:
+        if len(_ROW_RANGES) > 64:
+            _ROW_RANGES.clear()
+        got = _ROW_RANGES[n] = np.arange(n, dtype=np.int64)
+        got.flags.writeable = False
+    return got
 
 
 class FilterRunner(PluginCaller):
@@ -180,9 +192,9 @@ class FilterRunner(PluginCaller):
         if not self.score and (ext is None or not (ext.has_filters or ext.has_prioritizers)):
             num_to_find = 1
         start = self.next_start_node_index % m
-        # the rows from the start index on, then those before it (two ranges: no modulo over every row)
-        order = (np.concatenate((np.arange(start, m, dtype=np.int64), np.arange(start, dtype=np.int64)))
-                 if rows is None else np.concatenate((rows[start:], rows[:start])))
+        # the rows from the start index on, then those before it (no modulo over every row)
+        searched = _row_range(m) if rows is None else rows
+        order = np.concatenate((searched[start:], searched[:start]))
         active = [cp for cp in self.filter if cp.name not in state.skip_filter_plugins]
         nominated_nodes = self._nominated_node_names()
 
@@ -196,7 +208,7 @@ class FilterRunner(PluginCaller):
                                                         nominated_nodes, few_rows=True)
         elif self._filter_all_batch or all(cp.batch for cp in active):
             feasible, processed = self._filter_batch(state, pod, snapshot, active, order, num_to_find, diagnosis,
-                                                     nominated_nodes, start if rows is None else -1)
+                                                     nominated_nodes, start if m == n else -1)
         else:
             feasible, processed = self._filter_per_node(state, pod, snapshot, active, order, num_to_find, diagnosis,
                                                         nominated_nodes)
