@@ -449,25 +449,24 @@ class NodeResourcesFit(Plugin):
         return np.where(wsum > 0, total // np.where(wsum > 0, wsum, 1), 0)
 
     def _score_cpu_memory(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray | None:
-        """`_score_all_allocatable` when only cpu and memory are scored: every scored column gathered at once
-        and scored in one expression over rows x resources (the same integer arithmetic, so the same scores).
-        None when some scored node has none of a resource: the general path then handles those rows."""
-        names = [n for n, _ in self.resources]
-        alloc = table.alloc[rows[:, None], [table.columns[n] for n in names]]
-        if not (alloc > 0).all():
-            return None
-        req = table.nz[rows[:, None], [0 if n == "cpu" else 1 for n in names]] + np.array(
-            [pod.scoring_requests[n] for n in names], dtype=np.int64)
-        if self.strategy == "LeastAllocated":
-            s = (alloc - req) * 100 // alloc
-            s[req > alloc] = 0
-        else:
-            s = np.minimum(req, alloc) * 100 // alloc
-        weights = [w for _, w in self.resources]
-        wsum = sum(weights)
-        if wsum <= 0:
+        """`_alloc_req` then `_score_all_allocatable` when only cpu and memory are scored, in fewer array
+        operations (a shortfall clipped to zero instead of masked afterwards: the same integers). None when some
+        scored node has none of a resource: the general path then handles those rows."""
+        least = self.strategy == "LeastAllocated"
+        total: np.ndarray | None = None
+        wsum = 0
+        for name, w in self.resources:
+            alloc = table.alloc[rows, table.columns[name]]
+            if not (alloc > 0).all():
+                return None
+            req = table.nz[rows, 0 if name == "cpu" else 1] + pod.scoring_requests[name]
+            s = (np.maximum(alloc - req, 0) if least else np.minimum(req, alloc)) * 100 // alloc
+            if w != 1:
+                s *= w
+            total = s if total is None else total + s
+            wsum += w
+        if total is None or wsum <= 0:
             return np.zeros(len(rows), dtype=np.int64)
-        total = s.sum(axis=1) if all(w == 1 for w in weights) else (s * np.array(weights, dtype=np.int64)).sum(axis=1)
         return total // wsum
 
     def _score_all_allocatable(self, parts: list[tuple[np.ndarray, np.ndarray, int]], n: int) -> np.ndarray:
@@ -596,28 +595,29 @@ class NodeResourcesBalancedAllocation(Plugin):
             return Status.skip()
         return None
 
-    def _fractions(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """The requested fractions with and without the pod, rows x resources, when every scored resource is a
-        base column (no DRA, no extended-resource rules) and every scored node has some of each: the columns
-        gathered at once and divided in one expression (the same float arithmetic as the per-resource path).
-        None otherwise."""
-        cols = [table.columns[n] for n in self.resources]
-        alloc = table.alloc[rows[:, None], cols].astype(np.float64)
-        if not (alloc > 0).all():
-            return None
-        before = table.req[rows[:, None], cols].astype(np.float64)
-        wants = np.array([pod.requests.get(n, 0) for n in self.resources], dtype=np.float64)
-        return np.minimum((before + wants) / alloc, 1.0), np.minimum(before / alloc, 1.0)
+    def _fractions(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[list[np.ndarray],
+                                                                                list[np.ndarray]] | None:
+        """The requested fractions with and without the pod per scored resource, when every one is a base
+        column (no DRA, no extended-resource rules) and every scored node has some of each: the general path
+        without its per-row masks (the same float arithmetic). None otherwise."""
+        with_pod: list[np.ndarray] = []
+        without: list[np.ndarray] = []
+        for name in self.resources:
+            col = table.columns[name]
+            alloc = table.alloc[rows, col].astype(np.float64)
+            if not (alloc > 0).all():
+                return None
+            before = table.req[rows, col].astype(np.float64)
+            with_pod.append(np.minimum((before + pod.requests.get(name, 0)) / alloc, 1.0))
+            without.append(np.minimum(before / alloc, 1.0))
+        return with_pod, without
 
     def score_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
         table = snapshot.table
         n = len(rows)
         fr = self._fractions(pod, table, rows) if self._base_only else None
         if fr is not None:
-            k = len(self.resources)
-            a = _balanced([fr[0][:, j] for j in range(k)])
-            b = _balanced([fr[1][:, j] for j in range(k)])
-            return 50 + (50 + a - b) // 2
+            return 50 + (50 + _balanced(fr[0]) - _balanced(fr[1])) // 2
         with_pod: list[np.ndarray] = []
         without: list[np.ndarray] = []
         masks: list[np.ndarray] = []
