@@ -27,7 +27,7 @@ from ..fielderrors import (
 from ..framework import signers
 from ..framework.cycle_state import CycleState
 from ..framework.interface import Handle, SignFragment
-from ..framework.node_table import PODS, NodeTable
+from ..framework.node_table import PODS, NodeTable, RowValues
 from ..framework.nodelist import NodeList
 from ..framework.plugin import FilterBatch, Plugin, PluginArgs
 from ..framework.snapshot import Snapshot
@@ -417,7 +417,14 @@ class NodeResourcesFit(Plugin):
 
     def score_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
         if self._cpu_memory_only and self.strategy != "RequestedToCapacityRatio":
-            got = self._score_cpu_memory(pod, snapshot.table, rows)
+            table = snapshot.table
+            if _is_live(self.handle, snapshot):  # every node's score for these requests, kept across cycles
+                every = RowValues.get(self.__dict__.setdefault("_row_scores", {}),
+                                      tuple(pod.scoring_requests[n] for n, _ in self.resources), table,
+                                      lambda r: self._score_cpu_memory(pod, table, r))
+                if every is not None:
+                    return every[rows]
+            got = self._score_cpu_memory(pod, table, rows)
             if got is not None:
                 return got
         parts = self._alloc_req(pod, snapshot.table, rows, snapshot)
@@ -515,6 +522,12 @@ class NodeResourcesFit(Plugin):
         return int(self.score_batch(state, pod, s, np.array([0]))[0])
 
 
+def _is_live(handle: Handle | None, snapshot: Snapshot) -> bool:
+    """`snapshot` is the scheduler's own (not a one-node copy of a per-node call): per-row scores kept across
+    cycles are for its table alone."""
+    return handle is not None and getattr(handle, "snapshot", None) is snapshot
+
+
 def dra_columns(handle: Handle | None, scorer: DraScorer, name: str, snapshot: Snapshot, rows: np.ndarray,
                 col: int | None) -> tuple[np.ndarray, np.ndarray] | None:
     """DRAExtendedResource scoring: where a node does not advertise `name` and a class backs it, its capacity
@@ -595,6 +608,11 @@ class NodeResourcesBalancedAllocation(Plugin):
             return Status.skip()
         return None
 
+    def _score_base(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray | None:
+        """`score_batch` over `rows` through `_fractions`, None where that cannot."""
+        fr = self._fractions(pod, table, rows)
+        return None if fr is None else 50 + (50 + _balanced(fr[0]) - _balanced(fr[1])) // 2
+
     def _fractions(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[list[np.ndarray],
                                                                                 list[np.ndarray]] | None:
         """The requested fractions with and without the pod per scored resource, when every one is a base
@@ -615,9 +633,16 @@ class NodeResourcesBalancedAllocation(Plugin):
     def score_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
         table = snapshot.table
         n = len(rows)
-        fr = self._fractions(pod, table, rows) if self._base_only else None
-        if fr is not None:
-            return 50 + (50 + _balanced(fr[0]) - _balanced(fr[1])) // 2
+        if self._base_only:
+            if _is_live(self.handle, snapshot):  # every node's score for these requests, kept across cycles
+                every = RowValues.get(self.__dict__.setdefault("_row_scores", {}),
+                                      tuple(pod.requests.get(r, 0) for r in self.resources), table,
+                                      lambda r: self._score_base(pod, table, r))
+                if every is not None:
+                    return every[rows]
+            got = self._score_base(pod, table, rows)
+            if got is not None:
+                return got
         with_pod: list[np.ndarray] = []
         without: list[np.ndarray] = []
         masks: list[np.ndarray] = []
