@@ -423,7 +423,8 @@ class NodeResourcesFit(Plugin):
                                       tuple(pod.scoring_requests[n] for n, _ in self.resources), table,
                                       lambda r: self._score_cpu_memory(pod, table, r))
                 if every is not None:
-                    return every[rows]
+                    picked: np.ndarray = every[rows]
+                    return picked
             got = self._score_cpu_memory(pod, table, rows)
             if got is not None:
                 return got
@@ -639,7 +640,8 @@ class NodeResourcesBalancedAllocation(Plugin):
                                       tuple(pod.requests.get(r, 0) for r in self.resources), table,
                                       lambda r: self._score_base(pod, table, r))
                 if every is not None:
-                    return every[rows]
+                    picked: np.ndarray = every[rows]
+                    return picked
             got = self._score_base(pod, table, rows)
             if got is not None:
                 return got
