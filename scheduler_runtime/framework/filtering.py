@@ -29,7 +29,21 @@ from .status import Code, Status
 from .types import NodeInfo, PreFilterResult
 
 _NO_CODES: frozenset[Code] = frozenset()
+#: up to this many rows failing one batch plugin get their Statuses row by row rather than through its keys
+_FEW_FAILED_ROWS = 16
 _FILTER = WHAT["Filter"]
+_ROW_RANGES: dict[int, np.ndarray] = {}
+
+
+def _row_range(n: int) -> np.ndarray:
+    """0..n-1, read-only and kept: the rotated search order of a cycle is two slices of it."""
+    got = _ROW_RANGES.get(n)
+    if got is None:
+        if len(_ROW_RANGES) > 64:
+            _ROW_RANGES.clear()
+        got = _ROW_RANGES[n] = np.arange(n, dtype=np.int64)
+        got.flags.writeable = False
+    return got
 
 
 class FilterRunner(PluginCaller):
@@ -178,9 +192,9 @@ class FilterRunner(PluginCaller):
         if not self.score and (ext is None or not (ext.has_filters or ext.has_prioritizers)):
             num_to_find = 1
         start = self.next_start_node_index % m
-        order = (np.arange(m, dtype=np.int64) + start) % m
-        if rows is not None:
-            order = rows[order]
+        # the rows from the start index on, then those before it (no modulo over every row)
+        searched = _row_range(m) if rows is None else rows
+        order = np.concatenate((searched[start:], searched[:start]))
         active = [cp for cp in self.filter if cp.name not in state.skip_filter_plugins]
         nominated_nodes = self._nominated_node_names()
 
@@ -194,7 +208,7 @@ class FilterRunner(PluginCaller):
                                                         nominated_nodes, few_rows=True)
         elif self._filter_all_batch or all(cp.batch for cp in active):
             feasible, processed = self._filter_batch(state, pod, snapshot, active, order, num_to_find, diagnosis,
-                                                     nominated_nodes)
+                                                     nominated_nodes, start if m == n else -1)
         else:
             feasible, processed = self._filter_per_node(state, pod, snapshot, active, order, num_to_find, diagnosis,
                                                         nominated_nodes)
@@ -238,7 +252,8 @@ class FilterRunner(PluginCaller):
 
     def _filter_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot, active: list[ConfiguredPlugin],
                       order: np.ndarray, num_to_find: int, diagnosis: Diagnosis,
-                      nominated_nodes: set[str]) -> tuple[np.ndarray, int]:
+                      nominated_nodes: set[str], rotation: int = -1) -> tuple[np.ndarray, int]:
+        """`rotation` >= 0: `order` is every row, rotated to begin at that one."""
         batches: list[tuple[ConfiguredPlugin, FilterBatch]] = []
         ok = None
         for cp in active:
@@ -250,8 +265,14 @@ class FilterRunner(PluginCaller):
                 raise CycleError(err) from err.error
             self._observe("Filter", start, None)
             batches.append((cp, fb))
-            ok = fb.ok.copy() if ok is None else (ok & fb.ok)
-        assert ok is not None
+            if fb.all_pass:  # passes every node: nothing to combine
+                continue
+            if ok is None:
+                ok = fb.ok.copy()
+            else:
+                ok &= fb.ok
+        if ok is None:
+            ok = np.ones(len(snapshot), dtype=bool)
         nominated_statuses: dict[int, Status] = {}
         if nominated_nodes:
             reuse = self._nominated_reuse(state, pod)
@@ -267,7 +288,7 @@ class FilterRunner(PluginCaller):
                     ok[ni.row] = found is None
                     if found is not None:
                         nominated_statuses[ni.row] = found
-        ok_in_order = ok[order]
+        ok_in_order = ok[order] if rotation < 0 else np.concatenate((ok[rotation:], ok[:rotation]))
         feasible_pos = np.flatnonzero(ok_in_order)
         if len(feasible_pos) > num_to_find:
             feasible_pos = feasible_pos[:num_to_find]
@@ -301,6 +322,8 @@ class FilterRunner(PluginCaller):
         for cp, fb in batches:
             if not len(remaining):
                 break
+            if fb.all_pass:
+                continue
             fails = ~fb.ok[remaining]
             here = remaining[fails]
             remaining = remaining[~fails]
@@ -312,8 +335,10 @@ class FilterRunner(PluginCaller):
                 uniform.plugin = cp.name
                 statuses.update(dict.fromkeys(snapshot.row_names()[here].tolist(), uniform))
                 continue
-            keys = fb.row_keys()
-            if keys is not None:  # rows with equal keys share one Status: one call per distinct key
+            # rows with equal keys share one Status: one call per distinct key; a few failed rows are asked
+            # one by one, cheaper than the keys, which cover every row of the table
+            keys = fb.row_keys() if len(here) > _FEW_FAILED_ROWS else None
+            if keys is not None:
                 _, first, inverse = np.unique(keys[here], return_index=True, return_inverse=True)
                 shared = [fb.status_at(int(here[i])) for i in first.tolist()]
                 for st in shared:

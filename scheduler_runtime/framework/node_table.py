@@ -6,11 +6,14 @@ lets a Python scheduler keep up with kube-scheduler's Go loops. Rows follow the 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
+
 import numpy as np
 
 from ..objects import Node, Pod
 
 CPU, MEMORY, EPHEMERAL, PODS = 0, 1, 2, 3
+_MAX_CHANGES = 1 << 16
 _BASE_COLUMNS = {"cpu": CPU, "memory": MEMORY, "ephemeral-storage": EPHEMERAL, "pods": PODS}
 
 
@@ -24,6 +27,10 @@ class NodeTable:
         self.req = np.zeros_like(self.alloc)
         self.nz = np.zeros((capacity, 2), dtype=np.int64)
         self.group = np.zeros(capacity, dtype=np.int32)
+        #: rows whose allocatable or requests changed, in order (see RowValues); `epoch` moves when rows are
+        #: added, moved or removed, or the log is cut, which makes every RowValues start over
+        self.changes: list[int] = []
+        self.epoch = 0
 
     # ---------------------------------------------------------------- shape
     def column(self, name: str) -> int:
@@ -53,7 +60,18 @@ class NodeTable:
         self.group = g
 
     # ---------------------------------------------------------------- rows
+    def _changed(self, row: int) -> None:
+        changes = self.changes
+        changes.append(row)
+        if len(changes) > _MAX_CHANGES:
+            self._relaid()
+
+    def _relaid(self) -> None:
+        self.changes = []
+        self.epoch += 1
+
     def add_row(self) -> int:
+        self._relaid()
         if self.n == self.alloc.shape[0]:
             self._grow()
         row = self.n
@@ -64,21 +82,25 @@ class NodeTable:
         return row
 
     def set_allocatable(self, row: int, node: Node) -> None:
+        self._changed(row)
         self.alloc[row] = 0
         for name, amount in node.allocatable.items():
             col = self.column(name)  # may grow the arrays: index only after
             self.alloc[row, col] = amount
 
     def move_row(self, src: int, dst: int) -> None:
+        self._relaid()
         self.alloc[dst] = self.alloc[src]
         self.req[dst] = self.req[src]
         self.nz[dst] = self.nz[src]
         self.group[dst] = self.group[src]
 
     def pop_row(self) -> None:
+        self._relaid()
         self.n -= 1
 
     def account_pod(self, row: int, pod: Pod, sign: int) -> None:
+        self._changed(row)
         r = self.req[row]
         for name, amount in pod.requests.items():
             col = self.columns.get(name)
@@ -107,3 +129,46 @@ class NodeTable:
     @property
     def groups(self) -> np.ndarray:
         return self.group[: self.n]
+
+
+class RowValues:
+    """One value per table row of a function of the row's resources and a key (a pod's requests, say), kept
+    from cycle to cycle: pods alike are scored against nodes of which only the few that got or lost a pod since
+    have changed, so only those rows are computed again (the same elementwise arithmetic, so the same values).
+    Kept per key in a plugin's dict (`get`)."""
+
+    __slots__ = ("table", "epoch", "seen", "values")
+
+    def __init__(self, table: NodeTable, values: np.ndarray | None) -> None:
+        self.table = table
+        self.epoch = table.epoch
+        self.seen = len(table.changes)
+        #: None: `compute` could not (a node without some resource), so none are kept for this layout
+        self.values = values
+
+    @staticmethod
+    def get(cache: dict[Hashable, RowValues], key: Hashable, table: NodeTable,
+            compute: Callable[[np.ndarray], np.ndarray | None]) -> np.ndarray | None:
+        """Every row's value for `key` (read-only), from `cache` brought up to date; `compute(rows)` gives the
+        values of those rows, or None when it cannot (then None here too, until the table is laid out anew)."""
+        e = cache.get(key)
+        if e is None or e.table is not table or e.epoch != table.epoch:
+            if e is None and len(cache) >= _MAX_KEYS:
+                cache.clear()
+            e = cache[key] = RowValues(table, compute(np.arange(table.n, dtype=np.int64)))
+            return e.values
+        if e.values is None:
+            return None
+        changes = table.changes
+        if e.seen < len(changes):
+            rows = np.fromiter(set(changes[e.seen:]), dtype=np.int64)
+            got = compute(rows)
+            if got is None:
+                e.values = None
+                return None
+            e.values[rows] = got
+            e.seen = len(changes)
+        return e.values
+
+
+_MAX_KEYS = 16

@@ -273,8 +273,11 @@ class Framework(FilterRunner):
             raw, err = self._invoke("Score", cp.name, self._score_one, cp, state, pod, snapshot, rows, infos,
                                     state=state, timed=True, evaluations=len(rows), unpack=value_return)
             if err is None:
-                norm, err = self._invoke("Score", cp.name, self._normalize, cp, state, pod, rows, raw, infos,
-                                         unpack=value_return)
+                if self._normalizers(cp) == (None, None):  # nothing to call: the raw scores stand
+                    norm = raw
+                else:
+                    norm, err = self._invoke("Score", cp.name, self._normalize, cp, state, pod, rows, raw, infos,
+                                             unpack=value_return)
             if err is not None:
                 raise CycleError(err) from err.error
             if len(norm):  # each bound read once
@@ -311,13 +314,23 @@ class Framework(FilterRunner):
             out[i] = ret
         return out
 
+    def _normalizers(self, cp: ConfiguredPlugin) -> tuple[Callable[..., Any] | None, Callable[..., Any] | None]:
+        """A Score plugin's (normalize_score_batch, normalize_score), None where it has no such method: looked
+        up once per plugin object rather than per cycle (a missing attribute is a slow lookup)."""
+        cache: dict[str, tuple[Plugin, Any, Any]] = self.__dict__.setdefault("_normalizer_cache", {})
+        got = cache.get(cp.name)
+        if got is None or got[0] is not cp.plugin:
+            batch = getattr(cp.plugin, "normalize_score_batch", None)
+            fn = getattr(cp.plugin, "normalize_score", None)
+            got = cache[cp.name] = (cp.plugin, batch if callable(batch) else None, fn if callable(fn) else None)
+        return got[1], got[2]
+
     def _normalize(self, cp: ConfiguredPlugin, state: CycleState, pod: Pod, rows: np.ndarray,
                    raw: np.ndarray, infos: list[NodeInfo]) -> np.ndarray:
-        batch = getattr(cp.plugin, "normalize_score_batch", None)
-        if callable(batch):
+        batch, fn = self._normalizers(cp)
+        if batch is not None:
             return np.asarray(batch(state, pod, rows, raw.copy()), dtype=np.int64)
-        fn = getattr(cp.plugin, "normalize_score", None)
-        if not callable(fn):
+        if fn is None:
             return raw
         scores = [NodeScore(infos[r].name, int(s)) for r, s in zip(rows.tolist(), raw.tolist(), strict=True)]
         _, st = self._invoke("NormalizeScore", cp.name, fn, state, pod, scores, passes=frozenset())

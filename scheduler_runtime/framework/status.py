@@ -25,7 +25,7 @@ class Status:
     def __init__(self, code: Code = Code.Success, *reasons: str, plugin: str = "",
                  error: BaseException | None = None) -> None:
         self.code = code
-        self.reasons: list[str] = [r for r in reasons if r]
+        self.reasons: list[str] = [r for r in reasons if r] if reasons else []
         self.plugin = plugin
         self.error = error
 

@@ -310,6 +310,21 @@ UNSCHEDULABLE_TIMEOUT = ClusterEvent(WILDCARD, ActionType.All, "UnschedulableTim
 FORCE_ACTIVATE = ClusterEvent(WILDCARD, ActionType.All, "ForceActivate")
 
 
+_ALL_OK: dict[int, np.ndarray] = {}
+
+
+def all_ok(n: int) -> np.ndarray:
+    """A read-only all-true verdict array of `n` rows, shared: a batch filter that passes every node returns
+    it, and the framework, seeing that array, skips combining it with the other plugins' verdicts."""
+    got = _ALL_OK.get(n)
+    if got is None:
+        if len(_ALL_OK) > 64:  # node counts seen over a long run; keep only a few
+            _ALL_OK.clear()
+        got = _ALL_OK[n] = np.ones(n, dtype=bool)
+        got.flags.writeable = False
+    return got
+
+
 class FilterBatch:
     """Verdicts of a batch filter for every row of the node table.
 
@@ -327,6 +342,11 @@ class FilterBatch:
         self.ok = ok
         self.status = status
         self.keys = keys
+
+    @property
+    def all_pass(self) -> bool:
+        """`ok` is the shared `all_ok` array: every row passes."""
+        return _ALL_OK.get(len(self.ok)) is self.ok
 
     def row_keys(self) -> np.ndarray | None:
         k = self.keys

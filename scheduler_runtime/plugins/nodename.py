@@ -15,7 +15,7 @@ from ..framework.nodelist import NodeList
 from ..framework.plugin import FilterBatch, Plugin
 from ..framework.snapshot import Snapshot
 from ..framework.status import Status
-from ..framework.types import ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo, PreFilterResult
+from ..framework.types import ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo, PreFilterResult, all_ok
 from ..objects import Pod
 
 REASON = "node(s) didn't match the requested node name"
@@ -47,7 +47,7 @@ class NodeName(Plugin):
         want = _wanted(pod)
         n = len(snapshot)
         if not want:
-            return FilterBatch(np.ones(n, dtype=bool), Status.unresolvable(REASON))
+            return FilterBatch(all_ok(n), Status.unresolvable(REASON))
         ok = np.zeros(n, dtype=bool)
         ni = snapshot.get(want)
         if ni is not None:

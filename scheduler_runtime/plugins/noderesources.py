@@ -27,7 +27,7 @@ from ..fielderrors import (
 from ..framework import signers
 from ..framework.cycle_state import CycleState
 from ..framework.interface import Handle, SignFragment
-from ..framework.node_table import PODS, NodeTable
+from ..framework.node_table import PODS, NodeTable, RowValues
 from ..framework.nodelist import NodeList
 from ..framework.plugin import FilterBatch, Plugin, PluginArgs
 from ..framework.snapshot import Snapshot
@@ -241,6 +241,8 @@ class NodeResourcesFit(Plugin):
         s = a.scoring_strategy
         self.strategy = s.type
         self.resources = [(r.name, r.weight) for r in s.resources]
+        #: only cpu and memory are scored (the default): the non-zero request columns, see _score_cpu_memory
+        self._cpu_memory_only = bool(self.resources) and all(n in ("cpu", "memory") for n, _ in self.resources)
         self.shape: list[tuple[int, int]] = []
         self.dra_scorer = DraScorer()
         if s.type == "RequestedToCapacityRatio" and s.requested_to_capacity_ratio is not None:
@@ -414,6 +416,18 @@ class NodeResourcesFit(Plugin):
         return out
 
     def score_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
+        if self._cpu_memory_only and self.strategy != "RequestedToCapacityRatio":
+            table = snapshot.table
+            if _is_live(self.handle, snapshot):  # every node's score for these requests, kept across cycles
+                every = RowValues.get(self.__dict__.setdefault("_row_scores", {}),
+                                      tuple(pod.scoring_requests[n] for n, _ in self.resources), table,
+                                      lambda r: self._score_cpu_memory(pod, table, r))
+                if every is not None:
+                    picked: np.ndarray = every[rows]
+                    return picked
+            got = self._score_cpu_memory(pod, table, rows)
+            if got is not None:
+                return got
         parts = self._alloc_req(pod, snapshot.table, rows, snapshot)
         if self.strategy != "RequestedToCapacityRatio" and all((a > 0).all() for a, _, _ in parts):
             return self._score_all_allocatable(parts, len(rows))
@@ -441,6 +455,27 @@ class NodeResourcesFit(Plugin):
             rounded = np.floor(np.abs(q) + 0.5) * np.sign(q)  # math.Round: half away from zero
             return np.where(wsum > 0, rounded, 0).astype(np.int64)
         return np.where(wsum > 0, total // np.where(wsum > 0, wsum, 1), 0)
+
+    def _score_cpu_memory(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray | None:
+        """`_alloc_req` then `_score_all_allocatable` when only cpu and memory are scored, in fewer array
+        operations (a shortfall clipped to zero instead of masked afterwards: the same integers). None when some
+        scored node has none of a resource: the general path then handles those rows."""
+        least = self.strategy == "LeastAllocated"
+        total: np.ndarray | None = None
+        wsum = 0
+        for name, w in self.resources:
+            alloc = table.alloc[rows, table.columns[name]]
+            if not (alloc > 0).all():
+                return None
+            req = table.nz[rows, 0 if name == "cpu" else 1] + pod.scoring_requests[name]
+            s = (np.maximum(alloc - req, 0) if least else np.minimum(req, alloc)) * 100 // alloc
+            if w != 1:
+                s *= w
+            total = s if total is None else total + s
+            wsum += w
+        if total is None or wsum <= 0:
+            return np.zeros(len(rows), dtype=np.int64)
+        return total // wsum
 
     def _score_all_allocatable(self, parts: list[tuple[np.ndarray, np.ndarray, int]], n: int) -> np.ndarray:
         """Least/MostAllocated when every scored node has every scored resource (the usual case): the same
@@ -486,6 +521,12 @@ class NodeResourcesFit(Plugin):
         for p in node_info.pods:
             s.add_pod(clone, p)
         return int(self.score_batch(state, pod, s, np.array([0]))[0])
+
+
+def _is_live(handle: Handle | None, snapshot: Snapshot) -> bool:
+    """`snapshot` is the scheduler's own (not a one-node copy of a per-node call): per-row scores kept across
+    cycles are for its table alone."""
+    return handle is not None and getattr(handle, "snapshot", None) is snapshot
 
 
 def dra_columns(handle: Handle | None, scorer: DraScorer, name: str, snapshot: Snapshot, rows: np.ndarray,
@@ -555,6 +596,8 @@ class NodeResourcesBalancedAllocation(Plugin):
         super().__init__(args or NodeResourcesBalancedAllocationArgs(), handle)
         self.dra_extended = self.args.extended_resource  # read once (see NodeResourcesFit)
         self.resources = [r.name for r in self.args.resources]
+        #: every scored resource is a node table base column (cpu, memory, ephemeral-storage): see _fractions
+        self._base_only = bool(self.resources) and all(n in BASE_RESOURCES for n in self.resources)
         self.dra_scorer = DraScorer()
 
     def _dra_handle(self) -> Handle | None:
@@ -566,9 +609,42 @@ class NodeResourcesBalancedAllocation(Plugin):
             return Status.skip()
         return None
 
+    def _score_base(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray | None:
+        """`score_batch` over `rows` through `_fractions`, None where that cannot."""
+        fr = self._fractions(pod, table, rows)
+        return None if fr is None else 50 + (50 + _balanced(fr[0]) - _balanced(fr[1])) // 2
+
+    def _fractions(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[list[np.ndarray],
+                                                                                list[np.ndarray]] | None:
+        """The requested fractions with and without the pod per scored resource, when every one is a base
+        column (no DRA, no extended-resource rules) and every scored node has some of each: the general path
+        without its per-row masks (the same float arithmetic). None otherwise."""
+        with_pod: list[np.ndarray] = []
+        without: list[np.ndarray] = []
+        for name in self.resources:
+            col = table.columns[name]
+            alloc = table.alloc[rows, col].astype(np.float64)
+            if not (alloc > 0).all():
+                return None
+            before = table.req[rows, col].astype(np.float64)
+            with_pod.append(np.minimum((before + pod.requests.get(name, 0)) / alloc, 1.0))
+            without.append(np.minimum(before / alloc, 1.0))
+        return with_pod, without
+
     def score_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
         table = snapshot.table
         n = len(rows)
+        if self._base_only:
+            if _is_live(self.handle, snapshot):  # every node's score for these requests, kept across cycles
+                every = RowValues.get(self.__dict__.setdefault("_row_scores", {}),
+                                      tuple(pod.requests.get(r, 0) for r in self.resources), table,
+                                      lambda r: self._score_base(pod, table, r))
+                if every is not None:
+                    picked: np.ndarray = every[rows]
+                    return picked
+            got = self._score_base(pod, table, rows)
+            if got is not None:
+                return got
         with_pod: list[np.ndarray] = []
         without: list[np.ndarray] = []
         masks: list[np.ndarray] = []

@@ -15,7 +15,7 @@ from ..framework.interface import SignFragment
 from ..framework.plugin import FilterBatch, Plugin
 from ..framework.snapshot import Snapshot
 from ..framework.status import Status
-from ..framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
+from ..framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo, all_ok
 from ..objects import Node, Pod, Taint, tolerates_all
 
 REASON = "node(s) were unschedulable"
@@ -41,7 +41,8 @@ class NodeUnschedulable(Plugin):
     def filter_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot) -> FilterBatch:
         group_ok = np.fromiter((_fits(pod, n) for n in snapshot.group_nodes), dtype=bool,
                                count=len(snapshot.group_nodes))
-        return FilterBatch(group_ok[snapshot.table.groups], Status.unresolvable(REASON))
+        ok = all_ok(len(snapshot)) if group_ok.all() else group_ok[snapshot.table.groups]
+        return FilterBatch(ok, Status.unresolvable(REASON))
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [ClusterEventWithHint(ClusterEvent("Node", ActionType.Add | ActionType.UpdateNodeTaint),

@@ -16,7 +16,16 @@ from ..framework.nodelist import NodeList
 from ..framework.plugin import FilterBatch, Plugin
 from ..framework.snapshot import Snapshot
 from ..framework.status import MAX_SCORE, Status
-from ..framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo, NodeScore
+from ..framework.types import (
+    QUEUE,
+    QUEUE_SKIP,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    NodeInfo,
+    NodeScore,
+    all_ok,
+)
 from ..objects import Node, Pod, Toleration, tolerates_all
 
 REASON = "node(s) had untolerated taint(s)"
@@ -53,7 +62,8 @@ class TaintToleration(Plugin):
     def filter_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot) -> FilterBatch:
         groups = snapshot.group_nodes
         group_ok = np.fromiter((_filter_ok(pod, n) for n in groups), dtype=bool, count=len(groups))
-        return FilterBatch(group_ok[snapshot.table.groups], Status.unresolvable(REASON))
+        ok = all_ok(len(snapshot)) if group_ok.all() else group_ok[snapshot.table.groups]
+        return FilterBatch(ok, Status.unresolvable(REASON))
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeList) -> None:
         state.write(_PRESCORE, _prefer_tolerations(pod))

@@ -262,3 +262,52 @@ def test_rows_failing_only_through_nominated_pods_are_not_filtered_twice() -> No
     st = Status(Code.Unschedulable, "Insufficient cpu", plugin="NodeResourcesFit")
     fw._record_batch_failures(CycleState(), pod(), snap, [], np.array([1]), d, {"n2"}, {1: st})
     assert d.node_statuses == {"n2": st} and d.unschedulable_plugins == {"NodeResourcesFit"}
+
+
+def _fresh_scores(make, snap: Snapshot, p: Pod, rows: np.ndarray) -> np.ndarray:
+    """Scores from a plugin with no handle: nothing kept between calls."""
+    plugin = make(None)
+    return plugin.score_batch(CycleState(), p, snap, rows)
+
+
+@pytest.mark.parametrize("kind", ["least", "most", "balanced"])
+def test_scores_kept_across_cycles_follow_every_table_change(kind: str) -> None:
+    """Per-row scores kept between cycles (node_table.RowValues) equal scores computed afresh after pods are
+    added and removed, a node's allocatable changes, and nodes are added and removed (rows move)."""
+    rng = random.Random(7)
+    snap = snapshot(*(node(f"n{i}", cpu=str(rng.choice([2, 4, 8])), mem=f"{rng.choice([4, 8, 16])}Gi")
+                      for i in range(12)))
+
+    def make(handle: Handle | None):
+        if kind == "balanced":
+            return NodeResourcesBalancedAllocation(None, handle)
+        args = None if kind == "least" else NodeResourcesFitArgs.model_validate(
+            {"scoringStrategy": {"type": "MostAllocated", "resources": [{"name": "cpu", "weight": 2},
+                                                                       {"name": "memory", "weight": 1}]}})
+        return NodeResourcesFit(args, handle)
+
+    kept = make(Handle(snap))
+    placed: list[tuple[NodeInfo, Pod]] = []
+    for step in range(40):
+        p = pod(f"q{step % 3}", cpu=f"{(step % 3 + 1) * 300}m", mem=f"{(step % 3 + 1) * 512}Mi")
+        rows = np.asarray(sorted(rng.sample(range(len(snap)), k=min(len(snap), 7))), dtype=np.int64)
+        got = kept.score_batch(CycleState(), p, snap, rows)
+        assert got.tolist() == _fresh_scores(make, snap, p, rows).tolist(), step
+        what = step % 8
+        if what < 4:  # a pod lands on some node
+            ni = snap.node_infos[rng.randrange(len(snap))]
+            q = pod(f"placed{step}", cpu=f"{rng.randrange(1, 9) * 250}m", mem=f"{rng.randrange(1, 9)}Gi")
+            snap.add_pod(ni, q)
+            placed.append((ni, q))
+        elif what < 6 and placed:  # one leaves
+            ni, q = placed.pop(rng.randrange(len(placed)))
+            if ni.row >= 0:
+                snap.remove_pod(ni, q)
+        elif what == 6:  # a node's allocatable changes
+            ni = snap.node_infos[rng.randrange(len(snap))]
+            snap.update_node(ni, node(ni.name, cpu=str(rng.choice([3, 6])), mem="12Gi"))
+        else:  # a node goes and another comes: rows move
+            gone = snap.node_infos[rng.randrange(len(snap))].name
+            snap.remove_node(gone)
+            placed = [(ni, q) for ni, q in placed if ni.name != gone]
+            snap.add_node(NodeInfo(node(f"new{step}", cpu="8", mem="32Gi")))
