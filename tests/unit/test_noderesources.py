@@ -12,6 +12,7 @@ from scheduler_runtime.framework.handle import Handle
 from scheduler_runtime.framework.nodelist import NodeList
 from scheduler_runtime.framework.snapshot import Snapshot
 from scheduler_runtime.framework.status import Code
+from scheduler_runtime.framework.types import NodeInfo
 from scheduler_runtime.objects import Node, Pod
 from scheduler_runtime.plugins.noderesources import (
     NodeResourcesBalancedAllocation,
@@ -275,8 +276,8 @@ def test_scores_kept_across_cycles_follow_every_table_change(kind: str) -> None:
     """Per-row scores kept between cycles (node_table.RowValues) equal scores computed afresh after pods are
     added and removed, a node's allocatable changes, and nodes are added and removed (rows move)."""
     rng = random.Random(7)
-    snap = snapshot(*(node(f"n{i}", cpu=str(rng.choice([2, 4, 8])), mem=f"{rng.choice([4, 8, 16])}Gi")
-                      for i in range(12)))
+    snap = snapshot_of(*(node(f"n{i}", cpu=str(rng.choice([2, 4, 8])), mem=f"{rng.choice([4, 8, 16])}Gi")
+                         for i in range(12)))
 
     def make(handle: Handle | None):
         if kind == "balanced":
