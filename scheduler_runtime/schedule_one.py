@@ -542,6 +542,12 @@ class SchedulingCycle:
         raw = get(namespace, name) if get is not None else None
         return Pod.from_dict(raw) if raw is not None else None
 
+    def _pod_gone_or_deleting(self, namespace: str, name: str) -> bool:
+        """`_get_pod`'s verdict on deletion, from the stored object itself (no parse)."""
+        get = getattr(self.cluster, "get_pod", None)
+        raw = get(namespace, name) if get is not None else None
+        return raw is None or bool((raw.get("metadata") or {}).get("deletionTimestamp"))
+
 
 def _with_nomination(pod: Pod, node_name: str) -> Pod:
     """`pod` as the cluster holds it once the binding cycle's nomination of `node_name` is written."""

@@ -196,8 +196,7 @@ class DefaultPreemption(Plugin):
             last = self._last_victim.get(uid)
         if last is None:
             return True
-        victim = self.handle.get_pod(*last)
-        return victim is not None and not victim.deletion_timestamp
+        return not self.handle.pod_gone_or_deleting(*last)
 
     def _preempt_victim(self, node: str, pod: Pod, victim: Pod) -> None:
         """Deletes one victim (the kube backend marks it DisruptionTarget first); raises when that fails."""
