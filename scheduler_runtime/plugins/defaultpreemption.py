@@ -96,6 +96,15 @@ class DefaultPreemption(Plugin):
     def post_filter(self, state: CycleState, pod: Pod, statuses: dict[str, Status]
                     ) -> tuple[PostFilterResult | None, Status]:
         fw = self.handle.framework
+        summed = getattr(fw, "evaluations_summed", None)
+        if summed is None:
+            return self._post_filter(state, pod, statuses)
+        with summed():  # the dry run re-runs Filter plugins per node: their evaluations counted once at the end
+            return self._post_filter(state, pod, statuses)
+
+    def _post_filter(self, state: CycleState, pod: Pod, statuses: dict[str, Status]
+                     ) -> tuple[PostFilterResult | None, Status]:
+        fw = self.handle.framework
         snap = self.handle.snapshot
         if pod.preemption_policy == "Never":
             return None, Status(Code.Unschedulable, "preemption: not eligible due to preemptionPolicy=Never.")
@@ -450,14 +459,22 @@ class _DryRun:
         pods are. Computed on the first such node, reused on the others with the same Filter evaluation
         counts."""
         pod, state = self.pod, self.state
-        ordered = sorted(lower, key=_more_important_key)
         if ni.node is None:
             return compute()
+        # `lower` is the node's pods below the preemptor's priority, in the node's order: a function of the
+        # node's pods and that priority, so its order and requests are kept with the node
+        memo = filter_readers.node_memo(ni)
+        got_order = memo.get(("victim order", pod.priority))
+        if got_order is None:
+            ordered = sorted(lower, key=_more_important_key)
+            got_order = memo[("victim order", pod.priority)] = (
+                ordered, tuple([tuple(p.requests.items()) for p in ordered]))
+        ordered, requests = got_order
         seen = self.statuses.get(ni.name)
         if ((seen is None or seen.plugin not in self.after_node_only)
                 and any(fn(state, pod, ni) is not None for fn in self.node_only)):
             return compute()  # (rare on a node preemption might help) its statuses may name the node's own data
-        key = (filter_readers.resource_key(ni, nominated), tuple([tuple(p.requests.items()) for p in ordered]))
+        key = (filter_readers.resource_key(ni, nominated), requests)
         fw = self.fw
         got = self.memo.get(key) if self.memo is not None else None
         if got is not None:
