@@ -550,10 +550,11 @@ class SchedulingCycle:
 
 
 def _with_nomination(pod: Pod, node_name: str) -> Pod:
-    """`pod` as the cluster holds it once the binding cycle's nomination of `node_name` is written."""
+    """`pod` as the cluster holds it once the binding cycle's nomination of `node_name` is written: only the
+    status changes, so `Pod.rebound` carries the parsed fields over (a parse when it cannot)."""
     raw = dict(pod.raw or {})
     raw["status"] = {**(raw.get("status") or {}), "nominatedNodeName": node_name}
-    return Pod.from_dict(raw)
+    return pod.rebound(raw) or Pod.from_dict(raw)
 
 
 def _not_leader(st: Status) -> bool:

@@ -69,10 +69,15 @@ class Candidate:
 _NOT_STARTED = "\uffff"
 
 
+def _start_time(p: Pod) -> str:
+    """kube's GetPodStartTime, comparable as a string (RFC 3339 in UTC), `_NOT_STARTED` when unset."""
+    return (p.raw.get("status") or {}).get("startTime") or _NOT_STARTED
+
+
 def _more_important_key(p: Pod) -> tuple[int, str]:
-    """(-priority, start time): more important first. Inlined rather than calling a start-time helper: it
-    runs for every lower-priority pod of every node a dry run visits."""
-    return (-p.priority, (p.raw.get("status") or {}).get("startTime") or _NOT_STARTED)
+    """(-priority, start time): more important first. A node's order is worked out once per generation of
+    it and preemptor priority (`_DryRun.select_remembered`), so the start-time helper's call is affordable."""
+    return (-p.priority, _start_time(p))
 
 
 def _fit_message(counts: dict[str, int], total: int) -> str:
@@ -396,10 +401,9 @@ class DefaultPreemption(Plugin):
 
         def earliest(c: Candidate) -> str:
             if ordered:
-                return (c.victims[0].raw.get("status") or {}).get("startTime") or _NOT_STARTED
+                return _start_time(c.victims[0])
             highest = c.victims[0].priority
-            return min([(v.raw.get("status") or {}).get("startTime") or _NOT_STARTED for v in c.victims
-                        if v.priority == highest])
+            return min([_start_time(v) for v in c.victims if v.priority == highest])
 
         # the latest of those start times wins; max() keeps the first of equals, as min() does
         return max(tied, key=earliest)
