@@ -542,12 +542,19 @@ class SchedulingCycle:
         raw = get(namespace, name) if get is not None else None
         return Pod.from_dict(raw) if raw is not None else None
 
+    def _pod_gone_or_deleting(self, namespace: str, name: str) -> bool:
+        """`_get_pod`'s verdict on deletion, from the stored object itself (no parse)."""
+        get = getattr(self.cluster, "get_pod", None)
+        raw = get(namespace, name) if get is not None else None
+        return raw is None or bool((raw.get("metadata") or {}).get("deletionTimestamp"))
+
 
 def _with_nomination(pod: Pod, node_name: str) -> Pod:
-    """`pod` as the cluster holds it once the binding cycle's nomination of `node_name` is written."""
+    """`pod` as the cluster holds it once the binding cycle's nomination of `node_name` is written: only the
+    status changes, so `Pod.rebound` carries the parsed fields over (a parse when it cannot)."""
     raw = dict(pod.raw or {})
     raw["status"] = {**(raw.get("status") or {}), "nominatedNodeName": node_name}
-    return Pod.from_dict(raw)
+    return pod.rebound(raw) or Pod.from_dict(raw)
 
 
 def _not_leader(st: Status) -> bool:

@@ -28,14 +28,30 @@ def in_tree(name: str, plugin: Any) -> bool:
     return mod is not None and type(plugin).__name__ == name and type(plugin).__module__ == f"{_PLUGINS_PACKAGE}.{mod}"
 
 
+def node_memo(ni: NodeInfo) -> dict[Any, Any]:
+    """Values derived from `ni`'s pods and Node, kept until either changes: every pod added, removed or
+    replaced moves `generation` on, and a Node update puts another Node object in place. A preemption wave
+    asks the same nodes, unchanged, the same questions in cycle after cycle."""
+    got = ni.derived
+    if got is None or got[0] != ni.generation or got[1] is not ni.node:
+        got = ni.derived = (ni.generation, ni.node, {})
+    return got[2]
+
+
 def resource_key(ni: NodeInfo, nominated: list[Pod]) -> tuple[Any, ...]:
     """What NodeResourcesFit reads of a node (with `nominated` added), as a hashable value. Equal keys mean
     equal inputs; the same inputs listed in another order give another key (a missed reuse, never a wrong
     one), so nothing is sorted: the requests dicts of one workload's pods list their resources alike."""
     node = ni.node
     assert node is not None
-    return (tuple(node.allocatable.items()), len(ni.pods), tuple(ni.requested.items()),
-            tuple([tuple(p.requests.items()) for p in nominated]) if nominated else ())
+    memo = node_memo(ni)
+    base = memo.get(_RESOURCES)
+    if base is None:
+        base = memo[_RESOURCES] = (tuple(node.allocatable.items()), len(ni.pods), tuple(ni.requested.items()))
+    return (base, tuple([tuple(p.requests.items()) for p in nominated])) if nominated else (base,)
+
+
+_RESOURCES = "resource_key"
 
 
 def recording_evaluations(fw: Any, compute: Callable[[], Any]) -> tuple[Any, list[tuple[str, str, int]]]:

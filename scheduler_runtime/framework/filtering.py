@@ -171,6 +171,11 @@ class FilterRunner(PluginCaller):
     def find_nodes_that_pass_filters(self, state: CycleState, pod: Pod, snapshot: Snapshot,
                                      pre_result: PreFilterResult | None, diagnosis: Diagnosis) -> np.ndarray:
         """Rows of feasible nodes, at most numFeasibleNodesToFind, searched from the rotating start index."""
+        with self.evaluations_summed():
+            return self._find_nodes_that_pass_filters(state, pod, snapshot, pre_result, diagnosis)
+
+    def _find_nodes_that_pass_filters(self, state: CycleState, pod: Pod, snapshot: Snapshot,
+                                      pre_result: PreFilterResult | None, diagnosis: Diagnosis) -> np.ndarray:
         n = len(snapshot)
         if pre_result is not None and pre_result.node_names is not None:
             rows = np.fromiter((ni.row for nm in pre_result.node_names

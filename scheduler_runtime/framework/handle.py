@@ -45,9 +45,16 @@ class Handle:
         self.run_in_background: Callable[[Callable[[], None]], None] = lambda fn: fn()
         #: the pod as the cluster has it now (namespace, name), or None when it is gone
         self.get_pod: Callable[[str, str], Pod | None] = lambda ns, name: None
+        #: whether that pod (namespace, name) is gone or being deleted, read without building a Pod: async
+        #: preemption's PreEnqueue asks it of a preemptor's last victim on every event that would requeue it
+        self.pod_gone_or_deleting: Callable[[str, str], bool] = self._gone_or_deleting
         #: the scheduler's extenders (scheduler_runtime.extenders.ExtenderSet) or None; DefaultPreemption asks
         #: them about its candidates
         self.extenders: Any = None
+
+    def _gone_or_deleting(self, namespace: str, name: str) -> bool:
+        pod = self.get_pod(namespace, name)
+        return pod is None or bool(pod.deletion_timestamp)
 
     # waiting pods (Permit) -------------------------------------------------------------
     def get_waiting_pod(self, uid: str) -> WaitingPod | None:

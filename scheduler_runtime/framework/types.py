@@ -73,7 +73,7 @@ class NodeInfo:
     """A node with the pods on it and their summed requests; mirrored into the numpy node table."""
 
     __slots__ = ("node", "name", "row", "pods", "pods_with_affinity", "pods_with_required_anti_affinity",
-                 "used_ports", "port_pods", "requested", "non_zero_requested", "generation", "table")
+                 "used_ports", "port_pods", "requested", "non_zero_requested", "generation", "table", "derived")
 
     def __init__(self, node: Node | None, name: str = "") -> None:
         self.node = node
@@ -90,6 +90,9 @@ class NodeInfo:
         self.non_zero_requested: dict[str, int] = {}
         self.generation = 0
         self.table: NodeTable | None = None
+        #: (generation, node, values) kept by `filter_readers.node_memo`: values worked out from this node's
+        #: pods and Node, valid while neither changes
+        self.derived: tuple[int, Node | None, dict[Any, Any]] | None = None
 
     @property
     def allocatable(self) -> dict[str, int]:

@@ -69,10 +69,15 @@ class Candidate:
 _NOT_STARTED = "\uffff"
 
 
+def _start_time(p: Pod) -> str:
+    """kube's GetPodStartTime, comparable as a string (RFC 3339 in UTC), `_NOT_STARTED` when unset."""
+    return (p.raw.get("status") or {}).get("startTime") or _NOT_STARTED
+
+
 def _more_important_key(p: Pod) -> tuple[int, str]:
-    """(-priority, start time): more important first. Inlined rather than calling a start-time helper: it
-    runs for every lower-priority pod of every node a dry run visits."""
-    return (-p.priority, (p.raw.get("status") or {}).get("startTime") or _NOT_STARTED)
+    """(-priority, start time): more important first. A node's order is worked out once per generation of
+    it and preemptor priority (`_DryRun.select_remembered`), so the start-time helper's call is affordable."""
+    return (-p.priority, _start_time(p))
 
 
 def _fit_message(counts: dict[str, int], total: int) -> str:
@@ -95,6 +100,15 @@ class DefaultPreemption(Plugin):
     # ---------------------------------------------------------------- entry
     def post_filter(self, state: CycleState, pod: Pod, statuses: dict[str, Status]
                     ) -> tuple[PostFilterResult | None, Status]:
+        fw = self.handle.framework
+        summed = getattr(fw, "evaluations_summed", None)
+        if summed is None:
+            return self._post_filter(state, pod, statuses)
+        with summed():  # the dry run re-runs Filter plugins per node: their evaluations counted once at the end
+            return self._post_filter(state, pod, statuses)
+
+    def _post_filter(self, state: CycleState, pod: Pod, statuses: dict[str, Status]
+                     ) -> tuple[PostFilterResult | None, Status]:
         fw = self.handle.framework
         snap = self.handle.snapshot
         if pod.preemption_policy == "Never":
@@ -196,8 +210,7 @@ class DefaultPreemption(Plugin):
             last = self._last_victim.get(uid)
         if last is None:
             return True
-        victim = self.handle.get_pod(*last)
-        return victim is not None and not victim.deletion_timestamp
+        return not self.handle.pod_gone_or_deleting(*last)
 
     def _preempt_victim(self, node: str, pod: Pod, victim: Pod) -> None:
         """Deletes one victim (the kube backend marks it DisruptionTarget first); raises when that fails."""
@@ -388,10 +401,9 @@ class DefaultPreemption(Plugin):
 
         def earliest(c: Candidate) -> str:
             if ordered:
-                return (c.victims[0].raw.get("status") or {}).get("startTime") or _NOT_STARTED
+                return _start_time(c.victims[0])
             highest = c.victims[0].priority
-            return min([(v.raw.get("status") or {}).get("startTime") or _NOT_STARTED for v in c.victims
-                        if v.priority == highest])
+            return min([_start_time(v) for v in c.victims if v.priority == highest])
 
         # the latest of those start times wins; max() keeps the first of equals, as min() does
         return max(tied, key=earliest)
@@ -451,14 +463,22 @@ class _DryRun:
         pods are. Computed on the first such node, reused on the others with the same Filter evaluation
         counts."""
         pod, state = self.pod, self.state
-        ordered = sorted(lower, key=_more_important_key)
         if ni.node is None:
             return compute()
+        # `lower` is the node's pods below the preemptor's priority, in the node's order: a function of the
+        # node's pods and that priority, so its order and requests are kept with the node
+        memo = filter_readers.node_memo(ni)
+        got_order = memo.get(("victim order", pod.priority))
+        if got_order is None:
+            ordered = sorted(lower, key=_more_important_key)
+            got_order = memo[("victim order", pod.priority)] = (
+                ordered, tuple([tuple(p.requests.items()) for p in ordered]))
+        ordered, requests = got_order
         seen = self.statuses.get(ni.name)
         if ((seen is None or seen.plugin not in self.after_node_only)
                 and any(fn(state, pod, ni) is not None for fn in self.node_only)):
             return compute()  # (rare on a node preemption might help) its statuses may name the node's own data
-        key = (filter_readers.resource_key(ni, nominated), tuple([tuple(p.requests.items()) for p in ordered]))
+        key = (filter_readers.resource_key(ni, nominated), requests)
         fw = self.fw
         got = self.memo.get(key) if self.memo is not None else None
         if got is not None:
