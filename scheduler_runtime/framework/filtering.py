@@ -404,6 +404,7 @@ class FilterRunner(PluginCaller):
         """The per-node walk in `order` until `num_to_find` nodes pass; returns how many were processed."""
         processed = 0
         what = "running {} filter plugin"
+        batch_names = tuple(batch_results)  # counted by hand below: Counter.update's Mapping check costs per node
         for row in order.tolist():
             processed += 1
             ni = infos[row]
@@ -415,7 +416,8 @@ class FilterRunner(PluginCaller):
                 # walk all plugins in order so the first rejecting one is the one reported, as kube-scheduler
                 walk = per_node if batch_ok is None or batch_ok[row] else active
                 if walk is per_node:
-                    evals.update(batch_results.keys())  # every batch plugin passed this node: each was evaluated
+                    for name in batch_names:  # every batch plugin passed this node: each was evaluated
+                        evals[name] += 1
                 cp = active[0]
                 try:  # _invoke's conversion, around the loop: this runs once per node and plugin
                     for cp in walk:
