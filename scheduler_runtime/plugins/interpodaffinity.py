@@ -170,7 +170,7 @@ class InterPodAffinity(Plugin):
             return Status.unresolvable(f"parsing pod: {pod.affinity_error}")
         snap = nodes.snapshot
         if not pod.affinity_required and not pod.anti_affinity_required and not snap.num_required_anti_affinity_pods:
-            return Status.skip()
+            return self.skipped
         needs_all = bool(pod.affinity_required or pod.anti_affinity_required)
         if pod.uid in snap.pod_nodes:
             s = self._pre_filter_scan(pod, snap, needs_all)  # the pod itself is in the cache: leave it out
@@ -184,7 +184,7 @@ class InterPodAffinity(Plugin):
             for t in pod.anti_affinity_required:
                 s.anti.add_rows(t.topology_key, self._matching_all(snap, (t,), pod.namespace), 1)
         if not needs_all and not s.existing_anti.any_positive():
-            return Status.skip()  # no required terms and no existing pod's anti-affinity matches this pod
+            return self.skipped  # no required terms and no existing pod's anti-affinity matches this pod
         state.write(_PRE_FILTER, s)
         return None
 
@@ -320,7 +320,7 @@ class InterPodAffinity(Plugin):
         # kube-scheduler's flag only skips PreScore for a pod without preferred terms of its own; when the
         # pod has some, existing pods' preferred terms still count.
         if not has_constraints and (self.args.ignore_preferred_terms_of_existing_pods or snap.num_affinity_pods == 0):
-            return Status.skip()
+            return self.skipped
         if pod.affinity_error:
             return Status.as_error(f"failed to parse pod: {pod.affinity_error}")
         if pod.uid in snap.pod_nodes:  # the pod itself is in the cache: leave it out
@@ -328,7 +328,7 @@ class InterPodAffinity(Plugin):
         else:
             scores = self._pre_score_indexed(pod, snap)
         if not scores.touched:
-            return Status.skip()
+            return self.skipped
         state.write(_PRE_SCORE, scores)
         return None
 

@@ -606,7 +606,7 @@ class NodeResourcesBalancedAllocation(Plugin):
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
         if not any(pod.requests.get(r, 0) > 0 for r in self.resources):
-            return Status.skip()
+            return self.skipped
         return None
 
     def _score_base(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray | None:
