@@ -16,7 +16,6 @@ places at once, so per-pod state needs no lock beyond the dict's own atomic oper
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from typing import Any, Protocol
 
@@ -113,9 +112,12 @@ class KschedRecorder(NullRecorder):
         self.written: dict[str, str] = {}
 
     def stage_binding(self, state: CycleState, pod: Pod, node_name: str, result: AttemptResult) -> None:
-        staged = dataclasses.replace(result, outcome="scheduled",
-                                     message=f"Successfully assigned {pod.namespace}/{pod.name} to {node_name}")
-        state.write(BIND_ANNOTATIONS, {RESULT_ANNOTATION: encode_result(staged.to_dict())})
+        # the result as it will read once bound: its dict with the outcome and message set (what a
+        # dataclasses.replace then to_dict gives, without building a second AttemptResult per pod)
+        staged = result.to_dict()
+        staged["outcome"] = "scheduled"
+        staged["message"] = f"Successfully assigned {pod.namespace}/{pod.name} to {node_name}"
+        state.write(BIND_ANNOTATIONS, {RESULT_ANNOTATION: encode_result(staged)})
 
     def finish(self, pod: Pod, result: AttemptResult, carried: bool) -> None:
         if carried:

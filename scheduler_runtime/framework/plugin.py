@@ -9,11 +9,13 @@ the framework prefers them. See docs/plugin-api.md.
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
+from .status import Status
 from .types import FilterBatch
 
 if TYPE_CHECKING:
@@ -45,6 +47,12 @@ class Plugin:
     def __init__(self, args: Any = None, handle: Handle | None = None) -> None:
         self.args = args
         self.handle = handle
+
+    @cached_property
+    def skipped(self) -> Status:
+        """This plugin's Skip (no reasons), made once: PreFilter/PreScore give one for most pods, and nothing
+        changes a Skip but the framework stamping the plugin's name, always this instance's one."""
+        return Status.skip()
 
 
 # Extension points as kube-scheduler's config names them, with the method(s) that implement each.

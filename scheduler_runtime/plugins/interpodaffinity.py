@@ -68,12 +68,20 @@ class InterPodAffinityArgs(PluginArgs):
 class _FilterState:
     """Matching pods per (topology key, domain): existing pods' anti-affinity against this pod, this pod's
     affinity and anti-affinity terms against existing pods. `existing_rows`: the rows `existing_anti` rejects,
-    when known (dropped whenever AddPod/RemovePod change the counts)."""
+    when known (dropped whenever AddPod/RemovePod change the counts). `shared`: `existing_anti` is the
+    plugin's cached sums, which AddPod/RemovePod copy before they change them (most cycles never do)."""
 
     existing_anti: DomainCounts
     affinity: DomainCounts
     anti: DomainCounts
     existing_rows: np.ndarray | None = None
+    shared: bool = False
+
+    def own_existing_anti(self) -> None:
+        """Copy-on-write: make `existing_anti` this state's own before it changes."""
+        if self.shared:
+            self.existing_anti = self.existing_anti.copy()
+            self.shared = False
 
     def clone(self) -> _FilterState:
         return _FilterState(self.existing_anti.copy(), self.affinity.copy(), self.anti.copy())
@@ -170,50 +178,52 @@ class InterPodAffinity(Plugin):
             return Status.unresolvable(f"parsing pod: {pod.affinity_error}")
         snap = nodes.snapshot
         if not pod.affinity_required and not pod.anti_affinity_required and not snap.num_required_anti_affinity_pods:
-            return Status.skip()
+            return self.skipped
         needs_all = bool(pod.affinity_required or pod.anti_affinity_required)
         if pod.uid in snap.pod_nodes:
             s = self._pre_filter_scan(pod, snap, needs_all)  # the pod itself is in the cache: leave it out
+            positive = s.existing_anti.any_positive()
         else:
-            existing, rows = self._existing_anti(pod, snap)
-            s = _FilterState(existing, DomainCounts(snap), DomainCounts(snap), rows)
+            existing, rows, positive, shared = self._existing_anti(pod, snap)
+            s = _FilterState(existing, DomainCounts(snap), DomainCounts(snap), rows, shared)
             if pod.affinity_required:
                 counts = self._matching_all(snap, pod.affinity_required, pod.namespace)
                 for t in pod.affinity_required:
                     s.affinity.add_rows(t.topology_key, counts, 1)
             for t in pod.anti_affinity_required:
                 s.anti.add_rows(t.topology_key, self._matching_all(snap, (t,), pod.namespace), 1)
-        if not needs_all and not s.existing_anti.any_positive():
-            return Status.skip()  # no required terms and no existing pod's anti-affinity matches this pod
+        if not needs_all and not positive:
+            return self.skipped  # no required terms and no existing pod's anti-affinity matches this pod
         state.write(_PRE_FILTER, s)
         return None
 
-    def _existing_anti(self, pod: Pod, snap: Snapshot) -> tuple[DomainCounts, np.ndarray | None]:
-        """Existing pods' required anti-affinity terms that match `pod`, summed per domain. Pods alike (a
-        ReplicaSet's) match the same terms: while the term index has not changed, the sums of the last pod
-        with the same matching terms are reused (copied: AddPod/RemovePod may change a cycle's counts), with
-        the rows they reject. No term matching (the common case): empty counts and no rows, so that Filter
-        spends nothing per node on them."""
+    def _existing_anti(self, pod: Pod, snap: Snapshot) -> tuple[DomainCounts, np.ndarray | None, bool, bool]:
+        """Existing pods' required anti-affinity terms that match `pod`, summed per domain, the rows they
+        reject, whether any sum is positive and whether the sums are shared. Pods alike (a ReplicaSet's) match
+        the same terms: while the term index has not changed, the last pod's sums (shared, copied only if
+        AddPod/RemovePod change them) and verdicts are reused. No term matching (the common case): empty
+        counts and no rows, so that Filter spends nothing per node on them."""
         terms = snap.terms
         if not snap.num_required_anti_affinity_pods:
-            return DomainCounts(snap), None
+            return DomainCounts(snap), None, False, False
         nsl = self._ns_labels(pod.namespace)
         matching = [e for e in terms.entries(snap.node_infos)
                     if e.kind == ANTI_REQUIRED and e.term.matches(e.owner_ns, pod, nsl)]
         if not matching:
-            return DomainCounts(snap), None
+            return DomainCounts(snap), None, False, False
         tops = [snap.topology(e.term.topology_key) for e in matching]
         last = self.__dict__.get("_anti_cache")
         if (last is not None and last[0] is snap and last[1] == terms.version and len(last[2]) == len(matching)
                 and all(a is b for a, b in zip(last[2], matching, strict=True))
                 and all(a is b for a, b in zip(last[3], tops, strict=True))):
-            return last[4].copy(), last[5]
+            return last[4], last[5], last[6], True
         out = DomainCounts(snap)
         for e, top in zip(matching, tops, strict=True):
             out.add_domains(e.term.topology_key, top, e.domain_counts(top), 1)
         rows = out.rows_positive(len(snap))
-        self.__dict__["_anti_cache"] = (snap, terms.version, matching, tops, out.copy(), rows)
-        return out, rows
+        positive = out.any_positive()
+        self.__dict__["_anti_cache"] = (snap, terms.version, matching, tops, out, rows, positive)
+        return out, rows, positive, True
 
     def _matching_all(self, snap: Snapshot, terms: tuple[PodAffinityTerm, ...], owner_ns: str) -> np.ndarray:
         """Per row: existing pods that every one of `terms` (owned by a pod in `owner_ns`) matches."""
@@ -240,12 +250,14 @@ class InterPodAffinity(Plugin):
         s = state.get(_PRE_FILTER)
         if s is not None and node_info.node is not None:
             s.existing_rows = None
+            s.own_existing_anti()
             self._account(s, pod, to_add, node_info.node, 1)
 
     def remove_pod(self, state: CycleState, pod: Pod, to_remove: Pod, node_info: NodeInfo) -> None:
         s = state.get(_PRE_FILTER)
         if s is not None and node_info.node is not None:
             s.existing_rows = None
+            s.own_existing_anti()
             self._account(s, pod, to_remove, node_info.node, -1)
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
@@ -320,7 +332,7 @@ class InterPodAffinity(Plugin):
         # kube-scheduler's flag only skips PreScore for a pod without preferred terms of its own; when the
         # pod has some, existing pods' preferred terms still count.
         if not has_constraints and (self.args.ignore_preferred_terms_of_existing_pods or snap.num_affinity_pods == 0):
-            return Status.skip()
+            return self.skipped
         if pod.affinity_error:
             return Status.as_error(f"failed to parse pod: {pod.affinity_error}")
         if pod.uid in snap.pod_nodes:  # the pod itself is in the cache: leave it out
@@ -328,7 +340,7 @@ class InterPodAffinity(Plugin):
         else:
             scores = self._pre_score_indexed(pod, snap)
         if not scores.touched:
-            return Status.skip()
+            return self.skipped
         state.write(_PRE_SCORE, scores)
         return None
 

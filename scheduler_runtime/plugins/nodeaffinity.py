@@ -88,7 +88,7 @@ class NodeAffinity(Plugin):
     def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeList) -> tuple[PreFilterResult | None,
                                                                                Status | None]:
         if not pod.node_selector and pod.required_node_affinity is None and self.added_required is None:
-            return None, Status.skip()
+            return None, self.skipped
         sel = pod.required_node_affinity
         if sel is None or not sel.terms:
             return None, None
@@ -129,7 +129,7 @@ class NodeAffinity(Plugin):
         if err:
             return Status.as_error(err)
         if not self._terms(pod):
-            return Status.skip()
+            return self.skipped
         return None
 
     def _node_score(self, terms: tuple[PreferredSchedulingTerm, ...], node: Node) -> int:

@@ -28,7 +28,7 @@ class NodePorts(Plugin):
 
     def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
         if not pod.host_ports:
-            return Status.skip()
+            return self.skipped
         return None
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:

@@ -245,6 +245,9 @@ class NodeResourcesFit(Plugin):
         self._cpu_memory_only = bool(self.resources) and all(n in ("cpu", "memory") for n, _ in self.resources)
         self.shape: list[tuple[int, int]] = []
         self.dra_scorer = DraScorer()
+        #: PreFilter's _FitState by request shape, for the table it was made for: a workload's pods share a few
+        #: shapes; only shapes without extended resources, whose DRA backing can change, are kept
+        self._fit_by_shape: dict[tuple[tuple[str, int], ...], tuple[NodeTable, _FitState]] = {}
         if s.type == "RequestedToCapacityRatio" and s.requested_to_capacity_ratio is not None:
             scale = 100 // MAX_CUSTOM_PRIORITY_SCORE
             self.shape = [(p.utilization, p.score * scale) for p in s.requested_to_capacity_ratio.shape]
@@ -262,15 +265,27 @@ class NodeResourcesFit(Plugin):
     def _state(self, state: CycleState, pod: Pod, table: NodeTable) -> _FitState:
         st = state.get(_FIT_KEY)
         if st is None:
-            names = [n for n, v in pod.requests.items() if v > 0 and n != "pods" and not self._skip_resource(n)]
-            order = {"cpu": 0, "memory": 1, "ephemeral-storage": 2}
-            names.sort(key=lambda n: (order.get(n, 3), n))
-            cols = np.array([table.column(n) for n in names], dtype=np.int64)
-            amounts = np.array([pod.requests[n] for n in names], dtype=np.int64)
-            st = _FitState(cols, amounts, names, not any(v > 0 for v in pod.requests.values()),
-                           self._dra_backed(pod, names))
+            shape = tuple(pod.requests.items())
+            kept = self._fit_by_shape.get(shape)
+            if kept is not None and kept[0] is table:  # a table's columns only ever grow: the indices hold
+                st = kept[1]
+            else:
+                st = self._new_state(pod, table)
+                if not any("/" in n for n in st.names):
+                    if len(self._fit_by_shape) >= 256:
+                        self._fit_by_shape.clear()
+                    self._fit_by_shape[shape] = (table, st)
             state.write(_FIT_KEY, st)
         return st
+
+    def _new_state(self, pod: Pod, table: NodeTable) -> _FitState:
+        names = [n for n, v in pod.requests.items() if v > 0 and n != "pods" and not self._skip_resource(n)]
+        order = {"cpu": 0, "memory": 1, "ephemeral-storage": 2}
+        names.sort(key=lambda n: (order.get(n, 3), n))
+        cols = np.array([table.column(n) for n in names], dtype=np.int64)
+        amounts = np.array([pod.requests[n] for n in names], dtype=np.int64)
+        return _FitState(cols, amounts, names, not any(v > 0 for v in pod.requests.values()),
+                         self._dra_backed(pod, names))
 
     def _dra_backed(self, pod: Pod, names: list[str]) -> frozenset[str]:
         """shouldDelegateResourceToDRA's class lookup (DRAExtendedResource): the names some DeviceClass backs,
@@ -606,7 +621,7 @@ class NodeResourcesBalancedAllocation(Plugin):
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
         if not any(pod.requests.get(r, 0) > 0 for r in self.resources):
-            return Status.skip()
+            return self.skipped
         return None
 
     def _score_base(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray | None:

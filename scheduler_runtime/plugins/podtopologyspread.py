@@ -308,7 +308,7 @@ class PodTopologySpread(Plugin):
     def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
         constraints = self._constraints(pod, "DoNotSchedule")
         if not constraints:
-            return Status.skip()
+            return self.skipped
         snap = nodes.snapshot
         tops = [snap.topology(c.topology_key) for c in constraints]
         has_all = _has_all(tops, len(snap))
@@ -377,7 +377,7 @@ class PodTopologySpread(Plugin):
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
         constraints = self._constraints(pod, "ScheduleAnyway")
         if not constraints:
-            return Status.skip()
+            return self.skipped
         require_all = bool(pod.spread_constraints) or not self.system_defaulted
         snap = nodes.snapshot
         infos = snap.node_infos

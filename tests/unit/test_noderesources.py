@@ -312,3 +312,23 @@ def test_scores_kept_across_cycles_follow_every_table_change(kind: str) -> None:
             snap.remove_node(gone)
             placed = [(ni, q) for ni, q in placed if ni.name != gone]
             snap.add_node(NodeInfo(node(f"new{step}", cpu="8", mem="32Gi")))
+
+
+def test_fit_state_kept_per_request_shape_follows_the_table() -> None:
+    """PreFilter's state is kept per request shape, but only for the node table it was made for: another
+    snapshot's table numbers its resource columns in its own order (here hugepages-2Mi)."""
+    from scheduler_runtime.plugins.noderesources import NodeResourcesFit
+    from scheduler_runtime.testing.builders import make_node, make_pod
+
+    fit = NodeResourcesFit()
+    huge = make_node("huge").capacity(**{"hugepages-2Mi": "4Mi"}).record()
+    gpu_first = snapshot_of(make_node("gpu").capacity(**{"example.com/gpu": 1}).record(), huge)
+    huge_first = snapshot_of(huge, make_node("plain").record())
+    assert gpu_first.table.column("hugepages-2Mi") != huge_first.table.column("hugepages-2Mi")
+    pods = [make_pod(f"p{i}").req(cpu="1", **{"hugepages-2Mi": "2Mi"}).record() for i in range(3)]
+    verdicts = []
+    for pod, snap in zip(pods, (gpu_first, huge_first, gpu_first), strict=True):
+        state = CycleState()
+        assert fit.pre_filter(state, pod, NodeList(snap)) is None
+        verdicts.append(fit.filter_batch(state, pod, snap).ok.tolist())
+    assert verdicts == [[False, True], [True, False], [False, True]]

@@ -68,10 +68,10 @@ class NodeDeclaredFeatures(Plugin):
     def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeList) -> tuple[PreFilterResult | None,
                                                                                Status | None]:
         if not self.enabled:
-            return None, Status.skip()
+            return None, self.skipped
         required = pod_requirements(pod)
         if not required:
-            return None, Status.skip()
+            return None, self.skipped
         state.write(STATE_KEY, required)
         return None, None
 

@@ -157,7 +157,7 @@ class NodeVolumeLimits(Plugin):
                     or plugin_of(v) is not None:
                 break
         else:
-            return Status.skip()
+            return self.skipped
         # the pod's own volumes depend on the node only through whether it has a CSINode (in-tree migration):
         # look them up once for each case; a failed lookup is reported by Filter, as kube's per-node lookup does
         state.write(_STATE, self._pod_state(pod))

@@ -375,11 +375,11 @@ class VolumeBinding(Plugin):
                                                                                   Status | None]:
         if not pod_volumes(pod):
             state.write(_STATE, _State())
-            return None, Status.skip()
+            return None, self.skipped
         claims = list(pod_claim_names(pod))
         if not claims:
             state.write(_STATE, _State())
-            return None, Status.skip()
+            return None, self.skipped
         s = _State(all_bound=False)
         immediate = False
         for name, ephemeral in claims:
@@ -544,7 +544,7 @@ class VolumeBinding(Plugin):
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
         """Without StorageCapacityScoring kube builds no scorer and PreScore skips; with it, it scores."""
         if not self.scoring:
-            return Status.skip()
+            return self.skipped
         if state.get(_STATE) is None:
             return Status.as_error(f'reading "{_STATE}" from cycleState: not found')
         return None
@@ -632,7 +632,7 @@ class VolumeBinding(Plugin):
         if s is None:
             return Status.as_error(f'reading "{_STATE}" from cycleState: not found')
         if s.all_bound:
-            return Status.skip()
+            return self.skipped
         if node_name not in s.by_node:
             return Status.as_error(f'no pod volume found for node "{node_name}"')
         return None

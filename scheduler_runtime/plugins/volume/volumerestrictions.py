@@ -93,7 +93,7 @@ class VolumeRestrictions(Plugin):
     def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeList) -> Status | None:
         vols = pod_volumes(pod)
         if not vols:
-            return Status.skip()
+            return self.skipped
         needs_disk_check = any(v.get(k) is not None for v in vols for k in _DISK_KINDS)
         rwop: set[str] = set()
         for v in vols:
@@ -119,7 +119,7 @@ class VolumeRestrictions(Plugin):
                                 used.add(c["claimName"])
             conflicts = len(used)  # at most one pod can use a ReadWriteOncePod claim
         if not needs_disk_check and conflicts == 0:
-            return Status.skip()
+            return self.skipped
         state.write(_STATE, _State(frozenset(rwop), conflicts))
         return None
 

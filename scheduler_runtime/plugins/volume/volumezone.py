@@ -105,7 +105,7 @@ class VolumeZone(Plugin):
         if st is not None:
             return st
         if not topo:
-            return Status.skip()
+            return self.skipped
         state.write(_STATE, topo)
         return None
 
