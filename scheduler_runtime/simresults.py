@@ -56,27 +56,45 @@ class SimRecord:
             self.prefilter_result[fw.pre_filter[0].name] = sorted(node_names)
 
     def filters(self, fw: Any, snapshot: Any, feasible: np.ndarray, node_statuses: dict[str, Any]) -> None:
-        """Rejected nodes show the rejecting plugin's message and `passed` for the plugins before it."""
+        """Rejected nodes show the rejecting plugin's message and `passed` for the plugins before it. Past the
+        budget, every rejecting plugin and the feasible nodes keep their first nodes in turn, so thousands of
+        nodes failing one plugin (a nodeSelector) cannot crowd out the others or the nodes that passed."""
         names = [cp.name for cp in fw.filter]
-        budget_nodes = max(1, BUDGET // 2 // max(1, 24 * len(names) + 40))
+        position = {n: i for i, n in enumerate(names)}
+        groups: dict[str, list[str]] = {}
         for node, st in node_statuses.items():
-            if len(self.filter) >= budget_nodes:
-                self.truncated = True
-                break
-            row: dict[str, str] = {}
-            for n in names:
-                if n == st.plugin:
-                    row[n] = st.message
-                    break
-                row[n] = PASSED
-            self.filter[node] = row
-        passed = {n: PASSED for n in names}
-        rows = feasible.tolist()
-        if len(self.filter) + len(rows) > budget_nodes:
-            self.truncated = True
-            rows = rows[:max(0, budget_nodes - len(self.filter))]
-        for i in rows:
-            self.filter[snapshot.node_infos[int(i)].name] = dict(passed)
+            groups.setdefault(st.plugin, []).append(node)
+        passed_nodes = [snapshot.node_infos[int(i)].name for i in feasible.tolist()]
+        lanes = [*groups.values(), passed_nodes]
+        costs = [40 + 24 * (position.get(plugin, len(names) - 1) + 1) for plugin in groups]
+        costs.append(40 + 24 * len(names))
+        budget = BUDGET // 2
+        kept: set[str] = set()
+        depth = 0
+        while any(depth < len(lane) for lane in lanes):
+            for lane, cost in zip(lanes, costs, strict=True):
+                if depth < len(lane):
+                    if budget < cost:
+                        self.truncated = True
+                        break
+                    budget -= cost
+                    kept.add(lane[depth])
+            else:
+                depth += 1
+                continue
+            break
+        for node, st in node_statuses.items():
+            if node in kept:
+                row: dict[str, str] = {}
+                for n in names:
+                    if n == st.plugin:
+                        row[n] = st.message
+                        break
+                    row[n] = PASSED
+                self.filter[node] = row
+        for node in passed_nodes:
+            if node in kept:
+                self.filter[node] = {n: PASSED for n in names}
 
     def scores(self, scores: Any, snapshot: Any) -> None:
         if not scores.per_plugin or not len(scores.totals):

@@ -408,3 +408,33 @@ def test_an_unchanged_result_is_not_rewritten_so_the_pod_keeps_its_resource_vers
     after = m.get_pod("ns", "big")
     assert after["metadata"]["resourceVersion"] != rv
     assert json.loads(after["metadata"]["annotations"][RESULT_ANNOTATION])["num_nodes"] == 2
+
+
+def test_simulator_filter_budget_keeps_every_rejecting_plugin_and_the_feasible_nodes() -> None:
+    """Thousands of nodes failing one plugin (a nodeSelector) used to fill the filter map's budget before the
+    nodes other plugins rejected, and the nodes that passed, were reached: each kind now keeps its first nodes
+    in turn, and the record says it was cut."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from scheduler_runtime.framework.status import Status
+    from scheduler_runtime.simresults import SimRecord
+
+    names = ["NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodeResourcesFit", "VolumeBinding"]
+    fw = SimpleNamespace(filter=[SimpleNamespace(name=n) for n in names])
+    taint = Status.unschedulable("node(s) had untolerated taint(s)").with_plugin("TaintToleration")
+    selector = Status.unschedulable("node(s) didn't match Pod's node affinity/selector").with_plugin("NodeAffinity")
+    cpu = Status.unschedulable("Insufficient cpu").with_plugin("NodeResourcesFit")
+    statuses = {"gpu": taint, **{f"other-{i}": selector for i in range(3000)}, "small": cpu}
+    snapshot = SimpleNamespace(node_infos=[SimpleNamespace(name="big")])
+    rec = SimRecord()
+    rec.filters(fw, snapshot, np.array([0]), statuses)
+    assert rec.truncated
+    assert rec.filter["gpu"] == {"NodeUnschedulable": "passed", "TaintToleration": "node(s) had untolerated taint(s)"}
+    assert rec.filter["small"]["NodeResourcesFit"] == "Insufficient cpu"
+    assert rec.filter["big"] == {n: "passed" for n in names}
+    assert 100 < sum(k.startswith("other-") for k in rec.filter) < 3000
+    small = SimRecord()
+    small.filters(fw, snapshot, np.array([0]), {"gpu": taint, "small": cpu})
+    assert not small.truncated and list(small.filter) == ["gpu", "small", "big"]
