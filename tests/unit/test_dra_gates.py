@@ -30,7 +30,8 @@ from scheduler_runtime.objects import Node, Pod
 from scheduler_runtime.plugins.dynamicresources import DynamicResources
 from scheduler_runtime.plugins.dynamicresources.args import DynamicResourcesArgs
 from scheduler_runtime.plugins.registry import build_registry
-from scheduler_runtime.scheduler import Scheduler
+
+from .test_dra_consumable import _message, _pod, _run, _where
 
 NS = "ml"
 DRIVER = "gpu.example.com"
@@ -62,35 +63,6 @@ def _slice(name: str, pool: str, devices: list[dict[str, Any]], count: int = 1, 
 def _claim(name: str) -> dict[str, Any]:
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name, "namespace": NS},
             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}
-
-
-def _pod(name: str, claim: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS},
-            "spec": {"containers": [{"name": "c", "image": "x"}],
-                     "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}]}}
-
-
-def _run(objects: list[dict[str, Any]], pods: list[dict[str, Any]], gates: FeatureGates) -> MemoryCluster:
-    """The pods scheduled one after the other by a Scheduler built as `ksched run --feature-gates` builds it."""
-    m = MemoryCluster()
-    for o in objects:
-        m.create(o, emit=False)
-    reg = build_registry([])
-    s = Scheduler(m, load_config(None, reg, feature_gates=gates), reg, seed=1, feature_gates=gates)
-    s.start()
-    for p in pods:
-        m.create(p)
-        s.run(until_idle=True)
-    return m
-
-
-def _where(m: MemoryCluster, name: str) -> str:
-    return (m.get_pod(NS, name) or {}).get("spec", {}).get("nodeName") or ""
-
-
-def _message(m: MemoryCluster, name: str) -> str:
-    conds = ((m.get_pod(NS, name) or {}).get("status") or {}).get("conditions") or []
-    return next((c.get("message") or "" for c in conds if c["type"] == "PodScheduled"), "")
 
 
 def _stored(m: MemoryCluster, name: str) -> dict[str, Any]:
