@@ -11,6 +11,7 @@ zero in RequestedToCapacityRatio.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -433,14 +434,8 @@ class NodeResourcesFit(Plugin):
     def score_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot, rows: np.ndarray) -> np.ndarray:
         if self._cpu_memory_only and self.strategy != "RequestedToCapacityRatio":
             table = snapshot.table
-            if _is_live(self.handle, snapshot):  # every node's score for these requests, kept across cycles
-                every = RowValues.get(self.__dict__.setdefault("_row_scores", {}),
-                                      tuple(pod.scoring_requests[n] for n, _ in self.resources), table,
-                                      lambda r: self._score_cpu_memory(pod, table, r))
-                if every is not None:
-                    picked: np.ndarray = every[rows]
-                    return picked
-            got = self._score_cpu_memory(pod, table, rows)
+            got = _kept_or_scored(self, snapshot, tuple(pod.scoring_requests[n] for n, _ in self.resources),
+                                  lambda r: self._score_cpu_memory(pod, table, r), rows)
             if got is not None:
                 return got
         parts = self._alloc_req(pod, snapshot.table, rows, snapshot)
@@ -542,6 +537,18 @@ def _is_live(handle: Handle | None, snapshot: Snapshot) -> bool:
     """`snapshot` is the scheduler's own (not a one-node copy of a per-node call): per-row scores kept across
     cycles are for its table alone."""
     return handle is not None and getattr(handle, "snapshot", None) is snapshot
+
+
+def _kept_or_scored(plugin: Any, snapshot: Snapshot, key: tuple[int, ...],
+                    score: Callable[[np.ndarray], np.ndarray | None], rows: np.ndarray) -> np.ndarray | None:
+    """`score(rows)`, read from every node's score for these requests kept across cycles when `snapshot` is the
+    scheduler's own; None where the fast path does not apply."""
+    if _is_live(plugin.handle, snapshot):
+        every = RowValues.get(plugin.__dict__.setdefault("_row_scores", {}), key, snapshot.table, score)
+        if every is not None:
+            picked: np.ndarray = every[rows]
+            return picked
+    return score(rows)
 
 
 def dra_columns(handle: Handle | None, scorer: DraScorer, name: str, snapshot: Snapshot, rows: np.ndarray,
@@ -650,14 +657,8 @@ class NodeResourcesBalancedAllocation(Plugin):
         table = snapshot.table
         n = len(rows)
         if self._base_only:
-            if _is_live(self.handle, snapshot):  # every node's score for these requests, kept across cycles
-                every = RowValues.get(self.__dict__.setdefault("_row_scores", {}),
-                                      tuple(pod.requests.get(r, 0) for r in self.resources), table,
-                                      lambda r: self._score_base(pod, table, r))
-                if every is not None:
-                    picked: np.ndarray = every[rows]
-                    return picked
-            got = self._score_base(pod, table, rows)
+            got = _kept_or_scored(self, snapshot, tuple(pod.requests.get(r, 0) for r in self.resources),
+                                  lambda r: self._score_base(pod, table, r), rows)
             if got is not None:
                 return got
         with_pod: list[np.ndarray] = []
