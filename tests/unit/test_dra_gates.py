@@ -31,7 +31,7 @@ from scheduler_runtime.plugins.dynamicresources import DynamicResources
 from scheduler_runtime.plugins.dynamicresources.args import DynamicResourcesArgs
 from scheduler_runtime.plugins.registry import build_registry
 
-from .test_dra_consumable import _message, _pod, _run, _where
+from .test_dra_consumable import _class, _message, _node, _pod, _run, _where
 
 NS = "ml"
 DRIVER = "gpu.example.com"
@@ -40,16 +40,6 @@ ON = parse_feature_gates([], "1.37")
 
 def off(*names: str) -> FeatureGates:
     return parse_feature_gates([",".join(f"{n}=false" for n in names)], "1.37")
-
-
-def _node(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-            "status": {"allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"}}}
-
-
-def _class() -> dict[str, Any]:
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}}
 
 
 def _slice(name: str, pool: str, devices: list[dict[str, Any]], count: int = 1, **spec: Any) -> dict[str, Any]:
