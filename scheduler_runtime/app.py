@@ -79,7 +79,8 @@ class Runner:
         connection = load_connection(opts.kubeconfig, opts.context, fallbacks=False, master=opts.master)
         self.cluster = KubeCluster(connection=connection, qps=qps, burst=burst, bind_workers=opts.bind_workers,
                                    user_agent=f"ksched/{socket.gethostname()}")
-        self.metrics = SchedulerMetrics()
+        self.metrics = SchedulerMetrics(
+            dra_binding_conditions=(opts.feature_gates or {}).get("DRADeviceBindingConditions", True))
         self.watchdog = CycleWatchdog(opts.hang_deadline)
         self.scheduler = Scheduler(self.cluster, config, registry, seed=opts.seed, bind_async=True,
                                    bind_workers=opts.bind_workers, metrics=self.metrics, results_mode=opts.results,

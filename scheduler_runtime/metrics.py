@@ -60,7 +60,10 @@ def _exp(start: float, factor: float, count: int) -> list[float]:
 class SchedulerMetrics:
     """One registry per scheduler instance (tests run several in one process)."""
 
-    def __init__(self, registry: CollectorRegistry | None = None, plugin_sample_rate: float = 0.1) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None, plugin_sample_rate: float = 0.1,
+                 dra_binding_conditions: bool = True) -> None:
+        """`dra_binding_conditions`: the DRADeviceBindingConditions gate; kube registers its two families only
+        with the gate on, so with it off /metrics does not list them."""
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.schedule_attempts = Counter(
@@ -160,6 +163,15 @@ class SchedulerMetrics:
             "scheduler_pod_scheduled_after_flush",
             kube_help("scheduler_pod_scheduled_after_flush"), registry=r)
         # DynamicResources PreBind's wait for device binding conditions (DRADeviceBindingConditions, beta on)
+        if dra_binding_conditions:
+            self._binding_condition_families(r)
+        self.plugin_sample_rate = plugin_sample_rate
+        self._rng = random.Random()
+        self._scheduler: Any = None
+        self._state = _StateCollector(self)
+        r.register(self._state)
+
+    def _binding_condition_families(self, r: CollectorRegistry) -> None:
         self.dra_binding_conditions = Counter(
             "scheduler_dra_bindingconditions_allocations",
             kube_help("scheduler_dra_bindingconditions_allocations"),
@@ -168,11 +180,6 @@ class SchedulerMetrics:
             "scheduler_dra_bindingconditions_wait_duration_seconds",
             kube_help("scheduler_dra_bindingconditions_wait_duration_seconds"),
             ["profile", "driver", "status"], buckets=_exp(0.1, 2, 14), registry=r)
-        self.plugin_sample_rate = plugin_sample_rate
-        self._rng = random.Random()
-        self._scheduler: Any = None
-        self._state = _StateCollector(self)
-        r.register(self._state)
 
     def sample_plugins(self) -> bool:
         """Whether this cycle records per-plugin durations: kube samples 10% of cycles."""

@@ -168,3 +168,12 @@ def test_help_text_is_kube_schedulers() -> None:
     assert compared == len(kube)
     assert all(h.startswith(("[ALPHA] ", "[BETA] ", "[STABLE] ")) for n, h in ours.items()
                if n.startswith(("scheduler_", "dynamic_resource_allocation_"))), ours
+
+
+def test_dra_binding_conditions_families_only_with_the_gate() -> None:
+    """kube-scheduler registers the two families only when DRADeviceBindingConditions is on (metrics.Register)."""
+    text = generate_latest(SchedulerMetrics(dra_binding_conditions=False).registry).decode()
+    assert "scheduler_dra_bindingconditions" not in text
+    assert "scheduler_dra_bindingconditions_allocations" in generate_latest(SchedulerMetrics().registry).decode()
+    assert "scheduler_dra_bindingconditions_allocations_total" not in declared_families(
+        SchedulerMetrics(dra_binding_conditions=False))
