@@ -7,6 +7,9 @@ fewer of its devices are free than requested, or when every free device is known
 passes when every free device is known and enough are eligible and plain. Anything else (a device whose
 eligibility is unknown or that needs `_allocate_device`'s checks, a node whose pools the search handles itself)
 is left to the per-node Filter (`FilterBatch.pending`), which the framework asks in kube's walk order.
+
+Upstream: kube-scheduler v1.37.2, pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go (Filter,
+node by node: kube has no batch form; the verdicts here are that Filter's).
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ class DeviceTable:
                 self.rows.extend([row] * len(nd.flat))
             self.bounds.append(len(self.flat))
         self.row_of = np.asarray(self.rows, dtype=np.int64)
+        #: how many devices each row has
+        self.sizes = np.diff(np.asarray(self.bounds, dtype=np.int64))
         self.irregular = irregular
         #: device -> its positions (one per node that sees it)
         self.index: dict[DeviceID, list[int]] = {}
@@ -55,8 +60,10 @@ class DeviceTable:
             self.index.setdefault(f[0], []).append(i)
         #: per verdict key, each position's `Allocator.plain_verdict`, worked out on first use
         self.verdicts: dict[int, np.ndarray] = {}
-        #: which positions the store's allocated claims hold, as of `log_seen` entries of the change log `log`
+        #: which positions the store's allocated claims hold (and how many per row), as of `log_seen` entries
+        #: of the change log `log`
         self._held: np.ndarray | None = None
+        self._held_rows: np.ndarray | None = None
         self._log: list[DeviceID] | None = None
         self._log_seen = 0
 
@@ -84,40 +91,50 @@ class DeviceTable:
             self.nodes[row] = node
         return True
 
-    def free(self, allocated: Any) -> np.ndarray | None:
-        """Per position, whether nobody holds the device; None when `allocated` is not the manager's view."""
+    def free(self, allocated: Any) -> tuple[np.ndarray, np.ndarray] | None:
+        """Per position whether nobody holds the device, and per row how many of its devices are free; None when
+        `allocated` is not the manager's view. Follows the manager's change log from the last call, so a cycle
+        costs the devices that changed hands, not every device."""
         if not isinstance(allocated, AllocatedView) or allocated.log is None:
             return None
         counts = allocated.counts
         log, seen = allocated.log
-        held = self._held
-        if held is None or log is not self._log or seen < self._log_seen:
+        held, held_rows = self._held, self._held_rows
+        if held is None or held_rows is None or log is not self._log or seen < self._log_seen:
             held = np.fromiter((f[0] in counts for f in self.flat), dtype=bool, count=len(self.flat))
+            held_rows = np.bincount(self.row_of[held], minlength=len(self.nodes))
         else:
-            index = self.index
+            index, rows = self.index, self.rows
             for did in log[self._log_seen:seen]:
-                where = index.get(did)
-                if where is not None:
-                    held[where] = did in counts
-        self._held, self._log, self._log_seen = held, log, seen
+                now = did in counts
+                for i in index.get(did, ()):
+                    if held[i] != now:
+                        held[i] = now
+                        held_rows[rows[i]] += 1 if now else -1
+        self._held, self._held_rows, self._log, self._log_seen = held, held_rows, log, seen
         free = ~held
+        n_free = self.sizes - held_rows
         for did in allocated.extra:
-            where = self.index.get(did)
-            if where is not None:
-                free[where] = False
-        return free
+            for i in self.index.get(did, ()):
+                if free[i]:
+                    free[i] = False
+                    n_free[self.rows[i]] -= 1
+        return free, n_free
 
-    def plain_verdicts(self, a: Allocator, vkey: int, rd: Any, claims: list[dict[str, Any]]) -> np.ndarray:
-        """`Allocator.plain_verdict` of every position for the request, worked out once per table."""
+    def plain_verdicts(self, a: Allocator, vkey: int, rd: Any, claims: list[dict[str, Any]]
+                       ) -> tuple[np.ndarray, np.ndarray | None, bool]:
+        """Per position whether `Allocator.plain_verdict` is 1 (eligible and plain), whether it is unsure (2 or
+        -1; None: no position is), and whether every position is plain; worked out once per table."""
         got = self.verdicts.get(vkey)
         if got is None:
             nodes = self.nodes
-            got = np.fromiter((a.plain_verdict(rd, nodes[self.rows[i]], claims, f[0], self.records[i], f[2])
-                               for i, f in enumerate(self.flat)), dtype=np.int8, count=len(self.flat))
-            self.verdicts[vkey] = got
+            v = np.fromiter((a.plain_verdict(rd, nodes[self.rows[i]], claims, f[0], self.records[i], f[2])
+                             for i, f in enumerate(self.flat)), dtype=np.int8, count=len(self.flat))
+            unsure = (v == 2) | (v < 0)
+            got = self.verdicts[vkey] = (v == 1, unsure if unsure.any() else None, bool((v == 1).all()))
         return got
 
-    def decide(self, a: Allocator, rd: Any, claims: list[dict[str, Any]], free: np.ndarray
+    def decide(self, a: Allocator, rd: Any, claims: list[dict[str, Any]], free: tuple[np.ndarray, np.ndarray]
                ) -> tuple[np.ndarray, np.ndarray] | None:
         """(passing rows, failing rows) for the request; the other rows are left to the per-node Filter. None
         when `_pick_plain` would not decide this request on any node."""
@@ -127,13 +144,15 @@ class DeviceTable:
         vkey = a.verdict_key(rd)
         if vkey is None:
             return None
-        v = self.plain_verdicts(a, vkey, rd, claims)
-        n = len(self.nodes)
-        row_of = self.row_of
-        n_free = np.bincount(row_of[free], minlength=n)
-        n_ok = np.bincount(row_of[free & (v == 1)], minlength=n)
-        unsure = (v == 2) | (v < 0)
-        n_unsure = np.bincount(row_of[free & unsure], minlength=n) if unsure.any() else 0
+        plain, unsure, all_plain = self.plain_verdicts(a, vkey, rd, claims)
+        free_at, n_free = free
+        n_ok: np.ndarray = n_free
+        n_unsure: np.ndarray | int = 0
+        if not all_plain:  # count per row (the common case, every device eligible and plain, needs no count)
+            n = len(self.nodes)
+            n_ok = np.bincount(self.row_of[free_at & plain], minlength=n)
+            if unsure is not None:
+                n_unsure = np.bincount(self.row_of[free_at & unsure], minlength=n)
         regular = ~self.irregular
         known = regular & (n_unsure == 0)
         fails = regular & ((n_free < want) | (known & (n_ok < want)))

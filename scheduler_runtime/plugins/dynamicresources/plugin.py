@@ -466,7 +466,7 @@ class DynamicResources(Plugin):
         a = s.allocator
         nodes = list(map(_NODE_OF, snapshot.node_infos))
         table: DeviceTable | None = None
-        free: np.ndarray | None = None
+        free: tuple[np.ndarray, np.ndarray] | None = None
         for rows, todo in groups:
             if todo is None or a is None:  # nothing to allocate on these nodes
                 ok |= rows
