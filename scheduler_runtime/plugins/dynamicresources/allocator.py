@@ -689,11 +689,12 @@ class Allocator:
         self.all_slices = slices
         #: pools per node and selector results per device, valid while the slices are (see SliceCaches)
         self.caches = caches if caches is not None else SliceCaches()
-        ids = list(map(id, slices))
         split = self.caches.split
-        if split is not None and split[0] == ids:  # the same slice objects as the last cycle's
+        # the same list as the last cycle's (DraManager keeps one per version), or the same slice objects
+        if split is not None and (split[1] is slices or split[0] == list(map(id, slices))):
             self.on_node, self.shared = split[2], split[3]
         else:
+            ids = list(map(id, slices))
             self.on_node = {}
             self.shared = []
             for s in slices:

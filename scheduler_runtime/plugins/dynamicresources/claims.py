@@ -139,6 +139,7 @@ class DraManager:
         #: DeviceTaintRules (DRADeviceTaintRules): watched once a plugin asks for them (`device_slices`)
         self.taint_rules: Any = None
         self._tainted: tuple[int, list[dict[str, Any]]] | None = None
+        self._plain: tuple[int, list[dict[str, Any]]] | None = None
         self._handle = handle
         self.claims.add_handler(self._on_claim)
         for c in self.claims.list():
@@ -151,8 +152,14 @@ class DraManager:
         """The ResourceSlices as the allocator sees them; with `taint_rules` (DRADeviceTaintRules) the taints of
         the DeviceTaintRules applied (kube's slice tracker), which are watched from the first such call on
         (and waited for then, as kube syncs its informers before scheduling)."""
-        if not taint_rules:
-            return self.slices.list()
+        if not taint_rules:  # one list per version, so the allocator sees the same list object (see Allocator)
+            version = self.slices_version
+            hit = self._plain
+            if hit is not None and hit[0] == version:
+                return hit[1]
+            plain = self.slices.list()
+            self._plain = (version, plain)
+            return plain
         from .taintrules import TAINT_RULES, apply_taint_rules
 
         if self.taint_rules is None:

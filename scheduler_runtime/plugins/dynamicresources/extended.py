@@ -149,8 +149,23 @@ def has_requests(claim: dict[str, Any]) -> bool:
     return ((claim.get("spec") or {}).get("devices") or {}).get("requests") is not None
 
 
+#: `_as_int64` of the quantity strings seen (a pod's request is parsed in every cycle of the pod)
+_INT64_OF: dict[str, int | None] = {}
+
+
 def _as_int64(value: Any) -> int | None:
     """resource.Quantity.AsInt64: the value when it is a whole number that fits, else None."""
+    if isinstance(value, str):
+        if value in _INT64_OF:
+            return _INT64_OF[value]
+        if len(_INT64_OF) > 4096:
+            _INT64_OF.clear()
+        got = _INT64_OF[value] = _parse_int64(value)
+        return got
+    return _parse_int64(value)
+
+
+def _parse_int64(value: Any) -> int | None:
     try:
         d = parse_quantity(value)
     except Exception:  # noqa: BLE001 - the API server validated it; an odd value is just not countable
