@@ -199,3 +199,57 @@ def test_an_error_on_a_pending_row_ends_the_cycle_there() -> None:
     with pytest.raises(CycleError, match="boom"):
         f.find_nodes_that_pass_filters(CycleState(), pod_, snap, None, Diagnosis())
     assert plugin.asked == ["n000", "n001", "n002"]
+
+
+def _allocated_claim(name: str, devices: list[tuple[str, str]]) -> dict[str, Any]:
+    got = claim(name)
+    got["status"] = {"allocation": {"devices": {"results": [
+        {"request": "gpu", "driver": "gpu.example.com", "pool": pool, "device": dev} for pool, dev in devices]}}}
+    return got
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_scoring_counts_follow_the_allocated_devices(seed: int) -> None:
+    """DraScorer's per-node counts, kept from call to call and moved along the manager's change log, equal
+    dra_totals worked out afresh: claims allocated, deallocated and allocated again between calls, allocations
+    in flight, a node object replaced, a slice for every node and one whose selector fails on a device."""
+    from scheduler_runtime.plugins.dynamicresources.cel import CelCache
+    from scheduler_runtime.plugins.dynamicresources.claims import DraManager
+    from scheduler_runtime.plugins.dynamicresources.extended import DraScorer, dra_totals
+
+    rng = random.Random(seed)
+    m = MemoryCluster()
+    cls = device_class("ext", 'device.attributes["gpu.example.com"].model.startsWith("t")')
+    cls["spec"]["extendedResourceName"] = "x.io/gpu"
+    shared = rslice("n0", ["t4", "t4"], pool="net", name="net")
+    shared["spec"].pop("nodeName")
+    shared["spec"]["allNodes"] = True
+    broken = rslice("n3", ["t4", "a100"])
+    broken["spec"]["devices"][1]["attributes"]["model"] = {"int": 3}
+    objs = [cls, shared, broken] + [rslice(f"n{i}", ["t4", "a100", "t4"][: 1 + i % 3]) for i in (0, 1, 2, 4)]
+    for o in objs + [node(f"n{i}") for i in range(5)]:
+        m.create(o, emit=False)
+    mgr = DraManager.for_handle(Handle(Snapshot(), cluster=m))
+    scorer = DraScorer()
+    nodes = [Node.from_dict(node(f"n{i}")) for i in range(5)]
+    devices = [(f"n{i}", f"gpu-{k}") for i in range(5) for k in range(3)] + [("net", "gpu-0"), ("net", "gpu-1")]
+    live: list[str] = []
+    for step in range(12):
+        for name in list(live):
+            if rng.random() < 0.4:
+                m.delete("resourceclaims", name, NS)
+                live.remove(name)
+        for k in range(rng.randrange(3)):
+            name = f"c{step}-{k}"
+            m.create(_allocated_claim(name, rng.sample(devices, rng.randrange(1, 3))))
+            live.append(name)
+        if rng.random() < 0.5:
+            mgr.signal_pending(f"uid-{step}", _allocated_claim(f"f{step}", [rng.choice(devices)]))
+        if step == 6:
+            nodes[2] = Node.from_dict(node("n2"))
+        want = ([], [])
+        for n in nodes:
+            c, u = dra_totals(mgr.resolver, mgr.device_slices(), mgr.allocated(), n, "x.io/gpu", CelCache(), {})
+            want[0].append(c)
+            want[1].append(u)
+        assert scorer.totals(mgr, "x.io/gpu", nodes) == want, step
