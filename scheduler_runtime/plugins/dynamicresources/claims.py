@@ -365,7 +365,8 @@ class AllocatedView:
         #: those shares with a `consumedCapacity` consume (kube's AllocatedSharedDeviceIDs and AggregatedCapacity)
         self.shared: set[DeviceID] = set()
         self.capacity: dict[DeviceID, dict[str, Decimal]] = {}
-        #: (the manager's change log, its length when `_counts` was copied): see `held`
+        #: (the manager's change log, its length when `_counts` was copied), for readers that follow the changes
+        #: (batch.DeviceTable, extended.HeldCounts)
         self.log: tuple[list[DeviceID], int] | None = None
         for did, consumed in shares or ():
             self.shared.add(did)
