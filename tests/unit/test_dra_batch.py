@@ -120,14 +120,18 @@ def test_reserve_builds_the_allocation_of_a_node_only_the_batch_passed() -> None
 
 
 def _schedule(batch: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, str], dict[str, Any]]:
-    """Placements and claim allocations of a wave of template and extended-resource pods."""
+    """Placements and claim allocations of a wave of template and extended-resource pods, some nodes
+    advertising the extended resource themselves."""
     if not batch:
         monkeypatch.setattr(DynamicResources, "filter_batch", None)
     m = MemoryCluster()
     ext_class = {**device_class("ext"), "spec": {**device_class("ext")["spec"], "extendedResourceName": "x.io/gpu"}}
     objs: list[dict[str, Any]] = [device_class(), ext_class, template("t4", model="t4")]
     for i in range(12):
-        objs += [node(f"n{i}"), rslice(f"n{i}", ["t4", "a100", "t4"][: 1 + i % 3])]
+        n = node(f"n{i}")
+        if i % 4 == 3:  # a device plugin's resource of the same name: DRA leaves it to NodeResourcesFit
+            n["status"]["allocatable"]["x.io/gpu"] = "1"
+        objs += [n, rslice(f"n{i}", ["t4", "a100", "t4"][: 1 + i % 3])]
     for o in objs:
         m.create(o, emit=False)
     reg = build_registry([])
