@@ -276,6 +276,9 @@ class FilterRunner(PluginCaller):
                 ok = fb.ok.copy()
             else:
                 ok &= fb.ok
+        if any(fb.pending is not None for _, fb in batches):  # some rows need a plugin's per-node verdict
+            return self._walk_batches(state, pod, snapshot, active, {cp.name: fb for cp, fb in batches}, order,
+                                      num_to_find, diagnosis, nominated_nodes)
         if ok is None:
             ok = np.ones(len(snapshot), dtype=bool)
         nominated_statuses: dict[int, Status] = {}
@@ -381,6 +384,13 @@ class FilterRunner(PluginCaller):
                 if err is not None:
                     raise CycleError(err) from err.error
                 batch_results[cp.name] = fb
+        return self._walk_batches(state, pod, snapshot, active, batch_results, order, num_to_find, diagnosis,
+                                  nominated_nodes)
+
+    def _walk_batches(self, state: CycleState, pod: Pod, snapshot: Snapshot, active: list[ConfiguredPlugin],
+                      batch_results: dict[str, FilterBatch], order: np.ndarray, num_to_find: int,
+                      diagnosis: Diagnosis, nominated_nodes: set[str]) -> tuple[np.ndarray, int]:
+        """The per-node walk over `active`, the plugins in `batch_results` answering from their verdicts."""
         batch_ok: np.ndarray | None = None
         for fb in batch_results.values():
             batch_ok = fb.ok.copy() if batch_ok is None else (batch_ok & fb.ok)
@@ -427,7 +437,11 @@ class FilterRunner(PluginCaller):
                         if fb is not None:
                             if fb.ok[row]:
                                 continue
-                            ret = fb.status_at(row)
+                            pending = fb.pending
+                            if pending is not None and pending[row]:  # undecided by the batch: ask the node
+                                ret = cast(FilterPlugin, cp.plugin).filter(state, pod, ni)
+                            else:
+                                ret = fb.status_at(row)
                         else:
                             ret = cast(FilterPlugin, cp.plugin).filter(state, pod, ni)
                         if ret is None:

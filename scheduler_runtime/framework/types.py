@@ -336,15 +336,20 @@ class FilterBatch:
     `keys`, when given, is an integer per row (or a function returning them, called only when some row
     failed) such that rows with equal keys get the same (shared) Status: the framework then asks once per
     distinct key instead of once per failing row.
+    `pending`, for a plugin that also has a per-node `filter`: rows (False in `ok`) the batch left undecided,
+    whose verdict is that method's, asked in kube's walk order only for the nodes the walk reaches (so an
+    Error, a timeout or a side effect happens exactly where the per-node path would have it).
     """
 
-    __slots__ = ("ok", "status", "keys")
+    __slots__ = ("ok", "status", "keys", "pending")
 
     def __init__(self, ok: np.ndarray, status: Status | Callable[[int], Status],
-                 keys: np.ndarray | Callable[[], np.ndarray] | None = None) -> None:
+                 keys: np.ndarray | Callable[[], np.ndarray] | None = None,
+                 pending: np.ndarray | None = None) -> None:
         self.ok = ok
         self.status = status
         self.keys = keys
+        self.pending = pending
 
     @property
     def all_pass(self) -> bool:

@@ -689,11 +689,12 @@ class Allocator:
         self.all_slices = slices
         #: pools per node and selector results per device, valid while the slices are (see SliceCaches)
         self.caches = caches if caches is not None else SliceCaches()
-        ids = list(map(id, slices))
         split = self.caches.split
-        if split is not None and split[0] == ids:  # the same slice objects as the last cycle's
+        # the same list as the last cycle's (DraManager keeps one per version), or the same slice objects
+        if split is not None and (split[1] is slices or split[0] == list(map(id, slices))):
             self.on_node, self.shared = split[2], split[3]
         else:
+            ids = list(map(id, slices))
             self.on_node = {}
             self.shared = []
             for s in slices:
@@ -828,6 +829,47 @@ class Allocator:
                 return run if run._solve() else None
         run = _Run(self, node, claims, deadline)
         return run if run.search() else None
+
+    def plain_request(self, node: Node, claims: list[dict[str, Any]]) -> _RequestData | None:
+        """The request `search` hands to `_pick_plain` for these claims on any node (one claim whose one request
+        is a plain ExactCount one without admin access), its checks kept as `search` keeps them; None for other
+        claims. Raises what checking the requests raises on any node (AllocationError)."""
+        if len(claims) != 1:
+            return None
+        key = (id(claims[0]),)
+        plan = self.plans.get(key)
+        if plan is None or plan[0][0] is not claims[0]:
+            run = _Run(self, node, claims, None)
+            run._prepare()
+            plan = run._remember_plan(key)
+            if plan is None:
+                return None
+        rd = plan[3]
+        return None if rd is None or rd.request.admin else rd
+
+    def plain_verdict(self, rd: _RequestData, node: Node, claims: list[dict[str, Any]], did: DeviceID,
+                      rec: _Record, sl: dict[str, Any]) -> int:
+        """What `_pick_plain` makes of the device `rec` (of slice `sl`) for request `rd`: 0 not eligible, 1
+        eligible and plain, 2 eligible but needing `_allocate_device`'s checks, -1 unknown (a selector failed on
+        it: the search reports that). Eligibility is remembered as `_greedy` remembers it."""
+        d = rec[1]
+        sig = self.signature(rd)
+        hit = self.caches.eligible.get((id(d), sig))
+        if hit is not None and hit[0] is d:
+            ok = hit[1]
+        else:
+            try:
+                ok = _Run(self, node, claims, None)._selectable((0, 0, 0), rd, sl, d, did)
+            except AllocationError:
+                return -1
+            self.caches.eligible[(id(d), sig)] = (d, ok)
+        if not ok:
+            return 0
+        _did, _d, other_checks, tainted, policy = rec
+        f = self.features
+        if other_checks or (f.device_taints and tainted) or (f.consumable_capacity and policy):
+            return 2
+        return 1
 
     def verdict_key(self, rd: _RequestData) -> int | None:
         """The key of the request's per-device verdicts in `NodeDevices.verdicts`: its selector signature and the
@@ -972,22 +1014,26 @@ class _Run:
             self._from_plan(plan)
         else:
             self._prepare()
-            if all(rd.request.mode != "All" for rd in self.request_data.values()):
-                # not for `allocationMode: All`: its devices depend on the node
-                reqs = {k: (rd.request, rd.device_class, rd.num_devices, rd.is_sub)
-                        for k, rd in self.request_data.items()}
-                cons = [(ci, type(c), sorted(c.requests), c.attribute)
-                        for ci, cs in enumerate(self.constraints) for c in cs]
-                only = self.request_data.get((0, 0, 0))
-                shared = only if (len(self.claims) == 1 and len(reqs) == 1 and not cons and only is not None
-                                  and not only.is_sub and only.request.mode == "ExactCount") else None
-                self.a.plans[plan_key] = (list(self.claims), reqs, cons, shared)
-                if shared is None:
-                    memo_key, flat = self._memo_key(plan_key)
+            plan = self._remember_plan(plan_key)
+            if plan is not None and plan[3] is None:
+                memo_key, flat = self._memo_key(plan_key)
         ok = self._solve()
         if memo_key is not None and flat is not None:
             self.a.memo[memo_key] = (list(self.claims), self._solution(flat) if ok else None)
         return ok
+
+    def _remember_plan(self, plan_key: tuple[int, ...]) -> Any:
+        """After `_prepare`: keep its node-independent checks for the other nodes (not for `allocationMode: All`,
+        whose devices depend on the node: None then)."""
+        if any(rd.request.mode == "All" for rd in self.request_data.values()):
+            return None
+        reqs = {k: (rd.request, rd.device_class, rd.num_devices, rd.is_sub) for k, rd in self.request_data.items()}
+        cons = [(ci, type(c), sorted(c.requests), c.attribute) for ci, cs in enumerate(self.constraints) for c in cs]
+        only = self.request_data.get((0, 0, 0))
+        shared = only if (len(self.claims) == 1 and len(reqs) == 1 and not cons and only is not None
+                          and not only.is_sub and only.request.mode == "ExactCount") else None
+        plan = self.a.plans[plan_key] = (list(self.claims), reqs, cons, shared)
+        return plan
 
     def _from_plan(self, plan: Any) -> None:
         """The node-independent checks passed for these claims on an earlier node: reuse them."""

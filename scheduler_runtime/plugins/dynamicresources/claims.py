@@ -125,6 +125,11 @@ class DraManager:
         #: claim key -> the shares it holds (DRAConsumableCapacity), summed per device in `allocated()`
         self._shares: dict[str, tuple[tuple[DeviceID, dict[str, Decimal]], ...]] = {}
         self._count: Counter[DeviceID] = Counter()
+        #: `_count` as `allocated()` hands it out (read-only), copied again only after a change
+        self._count_copy: dict[DeviceID, int] | None = None
+        #: the devices that came into or left `_count`, in order (replaced by a new list when long), so a reader
+        #: that saw the first n of them follows the rest instead of reading every device again
+        self._count_log: list[DeviceID] = []
         #: pod uid -> keys of the claims annotated as its extended-resource claim and controlled by it, so a
         #: pod's PreFilter finds the claim an earlier cycle created without listing the namespace's claims
         self._extended: dict[str, set[str]] = {}
@@ -134,6 +139,7 @@ class DraManager:
         #: DeviceTaintRules (DRADeviceTaintRules): watched once a plugin asks for them (`device_slices`)
         self.taint_rules: Any = None
         self._tainted: tuple[int, list[dict[str, Any]]] | None = None
+        self._plain: tuple[int, list[dict[str, Any]]] | None = None
         self._handle = handle
         self.claims.add_handler(self._on_claim)
         for c in self.claims.list():
@@ -146,8 +152,14 @@ class DraManager:
         """The ResourceSlices as the allocator sees them; with `taint_rules` (DRADeviceTaintRules) the taints of
         the DeviceTaintRules applied (kube's slice tracker), which are watched from the first such call on
         (and waited for then, as kube syncs its informers before scheduling)."""
-        if not taint_rules:
-            return self.slices.list()
+        if not taint_rules:  # one list per version, so the allocator sees the same list object (see Allocator)
+            version = self.slices_version
+            hit = self._plain
+            if hit is not None and hit[0] == version:
+                return hit[1]
+            plain = self.slices.list()
+            self._plain = (version, plain)
+            return plain
         from .taintrules import TAINT_RULES, apply_taint_rules
 
         if self.taint_rules is None:
@@ -228,13 +240,26 @@ class DraManager:
             else:
                 self._shares.pop(key, None)
             before = self._held.pop(key, ())
+            if before == devices:
+                if devices:
+                    self._held[key] = devices
+                return
+            count, log = self._count, self._count_log
+            self._count_copy = None
+            if len(log) > 100_000:
+                log = self._count_log = []
             for d in before:
-                self._count[d] -= 1
-                if self._count[d] <= 0:
-                    del self._count[d]
+                count[d] -= 1
+                if count[d] <= 0:
+                    del count[d]
+                    log.append(d)
             if devices:
                 self._held[key] = devices
-                self._count.update(devices)
+                for d in devices:
+                    n = count.get(d, 0)
+                    if not n:
+                        log.append(d)
+                    count[d] = n + 1
 
     def _on_claim(self, action: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         self._track(None if action == "DELETED" else new, old)
@@ -260,10 +285,15 @@ class DraManager:
             for c in self._in_flight.values():
                 extra.update(claim_devices(c))
                 shares[self._key(c)] = claim_shares(c)
-            counts = dict(self._count)
+            counts = self._count_copy
+            if counts is None:
+                counts = self._count_copy = dict(self._count)
+            log = (self._count_log, len(self._count_log))
             for key, held in self._shares.items():
                 shares.setdefault(key, held)
-        return AllocatedView(counts, extra, [share for held in shares.values() for share in held])
+        view = AllocatedView(counts, extra, [share for held in shares.values() for share in held])
+        view.log = log
+        return view
 
     # -------------------------------------------------------------- claims
     def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -325,7 +355,7 @@ def _caught_up(real: dict[str, Any], written_rv: str) -> bool:
 class AllocatedView:
     """`device in view`: the allocated set, without copying the whole count table."""
 
-    __slots__ = ("_counts", "_extra", "capacity", "shared")
+    __slots__ = ("_counts", "_extra", "capacity", "shared", "log")
 
     def __init__(self, counts: dict[DeviceID, int], extra: set[DeviceID],
                  shares: list[tuple[DeviceID, dict[str, Decimal]]] | None = None) -> None:
@@ -335,6 +365,9 @@ class AllocatedView:
         #: those shares with a `consumedCapacity` consume (kube's AllocatedSharedDeviceIDs and AggregatedCapacity)
         self.shared: set[DeviceID] = set()
         self.capacity: dict[DeviceID, dict[str, Decimal]] = {}
+        #: (the manager's change log, its length when `_counts` was copied), for readers that follow the changes
+        #: (batch.DeviceTable, extended.HeldCounts)
+        self.log: tuple[list[DeviceID], int] | None = None
         for did, consumed in shares or ():
             self.shared.add(did)
             if consumed:
@@ -348,7 +381,19 @@ class AllocatedView:
     def all_dedicated(self) -> AllocatedView:
         """The view kube-scheduler has with DRAConsumableCapacity off: a share holds its device like any
         allocation (ListAllAllocatedDevices)."""
-        return AllocatedView(self._counts, self._extra | self.shared)
+        view = AllocatedView(self._counts, self._extra | self.shared)
+        view.log = self.log
+        return view
+
+    @property
+    def counts(self) -> dict[DeviceID, int]:
+        """The allocated devices of the claims in the store (read-only; `extra` holds the rest)."""
+        return self._counts
+
+    @property
+    def extra(self) -> set[DeviceID]:
+        """The devices of claims assumed after PreBind or in flight (and, from `all_dedicated`, shared ones)."""
+        return self._extra
 
     def free_of(self, ids: frozenset[DeviceID]) -> frozenset[DeviceID]:
         """The IDs among `ids` that nobody holds, with set operations (no loop in Python over a node's devices)."""

@@ -22,7 +22,7 @@ from typing import Any
 
 from ...objects import Node, Pod
 from ...quantity import parse_quantity
-from .allocator import free_of, node_matches
+from .allocator import node_matches
 from .cel import CelCache, CelError, DeviceInput
 
 #: resourceapi.ResourceDeviceClassPrefix: every class backs the resource named by this prefix and its name
@@ -149,8 +149,23 @@ def has_requests(claim: dict[str, Any]) -> bool:
     return ((claim.get("spec") or {}).get("devices") or {}).get("requests") is not None
 
 
+#: `_as_int64` of the quantity strings seen (a pod's request is parsed in every cycle of the pod)
+_INT64_OF: dict[str, int | None] = {}
+
+
 def _as_int64(value: Any) -> int | None:
     """resource.Quantity.AsInt64: the value when it is a whole number that fits, else None."""
+    if isinstance(value, str):
+        if value in _INT64_OF:
+            return _INT64_OF[value]
+        if len(_INT64_OF) > 4096:
+            _INT64_OF.clear()
+        got = _INT64_OF[value] = _parse_int64(value)
+        return got
+    return _parse_int64(value)
+
+
+def _parse_int64(value: Any) -> int | None:
     try:
         d = parse_quantity(value)
     except Exception:  # noqa: BLE001 - the API server validated it; an odd value is just not countable
@@ -285,11 +300,29 @@ def dra_totals(resolver: ClassResolver, slices: list[dict[str, Any]], allocated:
     cls = resolver.get_device_class(resource)
     if cls is None:
         return 0, 0
-    selectors = tuple(str((s.get("cel") or {}).get("expression") or "")
-                      for s in (cls.get("spec") or {}).get("selectors") or [] if s.get("cel"))
+    ids = dra_matching(slices, node, class_selectors(cls), cel_cache, device_inputs, verdicts, slice_sets)
+    if ids is None:
+        return 0, 0
+    return len(ids), sum(1 for did in ids if did in allocated)
+
+
+def class_selectors(cls: dict[str, Any]) -> tuple[str, ...]:
+    """The CEL expressions of a class's selectors, in order."""
+    return tuple(str((s.get("cel") or {}).get("expression") or "")
+                 for s in (cls.get("spec") or {}).get("selectors") or [] if s.get("cel"))
+
+
+def dra_matching(slices: list[dict[str, Any]], node: Node, selectors: tuple[str, ...], cel_cache: CelCache,
+                 device_inputs: dict[int, DeviceInput],
+                 verdicts: dict[tuple[int, tuple[str, ...]], tuple[dict[str, Any], bool | None]] | None = None,
+                 slice_sets: dict[tuple[int, tuple[str, ...]], tuple[dict[str, Any],
+                                                                   frozenset[tuple[str, str, str]] | None, bool]]
+                 | None = None) -> list[tuple[str, str, str]] | None:
+    """The IDs of the node's devices that `selectors` accept, one per device (`dra_totals` counts them and those
+    allocated); None when a selector fails on one of them."""
     if verdicts is None:
         verdicts = {}
-    total = used = 0
+    out: list[tuple[str, str, str]] = []
     for s in slices:
         sp = s.get("spec") or {}
         if sp.get("perDeviceNodeSelection"):
@@ -308,8 +341,8 @@ def dra_totals(resolver: ClassResolver, slices: list[dict[str, Any]], allocated:
         driver = str(sp.get("driver") or "")
         pool = str((sp.get("pool") or {}).get("name") or "")
         if slice_sets is not None and not sp.get("perDeviceNodeSelection"):
-            # the slice's matching devices, worked out once per slice and selector list: count them and those
-            # allocated with set operations (None: a selector failed on one of them)
+            # the slice's matching devices, worked out once per slice and selector list (None: a selector failed
+            # on one of them)
             hit = slice_sets.get((id(s), selectors))
             if hit is None or hit[0] is not s:
                 ids: list[tuple[str, str, str]] = []
@@ -325,21 +358,17 @@ def dra_totals(resolver: ClassResolver, slices: list[dict[str, Any]], allocated:
                 matching = frozenset(ids) if not failed and len(set(ids)) == len(ids) else None
                 hit = slice_sets[(id(s), selectors)] = (s, matching, failed)
             if hit[2]:
-                return 0, 0
+                return None
             if hit[1] is not None:
-                total += len(hit[1])
-                used += _count_in(hit[1], allocated)
+                out.extend(hit[1])
                 continue
         for d in devices:
             ok = _device_ok(d, driver, selectors, cel_cache, device_inputs, verdicts)
             if ok is None:
-                return 0, 0
-            if not ok:
-                continue
-            total += 1
-            if (driver, pool, str(d.get("name") or "")) in allocated:
-                used += 1
-    return total, used
+                return None
+            if ok:
+                out.append((driver, pool, str(d.get("name") or "")))
+    return out
 
 
 def _device_ok(d: dict[str, Any], driver: str, selectors: tuple[str, ...], cel_cache: CelCache,
@@ -363,11 +392,6 @@ def _device_ok(d: dict[str, Any], driver: str, selectors: tuple[str, ...], cel_c
     return ok
 
 
-def _count_in(ids: frozenset[tuple[str, str, str]], allocated: Any) -> int:
-    """How many of `ids` are allocated."""
-    return len(ids) - len(free_of(allocated, ids))
-
-
 class DraScorer:
     """The DRA side of NodeResourcesFit's and BalancedAllocation's scoring (getDRAPreScoredParams and
     calculateDRAExtendedResourceAllocatableRequest): for a scored resource some class backs, the capacity and
@@ -384,10 +408,14 @@ class DraScorer:
         #: the last slice list by id (kept, so the ids stay theirs), its slices by nodeName, and the others
         self._index: tuple[list[int], list[dict[str, Any]], dict[str, list[dict[str, Any]]],
                            list[dict[str, Any]]] | None = None
+        #: each node's matching devices and how many are held, followed from call to call (see HeldCounts)
+        self._counts: HeldCounts | None = None
 
     def _by_node(self, slices: list[dict[str, Any]]) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
         """Slices that can reach only the node they name, by that name, and every other slice (checked per node):
         so each node looks at its own slices, not at the whole cluster's."""
+        if self._index is not None and self._index[1] is slices:  # the manager keeps one list per version
+            return self._index[2], self._index[3]
         ids = list(map(id, slices))
         if self._index is not None and self._index[0] == ids:
             return self._index[2], self._index[3]
@@ -406,20 +434,127 @@ class DraScorer:
     def totals(self, mgr: Any, resource: str, nodes: list[Node]) -> tuple[list[int], list[int]] | None:
         """(capacity, allocated) per node from the DRA manager's slices and allocated devices, or None when no
         class backs `resource`."""
-        if not is_dra_extended_name(resource) or mgr.resolver.get_device_class(resource) is None:
+        cls = mgr.resolver.get_device_class(resource) if is_dra_extended_name(resource) else None
+        if cls is None:
             return None
-        slices = mgr.slices.list()
+        slices = mgr.device_slices()
         allocated = mgr.allocated()
         if len(self._inputs) > 200_000 or len(self._verdicts) > 200_000 or len(self._slice_sets) > 50_000:
             self._inputs.clear()
             self._verdicts.clear()
             self._slice_sets.clear()
         by_node, other = self._by_node(slices)
+        selectors = class_selectors(cls)
+        counts = self._counts_for(slices, selectors, allocated)
         caps, used = [], []
         for node in nodes:
             own = by_node.get(node.name)
-            c, u = dra_totals(mgr.resolver, own + other if own else other, allocated, node, resource, self.cel_cache,
-                              self._inputs, self._verdicts, self._slice_sets)
+            if counts is None:
+                c, u = dra_totals(mgr.resolver, own + other if own else other, allocated, node, resource,
+                                  self.cel_cache, self._inputs, self._verdicts, self._slice_sets)
+            else:
+                c, u = counts.totals(node, lambda n, own=own: dra_matching(
+                    own + other if own else other, n, selectors, self.cel_cache, self._inputs, self._verdicts,
+                    self._slice_sets))
             caps.append(c)
             used.append(u)
         return caps, used
+
+    def _counts_for(self, slices: list[dict[str, Any]], selectors: tuple[str, ...], allocated: Any
+                    ) -> HeldCounts | None:
+        """The kept per-node counts for this slice list (the manager keeps one per version) and selector list,
+        brought up to `allocated`; None when `allocated` is not the manager's view (no change log to follow)."""
+        if getattr(allocated, "log", None) is None:
+            return None
+        kept = self._counts
+        if kept is None or kept.slices is not slices or kept.selectors != selectors or kept.too_large():
+            kept = self._counts = HeldCounts(slices, selectors)
+        kept.follow(allocated)
+        return kept
+
+
+class HeldCounts:
+    """Per node, its matching devices (`dra_matching`, worked out when the node is first scored, again when its
+    Node object changes) and how many the allocated claims hold, kept up to date from the DRA manager's change
+    log: a scoring cycle then costs a look-up per node, not a pass over its devices."""
+
+    def __init__(self, slices: list[dict[str, Any]], selectors: tuple[str, ...]) -> None:
+        self.slices = slices
+        self.selectors = selectors
+        #: node name -> (the Node, its key, its device count, or None: a selector failed)
+        self.nodes: dict[str, tuple[Node, int, int | None]] = {}
+        #: device -> the keys of the nodes counting it, once per time they do
+        self.index: dict[tuple[str, str, str], list[int]] = {}
+        #: per key: how many of its devices the store's allocated claims hold
+        self.held: list[int] = []
+        self.positions = 0
+        self._counts: Any = None
+        self._log: list[Any] | None = None
+        self._seen = 0
+        #: the devices `held` counts (those of `_counts` that some node counts)
+        self._held_ids: set[tuple[str, str, str]] = set()
+        #: this call's devices of assumed or in-flight claims not in `_counts`, and how many each key has
+        self._extra_ids: set[tuple[str, str, str]] = set()
+        self._extra: dict[int, int] = {}
+
+    def too_large(self) -> bool:
+        return self.positions > 1_000_000
+
+    def follow(self, allocated: Any) -> None:
+        """Bring the held counts to `allocated` (the manager's view: its counts, extra devices, change log)."""
+        counts = allocated.counts
+        log, seen = allocated.log
+        held, held_ids = self.held, self._held_ids
+        if log is not self._log or seen < self._seen:
+            held[:] = [0] * len(held)
+            held_ids.clear()
+            for did, keys in self.index.items():
+                if did in counts:
+                    held_ids.add(did)
+                    for k in keys:
+                        held[k] += 1
+        else:
+            index = self.index
+            for did in log[self._seen:seen]:
+                keys = index.get(did)
+                now = did in counts
+                if not keys or now == (did in held_ids):
+                    continue
+                if now:
+                    held_ids.add(did)
+                else:
+                    held_ids.discard(did)
+                step = 1 if now else -1
+                for k in keys:
+                    held[k] += step
+        self._counts, self._log, self._seen = counts, log, seen
+        extra: dict[int, int] = {}
+        self._extra_ids = {did for did in allocated.extra if did not in counts}
+        for did in self._extra_ids:
+            for k in self.index.get(did, ()):
+                extra[k] = extra.get(k, 0) + 1
+        self._extra = extra
+
+    def totals(self, node: Node, matching: Any) -> tuple[int, int]:
+        """(devices, allocated ones) of the node; `matching(node)` gives its devices when not known yet."""
+        hit = self.nodes.get(node.name)
+        if hit is None or hit[0] is not node:
+            ids = matching(node)
+            key = len(self.held)
+            self.held.append(0)
+            if ids is not None:
+                counts = self._counts
+                for did in ids:
+                    self.index.setdefault(did, []).append(key)
+                    if did in counts:
+                        self._held_ids.add(did)
+                        self.held[key] += 1
+                self.positions += len(ids)
+                extra = sum(1 for did in ids if did in self._extra_ids)
+                if extra:
+                    self._extra[key] = extra
+            hit = self.nodes[node.name] = (node, key, None if ids is None else len(ids))
+        _node, key, total = hit
+        if total is None:
+            return 0, 0
+        return total, self.held[key] + self._extra.get(key, 0)

@@ -30,6 +30,7 @@ where they would matter, see docs/dra.md): alpha gates.
 
 from __future__ import annotations
 
+import operator
 import threading
 import time
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ from ...framework.types import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
+    FilterBatch,
     NodeInfo,
     NodeScore,
     PostFilterResult,
@@ -66,6 +68,7 @@ from .allocator import (
     minor_at_least,
 )
 from .args import DynamicResourcesArgs, decode_duration
+from .batch import DeviceTable, table_for
 from .cel import CelCache
 from .claims import (
     CLAIMS,
@@ -96,6 +99,7 @@ from .extended import (
 from .taintrules import apply_taint_rules
 
 NAME = "DynamicResources"
+_NODE_OF = operator.attrgetter("node")
 #: resourceapi.FirstAvailableDeviceRequestMaxSize
 FIRST_AVAILABLE_MAX = 8
 #: seconds between checks while PreBind waits for binding conditions (kube polls every 5 s)
@@ -158,6 +162,9 @@ class _State:
         default_factory=list)
     #: the claims to allocate when no node-specific extended-resource claim takes the place of one (PreFilter)
     plain_todo: list[dict[str, Any]] = field(default_factory=list)
+    #: the batch Filter's snapshot, the node of each row and the passing rows, whose allocations are worked out
+    #: on demand
+    batch_passed: tuple[Snapshot, list[Any], np.ndarray] | None = None
 
     def ext_claim(self) -> dict[str, Any] | None:
         return self.claims[self.ext_index] if self.ext_index >= 0 else None
@@ -201,6 +208,8 @@ class DynamicResources(Plugin):
         #: pools per node and selector verdicts per device, rebuilt when a ResourceSlice changes
         self._caches = SliceCaches()
         self._caches_version = -1
+        #: the batch Filter's devices of every node (batch.py), kept while the slices and nodes stay
+        self._table: DeviceTable | None = None
         self.binding_poll = BINDING_POLL
         self.assume_timeout = ASSUME_TIMEOUT
         #: (old rule, new rule, hint) of the last DeviceTaintRule event the hint judged
@@ -363,6 +372,13 @@ class DynamicResources(Plugin):
                 return None, Status.unresolvable("cannot fit resource")
         if (s.n_user == 0 and not needed) or facts[2]:
             return None, None
+        return self._ext_variant(s, pod, needed), None
+
+    @staticmethod
+    def _ext_variant(s: _State, pod: Pod, needed: list[str]
+                     ) -> tuple[dict[str, Any], list[dict[str, str]], list[dict[str, Any]]]:
+        """The claim for the extended resources `needed` through DRA, its container mappings and the claims to
+        allocate with it: one object per set of names, shared by the nodes that need it."""
         key = tuple(needed)
         hit = s.ext_variants.get(key)
         if hit is None:
@@ -370,10 +386,10 @@ class DynamicResources(Plugin):
                 hit = s.ext_variants.get(key)
                 if hit is None:
                     requests, mappings = requests_and_mappings(pod, needed, s.ext_mapping)
-                    claim = node_claim(facts[0], requests)
+                    claim = node_claim(s.claims[s.ext_index], requests)
                     todo = [claim if i == s.ext_index else s.claims[i] for i in s.to_allocate]
                     hit = s.ext_variants[key] = (claim, mappings, todo)
-        return hit, None
+        return hit
 
     def _validate_class(self, class_name: str, request_name: str) -> Status | None:
         if not class_name:
@@ -426,6 +442,97 @@ class DynamicResources(Plugin):
                 s.allocations[node.name] = allocations
                 s.ext_nodes[node.name] = (variant[0], variant[1]) if variant is not None else (None, [])
         return None
+
+    def filter_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot) -> FilterBatch:
+        """Filter on every node at once where no search of the node is needed (see batch.py); the others are
+        `pending`, so the framework asks `filter` for each, in kube's walk order, as it would without this."""
+        n = len(snapshot)
+        s: _State | None = state.get(NAME)
+        got = self._batch(s, pod, snapshot) if s is not None and s.claims and not s.node_checks else None
+        if got is None:
+            return FilterBatch(np.zeros(n, dtype=bool), Status.as_error("not decided"), pending=np.ones(n, dtype=bool))
+        return got
+
+    def _batch(self, s: _State, pod: Pod, snapshot: Snapshot) -> FilterBatch | None:
+        """The verdicts `filter` gives, for the nodes where the batch can tell (None: it cannot tell any)."""
+        n = len(snapshot)
+        groups = self._batch_groups(s, pod, snapshot)
+        if groups is None:
+            return None
+        if isinstance(groups, Status):
+            return FilterBatch(np.zeros(n, dtype=bool), groups)
+        ok = np.zeros(n, dtype=bool)
+        fail = np.zeros(n, dtype=bool)
+        a = s.allocator
+        nodes = list(map(_NODE_OF, snapshot.node_infos))
+        table: DeviceTable | None = None
+        free: tuple[np.ndarray, np.ndarray] | None = None
+        for rows, todo in groups:
+            if todo is None or a is None:  # nothing to allocate on these nodes
+                ok |= rows
+                continue
+            try:
+                rd = a.plain_request(nodes[int(np.argmax(rows))], todo)
+            except AllocationError:
+                continue  # every node reports it: left to them, the first one walked ends the cycle
+            if rd is None:
+                continue
+            if table is None:
+                table = self._table = table_for(a, nodes, self._table)
+                if not table.usable or (free := table.free(a.allocated)) is None:
+                    return None
+            got = table.decide(a, rd, todo, free) if free is not None else None
+            if got is not None:
+                ok |= got[0] & rows
+                fail |= got[1] & rows
+        pending = ~(ok | fail)
+        s.batch_passed = (snapshot, nodes, ok)
+        return FilterBatch(ok, Status.unresolvable("cannot allocate all claims"),
+                           pending=pending if pending.any() else None)
+
+    def _batch_groups(self, s: _State, pod: Pod, snapshot: Snapshot
+                      ) -> list[tuple[np.ndarray, list[dict[str, Any]] | None]] | Status | None:
+        """The nodes by the claims `filter` would allocate on them (None: none, the node passes), as
+        `_filter_extended` decides from each node's allocatable; a Status when it rejects every node alike, None
+        when the table cannot tell (a DRA-style extended resource no DeviceClass backs)."""
+        n = len(snapshot)
+        every = np.ones(n, dtype=bool)
+        plain = None if s.ext_index >= 0 and s.n_user == 0 else s.plain_todo
+        facts = s.ext_facts
+        if s.ext_index < 0 or facts is None:
+            return [(every, plain)]
+        if facts[1]:
+            return Status.unresolvable("cannot schedule extended resource claim")
+        names = facts[3]
+        if not all(backed for _, backed in names) or len(names) > 60:
+            return None
+        if facts[2]:
+            return [(every, plain)]
+        table = snapshot.table
+        bits = np.zeros(n, dtype=np.int64)
+        for j, (name, _) in enumerate(names):
+            col = table.columns.get(name)
+            if col is None:
+                bits |= 1 << j
+            else:
+                bits |= (table.alloc[:n, col] == 0).astype(np.int64) << j
+        groups: list[tuple[np.ndarray, list[dict[str, Any]] | None]] = []
+        keys = [int(bits[0])] if n and bits.min() == bits.max() else np.unique(bits).tolist()
+        for key in keys:
+            needed = [names[j][0] for j in range(len(names)) if key >> j & 1]
+            todo = None if s.n_user == 0 and not needed else self._ext_variant(s, pod, needed)[2]
+            groups.append((bits == key, todo))
+        return groups
+
+    def _materialize(self, state: CycleState, pod: Pod, s: _State, node_name: str) -> None:
+        """The allocation of a node the batch Filter passed, worked out as `filter` would have on it."""
+        passed = s.batch_passed
+        if passed is None:
+            return
+        snapshot, nodes, ok = passed
+        ni = snapshot.get(node_name)
+        if ni is not None and 0 <= ni.row < len(ok) and ok[ni.row] and nodes[ni.row] is ni.node:
+            self.filter(state, pod, ni)
 
     def _unavailable_on(self, s: _State, node: Any) -> list[int]:
         """The allocated claims the pod cannot use on this node: allocated for other nodes, skipping node
@@ -596,6 +703,8 @@ class DynamicResources(Plugin):
             return None
         if s.allocator is None:
             return None
+        if node_name not in s.allocations:
+            self._materialize(state, pod, s, node_name)
         solution = s.allocations.get(node_name)
         allocations = solution.build() if solution is not None else []
         if not allocations:
