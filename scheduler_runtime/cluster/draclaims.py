@@ -22,11 +22,55 @@ ANN_POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
+class PodClaimIndex:
+    """The claims naming each pod UID (as their controlling owner or in `status.reservedFor`), so a deleted pod's
+    claims are found without reading every claim of its namespace. Keys come back in the store's order (a key
+    keeps its place when rewritten and goes last when it is new), which the controller's walk follows."""
+
+    def __init__(self) -> None:
+        self._by_uid: dict[str, set[str]] = {}
+        self._seq: dict[str, int] = {}
+        self._next = 0
+
+    @staticmethod
+    def _uids(claim: dict[str, Any] | None) -> set[str]:
+        if claim is None:
+            return set()
+        out = {str(r.get("uid")) for r in _meta(claim).get("ownerReferences") or []
+               if r.get("controller") and r.get("kind") == "Pod"}
+        out.update(str(r.get("uid")) for r in (claim.get("status") or {}).get("reservedFor") or []
+                   if r.get("resource") == "pods")
+        return out
+
+    def note(self, key: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        """Called with the store's lock held, for every write of a claim (`new` None: deleted)."""
+        if new is None:
+            self._seq.pop(key, None)
+        elif key not in self._seq:
+            self._seq[key] = self._next
+            self._next += 1
+        before, after = self._uids(old), self._uids(new)
+        for uid in before - after:
+            keys = self._by_uid.get(uid)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._by_uid[uid]
+        for uid in after - before:
+            self._by_uid.setdefault(uid, set()).add(key)
+
+    def keys_for(self, uid: str, prefix: str) -> list[str]:
+        keys = [k for k in self._by_uid.get(uid, ()) if k.startswith(prefix)]
+        keys.sort(key=self._seq.__getitem__)
+        return keys
+
+
 class ClaimStore(Protocol):
     """The embedded cluster (`memory.MemoryCluster`) as the controller sees it: its store and its writes."""
 
     _lock: threading.RLock
     _objects: dict[str, dict[str, dict[str, Any]]]
+    _claim_index: PodClaimIndex
 
     def create(self, raw: dict[str, Any], emit: bool = True) -> dict[str, Any]: ...
 
@@ -59,8 +103,8 @@ def release_pod(cluster: ClaimStore, uid: str, emit: bool, namespace: str) -> No
     """A pod is gone: release what it held. Only the pod's namespace's claims are looked at: an owner reference
     and a `reservedFor` entry both name an object of the claim's own namespace."""
     with cluster._lock:
-        prefix = f"{namespace}/"
-        claims = [c for k, c in cluster._objects.get("resourceclaims", {}).items() if k.startswith(prefix)]
+        bucket = cluster._objects.get("resourceclaims", {})
+        claims = [bucket[k] for k in cluster._claim_index.keys_for(uid, f"{namespace}/") if k in bucket]
     for claim in claims:
         _release(cluster, claim, uid, emit)
 

@@ -39,7 +39,7 @@ from .base import (
     merge_patch,
     resource_of_kind,
 )
-from .draclaims import DRA_RESOURCES, release_pod, sync_claims
+from .draclaims import DRA_RESOURCES, PodClaimIndex, release_pod, sync_claims
 
 _VOLUME_RESOURCES = ("persistentvolumes", "persistentvolumeclaims", "storageclasses")
 _SINGULAR = {resource: kind.lower() for kind, resource in KIND_TO_RESOURCE.items()}
@@ -117,6 +117,7 @@ class MemoryCluster(ClusterBackend):
         self._uid = 0
         self._syncing = False
         self._syncing_claims = False
+        self._claim_index = PodClaimIndex()
         self.events: list[RecordedEvent] = []
         self.bindings: list[tuple[str, str]] = []
         self.deleted: list[str] = []
@@ -177,6 +178,8 @@ class MemoryCluster(ClusterBackend):
             meta["resourceVersion"] = self._next_rv()
             meta.setdefault("creationTimestamp", _now())
             bucket[key] = raw
+            if resource == "resourceclaims":
+                self._claim_index.note(key, None, raw)
         if emit:
             self._emit(resource, "ADDED", None, raw)
             if resource in _VOLUME_RESOURCES:
@@ -271,6 +274,8 @@ class MemoryCluster(ClusterBackend):
                 return False
             new["metadata"]["resourceVersion"] = self._next_rv()
             bucket[key] = new
+            if resource == "resourceclaims":
+                self._claim_index.note(key, old, new)
         if emit:
             self._emit(resource, "MODIFIED", old, new)
         if sync and resource in _VOLUME_RESOURCES:
@@ -404,6 +409,8 @@ class MemoryCluster(ClusterBackend):
         key = name if resource in CLUSTER_SCOPED else f"{namespace or 'default'}/{name}"
         with self._lock:
             old = self._objects.get(resource, {}).pop(key, None)
+            if old is not None and resource == "resourceclaims":
+                self._claim_index.note(key, old, None)
         if old is not None:
             self._emit(resource, "DELETED", old, None)
             if resource == "pods":
