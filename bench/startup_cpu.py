@@ -36,6 +36,9 @@ class Ready(logging.Handler):
             print("imports %.3f setup %.3f synced %.3f" % (marks["imports"], marks["setup"], cpu()), flush=True)
             os._exit(0)
 logging.getLogger("ksched.app").addHandler(Ready())
+from scheduler_runtime import gcpolicy
+if hasattr(gcpolicy, "hold"):  # as run_on_cluster does before the runtime's imports (older trees: no hold)
+    gcpolicy.hold()
 from ksched_cli.kube_scheduler import main
 import scheduler_runtime.app as app
 import scheduler_runtime.options.resolve
