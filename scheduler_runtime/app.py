@@ -229,6 +229,7 @@ class Runner:
         self._stop.set()
 
     def run(self) -> int:
+        gcpolicy.release(freeze=True)  # setup is over: its objects are long-lived (run_on_cluster held the GC)
         if self.server is not None:
             self.server.checks = {"ping": lambda: None, "informer-sync": self._ready,
                                   "leaderElection": self._leader_ok, "plugin-cycles": self.watchdog.readyz}

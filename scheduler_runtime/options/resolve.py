@@ -140,6 +140,16 @@ def run_on_cluster(flags: KubeFlags, warn: Callable[[str], None]) -> int:
     """kube-scheduler's precedence: with --config, --kubeconfig/--kube-api-* are ignored and only explicitly
     set leader-election flags override the file; $KUBECONFIG is never read (scheduler_runtime.kubeconfig_source).
     `warn` receives the plugin loader's warnings (the caller decides where they go)."""
+    from .. import gcpolicy
+
+    gcpolicy.hold()  # the runtime's imports and setup run without the collector (gcpolicy's docstring)
+    try:
+        return _run_on_cluster(flags, warn)
+    finally:
+        gcpolicy.release(freeze=False)  # Runner.run released it already, unless startup ended early
+
+
+def _run_on_cluster(flags: KubeFlags, warn: Callable[[str], None]) -> int:
     from ..app import Runner, RunOptions
     from ..cluster.kube import in_cluster
     from ..config import load_config
