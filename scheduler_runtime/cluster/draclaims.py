@@ -17,6 +17,8 @@ import hashlib
 import threading
 from typing import Any, Protocol
 
+from .objcopy import copy_object
+
 DRA_RESOURCES = ("pods", "resourceclaims", "resourceclaimtemplates")
 ANN_POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -142,7 +144,7 @@ def _instantiate(cluster: ClaimStore, pod: dict[str, Any], templates: dict[str, 
                 "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": m.get("name"), "uid": m.get("uid"),
                                      "controller": True, "blockOwnerDeletion": True}],
             },
-            "spec": copy.deepcopy(tspec.get("spec") or {}),
+            "spec": copy_object(tspec.get("spec") or {}),
         }
         if not claim["metadata"]["labels"]:
             del claim["metadata"]["labels"]
@@ -176,7 +178,7 @@ def _release(cluster: ClaimStore, claim: dict[str, Any], uid: str, emit: bool) -
     keep = [r for r in rf if r.get("resource") != "pods" or str(r.get("uid")) != uid]
     if len(keep) == len(rf):
         return
-    new = copy.deepcopy(claim)
+    new = copy_object(claim)
     status = dict(st)
     if keep:
         status["reservedFor"] = keep

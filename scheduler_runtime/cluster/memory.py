@@ -40,6 +40,7 @@ from .base import (
     resource_of_kind,
 )
 from .draclaims import DRA_RESOURCES, PodClaimIndex, release_pod, sync_claims
+from .objcopy import copy_object
 
 _VOLUME_RESOURCES = ("persistentvolumes", "persistentvolumeclaims", "storageclasses")
 _SINGULAR = {resource: kind.lower() for kind, resource in KIND_TO_RESOURCE.items()}
@@ -151,7 +152,7 @@ class MemoryCluster(ClusterBackend):
         if not isinstance(meta, dict) or not meta.get("name"):
             raise InputError("Required value: name is required", field="metadata.name", usage=False)
         resource = resource_of_kind(kind)
-        raw = copy.deepcopy(raw)
+        raw = copy_object(raw)
         meta = raw["metadata"]
         if resource not in CLUSTER_SCOPED:
             meta.setdefault("namespace", "default")
@@ -199,7 +200,7 @@ class MemoryCluster(ClusterBackend):
             old = self._objects.get(resource, {}).get(_key(resource, raw))
             if old is None:
                 raise KeyError(_key(resource, raw))
-            new = copy.deepcopy(raw)
+            new = copy_object(raw)
             new["metadata"].setdefault("uid", old["metadata"].get("uid"))
         self._put(resource, new, emit=True, sync=True)
         return new
@@ -227,7 +228,7 @@ class MemoryCluster(ClusterBackend):
                     raise PatchError(f'Operation cannot be fulfilled on {resource} "{name}": the object has been '
                                      f"modified; please apply your changes to the latest version and try again",
                                      status=409)
-                new = merge_patch(copy.deepcopy(old), patch)
+                new = merge_patch(copy_object(old), patch)
                 new["metadata"]["uid"] = old["metadata"].get("uid")
             if self._put(resource, new, emit=True, sync=True, expect=old):
                 return new
@@ -237,8 +238,8 @@ class MemoryCluster(ClusterBackend):
         """Create an object, naming it from `metadata.generateName` when it has no name (the API server's
         name generator: the base cut to 58 characters and 5 random ones)."""
         resource = self.informer(resource).resource
-        raw = copy.deepcopy(obj)
-        m = raw.setdefault("metadata", {})
+        raw = dict(obj)  # `create` copies it deeply; only the top level and metadata are written here
+        m = raw["metadata"] = dict(raw.get("metadata") or {})
         if resource not in CLUSTER_SCOPED:
             m["namespace"] = namespace or m.get("namespace") or "default"
         raw.setdefault("kind", _KIND_OF.get(resource, resource_singular(resource).capitalize()))
@@ -322,7 +323,7 @@ class MemoryCluster(ClusterBackend):
         for pv in pvs.values():
             ref = (pv.get("spec") or {}).get("claimRef") or {}
             if not ref.get("name") and not (pv.get("status") or {}).get("phase"):
-                new = copy.deepcopy(pv)
+                new = copy_object(pv)
                 new["status"] = {**(pv.get("status") or {}), "phase": "Available"}
                 self._put("persistentvolumes", new, emit)
                 changed = True
@@ -355,13 +356,13 @@ class MemoryCluster(ClusterBackend):
 
     def _bind_pair(self, pv: dict[str, Any], pvc: dict[str, Any], emit: bool) -> None:
         pmeta = pvc["metadata"]
-        new_pv = copy.deepcopy(pv)
+        new_pv = copy_object(pv)
         new_pv.setdefault("spec", {})["claimRef"] = {
             **((pv.get("spec") or {}).get("claimRef") or {}), "kind": "PersistentVolumeClaim", "apiVersion": "v1",
             "namespace": pmeta.get("namespace") or "default", "name": pmeta["name"], "uid": pmeta.get("uid")}
         new_pv["status"] = {**(pv.get("status") or {}), "phase": "Bound"}
         self._put("persistentvolumes", new_pv, emit)
-        new_pvc = copy.deepcopy(pvc)
+        new_pvc = copy_object(pvc)
         ann = dict(new_pvc["metadata"].get("annotations") or {})
         if not (pvc.get("spec") or {}).get("volumeName"):
             ann[ANN_BOUND_BY_CONTROLLER] = "yes"

@@ -438,6 +438,29 @@ def test_status_patch_and_annotations(started: tuple[KubeCluster, Recorder], adm
     assert not any(cd.get("reason") == "SchedulerError" for cd in (got3.get("status") or {}).get("conditions") or ())
 
 
+def test_a_failure_status_still_queued_does_not_land_after_the_binding(
+        started: tuple[KubeCluster, Recorder], admin: KubeClient, ns: str) -> None:
+    """A pod's PodScheduled=False from an earlier attempt, queued when the pod is bound, is dropped: sent after
+    the binding it would mark a bound pod unschedulable (kube writes it before the next attempt)."""
+    c, _ = started
+    node = f"settle-node-{uuid.uuid4().hex[:6]}"
+    create_node(admin, node)
+    try:
+        pod = Pod.from_dict(create_pod(admin, ns, "late"))
+        writer = c._writer()  # noqa: SLF001 - hold its workers so the write is still queued at the binding
+        with writer._cv:  # noqa: SLF001
+            c.patch_pod_status(pod, {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                     "message": "0/1 nodes are available: 1 Insufficient cpu."}, "")
+            c.bind(pod, node)
+        assert c.flush(10)
+        got = get_pod(admin, ns, "late")
+        cond = [cd for cd in got["status"]["conditions"] if cd["type"] == "PodScheduled"][0]
+        assert got["spec"]["nodeName"] == node and cond["status"] == "True", cond
+        assert writer.superseded == 1
+    finally:
+        admin.request("DELETE", f"/api/v1/nodes/{node}")
+
+
 def test_delete_pod_marks_disruption_target(started: tuple[KubeCluster, Recorder], admin: KubeClient,
                                             ns: str) -> None:
     c, _ = started

@@ -343,6 +343,9 @@ class KubeCluster(ClusterBackend):
 
     # ----------------------------------------------------------------- bind
     def bind(self, pod: Pod, node_name: str, annotations: dict[str, str] | None = None) -> None:
+        w = self._pod_writer
+        if w is not None:  # no earlier failure status of the pod may land after its binding
+            w.settle(pod)
         binder.bind(self, pod, node_name, annotations)
 
     def gated_write(self, method: str, path: str, **kw: Any) -> Response | None:
@@ -443,6 +446,9 @@ class KubeCluster(ClusterBackend):
 
     def nominate_for_binding(self, pod: Pod, node_name: str) -> None:
         """Synchronous, unlike the coalesced status writes: it must reach the API server before the binding."""
+        w = self._pod_writer
+        if w is not None:  # an earlier failure's queued nominatedNodeName "" must not undo this one
+            w.settle(pod)
         write_status(self, pod, None, node_name)
 
     def annotate_pod(self, pod: Pod, annotations: dict[str, str | None]) -> None:

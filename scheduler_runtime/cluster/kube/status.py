@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import time
 from typing import Any, Protocol
 
 from ...objects import Pod
@@ -103,7 +104,9 @@ class PodWriter(ShardedWorkers[_Write]):
         self.max_per_shard = max_per_shard
         self._shards: list[collections.OrderedDict[tuple[str, str], list[Any]]] = [
             collections.OrderedDict() for _ in range(shards)]
-        self.written = self.dropped = self.failed = self.skipped = 0
+        self.written = self.dropped = self.failed = self.skipped = self.superseded = 0
+        #: (op, pod key) of the writes being sent, for `settle`
+        self._in_flight: set[tuple[str, str]] = set()
         self._start_workers(shards, "podwriter")
         for t in self._threads:
             t.start()
@@ -135,14 +138,42 @@ class PodWriter(ShardedWorkers[_Write]):
         return bool(self._shards[shard])
 
     def _take(self, shard: int) -> _Write:
-        (op, _), (pod, payload) = self._shards[shard].popitem(last=False)
+        (op, key), (pod, payload) = self._shards[shard].popitem(last=False)
+        self._in_flight.add((op, key))
         return op, pod, payload
+
+    def settle(self, pod: Pod, timeout: float = 30.0) -> None:
+        """Before the pod's binding: its status write still queued is dropped, and one being sent is waited
+        for. kube writes a failure's status before the pod's next attempt (and its async API dispatcher lets a
+        binding overwrite a pending status patch); here the writes are queued, and a stale PodScheduled=False
+        sent after the binding would mark a bound pod unschedulable."""
+        k = ("status", pod.key)
+        shard = self._shards[hash(pod.key) % len(self._shards)]
+        end = None
+        with self._cv:
+            cur = shard.get(k)
+            if cur is not None and cur[0].uid == pod.uid:
+                del shard[k]
+                self.superseded += 1
+            while k in self._in_flight and not self._stopping:
+                now = time.monotonic()
+                end = end if end is not None else now + timeout
+                if now >= end:
+                    return
+                self._cv.wait(end - now)
 
     def _backlog(self) -> int:
         return sum(len(s) for s in self._shards)
 
     def _handle(self, item: _Write) -> None:
         op, pod, payload = item
+        try:
+            self._send(op, pod, payload)
+        finally:
+            with self._cv:  # the base notifies `_cv` once the item is done
+                self._in_flight.discard((op, pod.key))
+
+    def _send(self, op: str, pod: Pod, payload: Any) -> None:
         try:
             done = write_status(self.host, pod, *payload) if op == "status" else \
                 write_annotations(self.host, pod, payload)
