@@ -88,6 +88,11 @@ class SchedulingQueue:
         self.on_incoming: Callable[[str, str], None] = lambda queue, event: None
         #: (plugin, event label, "Queue"|"QueueSkip"|"Error", seconds) for each queueing hint function run
         self.on_hint: Callable[[str, str, str, float], None] | None = None
+        #: pop's reason to return None early while it would block: the popping thread has other work (the
+        #: scheduler's inbox of cluster events), which otherwise waits out pop's timeout
+        self.interrupt: Callable[[], bool] | None = None
+        #: pop is blocked right now (read without the lock): only then does wake() need to take it
+        self.waiting = False
 
     # ------------------------------------------------------------------ adding
     def add(self, pod: Pod, event: str = "PodAdd") -> None:
@@ -281,7 +286,12 @@ class SchedulingQueue:
                 if self._backoff:
                     nxt = max(0.0, self._backoff[0][0] - self.clock())
                     wait = nxt if wait is None else min(wait, nxt)
+                self.waiting = True  # before the check: a wake() after it then finds pop blocked
+                if self.interrupt is not None and self.interrupt():
+                    self.waiting = False
+                    return None
                 self._cond.wait(wait if wait is None else max(wait, 0.001))
+                self.waiting = False
 
     def _start(self, qpi: QueuedPodInfo) -> QueuedPodInfo:
         self._where.pop(qpi.pod.uid, None)
@@ -513,6 +523,13 @@ class SchedulingQueue:
                 if qpi is not None:
                     self._push_active(qpi, "ForceActivate")
             self._cond.notify_all()
+
+    def wake(self) -> None:
+        """Rouse a blocked pop so it asks `interrupt` again (kube's informers add pods to the queue
+        themselves and Pop wakes at once; here events reach the queue through the popping thread)."""
+        if self.waiting:
+            with self._cond:
+                self._cond.notify_all()
 
     def close(self) -> None:
         with self._cond:

@@ -97,6 +97,7 @@ class SchedulingCycle:
 
     def _call_on_loop(self, fn: Callable[[], None]) -> None:
         self._inbox.put(("__call__", fn))
+        self.queue.wake()
 
     def schedule_one(self, qpi: QueuedPodInfo) -> None:
         wd = self.watchdog

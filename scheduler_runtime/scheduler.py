@@ -174,6 +174,7 @@ class Scheduler(SchedulingCycle):
                 bind(self)
         self._victims_deleted = 0  # preemption victims deleted so far (scheduler_preemption_victims)
         self._inbox: _stdqueue.SimpleQueue[tuple[Any, ...]] = _stdqueue.SimpleQueue()
+        self.queue.interrupt = lambda: not self._inbox.empty()
         self._binders = BindingPool(bind_workers, bind_deadline) if bind_async else None
         self._bounded_binder: BindingPool | None = None  # synchronous binding of foreign plugins, lazily
         self._inflight_bindings = 0
@@ -217,8 +218,10 @@ class Scheduler(SchedulingCycle):
         self.drain_inbox()
 
     def on_cluster_event(self, resource: str, action: str, old: dict | None, new: dict | None) -> None:
-        """Backend callback (any thread): applied by the scheduling thread between cycles."""
+        """Backend callback (any thread): applied by the scheduling thread between cycles, or at once when it
+        waits for a pod."""
         self._inbox.put((resource, action, old, new))
+        self.queue.wake()
 
     def drain_inbox(self) -> int:
         n = 0

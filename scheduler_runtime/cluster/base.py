@@ -110,6 +110,15 @@ class ClusterBackend(ABC):
     def annotate_pod(self, pod: Pod, annotations: dict[str, str | None]) -> None:
         """Write (or remove, with None) annotations; used for scheduling results."""
 
+    def get_object(self, resource: str, name: str, namespace: str | None) -> dict[str, Any]:
+        """The object as the API server holds it now, not as an informer last saw it: what a write that
+        conflicted re-reads before retrying (kube's DynamicResources PreBind GETs the claim). Callers must not
+        mutate it. Raises PatchError (`status` 404 when it does not exist)."""
+        got: dict[str, Any] | None = self.informer(resource).get(name, namespace)
+        if got is None:
+            raise PatchError(f'{resource} "{name}" not found', status=404)
+        return got
+
     def patch_object(self, resource: str, name: str, namespace: str | None,
                      patch: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
         """JSON merge patch (RFC 7386) of any object, as plugins' PreBind writes need (VolumeBinding sets a

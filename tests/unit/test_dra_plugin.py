@@ -543,3 +543,65 @@ def test_a_claim_with_a_full_reserved_for_does_not_block_prefilter_as_in_kube():
     assert len(get_claim(m, "full")["status"]["reservedFor"]) == 256
     _st, status = _cycle(pl, Pod.from_dict(m.get_pod(NS, "p")), Node.from_dict(node("n1")))
     assert status is None or status.code == Code.Success, status
+
+
+def test_prebind_rereads_a_conflicting_claim_from_the_api_not_the_informer():
+    """kube's bindClaim GETs the claim after a conflict (retry.DefaultRetry: 10 ms apart): the informer may
+    not have seen the write that won yet, and retrying on its copy would only conflict again."""
+    from scheduler_runtime.cluster.base import PatchError
+
+    class Lagging(MemoryCluster):
+        """The first status write conflicts, as when another pod's reservation landed first."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.reads: list[str] = []
+            self.conflicts = 1
+
+        def patch_object(self, resource: str, name: str, namespace: str | None, patch: dict[str, Any],
+                         subresource: str | None = None) -> dict[str, Any]:
+            if subresource == "status" and self.conflicts:
+                self.conflicts -= 1
+                raise PatchError("the object has been modified", status=409)
+            return super().patch_object(resource, name, namespace, patch, subresource)
+
+        def get_object(self, resource: str, name: str, namespace: str | None) -> dict[str, Any]:
+            self.reads.append(name)
+            return super().get_object(resource, name, namespace)
+
+    m = Lagging()
+    for o in (node("n1"), device_class(), rslice("n1", ["t4"]), claim("c"), pod("a", claim_name="c")):
+        m.create(o, emit=False)
+    pa = Pod.from_dict(m.get_pod(NS, "a"))
+    pl, _ = _plugin(m)
+    pauses: list[float] = []
+    pl.clock = SimpleNamespace(sleep=pauses.append, time=pl.clock.time, monotonic=pl.clock.monotonic)
+    st, status = _cycle(pl, pa, Node.from_dict(node("n1")))
+    assert status is None and pl.reserve(st, pa, "n1") is None
+    assert pl.pre_bind(st, pa, "n1") is None
+    assert m.reads == ["c"] and len(pauses) == 1 and 0.01 <= pauses[0] <= 0.011
+    got = get_claim(m, "c")["status"]
+    assert got["reservedFor"] == [{"resource": "pods", "name": "a", "uid": pa.uid}] and got["allocation"]
+
+
+def test_prebind_reports_a_claim_gone_after_a_conflict_with_kubes_message():
+    class Gone(MemoryCluster):
+        def patch_object(self, resource: str, name: str, namespace: str | None, patch: dict[str, Any],
+                         subresource: str | None = None) -> dict[str, Any]:
+            if subresource == "status":
+                self.delete("resourceclaims", name, namespace)
+                from scheduler_runtime.cluster.base import PatchError
+                raise PatchError("the object has been modified", status=409)
+            return super().patch_object(resource, name, namespace, patch, subresource)
+
+    m = Gone()
+    for o in (node("n1"), device_class(), rslice("n1", ["t4"]), claim("c"), pod("a", claim_name="c")):
+        m.create(o, emit=False)
+    pa = Pod.from_dict(m.get_pod(NS, "a"))
+    pl, _ = _plugin(m)
+    pl.clock = SimpleNamespace(sleep=lambda s: None, time=pl.clock.time, monotonic=pl.clock.monotonic)
+    st, status = _cycle(pl, pa, Node.from_dict(node("n1")))
+    assert status is None and pl.reserve(st, pa, "n1") is None
+    got = pl.pre_bind(st, pa, "n1")
+    assert got is not None and got.message == (
+        'get updated claim ml/c after conflict: resourceclaims.resource.k8s.io "c" not found')

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from scheduler_runtime.framework.status import Status
 from scheduler_runtime.framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint
 from scheduler_runtime.objects import Pod
@@ -176,3 +178,43 @@ def test_pods_that_failed_with_an_error_wait_out_their_backoff():
     for _ in range(2000):  # backoff stays bounded however many errors a pod collects
         qpi.consecutive_errors_count += 1
     assert q.backoff_duration(qpi) == q.max_backoff
+
+
+def _pop_in_thread(q: SchedulingQueue) -> tuple[Any, dict[str, Any]]:
+    import threading
+
+    out: dict[str, Any] = {}
+    t = threading.Thread(target=lambda: out.setdefault("got", q.pop(None)), daemon=True)
+    t.start()
+    return t, out
+
+
+def test_pop_returns_at_once_while_its_interrupt_says_there_is_other_work():
+    q = queue(Clock())
+    q.add(pod("p"))
+    q.interrupt = lambda: True
+    assert q.pop(None).pod.name == "p"  # a pod first
+    t, out = _pop_in_thread(q)  # empty: no blocking, even without a timeout
+    t.join(30)
+    assert not t.is_alive() and out["got"] is None
+
+
+def test_wake_rouses_a_blocked_pop_to_ask_its_interrupt_again():
+    """The scheduler's inbox of cluster events: a blocked pop hands the loop back as soon as one arrives,
+    not after its timeout."""
+    import time
+
+    q = queue(Clock())
+    pending: list[str] = []
+    q.interrupt = lambda: bool(pending)
+    q.wake()  # nobody waiting: nothing to do
+    t, out = _pop_in_thread(q)
+    for _ in range(3000):
+        if q.waiting:
+            break
+        time.sleep(0.01)
+    assert q.waiting and t.is_alive()
+    pending.append("event")
+    q.wake()
+    t.join(30)
+    assert not t.is_alive() and out["got"] is None and not q.waiting

@@ -357,6 +357,18 @@ class KubeCluster(ClusterBackend):
             return None
         return self.client.request(method, path, limit=False, **kw)
 
+    def get_object(self, resource: str, name: str, namespace: str | None) -> dict[str, Any]:
+        """GET from the API server (rate-limited like the writes, never behind the leader gate: a read)."""
+        group, plural, version = parse_resource(resource)
+        try:
+            ref = self.discover(group, plural, version)
+        except ResourceNotServed as exc:
+            raise PatchError(str(exc), status=404) from None
+        resp = self.client.request("GET", ref.path(namespace if ref.namespaced else None, name))
+        if resp.ok:
+            return strip_managed_fields(resp.json())
+        raise PatchError(resp.message(), status=resp.status)
+
     # ----------------------------------------------------------------- generic writes
     def patch_object(self, resource: str, name: str, namespace: str | None,
                      patch: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:

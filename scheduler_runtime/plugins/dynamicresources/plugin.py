@@ -31,6 +31,7 @@ where they would matter, see docs/dra.md): alpha gates.
 from __future__ import annotations
 
 import operator
+import random
 import threading
 import time
 from dataclasses import dataclass, field
@@ -104,6 +105,9 @@ _NODE_OF = operator.attrgetter("node")
 FIRST_AVAILABLE_MAX = 8
 #: seconds between checks while PreBind waits for binding conditions (kube polls every 5 s)
 BINDING_POLL = 5.0
+#: seconds between the tries of a claim write that conflicted (client-go's retry.DefaultRetry: 10 ms, jitter 0.1)
+RETRY_PAUSE = 0.01
+_jitter = random.Random()
 
 
 class Clock:
@@ -609,11 +613,28 @@ class DynamicResources(Plugin):
             return Status.unschedulable()
         return Status.unschedulable(reason)
 
-    def _refetched(self, name: str, ns: str, missing: Exception) -> dict[str, Any]:
-        """The informer's copy of a claim after a write conflict; `missing` is raised when it is gone."""
-        fresh = self.mgr.claims.get(name, ns)
-        if fresh is None:
-            raise missing
+    def _refetched(self, name: str, ns: str, context: str, error: type[Exception]) -> dict[str, Any]:
+        """After a write conflict, client-go's retry.DefaultRetry pause (10 ms, up to 10% more), then the claim as
+        the API server holds it: kube GETs it, since the informer's copy may not have caught up with the write
+        that won, and retrying on that copy only conflicts again. A failed read raises `error`, `context` first."""
+        from ...cluster.base import PatchError
+
+        self.clock.sleep(RETRY_PAUSE * (1 + 0.1 * _jitter.random()))
+        try:
+            fresh: dict[str, Any] = self.handle.cluster.get_object(CLAIMS, name, ns)
+        except PatchError as exc:
+            why = f'resourceclaims.resource.k8s.io "{name}" not found' if exc.status == 404 else str(exc)
+            raise error(f"{context}: {why}") from None
+        return fresh
+
+    def _current(self, name: str, ns: str) -> dict[str, Any] | None:
+        """The claim as the API server holds it, None when it cannot be read (gone, or the read failed)."""
+        from ...cluster.base import PatchError
+
+        try:
+            fresh: dict[str, Any] = self.handle.cluster.get_object(CLAIMS, name, ns)
+        except PatchError:
+            return None
         return fresh
 
     def _delete_claim(self, claim: dict[str, Any]) -> None:
@@ -626,8 +647,7 @@ class DynamicResources(Plugin):
         cluster = self.handle.cluster
         for attempt in range(5):
             if attempt:
-                claim = self._refetched(name, ns, ValueError(
-                    f'get resourceclaim {ns}/{name}: resourceclaims.resource.k8s.io "{name}" not found'))
+                claim = self._refetched(name, ns, f"get resourceclaim {ns}/{name}", ValueError)
                 m = meta(claim)
             fins = list(m.get("finalizers") or [])
             if FINALIZER not in fins:
@@ -753,7 +773,7 @@ class DynamicResources(Plugin):
 
     def _remove_reservation(self, claim: dict[str, Any], pod: Pod) -> None:
         """Take the pod out of `status.reservedFor` (kube: a strategic-merge `$patch: delete` by uid); a merge
-        patch replaces the list, so it is built from the latest claim and retried on conflict."""
+        patch replaces the list, so it is built from the API server's latest claim and retried on conflict."""
         from ...cluster.base import PatchError
 
         m = meta(claim)
@@ -766,7 +786,7 @@ class DynamicResources(Plugin):
                                        "status": {"reservedFor": rf or None}}, subresource="status")
                 return
             except PatchError as exc:
-                fresh = self.mgr.claims.get(name, ns) if exc.status == 409 else None
+                fresh = self._current(name, ns) if exc.status == 409 else None
                 if fresh is None or meta(fresh).get("uid") != m.get("uid") or not reserved_for_pod(fresh, pod):
                     if exc.status != 409:
                         self.handle.logger.error("unreserve %s/%s: %s", ns, name, exc)
@@ -903,8 +923,7 @@ class DynamicResources(Plugin):
         try:
             for attempt in range(5):
                 if attempt:
-                    claim = self._refetched(name, ns, _BindError(
-                        f'get updated claim {ck} after conflict: resourceclaims.resource.k8s.io "{name}" not found'))
+                    claim = self._refetched(name, ns, f"get updated claim {ck} after conflict", _BindError)
                     m = meta(claim)
                 if m.get("deletionTimestamp"):
                     raise _BindError(f"claim {ck} got deleted in the meantime")
