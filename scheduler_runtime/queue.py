@@ -560,6 +560,8 @@ class Nominator:
         self._lock = threading.Lock()
         self._by_node: dict[str, dict[str, Pod]] = {}
         self._node_of: dict[str, str] = {}
+        #: `pods_by_node`'s answer, kept until a nomination changes
+        self._view: dict[str, list[Pod]] | None = None
 
     def add(self, pod: Pod, node: str) -> None:
         with self._lock:
@@ -568,6 +570,7 @@ class Nominator:
                 return
             self._by_node.setdefault(node, {})[pod.uid] = pod
             self._node_of[pod.uid] = node
+            self._view = None
 
     def delete(self, pod: Pod) -> None:
         with self._lock:
@@ -576,6 +579,7 @@ class Nominator:
     def _delete_locked(self, uid: str) -> None:
         node = self._node_of.pop(uid, None)
         if node is not None:
+            self._view = None
             pods = self._by_node.get(node)
             if pods is not None:
                 pods.pop(uid, None)
@@ -589,6 +593,15 @@ class Nominator:
     def node_names(self) -> set[str]:
         with self._lock:
             return set(self._by_node)
+
+    def pods_by_node(self) -> dict[str, list[Pod]]:
+        """Every node's nominated pods under one lock: a scheduling cycle asks about each nominated node, and
+        a preemption wave leaves hundreds of them. Shared until a nomination changes: callers only read it."""
+        with self._lock:
+            view = self._view
+            if view is None:
+                view = self._view = {node: list(pods.values()) for node, pods in self._by_node.items()}
+            return view
 
     def node_of(self, uid: str) -> str:
         with self._lock:
