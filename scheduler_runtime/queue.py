@@ -560,7 +560,9 @@ class Nominator:
         self._lock = threading.Lock()
         self._by_node: dict[str, dict[str, Pod]] = {}
         self._node_of: dict[str, str] = {}
-        #: `pods_by_node`'s answer, kept until a nomination changes
+        #: each node's pods as a list, a new one whenever they change (so one that is unchanged stays the same
+        #: object from cycle to cycle), and `pods_by_node`'s answer, kept until a nomination changes
+        self._lists: dict[str, list[Pod]] = {}
         self._view: dict[str, list[Pod]] | None = None
 
     def add(self, pod: Pod, node: str) -> None:
@@ -570,7 +572,7 @@ class Nominator:
                 return
             self._by_node.setdefault(node, {})[pod.uid] = pod
             self._node_of[pod.uid] = node
-            self._view = None
+            self._changed_locked(node)
 
     def delete(self, pod: Pod) -> None:
         with self._lock:
@@ -579,12 +581,20 @@ class Nominator:
     def _delete_locked(self, uid: str) -> None:
         node = self._node_of.pop(uid, None)
         if node is not None:
-            self._view = None
             pods = self._by_node.get(node)
             if pods is not None:
                 pods.pop(uid, None)
                 if not pods:
                     del self._by_node[node]
+            self._changed_locked(node)
+
+    def _changed_locked(self, node: str) -> None:
+        pods = self._by_node.get(node)
+        if pods:
+            self._lists[node] = list(pods.values())
+        else:
+            self._lists.pop(node, None)
+        self._view = None
 
     def pods_for_node(self, node: str) -> list[Pod]:
         with self._lock:
@@ -596,11 +606,13 @@ class Nominator:
 
     def pods_by_node(self) -> dict[str, list[Pod]]:
         """Every node's nominated pods under one lock: a scheduling cycle asks about each nominated node, and
-        a preemption wave leaves hundreds of them. Shared until a nomination changes: callers only read it."""
+        a preemption wave leaves hundreds of them. Shared until a nomination changes, and a node's list until
+        its nominations do (`filter_readers.nominated_resource_key` keeps what it derives with the list):
+        callers only read them."""
         with self._lock:
             view = self._view
             if view is None:
-                view = self._view = {node: list(pods.values()) for node, pods in self._by_node.items()}
+                view = self._view = dict(self._lists)
             return view
 
     def node_of(self, uid: str) -> str:

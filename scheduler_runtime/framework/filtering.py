@@ -238,13 +238,13 @@ class FilterRunner(PluginCaller):
         node_only = [cast(FilterPlugin, cp.plugin).filter for cp in active if cp.name in filter_readers.NODE_ONLY]
         memo: dict[Any, tuple[Status | None, list[tuple[str, str, int]]]] = {}
 
-        def check(ni: NodeInfo, node_only_passed: bool, nominated: list[Pod]) -> Status | None:
+        def check(ni: NodeInfo, node_only_passed: bool, pods: list[Pod]) -> Status | None:
             """`node_only_passed`: this cycle's batch Filter already passed the node on every Node-only plugin
-            (whose verdicts read the pod and the Node alone), so they are not asked again. `nominated`: the
-            node's `nominated_to_add`."""
+            (whose verdicts read the pod and the Node alone), so they are not asked again. `pods`: the pods
+            nominated to the node."""
             if ni.node is None or (not node_only_passed and any(fn(state, pod, ni) is not None for fn in node_only)):
-                return self.run_filter_with_nominated_pods(state, pod, ni, nominated)
-            key = filter_readers.resource_key(ni, nominated)
+                return self.run_filter_with_nominated_pods(state, pod, ni, self.nominated_to_add(pod, pods))
+            nominated, key = filter_readers.nominated_resource_key(ni, pods, pod)
             got = memo.get(key)
             if got is not None:
                 for point, name, n in got[1]:
@@ -292,15 +292,18 @@ class FilterRunner(PluginCaller):
             for cp, fb in batches:
                 if cp.name in filter_readers.NODE_ONLY and filter_readers.in_tree(cp.name, cp.plugin):
                     node_ok = fb.ok if node_ok is None else (node_ok & fb.ok)
+            rows: list[int] = []
+            passed: list[bool] = []
             for nm, pods in nominated_nodes.items():  # nodes with nominated pods: the exact two-pass check
                 ni = snapshot.by_name.get(nm)
                 if ni is not None:
-                    to_add = self.nominated_to_add(pod, pods)
-                    found = (self.run_filter_with_nominated_pods(state, pod, ni, to_add) if reuse is None
-                             else reuse(ni, node_ok is not None and bool(node_ok[ni.row]), to_add))
-                    ok[ni.row] = found is None
+                    found = (self.run_filter_with_nominated_pods(state, pod, ni, self.nominated_to_add(pod, pods))
+                             if reuse is None else reuse(ni, node_ok is not None and bool(node_ok[ni.row]), pods))
+                    rows.append(ni.row)
+                    passed.append(found is None)
                     if found is not None:
                         nominated_statuses[ni.row] = found
+            ok[rows] = passed  # at once: a preemption wave leaves hundreds of nominated nodes
         ok_in_order = ok[order] if rotation < 0 else np.concatenate((ok[rotation:], ok[:rotation]))
         feasible_pos = np.flatnonzero(ok_in_order)
         if len(feasible_pos) > num_to_find:
@@ -366,9 +369,10 @@ class FilterRunner(PluginCaller):
                 st = fb.status_at(r)
                 st.plugin = cp.name
                 statuses[infos[r].name] = st
+        known = nominated_statuses or {}
         for r in remaining.tolist():  # failed only through nominated pods
             ni = infos[r]
-            found = (nominated_statuses or {}).get(r)
+            found = known.get(r)
             if found is None:
                 found = self.run_filter_with_nominated_pods(state, pod, ni)
             if found is not None:

@@ -329,7 +329,7 @@ class DefaultPreemption(Plugin):
             dry = _DryRun(fw, state, pod)
         node_order = _lower_priority(ni, pod.priority)[0]
         if not node_order:
-            return [], 0, Status(Code.UnschedulableAndUnresolvable, NO_VICTIMS)
+            return [], 0, dry.no_victims
         lower = list(node_order)  # the dry run sorts its own copy
         if dry.memo is not None and not pdbs:
             nominated = dry.nominated_to_add(ni.name)
@@ -424,7 +424,7 @@ class _DryRun:
     """
 
     __slots__ = ("fw", "state", "pod", "extensions", "read_only", "calls", "node_only", "memo", "statuses",
-                 "after_node_only", "nominated")
+                 "after_node_only", "nominated", "no_victims")
 
     def __init__(self, fw: Any, state: CycleState, pod: Pod, statuses: dict[str, Status] | None = None) -> None:
         self.fw = fw
@@ -435,6 +435,8 @@ class _DryRun:
         self.statuses = statuses or {}
         #: the pods nominated to each node, asked once: the dry run looks at hundreds of nodes
         self.nominated: Mapping[str, list[Pod]] = fw._nominated_pods()
+        #: the verdict of every node without lower-priority pods (only counted): one Status for them all
+        self.no_victims = Status(Code.UnschedulableAndUnresolvable, NO_VICTIMS)
         skip = state.skip_filter_plugins
         self.extensions = any(name not in skip for m in ("add_pod", "remove_pod") for name, _ in fw._extensions(m))
         active = [cp for cp in fw.filter if cp.name not in skip]
