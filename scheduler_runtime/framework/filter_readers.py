@@ -62,14 +62,14 @@ def nominated_resource_key(ni: NodeInfo, nominated: list[Pod], pod: Pod) -> tupl
     about each of hundreds of nominated nodes. Not kept when `pod` is among them."""
     memo = node_memo(ni)
     priority, uid = pod.priority, pod.uid
-    got = memo.get(_NOMINATED)
+    got = memo.get((_NOMINATED, priority))
     if got is not None and got[0] is nominated and got[1] == priority and uid not in got[2]:
         return got[3], got[4]
     to_add = [p for p in nominated if p.priority >= priority and p.uid != uid]
     key = resource_key(ni, to_add)
     uids = frozenset([p.uid for p in nominated])
     if uid not in uids:
-        memo[_NOMINATED] = (nominated, priority, uids, to_add, key)
+        memo[(_NOMINATED, priority)] = (nominated, priority, uids, to_add, key)
     return to_add, key
 
 

@@ -121,8 +121,9 @@ class DefaultPreemption(Plugin):
                 return None, Status(Code.Unschedulable, "preemption: not eligible due to a terminating pod on the "
                                                          "nominated node.")
         total = len(snap)
-        potential = [ni for ni in snap.node_infos
-                     if (st := statuses.get(ni.name)) is not None and st.code == Code.Unschedulable]
+        unschedulable = Code.Unschedulable
+        potential = [ni for ni, st in zip(snap.node_infos, map(statuses.get, snap.row_names().tolist()), strict=True)
+                     if st is not None and st.code == unschedulable]
         if not potential:  # kube's Preempt: no candidates, a FitError and an empty nomination (clears the pod's)
             return PostFilterResult(""), Status(Code.Unschedulable,
                                                 "preemption: " + _fit_message({NOT_HELPFUL: total}, total))
@@ -390,7 +391,7 @@ class DefaultPreemption(Plugin):
         first one holds the earliest start among the highest-priority victims."""
         def key(c: Candidate) -> tuple[int, int, int, int]:
             vs = c.victims
-            return (c.pdb_violations, vs[0].priority, sum(v.priority for v in vs) + (MAX_INT32 + 1) * len(vs),
+            return (c.pdb_violations, vs[0].priority, sum([v.priority for v in vs]) + (MAX_INT32 + 1) * len(vs),
                     len(vs))
 
         keys = [key(c) for c in cands]
