@@ -577,6 +577,10 @@ class Nominator:
         self._lock = threading.Lock()
         self._by_node: dict[str, dict[str, Pod]] = {}
         self._node_of: dict[str, str] = {}
+        #: each node's pods as a list, a new one whenever they change (so one that is unchanged stays the same
+        #: object from cycle to cycle), and `pods_by_node`'s answer, kept until a nomination changes
+        self._lists: dict[str, list[Pod]] = {}
+        self._view: dict[str, list[Pod]] | None = None
 
     def add(self, pod: Pod, node: str) -> None:
         with self._lock:
@@ -585,6 +589,7 @@ class Nominator:
                 return
             self._by_node.setdefault(node, {})[pod.uid] = pod
             self._node_of[pod.uid] = node
+            self._changed_locked(node)
 
     def delete(self, pod: Pod) -> None:
         with self._lock:
@@ -598,6 +603,15 @@ class Nominator:
                 pods.pop(uid, None)
                 if not pods:
                     del self._by_node[node]
+            self._changed_locked(node)
+
+    def _changed_locked(self, node: str) -> None:
+        pods = self._by_node.get(node)
+        if pods:
+            self._lists[node] = list(pods.values())
+        else:
+            self._lists.pop(node, None)
+        self._view = None
 
     def pods_for_node(self, node: str) -> list[Pod]:
         with self._lock:
@@ -606,6 +620,17 @@ class Nominator:
     def node_names(self) -> set[str]:
         with self._lock:
             return set(self._by_node)
+
+    def pods_by_node(self) -> dict[str, list[Pod]]:
+        """Every node's nominated pods under one lock: a scheduling cycle asks about each nominated node, and
+        a preemption wave leaves hundreds of them. Shared until a nomination changes, and a node's list until
+        its nominations do (`filter_readers.nominated_resource_key` keeps what it derives with the list):
+        callers only read them."""
+        with self._lock:
+            view = self._view
+            if view is None:
+                view = self._view = dict(self._lists)
+            return view
 
     def node_of(self, uid: str) -> str:
         with self._lock:

@@ -75,16 +75,15 @@ def group_filter_reasons(node_statuses: dict[str, Any], absent: Any = None, num_
     share one Status among many nodes: counts come per distinct Status, and the walk over nodes stops once
     every reason has been seen and has its nodes."""
     out: dict[str, dict[str, Any]] = {}
-    per_status = Counter(map(id, node_statuses.values()))
+    statuses = list(node_statuses.values())
+    ids = list(map(id, statuses))
+    by_id = dict(zip(ids, statuses, strict=True))
     reasons_of: dict[int, list[str]] = {}
     totals: dict[str, int] = {}
-    for _node, st in node_statuses.items():
-        if len(reasons_of) == len(per_status):
-            break
-        if id(st) not in reasons_of:
-            rs = reasons_of[id(st)] = list(st.all_reasons)
-            for r in rs:
-                totals[r] = totals.get(r, 0) + per_status[id(st)]
+    for i, n in Counter(ids).items():  # each distinct Status once, in the order of its first node
+        rs = reasons_of[i] = list(by_id[i].all_reasons)
+        for r in rs:
+            totals[r] = totals.get(r, 0) + n
     unfilled = len(totals)
     for node, st in node_statuses.items():
         if not unfilled:

@@ -160,6 +160,7 @@ class Scheduler(SchedulingCycle):
             fw.handle.activate = self.queue.activate
             fw.handle.nominated_pods_for_node = self.queue.nominator.pods_for_node
             fw.handle.nominated_node_names = self.queue.nominator.node_names
+            fw.handle.nominated_pods_by_node = self.queue.nominator.pods_by_node
             fw.handle.delete_pod = self._delete_victim
             fw.handle.record_event = self._record_event
             fw.handle.observe_victims = self._observe_victims

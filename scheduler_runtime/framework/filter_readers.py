@@ -52,6 +52,25 @@ def resource_key(ni: NodeInfo, nominated: list[Pod]) -> tuple[Any, ...]:
 
 
 _RESOURCES = "resource_key"
+_NOMINATED = "nominated resource_key"
+
+
+def nominated_resource_key(ni: NodeInfo, nominated: list[Pod], pod: Pod) -> tuple[list[Pod], tuple[Any, ...]]:
+    """The node's `nominated` pods that the two-pass filter adds for `pod` (priority at least pod's, not pod
+    itself) and `resource_key` with them. Kept with the node for that list object and priority: the nominator
+    hands out the same list until the node's nominations change, and every cycle of a preemption wave asks
+    about each of hundreds of nominated nodes. Not kept when `pod` is among them."""
+    memo = node_memo(ni)
+    priority, uid = pod.priority, pod.uid
+    got = memo.get((_NOMINATED, priority))
+    if got is not None and got[0] is nominated and got[1] == priority and uid not in got[2]:
+        return got[3], got[4]
+    to_add = [p for p in nominated if p.priority >= priority and p.uid != uid]
+    key = resource_key(ni, to_add)
+    uids = frozenset([p.uid for p in nominated])
+    if uid not in uids:
+        memo[(_NOMINATED, priority)] = (nominated, priority, uids, to_add, key)
+    return to_add, key
 
 
 def recording_evaluations(fw: Any, compute: Callable[[], Any]) -> tuple[Any, list[tuple[str, str, int]]]:

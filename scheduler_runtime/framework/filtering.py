@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any, cast
 
 import numpy as np
@@ -145,8 +146,13 @@ class FilterRunner(PluginCaller):
 
     def nominated_pods_to_add(self, pod: Pod, node_name: str) -> list[Pod]:
         """The pods nominated to `node_name` that the two-pass filter adds for `pod`: priority >= pod's."""
-        return [p for p in self.handle.nominated_pods_for_node(node_name)
-                if p.priority >= pod.priority and p.uid != pod.uid]
+        return self.nominated_to_add(pod, self.handle.nominated_pods_for_node(node_name))
+
+    @staticmethod
+    def nominated_to_add(pod: Pod, nominated: list[Pod]) -> list[Pod]:
+        """Of a node's nominated pods, those the two-pass filter adds for `pod`."""
+        priority, uid = pod.priority, pod.uid
+        return [p for p in nominated if p.priority >= priority and p.uid != uid]
 
     def run_filter_with_nominated_pods(self, state: CycleState, pod: Pod, node_info: NodeInfo,
                                        nominated: list[Pod] | None = None) -> Status | None:
@@ -201,7 +207,7 @@ class FilterRunner(PluginCaller):
         searched = _row_range(m) if rows is None else rows
         order = np.concatenate((searched[start:], searched[:start]))
         active = [cp for cp in self.filter if cp.name not in state.skip_filter_plugins]
-        nominated_nodes = self._nominated_node_names()
+        nominated_nodes = self._nominated_pods()
 
         if not active:
             feasible = order[:num_to_find]
@@ -232,13 +238,13 @@ class FilterRunner(PluginCaller):
         node_only = [cast(FilterPlugin, cp.plugin).filter for cp in active if cp.name in filter_readers.NODE_ONLY]
         memo: dict[Any, tuple[Status | None, list[tuple[str, str, int]]]] = {}
 
-        def check(ni: NodeInfo, node_only_passed: bool = False) -> Status | None:
+        def check(ni: NodeInfo, node_only_passed: bool, pods: list[Pod]) -> Status | None:
             """`node_only_passed`: this cycle's batch Filter already passed the node on every Node-only plugin
-            (whose verdicts read the pod and the Node alone), so they are not asked again."""
-            nominated = self.nominated_pods_to_add(pod, ni.name)
+            (whose verdicts read the pod and the Node alone), so they are not asked again. `pods`: the pods
+            nominated to the node."""
             if ni.node is None or (not node_only_passed and any(fn(state, pod, ni) is not None for fn in node_only)):
-                return self.run_filter_with_nominated_pods(state, pod, ni, nominated)
-            key = filter_readers.resource_key(ni, nominated)
+                return self.run_filter_with_nominated_pods(state, pod, ni, self.nominated_to_add(pod, pods))
+            nominated, key = filter_readers.nominated_resource_key(ni, pods, pod)
             got = memo.get(key)
             if got is not None:
                 for point, name, n in got[1]:
@@ -251,13 +257,14 @@ class FilterRunner(PluginCaller):
             return st  # type: ignore[no-any-return]
         return check
 
-    def _nominated_node_names(self) -> set[str]:
-        fn = getattr(self.handle, "nominated_node_names", None)
-        return fn() if callable(fn) else set()
+    def _nominated_pods(self) -> Mapping[str, list[Pod]]:
+        """Every nominated node's pods, read once for a cycle (read only)."""
+        fn = getattr(self.handle, "nominated_pods_by_node", None)
+        return fn() if callable(fn) else {}
 
     def _filter_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot, active: list[ConfiguredPlugin],
                       order: np.ndarray, num_to_find: int, diagnosis: Diagnosis,
-                      nominated_nodes: set[str], rotation: int = -1) -> tuple[np.ndarray, int]:
+                      nominated_nodes: Mapping[str, list[Pod]], rotation: int = -1) -> tuple[np.ndarray, int]:
         """`rotation` >= 0: `order` is every row, rotated to begin at that one."""
         batches: list[tuple[ConfiguredPlugin, FilterBatch]] = []
         ok = None
@@ -288,14 +295,18 @@ class FilterRunner(PluginCaller):
             for cp, fb in batches:
                 if cp.name in filter_readers.NODE_ONLY and filter_readers.in_tree(cp.name, cp.plugin):
                     node_ok = fb.ok if node_ok is None else (node_ok & fb.ok)
-            for nm in nominated_nodes:  # nodes with nominated pods get the exact per-node two-pass check
+            rows: list[int] = []
+            passed: list[bool] = []
+            for nm, pods in nominated_nodes.items():  # nodes with nominated pods: the exact two-pass check
                 ni = snapshot.by_name.get(nm)
                 if ni is not None:
-                    found = (self.run_filter_with_nominated_pods(state, pod, ni) if reuse is None
-                             else reuse(ni, node_ok is not None and bool(node_ok[ni.row])))
-                    ok[ni.row] = found is None
+                    found = (self.run_filter_with_nominated_pods(state, pod, ni, self.nominated_to_add(pod, pods))
+                             if reuse is None else reuse(ni, node_ok is not None and bool(node_ok[ni.row]), pods))
+                    rows.append(ni.row)
+                    passed.append(found is None)
                     if found is not None:
                         nominated_statuses[ni.row] = found
+            ok[rows] = passed  # at once: a preemption wave leaves hundreds of nominated nodes
         ok_in_order = ok[order] if rotation < 0 else np.concatenate((ok[rotation:], ok[:rotation]))
         feasible_pos = np.flatnonzero(ok_in_order)
         if len(feasible_pos) > num_to_find:
@@ -320,7 +331,7 @@ class FilterRunner(PluginCaller):
 
     def _record_batch_failures(self, state: CycleState, pod: Pod, snapshot: Snapshot,
                                batches: list[tuple[ConfiguredPlugin, FilterBatch]], failed_rows: np.ndarray,
-                               diagnosis: Diagnosis, nominated_nodes: set[str],
+                               diagnosis: Diagnosis, nominated_nodes: Mapping[str, list[Pod]],
                                nominated_statuses: dict[int, Status] | None = None) -> None:
         """Each failed row's Status. `nominated_statuses`: the verdicts the nominated-pods check already gave
         (rows that fail only through nominated pods take theirs instead of being filtered again)."""
@@ -361,9 +372,10 @@ class FilterRunner(PluginCaller):
                 st = fb.status_at(r)
                 st.plugin = cp.name
                 statuses[infos[r].name] = st
+        known = nominated_statuses or {}
         for r in remaining.tolist():  # failed only through nominated pods
             ni = infos[r]
-            found = (nominated_statuses or {}).get(r)
+            found = known.get(r)
             if found is None:
                 found = self.run_filter_with_nominated_pods(state, pod, ni)
             if found is not None:
@@ -373,7 +385,8 @@ class FilterRunner(PluginCaller):
 
     def _filter_per_node(self, state: CycleState, pod: Pod, snapshot: Snapshot, active: list[ConfiguredPlugin],
                          order: np.ndarray, num_to_find: int, diagnosis: Diagnosis,
-                         nominated_nodes: set[str], few_rows: bool = False) -> tuple[np.ndarray, int]:
+                         nominated_nodes: Mapping[str, list[Pod]], few_rows: bool = False
+                         ) -> tuple[np.ndarray, int]:
         batch_results: dict[str, FilterBatch] = {}
         for cp in active:
             if few_rows and callable(getattr(cp.plugin, "filter", None)):
@@ -409,7 +422,7 @@ class FilterRunner(PluginCaller):
     def _walk_nodes(self, state: CycleState, pod: Pod, active: list[ConfiguredPlugin],
                     per_node: list[ConfiguredPlugin], batch_results: dict[str, FilterBatch],
                     batch_ok: np.ndarray | None, order: np.ndarray, num_to_find: int, diagnosis: Diagnosis,
-                    nominated_nodes: set[str], infos: list[NodeInfo], feasible: list[int],
+                    nominated_nodes: Mapping[str, list[Pod]], infos: list[NodeInfo], feasible: list[int],
                     evals: Counter[str]) -> int:
         """The per-node walk in `order` until `num_to_find` nodes pass; returns how many were processed."""
         processed = 0
@@ -418,8 +431,9 @@ class FilterRunner(PluginCaller):
         for row in order.tolist():
             processed += 1
             ni = infos[row]
-            if ni.name in nominated_nodes:
-                st = self.run_filter_with_nominated_pods(state, pod, ni)
+            pods = nominated_nodes.get(ni.name)
+            if pods is not None:
+                st = self.run_filter_with_nominated_pods(state, pod, ni, self.nominated_to_add(pod, pods))
             else:
                 st = None
                 # every batch plugin passed the node: only the per-node plugins can still reject it; otherwise

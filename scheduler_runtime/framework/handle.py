@@ -36,6 +36,9 @@ class Handle:
         self.nominated_pods_for_node: Callable[[str], list[Pod]] = lambda node: []
         #: names of nodes that have nominated pods (so filtering knows where the two-pass check is needed)
         self.nominated_node_names: Callable[[], set[str]] = lambda: set()
+        #: every nominated node's pods at once (read only), what a scheduling cycle's Filter and a preemption dry
+        #: run read; by default made of the two above, the scheduler sets its queue's one-lock answer
+        self.nominated_pods_by_node: Callable[[], Mapping[str, list[Pod]]] = self._nominated_pods_by_node
         #: pods deleted as preemption victims go through this (graceful delete)
         self.delete_pod: Callable[[Pod], None] = lambda pod: None
         #: preemption victims chosen (scheduler_preemption_victims), counted when PostFilter picks them
@@ -51,6 +54,9 @@ class Handle:
         #: the scheduler's extenders (scheduler_runtime.extenders.ExtenderSet) or None; DefaultPreemption asks
         #: them about its candidates
         self.extenders: Any = None
+
+    def _nominated_pods_by_node(self) -> Mapping[str, list[Pod]]:
+        return {node: self.nominated_pods_for_node(node) for node in self.nominated_node_names()}
 
     def _gone_or_deleting(self, namespace: str, name: str) -> bool:
         pod = self.get_pod(namespace, name)

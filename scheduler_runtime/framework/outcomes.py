@@ -7,6 +7,7 @@ available: ..." with reasons counted and sorted) and pkg/scheduler/schedule_one.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -59,10 +60,15 @@ class FitError(Exception):
         return self.message
 
     def reason_counts(self) -> dict[str, int]:
+        """Each node's reasons counted. Batch filters share one Status among many nodes, so the reasons are
+        read once per distinct Status (by identity) and counted as many times as it is shared."""
         counts: dict[str, int] = {}
-        for st in self.diagnosis.node_statuses.values():
-            for r in st.all_reasons:
-                counts[r] = counts.get(r, 0) + 1
+        statuses = list(self.diagnosis.node_statuses.values())
+        ids = list(map(id, statuses))
+        by_id = dict(zip(ids, statuses, strict=True))
+        for i, n in Counter(ids).items():
+            for r in by_id[i].all_reasons:
+                counts[r] = counts.get(r, 0) + n
         if self.diagnosis.absent_status is not None and self.diagnosis.num_absent:
             for r in self.diagnosis.absent_status.all_reasons:
                 counts[r] = counts.get(r, 0) + self.diagnosis.num_absent

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,8 +121,9 @@ class DefaultPreemption(Plugin):
                 return None, Status(Code.Unschedulable, "preemption: not eligible due to a terminating pod on the "
                                                          "nominated node.")
         total = len(snap)
-        potential = [ni for ni in snap.node_infos
-                     if (st := statuses.get(ni.name)) is not None and st.code == Code.Unschedulable]
+        unschedulable = Code.Unschedulable
+        potential = [ni for ni, st in zip(snap.node_infos, map(statuses.get, snap.row_names().tolist()), strict=True)
+                     if st is not None and st.code == unschedulable]
         if not potential:  # kube's Preempt: no candidates, a FitError and an empty nomination (clears the pod's)
             return PostFilterResult(""), Status(Code.Unschedulable,
                                                 "preemption: " + _fit_message({NOT_HELPFUL: total}, total))
@@ -327,12 +328,12 @@ class DefaultPreemption(Plugin):
         fw = self.handle.framework
         if dry is None:
             dry = _DryRun(fw, state, pod)
-        prio = pod.priority
-        lower = [p for p in ni.pods if p.priority < prio]
-        if not lower:
-            return [], 0, Status(Code.UnschedulableAndUnresolvable, NO_VICTIMS)
+        node_order = _lower_priority(ni, pod.priority)[0]
+        if not node_order:
+            return [], 0, dry.no_victims
+        lower = list(node_order)  # the dry run sorts its own copy
         if dry.memo is not None and not pdbs:
-            nominated = fw.nominated_pods_to_add(pod, ni.name) if ni.name in dry.nominated_nodes else []
+            nominated = dry.nominated_to_add(ni.name)
             return dry.select_remembered(ni, lower, nominated,
                                          lambda: self._select_victims_on(state, pod, ni, pdbs, dry, lower))
         return self._select_victims_on(state, pod, ni, pdbs, dry, lower)
@@ -350,7 +351,7 @@ class DefaultPreemption(Plugin):
                 if err is not None:
                     return [], 0, Status(Code.Error, err.message)
         # the nominated pods the two-pass filter adds do not change during the dry run: looked up once
-        nominated = fw.nominated_pods_to_add(pod, ni.name)
+        nominated = dry.nominated_to_add(ni.name)
         fst = fw.run_filter_with_nominated_pods(st, pod, clone, nominated)
         if fst is not None and fst.code != Code.Success:
             return [], 0, fst
@@ -390,7 +391,7 @@ class DefaultPreemption(Plugin):
         first one holds the earliest start among the highest-priority victims."""
         def key(c: Candidate) -> tuple[int, int, int, int]:
             vs = c.victims
-            return (c.pdb_violations, vs[0].priority, sum(v.priority for v in vs) + (MAX_INT32 + 1) * len(vs),
+            return (c.pdb_violations, vs[0].priority, sum([v.priority for v in vs]) + (MAX_INT32 + 1) * len(vs),
                     len(vs))
 
         keys = [key(c) for c in cands]
@@ -424,7 +425,7 @@ class _DryRun:
     """
 
     __slots__ = ("fw", "state", "pod", "extensions", "read_only", "calls", "node_only", "memo", "statuses",
-                 "after_node_only", "nominated_nodes")
+                 "after_node_only", "nominated", "no_victims")
 
     def __init__(self, fw: Any, state: CycleState, pod: Pod, statuses: dict[str, Status] | None = None) -> None:
         self.fw = fw
@@ -433,8 +434,10 @@ class _DryRun:
         #: this cycle's Filter statuses: a node rejected by a plugin that runs after every Node-only one has
         #: passed those (their verdicts read the pod and the Node alone), so the dry run need not ask them again
         self.statuses = statuses or {}
-        #: the nodes some pod is nominated to, asked once: the others have no nominated pods to add
-        self.nominated_nodes: set[str] = fw._nominated_node_names()
+        #: the pods nominated to each node, asked once: the dry run looks at hundreds of nodes
+        self.nominated: Mapping[str, list[Pod]] = fw._nominated_pods()
+        #: the verdict of every node without lower-priority pods (only counted): one Status for them all
+        self.no_victims = Status(Code.UnschedulableAndUnresolvable, NO_VICTIMS)
         skip = state.skip_filter_plugins
         self.extensions = any(name not in skip for m in ("add_pod", "remove_pod") for name, _ in fw._extensions(m))
         active = [cp for cp in fw.filter if cp.name not in skip]
@@ -465,15 +468,7 @@ class _DryRun:
         pod, state = self.pod, self.state
         if ni.node is None:
             return compute()
-        # `lower` is the node's pods below the preemptor's priority, in the node's order: a function of the
-        # node's pods and that priority, so its order and requests are kept with the node
-        memo = filter_readers.node_memo(ni)
-        got_order = memo.get(("victim order", pod.priority))
-        if got_order is None:
-            ordered = sorted(lower, key=_more_important_key)
-            got_order = memo[("victim order", pod.priority)] = (
-                ordered, tuple([tuple(p.requests.items()) for p in ordered]))
-        ordered, requests = got_order
+        _, ordered, requests = _lower_priority(ni, pod.priority)
         seen = self.statuses.get(ni.name)
         if ((seen is None or seen.plugin not in self.after_node_only)
                 and any(fn(state, pod, ni) is not None for fn in self.node_only)):
@@ -493,11 +488,30 @@ class _DryRun:
             self.memo[key] = ([where[id(v)] for v in victims], st, evaluations)
         return victims, violations, st
 
+    def nominated_to_add(self, node: str) -> list[Pod]:
+        """The pods nominated to `node` that the dry run's two-pass Filter adds."""
+        pods = self.nominated.get(node)
+        return self.fw.nominated_to_add(self.pod, pods) if pods else []  # type: ignore[no-any-return]
+
     def refilter(self, state: CycleState, node_info: NodeInfo) -> Status | None:
         calls = self.calls
         if calls is None:
             return self.fw.run_filter(state, self.pod, node_info)  # type: ignore[no-any-return]
         return self.fw.run_filter_calls(state, self.pod, node_info, calls)  # type: ignore[no-any-return]
+
+
+def _lower_priority(ni: NodeInfo, priority: int) -> tuple[list[Pod], list[Pod], tuple[Any, ...]]:
+    """The node's pods below `priority`: in the node's order, most important first, and the latter's
+    requests. A function of the node's pods, so kept with them: a preemption wave asks the same unchanged
+    nodes again in every cycle, most of them holding nothing a preemptor could evict. Callers must not
+    change the lists."""
+    memo = filter_readers.node_memo(ni)
+    got = memo.get(("victim order", priority))
+    if got is None:
+        lower = [p for p in ni.pods if p.priority < priority]
+        ordered = sorted(lower, key=_more_important_key)
+        got = memo[("victim order", priority)] = (lower, ordered, tuple([tuple(p.requests.items()) for p in ordered]))
+    return got  # type: ignore[no-any-return]
 
 
 def _q(s: str) -> str:

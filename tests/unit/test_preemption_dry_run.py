@@ -84,6 +84,7 @@ def _run(objs: list[dict], preemptors: list[dict]) -> tuple[list[str], dict, lis
         fw.handle.nominated_pods_for_node = lambda name, real=real: extra.get(name, []) + real(name)
         names = fw.handle.nominated_node_names
         fw.handle.nominated_node_names = lambda names=names: set(extra) | names()
+        fw.handle.nominated_pods_by_node = fw.handle._nominated_pods_by_node  # made of the two above
     for p in preemptors:
         cluster.create(p)
     s.run(until_idle=True)
