@@ -402,7 +402,7 @@ class FilterRunner(PluginCaller):
 
     def _walk_batches(self, state: CycleState, pod: Pod, snapshot: Snapshot, active: list[ConfiguredPlugin],
                       batch_results: dict[str, FilterBatch], order: np.ndarray, num_to_find: int,
-                      diagnosis: Diagnosis, nominated_nodes: set[str]) -> tuple[np.ndarray, int]:
+                      diagnosis: Diagnosis, nominated_nodes: Mapping[str, list[Pod]]) -> tuple[np.ndarray, int]:
         """The per-node walk over `active`, the plugins in `batch_results` answering from their verdicts."""
         batch_ok: np.ndarray | None = None
         for fb in batch_results.values():
