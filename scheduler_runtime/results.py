@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import threading
-from collections import Counter
 from dataclasses import dataclass, field, fields
 from typing import Any
+
+from .framework.status import distinct_statuses
 
 #: CycleState keys: annotations the scheduler wants written with the binding (one API write instead of
 #: two, the result lands exactly when the bind does), and whether the binder carried them
@@ -75,13 +76,10 @@ def group_filter_reasons(node_statuses: dict[str, Any], absent: Any = None, num_
     share one Status among many nodes: counts come per distinct Status, and the walk over nodes stops once
     every reason has been seen and has its nodes."""
     out: dict[str, dict[str, Any]] = {}
-    statuses = list(node_statuses.values())
-    ids = list(map(id, statuses))
-    by_id = dict(zip(ids, statuses, strict=True))
     reasons_of: dict[int, list[str]] = {}
     totals: dict[str, int] = {}
-    for i, n in Counter(ids).items():  # each distinct Status once, in the order of its first node
-        rs = reasons_of[i] = list(by_id[i].all_reasons)
+    for st, n in distinct_statuses(node_statuses.values()):  # in the order of each one's first node
+        rs = reasons_of[id(st)] = list(st.all_reasons)
         for r in rs:
             totals[r] = totals.get(r, 0) + n
     unfilled = len(totals)

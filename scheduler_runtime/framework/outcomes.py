@@ -7,13 +7,12 @@ available: ..." with reasons counted and sorted) and pkg/scheduler/schedule_one.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..objects import Pod
-from .status import Status
+from .status import Status, distinct_statuses
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -63,11 +62,8 @@ class FitError(Exception):
         """Each node's reasons counted. Batch filters share one Status among many nodes, so the reasons are
         read once per distinct Status (by identity) and counted as many times as it is shared."""
         counts: dict[str, int] = {}
-        statuses = list(self.diagnosis.node_statuses.values())
-        ids = list(map(id, statuses))
-        by_id = dict(zip(ids, statuses, strict=True))
-        for i, n in Counter(ids).items():
-            for r in by_id[i].all_reasons:
+        for st, n in distinct_statuses(self.diagnosis.node_statuses.values()):
+            for r in st.all_reasons:
                 counts[r] = counts.get(r, 0) + n
         if self.diagnosis.absent_status is not None and self.diagnosis.num_absent:
             for r in self.diagnosis.absent_status.all_reasons:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from enum import IntEnum
 
 
@@ -110,3 +112,13 @@ def code_of(status: Status | None) -> Code:
 
 MAX_SCORE = 100
 MIN_SCORE = 0
+
+
+
+def distinct_statuses(statuses: Iterable[Status]) -> list[tuple[Status, int]]:
+    """Each distinct Status (by identity) with how many times it occurs, in the order of its first occurrence.
+    Batch filters share one Status among many nodes: what is read of a Status is then read once per distinct
+    one and counted as many times as it is shared."""
+    listed = list(statuses)
+    by_id = dict(zip(map(id, listed), listed, strict=True))
+    return [(by_id[i], n) for i, n in Counter(map(id, listed)).items()]
