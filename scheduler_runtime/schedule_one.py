@@ -538,15 +538,18 @@ class SchedulingCycle:
         else:
             fn()
 
-    def _get_pod(self, namespace: str, name: str) -> Pod | None:
+    def _stored_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         get = getattr(self.cluster, "get_pod", None)
-        raw = get(namespace, name) if get is not None else None
+        raw: dict[str, Any] | None = get(namespace, name) if get is not None else None
+        return raw
+
+    def _get_pod(self, namespace: str, name: str) -> Pod | None:
+        raw = self._stored_pod(namespace, name)
         return Pod.from_dict(raw) if raw is not None else None
 
     def _pod_gone_or_deleting(self, namespace: str, name: str) -> bool:
         """`_get_pod`'s verdict on deletion, from the stored object itself (no parse)."""
-        get = getattr(self.cluster, "get_pod", None)
-        raw = get(namespace, name) if get is not None else None
+        raw = self._stored_pod(namespace, name)
         return raw is None or bool((raw.get("metadata") or {}).get("deletionTimestamp"))
 
 
