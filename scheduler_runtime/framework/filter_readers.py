@@ -63,13 +63,13 @@ def nominated_resource_key(ni: NodeInfo, nominated: list[Pod], pod: Pod) -> tupl
     memo = node_memo(ni)
     priority, uid = pod.priority, pod.uid
     got = memo.get((_NOMINATED, priority))
-    if got is not None and got[0] is nominated and got[1] == priority and uid not in got[2]:
-        return got[3], got[4]
+    if got is not None and got[0] is nominated and uid not in got[1]:
+        return got[2], got[3]
     to_add = [p for p in nominated if p.priority >= priority and p.uid != uid]
     key = resource_key(ni, to_add)
     uids = frozenset([p.uid for p in nominated])
     if uid not in uids:
-        memo[(_NOMINATED, priority)] = (nominated, priority, uids, to_add, key)
+        memo[(_NOMINATED, priority)] = (nominated, uids, to_add, key)
     return to_add, key
 
 
