@@ -291,9 +291,7 @@ class DraManager:
             log = (self._count_log, len(self._count_log))
             for key, held in self._shares.items():
                 shares.setdefault(key, held)
-        view = AllocatedView(counts, extra, [share for held in shares.values() for share in held])
-        view.log = log
-        return view
+        return AllocatedView(counts, extra, [share for held in shares.values() for share in held], log)
 
     # -------------------------------------------------------------- claims
     def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -358,7 +356,8 @@ class AllocatedView:
     __slots__ = ("_counts", "_extra", "capacity", "shared", "log")
 
     def __init__(self, counts: dict[DeviceID, int], extra: set[DeviceID],
-                 shares: list[tuple[DeviceID, dict[str, Decimal]]] | None = None) -> None:
+                 shares: list[tuple[DeviceID, dict[str, Decimal]]] | None = None,
+                 log: tuple[list[DeviceID], int] | None = None) -> None:
         self._counts = counts
         self._extra = extra
         #: DRAConsumableCapacity: devices with an allocated, assumed or in-flight share, and the capacity that
@@ -367,7 +366,7 @@ class AllocatedView:
         self.capacity: dict[DeviceID, dict[str, Decimal]] = {}
         #: (the manager's change log, its length when `_counts` was copied), for readers that follow the changes
         #: (batch.DeviceTable, extended.HeldCounts)
-        self.log: tuple[list[DeviceID], int] | None = None
+        self.log = log
         for did, consumed in shares or ():
             self.shared.add(did)
             if consumed:
@@ -381,9 +380,7 @@ class AllocatedView:
     def all_dedicated(self) -> AllocatedView:
         """The view kube-scheduler has with DRAConsumableCapacity off: a share holds its device like any
         allocation (ListAllAllocatedDevices)."""
-        view = AllocatedView(self._counts, self._extra | self.shared)
-        view.log = self.log
-        return view
+        return AllocatedView(self._counts, self._extra | self.shared, log=self.log)
 
     @property
     def counts(self) -> dict[DeviceID, int]:
