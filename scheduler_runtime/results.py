@@ -6,13 +6,14 @@ import threading
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from .framework.outcomes import FIRST_NODES_KEPT, StatusTally
 from .framework.status import distinct_statuses
 
 #: CycleState keys: annotations the scheduler wants written with the binding (one API write instead of
 #: two, the result lands exactly when the bind does), and whether the binder carried them
 BIND_ANNOTATIONS = "ksched.io/bind-annotations"
 BIND_ANNOTATIONS_CARRIED = "ksched.io/bind-annotations-carried"
-MAX_NODES_PER_REASON = 20
+MAX_NODES_PER_REASON = FIRST_NODES_KEPT
 TOP_NODES = 5
 
 
@@ -70,11 +71,39 @@ class ResultStore:
             return dict(self._by_pod)
 
 
-def group_filter_reasons(node_statuses: dict[str, Any], absent: Any = None, num_absent: int = 0
-                         ) -> dict[str, dict[str, Any]]:
+def group_filter_reasons(node_statuses: dict[str, Any], absent: Any = None, num_absent: int = 0,
+                         tally: list[StatusTally] | None = None) -> dict[str, dict[str, Any]]:
     """reason -> {count, the first nodes (in order) that gave it, the plugin of the first}. Batch filters
-    share one Status among many nodes: counts come per distinct Status, and the walk over nodes stops once
-    every reason has been seen and has its nodes."""
+    share one Status among many nodes: counts come per distinct Status, from `tally` (`Diagnosis.tally`) when
+    the caller has one, else from a walk over the nodes that stops once every reason has its nodes."""
+    if tally is not None:
+        out = _group_tally(tally)
+    else:
+        out = _group_walk(node_statuses)
+    if absent is not None and num_absent:
+        for reason in absent.all_reasons:
+            g = out.setdefault(reason, {"count": 0, "nodes": [], "plugin": absent.plugin})
+            g["count"] += num_absent
+    return out
+
+
+def _group_tally(tally: list[StatusTally]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    firsts: dict[str, list[tuple[int, str]]] = {}
+    for t in tally:  # in the order of each Status's first node, so reasons come in the order a walk finds them
+        for reason in t.status.all_reasons:
+            g = out.get(reason)
+            if g is None:
+                g = out[reason] = {"count": 0, "nodes": [], "plugin": t.status.plugin}
+                firsts[reason] = []
+            g["count"] += t.nodes
+            firsts[reason].extend(t.firsts)
+    for reason, g in out.items():
+        g["nodes"] = [name for _, name in sorted(firsts[reason])[:MAX_NODES_PER_REASON]]
+    return out
+
+
+def _group_walk(node_statuses: dict[str, Any]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     reasons_of: dict[int, list[str]] = {}
     totals: dict[str, int] = {}
@@ -94,8 +123,4 @@ def group_filter_reasons(node_statuses: dict[str, Any], absent: Any = None, num_
                 g["nodes"].append(node)
                 if len(g["nodes"]) == MAX_NODES_PER_REASON or len(g["nodes"]) == g["count"]:
                     unfilled -= 1
-    if absent is not None and num_absent:
-        for reason in absent.all_reasons:
-            g = out.setdefault(reason, {"count": 0, "nodes": [], "plugin": absent.plugin})
-            g["count"] += num_absent
     return out

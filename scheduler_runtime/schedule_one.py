@@ -275,7 +275,8 @@ class SchedulingCycle:
         if len(feasible) == 0:
             raise FitError(pod, n, diagnosis)
         result.filter_reasons = group_filter_reasons(diagnosis.node_statuses, diagnosis.absent_status,
-                                                     diagnosis.num_absent) if diagnosis.node_statuses else {}
+                                                     diagnosis.num_absent, diagnosis.tally()
+                                                     ) if diagnosis.node_statuses else {}
         if len(feasible) == 1:
             name = snap.node_infos[int(feasible[0])].name
             if batch is not None:
@@ -448,7 +449,7 @@ class SchedulingCycle:
                 nominated = r.nominated_node_name
                 if nominated:
                     self.recorder.nominated(fw, pod, nominated)
-        result.filter_reasons = group_filter_reasons(d.node_statuses, d.absent_status, d.num_absent)
+        result.filter_reasons = group_filter_reasons(d.node_statuses, d.absent_status, d.num_absent, d.tally())
         result.prefilter_message = d.pre_filter_msg
         result.postfilter_message = d.post_filter_msg
         status = Status(Code.Unschedulable, fe.message)

@@ -131,10 +131,10 @@ class ExtenderSet:
                     continue
                 raise CycleError(Status.as_error(exc)) from exc
             for node, msg in unresolvable.items():
-                diagnosis.node_statuses[node] = Status(Code.UnschedulableAndUnresolvable, msg, plugin=ext.name)
+                diagnosis.record(node, Status(Code.UnschedulableAndUnresolvable, msg, plugin=ext.name))
             for node, msg in failed.items():
                 if node not in unresolvable:  # failedAndUnresolvable takes precedence
-                    diagnosis.node_statuses[node] = Status(Code.Unschedulable, msg, plugin=ext.name)
+                    diagnosis.record(node, Status(Code.Unschedulable, msg, plugin=ext.name))
             kept = []
             for nm in names or []:
                 ni = snapshot.get(nm)

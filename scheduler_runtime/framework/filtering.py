@@ -337,7 +337,6 @@ class FilterRunner(PluginCaller):
         (rows that fail only through nominated pods take theirs instead of being filtered again)."""
         remaining = failed_rows
         infos = snapshot.node_infos
-        statuses = diagnosis.node_statuses
         for cp, fb in batches:
             if not len(remaining):
                 break
@@ -352,26 +351,29 @@ class FilterRunner(PluginCaller):
             uniform = fb.status if isinstance(fb.status, Status) else None
             if uniform is not None:
                 uniform.plugin = cp.name
-                statuses.update(dict.fromkeys(snapshot.row_names()[here].tolist(), uniform))
+                diagnosis.record_many(snapshot.row_names()[here].tolist(), uniform)
                 continue
             # rows with equal keys share one Status: one call per distinct key; a few failed rows are asked
             # one by one, cheaper than the keys, which cover every row of the table
             keys = fb.row_keys() if len(here) > _FEW_FAILED_ROWS else None
             if keys is not None:
-                _, first, inverse = np.unique(keys[here], return_index=True, return_inverse=True)
+                _, first, inverse, counts = np.unique(keys[here], return_index=True, return_inverse=True,
+                                                      return_counts=True)
                 shared = [fb.status_at(int(here[i])) for i in first.tolist()]
                 for st in shared:
                     st.plugin = cp.name
                 row_names = snapshot.row_names()[here].tolist()
                 if len(shared) == 1:
-                    statuses.update(dict.fromkeys(row_names, shared[0]))
+                    diagnosis.record_many(row_names, shared[0])
                 else:
-                    statuses.update(zip(row_names, [shared[j] for j in inverse.tolist()], strict=True))
+                    by_first = np.argsort(first, kind="stable").tolist()  # the order of each one's first node
+                    diagnosis.record_each(row_names, [shared[j] for j in inverse.tolist()],
+                                          [(shared[j], int(counts[j])) for j in by_first])
                 continue
             for r in here.tolist():
                 st = fb.status_at(r)
                 st.plugin = cp.name
-                statuses[infos[r].name] = st
+                diagnosis.record(infos[r].name, st)
         known = nominated_statuses or {}
         for r in remaining.tolist():  # failed only through nominated pods
             ni = infos[r]
@@ -379,7 +381,7 @@ class FilterRunner(PluginCaller):
             if found is None:
                 found = self.run_filter_with_nominated_pods(state, pod, ni)
             if found is not None:
-                statuses[ni.name] = found
+                diagnosis.record(ni.name, found)
                 if found.plugin:
                     diagnosis.unschedulable_plugins.add(found.plugin)
 
@@ -472,7 +474,7 @@ class FilterRunner(PluginCaller):
             else:
                 if st.code == Code.Error:
                     raise CycleError(st)
-                diagnosis.node_statuses[ni.name] = st
+                diagnosis.record(ni.name, st)
                 if st.plugin:
                     diagnosis.unschedulable_plugins.add(st.plugin)
         return processed

@@ -31,6 +31,19 @@ def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> in
     return max(num, MIN_FEASIBLE_NODES_TO_FIND)
 
 
+#: how many of the nodes sharing one Status a tally names (describe-pod lists 20 per reason)
+FIRST_NODES_KEPT = 20
+
+
+@dataclass
+class StatusTally:
+    """One distinct Status of a Diagnosis: on how many nodes, and the first of them (position, name)."""
+
+    status: Status
+    nodes: int
+    firsts: list[tuple[int, str]]
+
+
 @dataclass
 class Diagnosis:
     """Why a pod did not fit: per-node statuses, the plugins that rejected, PreFilter/PostFilter messages."""
@@ -42,6 +55,77 @@ class Diagnosis:
     pending_plugins: set[str] = field(default_factory=set)
     pre_filter_msg: str = ""
     post_filter_msg: str = ""
+    #: id(Status) -> StatusTally, in order of first record, kept by `record*`: the FailedScheduling message and
+    #: the recorded result count reasons per distinct Status and name each one's first nodes, and a batch
+    #: filter fails thousands of nodes with one or two Statuses, so tallying them as they are recorded saves a
+    #: pass over every failed node per pod
+    _tally: dict[int, StatusTally] = field(default_factory=dict, repr=False, compare=False)
+    _tallied: int = field(default=0, repr=False, compare=False)  # -1 once a record replaced a node's Status
+
+    def record(self, node: str, status: Status) -> None:
+        """One node's Status."""
+        statuses = self.node_statuses
+        before = len(statuses)
+        statuses[node] = status
+        if len(statuses) == before:
+            self._tallied = -1
+        elif self._tallied >= 0:
+            self._count(status, 1, [(before, node)])
+
+    def record_many(self, nodes: list[str], status: Status) -> None:
+        """Nodes that share one Status."""
+        statuses = self.node_statuses
+        before = len(statuses)
+        statuses.update(dict.fromkeys(nodes, status))
+        if len(statuses) != before + len(nodes):
+            self._tallied = -1
+        elif self._tallied >= 0:
+            self._count(status, len(nodes), list(enumerate(nodes[:FIRST_NODES_KEPT], before)))
+
+    def record_each(self, nodes: list[str], each: list[Status], shared: list[tuple[Status, int]]) -> None:
+        """Node i gets `each[i]`; `shared` is each distinct one of them with how many nodes it has, in order of
+        its first node."""
+        statuses = self.node_statuses
+        before = len(statuses)
+        statuses.update(zip(nodes, each, strict=True))
+        if len(statuses) != before + len(nodes):
+            self._tallied = -1
+        elif self._tallied >= 0:
+            firsts: dict[int, list[tuple[int, str]]] = {id(st): [] for st, _ in shared}
+            left = len(firsts)
+            for i, st in enumerate(each):  # stops once every Status has its first nodes
+                got = firsts[id(st)]
+                if len(got) < FIRST_NODES_KEPT:
+                    got.append((before + i, nodes[i]))
+                    if len(got) == FIRST_NODES_KEPT:
+                        left -= 1
+                        if not left:
+                            break
+            for st, n in shared:
+                self._count(st, n, firsts[id(st)])
+
+    def _count(self, status: Status, n: int, firsts: list[tuple[int, str]]) -> None:
+        entry = self._tally.get(id(status))
+        if entry is None:
+            self._tally[id(status)] = StatusTally(status, n, firsts)
+        else:
+            entry.nodes += n
+            entry.firsts.extend(firsts[:FIRST_NODES_KEPT - len(entry.firsts)])
+        self._tallied += n
+
+    def tally(self) -> list[StatusTally] | None:
+        """Each distinct Status with its nodes, in order of its first node; None when some node was not recorded
+        through `record*` or was recorded twice."""
+        if self._tallied == len(self.node_statuses):
+            return list(self._tally.values())
+        return None
+
+    def status_counts(self) -> list[tuple[Status, int]]:
+        """Each distinct Status (by identity) with its number of nodes, in the order of its first node."""
+        tally = self.tally()
+        if tally is not None:
+            return [(t.status, t.nodes) for t in tally]
+        return distinct_statuses(self.node_statuses.values())
 
 
 class FitError(Exception):
@@ -62,7 +146,7 @@ class FitError(Exception):
         """Each node's reasons counted. Batch filters share one Status among many nodes, so the reasons are
         read once per distinct Status (by identity) and counted as many times as it is shared."""
         counts: dict[str, int] = {}
-        for st, n in distinct_statuses(self.diagnosis.node_statuses.values()):
+        for st, n in self.diagnosis.status_counts():
             for r in st.all_reasons:
                 counts[r] = counts.get(r, 0) + n
         if self.diagnosis.absent_status is not None and self.diagnosis.num_absent:

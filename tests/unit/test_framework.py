@@ -273,3 +273,27 @@ def test_post_bind_exceptions_are_ignored():
     f = fw(nodes(1), {"postBind": [(plugin("P", post_bind=boom), 0)]})
     f.run_post_bind(CycleState(), POD, "n0")  # must not raise
     assert f.post_bind[0].name == "P"
+
+
+def test_diagnosis_counts_statuses_as_recorded_and_falls_back_when_a_node_is_recorded_twice():
+    """`status_counts` equals a pass over every node's Status, whichever way the nodes were recorded."""
+    from scheduler_runtime.framework.status import distinct_statuses
+    rng = random.Random(7)
+    for trial in range(300):
+        pool = [Status.unschedulable(f"r{k}") for k in range(3)]
+        d = Diagnosis(node_statuses={"given": pool[0]} if trial % 10 == 0 else {})
+        names = iter(range(10_000))
+        for _ in range(rng.randint(0, 6)):
+            new = [f"n{next(names)}" for _ in range(rng.randint(1, 5))]
+            if rng.random() < 0.05:  # a node recorded again replaces its Status
+                new[0] = rng.choice(list(d.node_statuses) or new)
+            how = rng.randrange(3)
+            if how == 0:
+                d.record(new[0], rng.choice(pool))
+            elif how == 1:
+                d.record_many(new, rng.choice(pool))
+            else:
+                each = [rng.choice(pool) for _ in new]
+                d.record_each(new, each, distinct_statuses(each))
+        got = [(id(s), n) for s, n in d.status_counts()]
+        assert got == [(id(s), n) for s, n in distinct_statuses(d.node_statuses.values())], trial

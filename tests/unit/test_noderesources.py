@@ -332,3 +332,28 @@ def test_fit_state_kept_per_request_shape_follows_the_table() -> None:
         assert fit.pre_filter(state, pod, NodeList(snap)) is None
         verdicts.append(fit.filter_batch(state, pod, snap).ok.tolist())
     assert verdicts == [[False, True], [True, False], [False, True]]
+
+
+def test_recorded_batch_failures_count_each_shared_status_in_order_of_its_first_node() -> None:
+    """Failures recorded from a keyed batch (more rows than are asked one by one) are counted per distinct
+    Status as they are recorded; the counts and their order equal a pass over every failed node."""
+    from scheduler_runtime.framework.runtime import Diagnosis, Framework
+    from scheduler_runtime.framework.status import distinct_statuses
+
+    shapes = [{"cpu": "2"}, {"mem": "1Gi"}, {"cpu": "1", "mem": "1Gi"}, {}]
+    nodes = [node(f"n{i}", **shapes[(i * 7) % 5 % 4]) for i in range(60)]
+    snap = snapshot_of(*nodes)
+    plugin = fit(snap)
+    big = pod("big", cpu="3", mem="6Gi")
+    state = CycleState()
+    plugin.pre_filter(state, big, NodeList(snap))
+    batch = plugin.filter_batch(state, big, snap)
+    cp = type("CP", (), {"name": "NodeResourcesFit"})()
+    failed = np.flatnonzero(~batch.ok)
+    assert len(failed) > 16 and batch.row_keys() is not None
+    fw = Framework.__new__(Framework)
+    d = Diagnosis()
+    fw._record_batch_failures(state, big, snap, [(cp, batch)], failed[::-1].copy(), d, {})
+    want = distinct_statuses(d.node_statuses.values())
+    assert len(want) == 3 and d._tallied == len(d.node_statuses)
+    assert [(id(s), n) for s, n in d.status_counts()] == [(id(s), n) for s, n in want]

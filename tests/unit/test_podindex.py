@@ -386,6 +386,28 @@ def test_filter_reason_grouping_with_shared_statuses(picks: list[tuple[int, bool
                 for i, (k, share) in enumerate(picks)}
     got = group_filter_reasons(statuses)
     assert got == _naive_group(statuses) and list(got) == list(_naive_group(statuses))
+    # the same nodes recorded into a Diagnosis in runs (one Status for a run, or each its own): its tally
+    # groups them as the walk does, without walking
+    from scheduler_runtime.framework.outcomes import Diagnosis
+    from scheduler_runtime.framework.status import distinct_statuses
+    d = Diagnosis()
+    items = list(statuses.items())
+    i = 0
+    while i < len(items):
+        run = items[i:i + 1 + (i % 4)]
+        names, each = [n for n, _ in run], [s for _, s in run]
+        if len({id(s) for s in each}) == 1:
+            d.record_many(names, each[0])
+        elif len(run) == 2:
+            d.record(names[0], each[0])
+            d.record(names[1], each[1])
+        else:
+            d.record_each(names, each, distinct_statuses(each))
+        i += len(run)
+    tally = d.tally()
+    assert tally is not None
+    got = group_filter_reasons(d.node_statuses, tally=tally)
+    assert got == _naive_group(statuses) and list(got) == list(_naive_group(statuses))
 
 
 def _port_pod(uid: str, port: int | None, cpu: str) -> Pod:
