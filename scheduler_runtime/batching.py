@@ -137,8 +137,8 @@ class PodSigner:
                 elif ret is not None:
                     frags, st = call_plugin(_WHAT, cp.name, lambda r=ret: r, passes=ALL_CODES, unpack=_sign_return)
             if metrics is not None:
-                metrics.plugin_duration.labels(cp.name, "Sign", st.code.name if st is not None else "Success") \
-                    .observe(time.perf_counter() - t0)
+                metrics.child(metrics.plugin_duration, cp.name, "Sign", st.code.name if st is not None else "Success"
+                              ).observe(time.perf_counter() - t0)
             if st is not None:
                 if st.code == Code.Error:
                     log.error("SignPod failed for plugin %s: %s", cp.name, st.message)

@@ -201,22 +201,22 @@ class SchedulerMetrics:
         child.inc(n)
 
     def batch_attempt(self, profile: str, result: str) -> None:
-        self.batch_attempts.labels(profile, result).inc()
+        self.child(self.batch_attempts, profile, result).inc()
 
     def batch_flushed(self, profile: str, reason: str) -> None:
-        self.batch_cache_flushed.labels(profile, reason).inc()
+        self.child(self.batch_cache_flushed, profile, reason).inc()
 
     def node_hint_duration(self, hinted: str, profile: str, seconds: float) -> None:
-        self.get_node_hint_duration.labels(hinted, profile).observe(seconds)
+        self.child(self.get_node_hint_duration, hinted, profile).observe(seconds)
 
     def store_results_duration(self, profile: str, seconds: float) -> None:
-        self.store_schedule_results_duration.labels(profile).observe(seconds)
+        self.child(self.store_schedule_results_duration, profile).observe(seconds)
 
     def batch_rescore_attempt(self, profile: str) -> None:
-        self.batch_rescore_attempts.labels(profile).inc()
+        self.child(self.batch_rescore_attempts, profile).inc()
 
     def batch_rescore_duration(self, profile: str, seconds: float) -> None:
-        self.batch_rescore_duration_seconds.labels(profile).observe(seconds)
+        self.child(self.batch_rescore_duration_seconds, profile).observe(seconds)
 
     def queueing_hint(self, plugin: str, event: str, hint: str, seconds: float) -> None:
         self.child(self.queueing_hint_duration, plugin, event, hint).observe(seconds)
@@ -235,8 +235,8 @@ class SchedulerMetrics:
 
     def preemption_goroutine(self, result: str, seconds: float) -> None:
         """One background preemption finished ("success" or "error")."""
-        self.preemption_goroutines_duration.labels(result).observe(seconds)
-        self.preemption_goroutines_total.labels(result).inc()
+        self.child(self.preemption_goroutines_duration, result).observe(seconds)
+        self.child(self.preemption_goroutines_total, result).inc()
 
     def event_handled(self, resource: str, action: str, old: dict | None, new: dict | None, seconds: float,
                       profiles: Any = ()) -> None:
