@@ -598,12 +598,15 @@ def _top_scores(scores: ScoreResult, k: int, snapshot: Any) -> list[dict[str, An
     if not len(scores.totals):
         return []
     order = np.argsort(-scores.totals, kind="stable")[:k]
+    # each column read once for the k nodes: indexing numpy scalars one by one cost ~3% of an e2e run
+    infos = snapshot.node_infos
+    names = [infos[r].name for r in scores.rows[order].tolist()]
+    totals = scores.totals[order].tolist()
+    columns = [(name, np.asarray(raw)[order].tolist(), np.asarray(norm)[order].tolist(), weight)
+               for name, (raw, norm, weight) in scores.per_plugin.items()]
     out = []
-    for i in order.tolist():
-        name = snapshot.node_infos[int(scores.rows[i])].name
-        entry: dict[str, Any] = {"node": name, "total": int(scores.totals[i]), "plugins": {}}
-        for name, (raw, norm, weight) in scores.per_plugin.items():
-            entry["plugins"][name] = {"raw": int(raw[i]), "normalized": int(norm[i]), "weight": weight,
-                                      "weighted": int(norm[i]) * weight}
-        out.append(entry)
+    for j, node in enumerate(names):
+        plugins = {name: {"raw": int(raw[j]), "normalized": int(norm[j]), "weight": weight,
+                          "weighted": int(norm[j]) * weight} for name, raw, norm, weight in columns}
+        out.append({"node": node, "total": int(totals[j]), "plugins": plugins})
     return out

@@ -297,3 +297,23 @@ def test_diagnosis_counts_statuses_as_recorded_and_falls_back_when_a_node_is_rec
                 d.record_each(new, each, distinct_statuses(each))
         got = [(id(s), n) for s, n in d.status_counts()]
         assert got == [(id(s), n) for s, n in distinct_statuses(d.node_statuses.values())], trial
+
+
+def test_recorded_top_scores_keep_the_node_order_of_ties_and_each_plugins_columns():
+    """describe-pod's top nodes: highest total first, ties in feasible order, each plugin's raw, normalized,
+    weight and weighted score of that node."""
+    from scheduler_runtime.framework.outcomes import ScoreResult
+    from scheduler_runtime.schedule_one import _top_scores
+    snap = nodes(6)
+    rows = np.array([5, 3, 1, 0, 2])
+    a_raw, a_norm = np.array([1, 2, 3, 4, 5]), np.array([10, 20, 30, 40, 50])
+    b_raw, b_norm = np.array([9, 9, 0, 9, 0]), np.array([90, 90, 0, 90, 0])
+    totals = a_norm * 2 + b_norm
+    r = ScoreResult(rows, [], totals, {"A": (a_raw, a_norm, 2), "B": (b_raw, b_norm, 1)})
+    top = _top_scores(r, 3, snap)
+    assert [(t["node"], t["total"]) for t in top] == [("n0", 170), ("n3", 130), ("n5", 110)]
+    assert top[1]["plugins"] == {"A": {"raw": 2, "normalized": 20, "weight": 2, "weighted": 40},
+                                 "B": {"raw": 9, "normalized": 90, "weight": 1, "weighted": 90}}
+    tied = ScoreResult(rows, [], np.zeros(5, dtype=np.int64))
+    assert [t["node"] for t in _top_scores(tied, 5, snap)] == ["n5", "n3", "n1", "n0", "n2"]
+    assert all(type(t["total"]) is int for t in top)
