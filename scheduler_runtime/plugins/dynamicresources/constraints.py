@@ -1,7 +1,7 @@
 """Claim constraints on one device attribute, and their set form for list-typed attributes.
 
-Upstream: k8s.io/dynamic-resource-allocation v0.37 structured/internal/experimental (allocator_experimental.go,
-constraint.go), the allocator kube-scheduler 1.37 runs when DRAListTypeAttributes (alpha) is on.
+Upstream: kube-scheduler v1.37, staging/src/k8s.io/dynamic-resource-allocation/structured/internal/experimental/
+allocator_experimental.go and constraint.go: the allocator it runs when DRAListTypeAttributes (alpha) is on.
 
 With that gate a constraint compares attribute values as sets: a list attribute (`ints`, `bools`, `strings`,
 `versions`, non-empty) is the set of its elements, a scalar a set of one, and values of different types never
