@@ -136,7 +136,7 @@ class ControlPlane:
 
     def __init__(self, state_dir: str | Path | None = None, bin_dir: str | Path | None = None,
                  start_timeout: float = 90.0, stop_grace: float = processes.DEFAULT_GRACE,
-                 detached: bool = False) -> None:
+                 detached: bool = False, apiserver_args: tuple[str, ...] = ()) -> None:
         self.bin_dir = Path(bin_dir) if bin_dir else find_binaries()
         self._own_dir = state_dir is None
         self.dir = Path(state_dir) if state_dir else Path(tempfile.mkdtemp(prefix="ksched-cp-"))
@@ -146,6 +146,8 @@ class ControlPlane:
         #: a detached control plane (ksched dev-cluster) outlives this process; any other one is killed by the
         #: kernel when its starter dies, even by SIGKILL
         self._preexec = None if detached else processes.die_with_parent
+        #: more kube-apiserver flags, e.g. `--feature-gates` for the alpha fields a parity test needs stored
+        self.apiserver_args = apiserver_args
         self.etcd: subprocess.Popen[bytes] | None = None
         self.apiserver: subprocess.Popen[bytes] | None = None
         self.controller_manager: subprocess.Popen[bytes] | None = None
@@ -204,7 +206,7 @@ class ControlPlane:
                 f"--service-account-signing-key-file={pki / 'sa.key'}",
                 # 1.37 refuses a loopback advertise address with an endpoint reconciler; nothing here can reach
                 # the `kubernetes` Service's endpoints anyway (no kube-proxy), so none are kept
-                "--endpoint-reconciler-type=none", "--v=0"]
+                "--endpoint-reconciler-type=none", "--v=0", *self.apiserver_args]
         self.apiserver = subprocess.Popen(args, stdout=self._log("kube-apiserver"), stderr=subprocess.STDOUT,
                                           start_new_session=True, preexec_fn=self._preexec)
         self._wait(f"{self.server_url}/readyz", "kube-apiserver", self.apiserver)

@@ -113,7 +113,10 @@ HONOURED = {"ComponentFlagz", "ComponentStatusz", "DRADeviceTaintRules", "NodeDe
             "OpportunisticBatching", "StorageCapacityScoring", "VolumeLimitScaling", "DRAExtendedResource",
             "DRAConsumableCapacity", "SchedulerAsyncPreemption", "NominatedNodeNameForExpectation",
             "DRASchedulerFilterTimeout", "DRADeviceBindingConditions", "DRAPartitionableDevices", "DRADeviceTaints",
-            "DRAFractionalCapacityRange"}
+            "DRAFractionalCapacityRange", "DRAListTypeAttributes"}
+#: honoured gates whose other setting ksched implements only from an emulated minor on: DRAListTypeAttributes
+#: follows kube 1.37's experimental allocator (1.36's kept no intersection per device when backtracking)
+HONOURED_FROM = {"DRAListTypeAttributes": "1.37"}
 #: non-default values that describe what ksched does anyway: it sizes
 #: pod-level resources from the spec alone, as kube does with InPlacePodLevelResourcesVerticalScaling off;
 #: the other three change nothing in kube-scheduler 1.36.3 (no code path reads them there), they only have to
@@ -279,12 +282,17 @@ def _check_dependencies(gates: dict[str, bool]) -> None:
         raise UsageError("--feature-gates: " + (errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]"))
 
 
+def honoured(name: str, emulated: str) -> bool:
+    """Whether ksched implements both settings of the gate when emulating `emulated`."""
+    return name in HONOURED and _v(emulated) >= _v(HONOURED_FROM.get(name, "0.0"))
+
+
 def _check_honoured(gates: dict[str, bool], emulated: str) -> None:
     """Refuse a value ksched would ignore: one that differs from the emulated minor's default (taken at the
     usual min compatibility version, so a `--min-compatibility-version` that flips a default counts too)."""
     base = gate_specs(emulated, _default_min_compat(emulated))
     for name in sorted(gates):
-        if name in _SPECIAL or name in HONOURED:
+        if name in _SPECIAL or honoured(name, emulated):
             continue
         b = gates[name]
         s = base.get(name)
@@ -293,4 +301,4 @@ def _check_honoured(gates: dict[str, bool], emulated: str) -> None:
             desc = s.describe() if s is not None else "not available"
             raise UsageError(f"--feature-gates: {name}={str(b).lower()} is not supported by ksched: it implements "
                              f"kube-scheduler {emulated}'s default ({name}={str(default).lower()}, {desc}); only "
-                             f"{', '.join(sorted(HONOURED))} can be changed")
+                             f"{', '.join(sorted(n for n in HONOURED if honoured(n, emulated)))} can be changed")

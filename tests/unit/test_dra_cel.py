@@ -154,3 +154,35 @@ def test_library_functions_are_declared_only_where_a_selector_names_them():
     assert (plain.full, lib.full) == (False, True)
     dev = DeviceInput("d", {"attributes": {"model": {"string": "a100"}}})
     assert plain.matches(dev) and lib.matches(dev)
+
+
+#: kube's `includes` cases: the table marks them n/a (v0.36.3 ran them in the NewExpressions environment only);
+#: v0.37.2's compile_test.go runs the same cases, with the same outcomes, in the StoredExpressions environment
+#: kube-scheduler compiles selectors in, where `includes` is declared whatever DRAListTypeAttributes
+INCLUDES = [c for c in KUBE if c["name"].startswith("includes-function-on-") and "match" in c]
+
+
+@pytest.mark.parametrize("case", INCLUDES, ids=[c["name"] for c in INCLUDES])
+def test_includes_on_scalar_and_list_attributes(case: dict[str, Any]) -> None:
+    compiled = compile_expression(case["expression"])
+    assert compiled.error is None
+    device = DeviceInput(case["driver"], {"attributes": case["attributes"]})
+    assert compiled.matches(device) is case["match"]
+
+
+def test_includes_counts() -> None:
+    """Every type, scalar and list, positive and negative, and the 48-value list."""
+    assert len(INCLUDES) == 17
+
+
+@pytest.mark.parametrize(("expression", "outcome"), [
+    ('device.attributes["d"].n.includes(1.0)', True),  # CEL's heterogeneous equality, as cel-go's Equal
+    ('device.attributes["d"].n.includes("1")', False),
+    ('device.attributes["d"].v.includes(semver("1.0.0"))', True),  # a Semver is no list
+    ('"a".includes("a") && [[1]].includes([1]) && !{"a": 1}.includes("a")', True),
+])
+def test_includes_equality(expression: str, outcome: bool) -> None:
+    compiled = compile_expression(expression)
+    assert compiled.error is None
+    device = DeviceInput("d", {"attributes": {"n": {"ints": [1, 2]}, "v": {"version": "1.0.0"}}})
+    assert compiled.matches(device) is outcome

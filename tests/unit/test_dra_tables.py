@@ -109,6 +109,8 @@ def _slice(s: dict[str, Any]) -> dict[str, Any]:
         spec["devices"] = [_device(d) for d in s["devices"]]
     if "counterSets" in s:
         spec["sharedCounters"] = [{"name": n, "counters": _qty_map(c)} for n, c in s["counterSets"].items()]
+    if s.get("skipNodeOps"):  # DRAOptionalNodeOperations' slice field, as an API server with that gate stores it
+        spec["skipNodeOperations"] = ["*"]
     return {"metadata": {"name": s["name"]}, "spec": spec}
 
 
@@ -241,7 +243,6 @@ def _canon(v: Any) -> Any:
 
 #: why an upstream case is not run (`na: <key>: <detail>`): alpha features ksched refuses
 NA_REASONS = {
-    "list-attributes": "list-typed attributes (DRAListTypeAttributes, alpha)",
     "compatibility-groups": "device compatibility groups (DRADeviceCompatibilityGroups, alpha)",
     "derived-attributes": "derived attributes (DRADerivedAttributes, alpha)",
     "optional-node-operations": "optional node operations (DRAOptionalNodeOperations, alpha)",

@@ -47,6 +47,7 @@ from ...objects import Node, NodeSelector
 from ...quantity import parse_quantity
 from .capacity import CapacityError, Consumed, add_into, consumed_by, fits, request_amounts
 from .cel import CelCache, CelError, DeviceInput
+from .constraints import AttributeConstraint, DistinctAttributeSets, MatchAttributeSets, RequestName, raw_attribute
 
 #: resourceapi.AllocationResultsMaxSize
 ALLOCATION_RESULTS_MAX_SIZE = 32
@@ -55,7 +56,8 @@ _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 DeviceID = tuple[str, str, str]  # (driver, pool, device)
 _Flat = tuple[DeviceID, dict[str, Any], dict[str, Any]]  # (device id, device, slice), in search order
-#: (device id, device, allows multiple allocations or consumes counters, has taints, has a capacity request policy)
+#: (device id, device, allows multiple allocations or consumes counters or its slice has skipNodeOperations, has
+#: taints, has a capacity request policy)
 _Record = tuple[DeviceID, dict[str, Any], bool, bool, bool]
 
 
@@ -99,6 +101,11 @@ class Features:
     #: list-typed attribute values reach CEL selectors as lists (1.36 failed on them with the gate off); a slice
     #: whose devices declare compatibility groups is ignored (DRADeviceCompatibilityGroups off; 1.36 has no field)
     kube_137_allocator: bool = True
+    #: DRAListTypeAttributes (alpha, off by default): kube runs its experimental allocator, whose constraints
+    #: compare list-typed attributes as sets (constraints.py), which takes distinctAttribute whatever
+    #: DRAConsumableCapacity, and which refuses the devices of a slice with `skipNodeOperations` (ksched has
+    #: DRAOptionalNodeOperations off)
+    list_type_attributes: bool = False
 
     @classmethod
     def from_gates(cls, gates: Mapping[str, bool] | None) -> Features:
@@ -117,7 +124,8 @@ class Features:
                    fractional_capacity_range=bool(gates.get("DRAFractionalCapacityRange", False)),
                    runtime_error_detail=minor_at_least(gates, (1, 37)),
                    distinct_every_device=minor_at_least(gates, (1, 37)),
-                   kube_137_allocator=minor_at_least(gates, (1, 37)))
+                   kube_137_allocator=minor_at_least(gates, (1, 37)),
+                   list_type_attributes=bool(gates.get("DRAListTypeAttributes", False)))
 
 
 def minor_at_least(gates: Mapping[str, bool] | None, minor: tuple[int, int]) -> bool:
@@ -409,30 +417,22 @@ class _Result:
     consumed: Consumed | None = None
 
 
-class _MatchAttribute:
-    __slots__ = ("requests", "attribute", "value", "n")
+class _MatchAttribute(AttributeConstraint):
+    """matchAttribute over scalar values (DRAListTypeAttributes off): every device has the first one's value."""
+
+    __slots__ = ("value",)
 
     def __init__(self, requests: list[str], attribute: str) -> None:
-        self.requests = set(requests)
-        self.attribute = attribute
+        super().__init__(requests, attribute)
         self.value: tuple[str, Any] | None = None
-        self.n = 0
 
-    def _applies(self, req: _Request) -> bool:
-        if not self.requests:
-            return True
-        if req.parent is None:
-            return req.name in self.requests
-        return req.parent in self.requests or req.full_name in self.requests
-
-    def add(self, req: _Request, device: dict[str, Any], did: DeviceID) -> bool:
-        """Record the device if the constraint covers its request; False when it breaks the constraint."""
+    def add(self, req: RequestName, device: dict[str, Any], did: DeviceID) -> bool:
         if not self._applies(req):
             return True
         attr = lookup_attribute(device, did, self.attribute)
         return attr is not None and self._accept(req, attr)
 
-    def _accept(self, req: _Request, attr: tuple[str, Any]) -> bool:
+    def _accept(self, req: RequestName, attr: tuple[str, Any]) -> bool:
         if self.n == 0:
             self.value = attr
             self.n = 1
@@ -442,7 +442,7 @@ class _MatchAttribute:
         self.n += 1
         return True
 
-    def remove(self, req: _Request) -> None:
+    def remove(self, req: RequestName) -> None:
         if self._applies(req):
             self.n -= 1
 
@@ -458,7 +458,7 @@ class _DistinctAttribute(_MatchAttribute):
         super().__init__(requests, attribute)
         self.values: list[tuple[str, Any]] = []
 
-    def _accept(self, req: _Request, attr: tuple[str, Any]) -> bool:
+    def _accept(self, req: RequestName, attr: tuple[str, Any]) -> bool:
         if attr[0] not in ("int", "bool", "string", "version"):
             if self.values:
                 return False
@@ -468,7 +468,7 @@ class _DistinctAttribute(_MatchAttribute):
         self.n += 1
         return True
 
-    def remove(self, req: _Request) -> None:
+    def remove(self, req: RequestName) -> None:
         if self._applies(req):
             self.values.pop()
             self.n -= 1
@@ -484,7 +484,7 @@ class _DistinctAttribute136(_MatchAttribute):
         super().__init__(requests, attribute)
         self.seen: dict[str, tuple[str, Any]] = {}
 
-    def _accept(self, req: _Request, attr: tuple[str, Any]) -> bool:
+    def _accept(self, req: RequestName, attr: tuple[str, Any]) -> bool:
         base = req.parent if req.parent is not None else req.name
         if self.n and (attr[0] not in ("int", "bool", "string", "version") or attr in self.seen.values()):
             return False
@@ -492,7 +492,7 @@ class _DistinctAttribute136(_MatchAttribute):
         self.n += 1
         return True
 
-    def remove(self, req: _Request) -> None:
+    def remove(self, req: RequestName) -> None:
         if self._applies(req):
             self.seen.pop(req.parent if req.parent is not None else req.name, None)
             self.n -= 1
@@ -506,17 +506,9 @@ def _has_policy(device: dict[str, Any]) -> bool:
 
 def lookup_attribute(device: dict[str, Any], did: DeviceID, name: str) -> tuple[str, Any] | None:
     """The (type, value) of a fully qualified attribute; `<driver>/<id>` also finds an unqualified `<id>`."""
-    attrs = device.get("attributes") or {}
-    raw = attrs.get(name)
+    raw = raw_attribute(device, did[0], name)
     if raw is None:
-        if "/" not in name:
-            return None
-        dom, ident = name.split("/", 1)
-        if dom != did[0]:
-            return None
-        raw = attrs.get(ident)
-        if raw is None:
-            return None
+        return None
     for kind in ("int", "bool", "string", "version"):
         if isinstance(raw, dict) and kind in raw:
             return kind, raw[kind]
@@ -637,7 +629,8 @@ class SliceCaches:
         hit = self.records.get(id(s))
         if hit is not None and hit[0] is s:
             return hit[1], hit[2]
-        recs = [(did, d, bool(d.get("allowMultipleAllocations") or d.get("consumesCounters")),
+        skips = bool(_spec(s).get("skipNodeOperations"))  # checked by _allocate_device under some gates
+        recs = [(did, d, bool(skips or d.get("allowMultipleAllocations") or d.get("consumesCounters")),
                  bool(d.get("taints")), _has_policy(d)) for did, d in self.slice_devices(pool, s)]
         ids = frozenset(r[0] for r in recs)
         self.records[id(s)] = (s, recs, ids)
@@ -646,15 +639,16 @@ class SliceCaches:
     def slice_shape(self, s: dict[str, Any]) -> Hashable | None:
         """What the search can see of a node-local slice (the driver and each device without its name, in
         order), or None when the slice can change the answer from node to node or from search to search:
-        not bound to one node by `nodeName`, per-device node selection, shared counters, devices consuming
-        counters, or devices allowing multiple allocations (each share gets a fresh random ID)."""
+        not bound to one node by `nodeName`, per-device node selection, shared counters, skipNodeOperations,
+        devices consuming counters, or devices allowing multiple allocations (each share gets a fresh random
+        ID)."""
         hit = self.slice_shapes.get(id(s))
         if hit is not None and hit[0] is s:
             return hit[1]
         sp = _spec(s)
         shape: Hashable | None = None
         if (sp.get("nodeName") and not sp.get("perDeviceNodeSelection") and not sp.get("sharedCounters")
-                and not sp.get("allNodes") and sp.get("nodeSelector") is None):
+                and not sp.get("allNodes") and sp.get("nodeSelector") is None and not sp.get("skipNodeOperations")):
             fps: list[int] = []
             for d in _devices(s):
                 if d.get("consumesCounters") or d.get("allowMultipleAllocations"):
@@ -970,7 +964,7 @@ class _Run:
         self.deadline = deadline
         self.steps = 0
         self.request_data: dict[tuple[int, int, int], _RequestData] = {}
-        self.constraints: list[list[_MatchAttribute]] = [[] for _ in claims]  # incl. _DistinctAttribute
+        self.constraints: list[list[AttributeConstraint]] = [[] for _ in claims]
         self.matches: dict[tuple[DeviceID, int, int, int], bool] = {}
         self.allocating: dict[DeviceID, set[int]] = {}
         self.results: list[list[_Result]] = [[] for _ in claims]
@@ -1104,13 +1098,17 @@ class _Run:
                 raise AllocationError(f"claim {claim_key(claim)}: number of requested devices {min_devices} "
                                       f"exceeds the claim limit of {ALLOCATION_RESULTS_MAX_SIZE}")
             for i, c in enumerate(devices.get("constraints") or []):
+                lists = self.features.list_type_attributes
                 if c.get("matchAttribute"):
-                    self.constraints[ci].append(_MatchAttribute(list(c.get("requests") or []),
-                                                                str(c["matchAttribute"])))
-                elif c.get("distinctAttribute") and self.features.consumable_capacity:
-                    kind = _DistinctAttribute if self.features.distinct_every_device else _DistinctAttribute136
-                    self.constraints[ci].append(kind(list(c.get("requests") or []),
-                                                                   str(c["distinctAttribute"])))
+                    match = MatchAttributeSets if lists else _MatchAttribute
+                    self.constraints[ci].append(match(list(c.get("requests") or []), str(c["matchAttribute"])))
+                elif c.get("distinctAttribute") and (self.features.consumable_capacity or lists):
+                    kind: type[AttributeConstraint] = _DistinctAttribute136
+                    if lists:
+                        kind = DistinctAttributeSets
+                    elif self.features.distinct_every_device:
+                        kind = _DistinctAttribute
+                    self.constraints[ci].append(kind(list(c.get("requests") or []), str(c["distinctAttribute"])))
                 else:
                     raise AllocationError(f"claim {claim_key(claim)}, constraint #{i}: empty constraint (unsupported "
                                           f"constraint type?)")
@@ -1401,6 +1399,8 @@ class _Run:
             return None
         if not req.admin and self._in_use(did):
             return None
+        if self.features.list_type_attributes and _spec(s).get("skipNodeOperations"):
+            return None  # the experimental allocator's DRAOptionalNodeOperations check, that gate being off
         uses = d.get("consumesCounters") or []
         if uses and not self.features.partitionable_devices:
             return None
@@ -1413,7 +1413,7 @@ class _Run:
             if uses:
                 self._give_counters(p, uses)
             return None
-        added: list[_MatchAttribute] = []
+        added: list[AttributeConstraint] = []
         for c in self.constraints[ci]:
             if not c.add(req, d, did):
                 for a in added:

@@ -64,7 +64,7 @@ ITERATION_BUDGET_ERROR = (f"operation cancelled: iteration budget exceeded (ksch
 MAX_EXPRESSION_LENGTH = 10 * 1024
 _log = logging.getLogger(__name__)
 _QKEY = "__k8s_quantity_nano__"
-_SKEY = "__k8s_semver__"
+_SKEY = cel_k8s.SEMVER_KEY
 _NANO = Decimal(10) ** 9
 _DEVICE_FIELDS = {"driver", "attributes", "capacity", "allowMultipleAllocations"}
 

@@ -29,6 +29,8 @@ try:
 except ImportError:  # pragma: no cover - exercised only when the dependency is absent
     _re2 = None
 
+#: the first element of the two-element list that represents a Semver (cel.py)
+SEMVER_KEY = "__k8s_semver__"
 #: the value of the one entry of an IP / CIDR / URL map (its key is the canonical text)
 IP_MARK, CIDR_MARK, URL_MARK = 1, 2, 3.0
 _INT64 = (-(2**63), 2**63 - 1)
@@ -455,6 +457,19 @@ def _last_index_of(xs: list[Any], item: Any) -> int:
     return next((i for i in range(len(xs) - 1, -1, -1) if cel_equal(xs[i], item)), -1)
 
 
+def _includes(target: Any, item: Any) -> bool:
+    """kube's `<dyn>.includes(<dyn>)`: an element of a list equals the item, or any other value equals it, so one
+    selector serves a scalar attribute and its list-typed successor (a Semver is a list only inside ksched)."""
+    if isinstance(target, list) and not is_semver(target):
+        return any(cel_equal(x, item) for x in target)
+    return cel_equal(target, item)
+
+
+def is_semver(v: Any) -> bool:
+    """Whether a value is cel.py's representation of a Semver."""
+    return isinstance(v, list) and len(v) == 2 and v[0] == SEMVER_KEY
+
+
 # ----------------------------------------------------------------------------------------- declarations
 def _dispatch(impls: list[tuple[Callable[..., bool], Callable[..., Any]]]) -> Callable[..., Any]:
     def run(*args: Any) -> Any:
@@ -564,6 +579,9 @@ def declarations(cel: Any) -> tuple[list[Any], list[Any]]:
     extension = [
         F("indexOf", [ov("list_a_index_of_int", N, [T.List(T.DYN), T.DYN], True, _index_of)]),
         F("lastIndexOf", [ov("list_a_last_index_of_int", N, [T.List(T.DYN), T.DYN], True, _last_index_of)]),
+        # kube 1.37's lists library v1 (and its DRA environment's own declaration): in the stored-expressions
+        # environment kube-scheduler compiles selectors in, whatever DRAListTypeAttributes
+        F("includes", [ov("list_includes_dyn_dyn", B, [T.DYN, T.DYN], True, _includes)]),
         # one overload for IP and CIDR: cel-cpp registers an implementation for each overload of an extension,
         # and both are maps at run time; a Quantity passed here type-checks but fails with `no such overload`
         F("string", [ov("k8s_net_to_string", S, [T.Map(S, T.DYN)], False, _dispatch([
@@ -578,7 +596,7 @@ FUNCTION_NAMES = frozenset({
     "ip", "isIP", "isCanonical", "family", "isUnspecified", "isLoopback", "isLinkLocalMulticast", "isLinkLocalUnicast",
     "isGlobalUnicast", "cidr", "isCIDR", "containsIP", "containsCIDR", "prefixLength", "masked", "url", "isURL",
     "getScheme", "getHost", "getHostname", "getPort", "getEscapedPath", "getQuery", "find", "findAll", "isSorted",
-    "sum", "max", "min", "indexOf", "lastIndexOf", "string"})
+    "sum", "max", "min", "indexOf", "lastIndexOf", "string", "includes"})
 
 
 def _sum_typed(xs: list[Any]) -> Any:

@@ -1,0 +1,189 @@
+"""DRAListTypeAttributes (alpha): ksched against the real kube-scheduler v1.37.2, both with the gate on, and both
+with it off, on an API server that stores list-typed attributes (its own DRAListTypeAttributes on) and a slice's
+`skipNodeOperations` (DRAOptionalNodeOperations on).
+
+On that one API server each scheduler gets, per case, its own two nodes, DeviceClass and driver with identical
+slices, then the same pods in the same order; placements, allocated devices and FailedScheduling messages must
+match. The cases: matchAttribute over lists (common element, none, partly common, backtracking, mixed scalar and
+list, versions, a node that fits only with the gate), distinctAttribute over lists, selectors over lists
+(`includes`, `exists`), and a slice with skipNodeOperations (refused by kube's experimental allocator, which the
+gate selects).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler_runtime.cluster.kube import KubeClient, load_connection
+from scheduler_runtime.controlplane import ControlPlane, ControlPlaneUnavailable
+from scheduler_runtime.featuregates import parse_feature_gates
+from scheduler_runtime.testing.kube import (
+    create_dra_nodes_and_class,
+    ksched_runner,
+    kube_scheduler,
+    scheduler_config,
+    wait_decision,
+)
+
+pytestmark = pytest.mark.integration
+KSCHED = Path(sys.executable).parent / "ksched"
+RES = "/apis/resource.k8s.io/v1"
+GATE = "DRAListTypeAttributes=true"
+
+
+@pytest.fixture(scope="module")
+def list_plane() -> Iterator[ControlPlane]:
+    """A control plane of its own whose kube-apiserver stores the alpha fields the cases need."""
+    try:
+        cp = ControlPlane(apiserver_args=(f"--feature-gates={GATE},DRAOptionalNodeOperations=true",))
+    except ControlPlaneUnavailable as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+    cp.start()
+    try:
+        yield cp
+    finally:
+        cp.stop()
+
+
+def _dev(name: str, **attrs: Any) -> dict[str, Any]:
+    """A device; each attribute given as a list becomes a list-typed one (`ints`, `strings`, `versions` by the
+    first element; `v:` marks versions), a scalar becomes `int` / `string`."""
+    out: dict[str, Any] = {}
+    for k, v in attrs.items():
+        if isinstance(v, list):
+            if v and isinstance(v[0], int):
+                out[k] = {"ints": v}
+            elif v and v[0].startswith("v:"):
+                out[k] = {"versions": [x[2:] for x in v]}
+            else:
+                out[k] = {"strings": v}
+        else:
+            out[k] = {"int": v} if isinstance(v, int) else {"string": v}
+    return {"name": name, "attributes": out}
+
+
+#: case -> (devices of node 0, devices of node 1, pods: (count, constraint kind, attribute, request selector))
+CASES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]], list[tuple[int, str, str, str]]]] = {
+    "match-common": ([_dev("gpu-0", numa=[0, 1]), _dev("gpu-1", numa=[1, 2]), _dev("gpu-2", numa=[5])], [],
+                     [(2, "matchAttribute", "numa", "")]),
+    "match-disjoint": ([_dev("gpu-0", numa=[0]), _dev("gpu-1", numa=[4, 5, 6, 7])], [],
+                       [(2, "matchAttribute", "numa", "")]),
+    "match-partly-common": ([_dev("gpu-0", numa=[0, 1]), _dev("gpu-1", numa=[1, 2]), _dev("gpu-2", numa=[2, 0])],
+                            [], [(3, "matchAttribute", "numa", "")]),
+    "match-backtrack": ([_dev("gpu-0", numa=[0, 1]), _dev("gpu-1", numa=[0]), _dev("gpu-2", numa=[1]),
+                         _dev("gpu-3", numa=[1])], [], [(3, "matchAttribute", "numa", "")]),
+    "match-mixed": ([_dev("gpu-0", numa=3), _dev("gpu-1", numa=[3, 4]), _dev("gpu-2", numa=4)], [],
+                    [(2, "matchAttribute", "numa", ""), (1, "", "", "")]),
+    "match-versions": ([_dev("gpu-0", fw=["v:1.0.0", "v:2.0.0"]), _dev("gpu-1", fw=["v:2.0.0", "v:2.1.0"])], [],
+                       [(2, "matchAttribute", "fw", "")]),
+    "match-other-node": ([_dev("gpu-0", numa=[0]), _dev("gpu-1", numa=[1])],
+                         [_dev("gpu-0", numa=[0, 1]), _dev("gpu-1", numa=[1, 2])],
+                         [(2, "matchAttribute", "numa", "")]),
+    "distinct": ([_dev("gpu-0", numa=[0, 1]), _dev("gpu-1", numa=[1, 2]), _dev("gpu-2", numa=[2, 3]),
+                  _dev("gpu-3", numa=1)], [], [(2, "distinctAttribute", "numa", "")]),
+    "selectors": ([_dev("gpu-0", models=["a100"]), _dev("gpu-1", models=["h100", "h100-sxm"]),
+                   _dev("gpu-2", models="h100")], [],
+                  [(1, "", "", 'device.attributes["D"].models.exists(m, m == "a100")'),
+                   (2, "", "", 'device.attributes["D"].models.includes("h100")'),
+                   (1, "", "", 'device.attributes["D"].models.includes("a100")')]),
+}
+#: what kube-scheduler decides per case and pod (node index and devices, or None: pending), gate on / off, so
+#: each case is known to show what it is meant to
+EXPECTED = {
+    "match-common": ([(0, ["gpu-0", "gpu-1"])], [None]),
+    "match-disjoint": ([None], [None]),
+    "match-partly-common": ([None], [None]),
+    "match-backtrack": ([(0, ["gpu-0", "gpu-2", "gpu-3"])], [None]),
+    "match-mixed": ([(0, ["gpu-0", "gpu-1"]), (0, ["gpu-2"])], [None, (0, ["gpu-0"])]),
+    "match-versions": ([(0, ["gpu-0", "gpu-1"])], [None]),
+    "match-other-node": ([(1, ["gpu-0", "gpu-1"])], [None]),
+    "distinct": ([(0, ["gpu-0", "gpu-2"])], [(0, ["gpu-0", "gpu-3"])]),
+    "selectors": ([(0, ["gpu-0"]), (0, ["gpu-1", "gpu-2"]), None], [(0, ["gpu-0"]), (0, ["gpu-1", "gpu-2"]), None]),
+    "skip-node-operations": ([None], [(0, ["gpu-0"])]),
+}
+
+
+def _setup(c: KubeClient, ns: str, group: str, who: str, case: str) -> dict[str, Any]:
+    """The case's nodes, class, slices and claims for one scheduler."""
+    driver, cls, nodes = create_dra_nodes_and_class(c, "dralist", who, f"{group}-{case}")
+    if case == "skip-node-operations":
+        node0, node1, pods = [{"name": "gpu-0"}], [], [(1, "", "", "")]
+    else:
+        node0, node1, pods = CASES[case]
+    for node, devices in zip(nodes, (node0, node1), strict=True):
+        if not devices:
+            continue
+        spec: dict[str, Any] = {"driver": driver, "nodeName": node, "devices": devices,
+                                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}}
+        if case == "skip-node-operations":
+            spec["skipNodeOperations"] = ["*"]
+        stored = c.call("POST", f"{RES}/resourceslices", body={
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-slice"},
+            "spec": spec})
+        assert stored["spec"]["devices"] == devices, "the API server dropped the alpha fields"
+        assert stored["spec"].get("skipNodeOperations") == spec.get("skipNodeOperations")
+    for i, (count, kind, attr, selector) in enumerate(pods):
+        body: dict[str, Any] = {"deviceClassName": cls, "count": count}
+        if selector:
+            body["selectors"] = [{"cel": {"expression": selector.replace('"D"', f'"{driver}"')}}]
+        devices: dict[str, Any] = {"requests": [{"name": "gpu", "exactly": body}]}
+        if kind:
+            devices["constraints"] = [{kind: f"{driver}/{attr}"}]
+        c.call("POST", f"{RES}/namespaces/{ns}/resourceclaims", body={
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": f"{who}-{case}-{i}"}, "spec": {"devices": devices}})
+    return {"nodes": nodes, "group": f"{who}-{group}-{case}", "pods": len(pods)}
+
+
+@pytest.mark.parametrize("gate", ["on", "off"])
+def test_list_attributes_match_kube_scheduler(gate: str, list_plane: ControlPlane, tmp_path: Path) -> None:
+    c = KubeClient(load_connection(str(list_plane.kubeconfig_path)))
+    ns, group = f"t-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex[:5]
+    c.call("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    cases = sorted(EXPECTED)
+    ctx = {who: {case: _setup(c, ns, group, who, case) for case in cases} for who in ("kube", "ours")}
+    names = {"kube": f"dralist-kube-{group}", "ours": f"dralist-ours-{group}"}
+    cfg, ours_cfg = tmp_path / "kube.yaml", tmp_path / "ours.yaml"
+    cfg.write_text(scheduler_config(names["kube"], list_plane.kubeconfig_path))
+    ours_cfg.write_text(scheduler_config(names["ours"]))
+    flags = [GATE] if gate == "on" else []
+    got: dict[str, dict[str, list[Any]]] = {"kube": {}, "ours": {}}
+    with kube_scheduler(list_plane.bin_dir, cfg, tmp_path / "kube-scheduler.log",
+                        args=tuple(f"--feature-gates={f}" for f in flags)), \
+            ksched_runner(ours_cfg, list_plane.kubeconfig_path, feature_gates=parse_feature_gates(flags)):
+        for case in cases:
+            for i in range(ctx["kube"][case]["pods"]):
+                for who in ("kube", "ours"):
+                    name, here = f"{who}-{case}-{i}", ctx[who][case]
+                    c.call("POST", f"/api/v1/namespaces/{ns}/pods", body={
+                        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+                        "spec": {"schedulerName": names[who], "nodeSelector": {"dra-group": here["group"]},
+                                 "containers": [{"name": "c", "image": "pause"}],
+                                 "resourceClaims": [{"name": "gpu", "resourceClaimName": name}]}})
+                    d = wait_decision(c, ns, name, need_message=True)
+                    claim = c.call("GET", f"{RES}/namespaces/{ns}/resourceclaims/{name}")
+                    alloc = (claim.get("status") or {}).get("allocation")
+                    devices = None if alloc is None else [r["device"] for r in alloc["devices"]["results"]]
+                    if d[0] == "bound":
+                        got[who].setdefault(case, []).append((here["nodes"].index(d[1]), devices))
+                    else:
+                        msg = d[1].replace(here["group"], "G").replace(name, "CLAIM")
+                        got[who].setdefault(case, []).append(("pending", msg, devices))
+    print(f"\nkube-scheduler: {got['kube']}\nksched:         {got['ours']}")
+    assert got["ours"] == got["kube"]
+    for case in cases:
+        want = EXPECTED[case][0 if gate == "on" else 1]
+        for d, w in zip(got["kube"][case], want, strict=True):
+            if w is None:
+                assert d[0] == "pending" and "cannot allocate all claims" in d[1] and d[2] is None, (case, d)
+            else:
+                assert d == w, (case, d)
