@@ -905,6 +905,7 @@ def _measure_e2e(cp: Any, client: Any, w: Workload, params: dict[str, int], labe
         cmd = [str(cp.bin_dir / "kube-scheduler"), f"--config={cfg}", "--secure-port=0", *gate_flags]
     else:
         cmd = ksched_command(cfg, "--results=ksched", *gate_flags)
+    cmd += os.environ.get("SCHED_PERF_EXTRA_ARGS", "").split()  # e.g. -v=5 for a log to read: both schedulers
 
     def create(o: dict[str, Any]) -> None:
         client.call("POST", f"/api/v1/namespaces/{o['metadata']['namespace']}/pods", body=_for_apiserver(o))
