@@ -526,6 +526,9 @@ class SchedulingCycle:
         except Exception as exc:
             log.warning("could not record event for pod %s: %s", pod.key, exc)
 
+    def _pod_cached(self, uid: str) -> bool:
+        return self.cache.pod_node(uid) is not None
+
     def _delete_victim(self, pod: Pod) -> None:
         self.cluster.delete_pod(pod, reason="preempted")
 

@@ -167,6 +167,7 @@ class Scheduler(SchedulingCycle):
             fw.handle.run_in_background = self._run_in_background
             fw.handle.get_pod = self._get_pod
             fw.handle.pod_gone_or_deleting = self._pod_gone_or_deleting
+            fw.handle.pod_cached = self._pod_cached
         if metrics is not None:
             self.queue.on_incoming = metrics.incoming
             self.queue.on_hint = getattr(metrics, "queueing_hint", None)

@@ -51,6 +51,9 @@ class Handle:
         #: whether that pod (namespace, name) is gone or being deleted, read without building a Pod: async
         #: preemption's PreEnqueue asks it of a preemptor's last victim on every event that would requeue it
         self.pod_gone_or_deleting: Callable[[str, str], bool] = self._gone_or_deleting
+        #: whether the scheduler's cache still holds this assigned pod (by UID): its deletion event has not been
+        #: handled yet. By default yes (no scheduler behind the handle: nothing to release)
+        self.pod_cached: Callable[[str], bool] = lambda uid: True
         #: the scheduler's extenders (scheduler_runtime.extenders.ExtenderSet) or None; DefaultPreemption asks
         #: them about its candidates
         self.extenders: Any = None

@@ -282,7 +282,13 @@ class DefaultPreemption(Plugin):
             metrics = getattr(getattr(self.handle, "framework", None), "metrics", None)
             if metrics is not None and hasattr(metrics, "preemption_goroutine"):
                 metrics.preemption_goroutine(result, time.monotonic() - start)
-            if not ok:  # no deletion event may come: without this the preemptor could stay unschedulable
+            # no deletion event may come: without this the preemptor could stay unschedulable. kube activates it
+            # on an error only; its deletions also end without an event when the victims' deletion events were
+            # handled earlier, while PreEnqueue held the preemptor (victims deleted by someone else, or a second
+            # preemption of victims the first one deleted: kubernetes#141694), and it then waits for the
+            # five-minute flush. The last victim gone from the cache says so; while the cache holds it, its
+            # deletion event is still to come and moves the preemptor as usual (after the victims are gone).
+            if not ok or not self.handle.pod_cached(victims[-1].uid):
                 self.handle.activate([pod])
 
         try:

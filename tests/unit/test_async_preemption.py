@@ -166,3 +166,26 @@ def test_an_event_does_not_move_the_preemptor_while_its_preemption_is_in_flight(
     s.run(until_idle=True)
     assert m.get_pod("ns", "urgent")["spec"]["nodeName"] == "a"
     s.stop()
+
+
+def test_a_preemption_whose_victims_were_already_gone_still_releases_the_preemptor() -> None:
+    """kubernetes#141694 (present in v1.37.2, seen in PreemptionBasic e2e runs of both schedulers): the victims'
+    deletion events reach the queue while the preemptor's asynchronous preemption is in flight (PreEnqueue holds
+    it), and the preemption's own deletions find the pods gone, so no event is left to move the preemptor. It
+    must not wait for the unschedulable pool's five-minute flush."""
+    m, s = _scheduler([])
+    handle = s.frameworks["default-scheduler"].handle
+    pending: list[Any] = []
+    handle.run_in_background = pending.append  # the API calls have not run yet
+    urgent = Pod.from_dict(m.create(_pod("urgent", "2", 100)))
+    s.run(until_idle=True)
+    assert len(pending) == 1 and s.queue.where(urgent.uid) == "unschedulable"
+    # the victims go away on their own meanwhile: their events come while PreEnqueue holds the preemptor
+    m.delete("pods", "v1", "ns")
+    m.delete("pods", "v2", "ns")
+    s.run(until_idle=True)
+    assert s.queue.where(urgent.uid) == "unschedulable"
+    pending.pop()()  # the preemption's deletions find nothing to delete: no event will follow
+    s.run(until_idle=True)
+    assert m.get_pod("ns", "urgent")["spec"]["nodeName"] == "a"
+    s.stop()
