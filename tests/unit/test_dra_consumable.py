@@ -214,13 +214,21 @@ def _results_in(m: MemoryCluster, ns: str, name: str) -> list[dict[str, Any]]:
     return list(got["status"]["allocation"]["devices"]["results"])
 
 
-def test_with_the_gate_off_selectors_cannot_name_allow_multiple_allocations() -> None:
-    """kube's CEL environment has `device.allowMultipleAllocations` only with DRAConsumableCapacity on."""
+def test_selectors_name_allow_multiple_allocations_whatever_the_gate() -> None:
+    """kube's selector cache compiles in the StoredExpressions CEL environment, which declares the device with
+    `allowMultipleAllocations` whatever DRAConsumableCapacity (kube-scheduler v1.37.2 binds such a pod with the
+    gate off). The field reads the device's value under the incubating allocator (DRADeviceBindingConditions
+    and DRAResourceClaimDeviceStatus still on) and false under the stable one (every such gate off)."""
     cls = _class()
     cls["spec"]["selectors"] = [{"cel": {"expression": "device.allowMultipleAllocations"}}]
     objects = [_node("n1"), cls, _slice("n1"), _claim("c1", None)]
     m = _run(objects, [_pod("a", "c1")], parse_feature_gates(["DRAConsumableCapacity=false"], "1.37"))
-    assert _where(m, "a") == "" and "CEL compile error" in _message(m, "a")
-    assert "undefined field 'allowMultipleAllocations'" in _message(m, "a")
-    m = _run(objects, [_pod("a", "c1")])
     assert _where(m, "a") == "n1"
+    stable = parse_feature_gates(["DRAConsumableCapacity=false", "DRADeviceBindingConditions=false"], "1.37")
+    m = _run(objects, [_pod("a", "c1")], stable)
+    assert _where(m, "a") == "" and "cannot allocate all claims" in _message(m, "a")
+    cls["spec"]["selectors"] = [{"cel": {"expression": "!device.allowMultipleAllocations"}}]
+    m = _run(objects, [_pod("a", "c1")], stable)
+    assert _where(m, "a") == "n1"
+    m = _run(objects, [_pod("a", "c1")])
+    assert _where(m, "a") == ""

@@ -233,3 +233,17 @@ def test_scoring_totals_with_kept_slice_sets(seed: int) -> None:
             got = dra_totals(resolver, slices, allocated, node, "r", CelCache(), inputs,  # type: ignore[arg-type]
                              verdicts, sets)
             assert got == want, node.name
+
+
+def test_scoring_reads_allow_multiple_allocations_as_false() -> None:
+    """NodeResourcesFit's scoring builds its CEL device without `allowMultipleAllocations` (kube's
+    resource_allocation.go), so a class selecting on it counts no device there, while the allocator reads it."""
+    from scheduler_runtime.plugins.dynamicresources.extended import dra_totals
+
+    node = Node.from_dict({"metadata": {"name": "n0"}, "status": {"allocatable": {"cpu": "4"}}})
+    slices = [{"metadata": {"name": "s"}, "spec": {
+        "driver": DRIVER, "nodeName": "n0", "pool": {"name": "n0", "generation": 1, "resourceSliceCount": 1},
+        "devices": [{"name": "d0", "allowMultipleAllocations": True}, {"name": "d1"}]}}]
+    for expr, want in (("device.allowMultipleAllocations", (0, 0)), ("!device.allowMultipleAllocations", (2, 0))):
+        resolver = _Resolver({"metadata": {"name": "gpu"}, "spec": {"selectors": [{"cel": {"expression": expr}}]}})
+        assert dra_totals(resolver, slices, set(), node, "r", CelCache(), {}) == want  # type: ignore[arg-type]

@@ -107,6 +107,14 @@ class Features:
     #: DRAOptionalNodeOperations off)
     list_type_attributes: bool = False
 
+    @property
+    def stable_allocator(self) -> bool:
+        """Whether kube runs its stable allocator: no feature only the incubating or experimental one has is on
+        (structured.NewAllocator takes the first whose features cover the enabled ones). Its CEL device has no
+        `allowMultipleAllocations`, which selectors then read as false."""
+        return not (self.device_binding_and_status or self.consumable_capacity or self.fractional_capacity_range
+                    or self.list_type_attributes)
+
     @classmethod
     def from_gates(cls, gates: Mapping[str, bool] | None) -> Features:
         """The switches as the effective feature gates set them (None: the defaults above); an earlier
@@ -793,8 +801,9 @@ class Allocator:
     def device_input(self, driver: str, device: dict[str, Any]) -> DeviceInput:
         hit = self._inputs.get(id(device))
         lists = self.features.kube_137_allocator
-        if hit is None or hit.raw is not device or hit.list_values is not lists:
-            hit = self._inputs[id(device)] = DeviceInput(driver, device, list_values=lists)
+        multi = not self.features.stable_allocator
+        if hit is None or hit.raw is not device or hit.list_values is not lists or hit.multi_alloc is not multi:
+            hit = self._inputs[id(device)] = DeviceInput(driver, device, list_values=lists, multi_alloc=multi)
         return hit
 
     def allocate(self, node: Node, claims: list[dict[str, Any]],

@@ -324,15 +324,15 @@ def _runtime_text(msg: str) -> str:
     return re.sub(r"^(flatten|sortBy|sort|slice)\(\): ", "", msg)
 
 
-def compile_expression(expression: str, consumable_capacity: bool = True) -> Compiled:
-    """Compile without caching (see CelCache). Without `consumable_capacity` (the DRAConsumableCapacity gate off)
-    the device has no `allowMultipleAllocations` field, as in kube's environment then."""
+def compile_expression(expression: str) -> Compiled:
+    """Compile without caching (see CelCache). The device always has its `allowMultipleAllocations` field,
+    whatever DRAConsumableCapacity: kube's selector cache compiles in its StoredExpressions environment, which
+    declares every versioned option regardless of the feature gates (the last device type declared wins)."""
     if len(expression) > MAX_EXPRESSION_LENGTH:
         return Compiled(expression, error=f"compilation failed: expression too long ({len(expression)} characters, "
                                           f"maximum {MAX_EXPRESSION_LENGTH})")
-    fields = _DEVICE_FIELDS if consumable_capacity else _DEVICE_FIELDS - {"allowMultipleAllocations"}
     for m in _DEVICE_FIELD.finditer(expression):
-        if m.group(1) not in fields:
+        if m.group(1) not in _DEVICE_FIELDS:
             return Compiled(expression, error=f"compilation failed: ERROR: <input>:1:{m.start(1)}: undefined field "
                                               f"'{m.group(1)}'")
     try:
@@ -395,9 +395,8 @@ def _kube_wording(text: str, expression: str) -> str:
 class CelCache:
     """kube's cel.Cache: compiled selectors by expression, least recently used evicted (kube keeps 10)."""
 
-    def __init__(self, size: int = 10, consumable_capacity: bool = True) -> None:
+    def __init__(self, size: int = 10) -> None:
         self.size = size
-        self.consumable_capacity = consumable_capacity
         self._lock = threading.Lock()
         self._items: OrderedDict[str, Compiled] = OrderedDict()
 
@@ -407,7 +406,7 @@ class CelCache:
             if hit is not None:
                 self._items.move_to_end(expression)
                 return hit
-        compiled = compile_expression(expression, self.consumable_capacity)
+        compiled = compile_expression(expression)
         with self._lock:
             self._items[expression] = compiled
             self._items.move_to_end(expression)
@@ -461,12 +460,16 @@ class DeviceInput:
 
     #: bumped when a newly compiled selector looks up a new domain literal
     domains_version = 0
-    __slots__ = ("driver", "raw", "list_values", "_data", "_act", "_version", "_error")
+    __slots__ = ("driver", "raw", "list_values", "multi_alloc", "_data", "_act", "_version", "_error")
     # _act / _version: one activation per environment (core, full)
 
-    def __init__(self, driver: str, raw: dict[str, Any], list_values: bool = True) -> None:
+    def __init__(self, driver: str, raw: dict[str, Any], list_values: bool = True, multi_alloc: bool = True
+                 ) -> None:
         self.driver = driver
         self.raw = raw
+        #: `device.allowMultipleAllocations` reads the device's field; off: false whatever the field, as kube's
+        #: stable allocator and NodeResourcesFit's scoring build their CEL device without it
+        self.multi_alloc = multi_alloc
         #: list-typed attributes become CEL lists (kube 1.37); off: they fail as in 1.36
         self.list_values = list_values
         self._data: dict[str, Any] | None = None
@@ -491,7 +494,7 @@ class DeviceInput:
             except (InputError, InvalidOperation):
                 raise CelError(f"capacity {name}: invalid quantity {value!r}") from None
         return {"driver": self.driver, "attributes": attrs, "capacity": caps,
-                "allowMultipleAllocations": bool(self.raw.get("allowMultipleAllocations") or False)}
+                "allowMultipleAllocations": self.multi_alloc and bool(self.raw.get("allowMultipleAllocations"))}
 
     def activation(self, full: bool = True) -> Any:
         if self._error is not None:

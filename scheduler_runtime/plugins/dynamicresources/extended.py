@@ -382,7 +382,7 @@ def _device_ok(d: dict[str, Any], driver: str, selectors: tuple[str, ...], cel_c
         return hit[1]
     di = device_inputs.get(id(d))
     if di is None or di.raw is not d:
-        di = device_inputs[id(d)] = DeviceInput(driver, d)
+        di = device_inputs[id(d)] = DeviceInput(driver, d, multi_alloc=False)  # kube's scoring leaves it out
     ok: bool | None
     try:
         ok = all(cel_cache.get_or_compile(e).matches(di) for e in selectors)

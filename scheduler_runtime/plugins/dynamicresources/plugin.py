@@ -203,7 +203,7 @@ class DynamicResources(Plugin):
         #: DRADeviceBindingConditions and DRAResourceClaimDeviceStatus: without them kube neither checks an
         #: allocated claim's binding conditions in Filter nor waits for them in PreBind
         self.binding_conditions = self.features.device_binding_and_status
-        self.cel_cache = CelCache(10, consumable_capacity=self.features.consumable_capacity)
+        self.cel_cache = CelCache(10)
         self._mgr: DraManager | None = None
         if handle is not None and getattr(handle, "cluster", None) is not None:
             self._mgr = DraManager.for_handle(handle)
