@@ -94,7 +94,7 @@ WIDE_SELECTORS = [
     '{a}.model == "a100"', '{a}.model != "t4"', '{a}.numa == 1',
     '{c}.memory.isGreaterThan(quantity("16Gi"))', '{c}.memory.compareTo(quantity("80Gi")) < 0',
     '{c}.memory.asApproximateFloat() >= 42949672960.0',
-    '{c}.memory.isInteger() && {c}.memory.asInteger() > 17179869184',
+    'sign({c}.memory) == 1 && {c}.memory.isInteger() && {c}.memory.asInteger() > 17179869184',
 ]
 
 
