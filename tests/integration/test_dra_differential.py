@@ -7,12 +7,13 @@ ExactCount with selectors (plain attribute/capacity tests and the Kubernetes CEL
 regex `find`/`findAll`, sets, lists, two-variable comprehensions, semver; a selector failing at run time), counts,
 `matchAttribute` constraints, `firstAvailable` alternatives, allocationMode All, admin access, and one claim shared
 by two pods; claims with one to three requests (each exact, `firstAvailable` or All, with a model or capacity
-selector) under a `matchAttribute` constraint across all or some of them, and a pod with two such claims; then
-pods asking for the class's extended resource (DRAExtendedResource: by its
-`extendedResourceName` or its implicit name, 1-3 devices, sometimes from an init container too; the third node may
-offer it through a device plugin). Pods are created one at a time; the placement, the devices written to each
-of the pod's claims (for an extended resource, the claim the scheduler created), `reservedFor` and the FailedScheduling
-message must be the same for both (a selector's runtime error without the device it names: see dra_messages.py).
+selector, sometimes tolerating a device taint or asking for some memory of a device that allows several
+allocations) under a `matchAttribute` constraint across all or some of them, and a pod with two such claims; then
+pods asking for the class's extended resource (DRAExtendedResource: by its `extendedResourceName` or its implicit
+name, 1-3 devices, sometimes from an init container too; the third node may offer it through a device plugin).
+Pods are created one at a time; the placement, the devices (and consumed capacity) written to each of the pod's
+claims (for an extended resource, the claim the scheduler created), `reservedFor` and the FailedScheduling message
+must be the same for both (a Filter error's node-dependent parts left out: see dra_messages.py).
 KSCHED_DRA_SEEDS sets how many seeds run (default 6),
 KSCHED_DRA_FIRST the first seed; KSCHED_DRA_REPORT names a JSON file for the counts per kind of comparison.
 """
@@ -85,7 +86,7 @@ def _scenario(seed: int) -> dict[str, Any]:
     extended = [{"count": rng.randint(1, 3), "implicit": rng.random() < 0.3, "init": rng.random() < 0.3}
                 for _ in range(2)]
     return {"devices": devices, "claims": claims, "shared": shared, "extended": extended,
-            "plugin": rng.choice([0, 0, 1, 2]), **_wide(seed)}
+            "plugin": rng.choice([0, 0, 1, 2]), **_wide(seed, [len(d) for d in devices])}
 
 
 #: selectors for the requests of the multi-request claims: {a} the driver's attributes, {c} its capacities
@@ -98,9 +99,12 @@ WIDE_SELECTORS = [
 ]
 
 
-def _wide(seed: int) -> dict[str, Any]:
+def _wide(seed: int, per_node: list[int]) -> dict[str, Any]:
     """Claims with several requests, from their own random stream (the draws of _scenario stay as they were):
-    the last one is the second claim of a pod with two claims; where their pods come in the order is drawn too."""
+    the last one is the second claim of a pod with two claims; where their pods come in the order is drawn too.
+    Then perhaps a device with a NoSchedule taint and perhaps one shared by several allocations
+    (allowMultipleAllocations, DRAConsumableCapacity) with or without a request policy for its memory; requests
+    of the claims may tolerate the taint and ask for some of a device's memory."""
     rng = random.Random(f"wide-{seed}")
     claims = []
     for i in range(3):
@@ -111,7 +115,21 @@ def _wide(seed: int) -> dict[str, Any]:
         names = [r["name"] for r in reqs]
         subset = rng.sample(names, rng.randint(1, len(names))) if len(names) > 1 and rng.random() < 0.4 else []
         claims.append({"name": f"m{i}", "requests": reqs, "match": match, "subset": sorted(subset)})
-    return {"wide": claims, "wide_at": rng.randint(0, 5)}
+    wide_at = rng.randint(0, 5)
+
+    def some_device() -> tuple[int, int] | None:
+        if rng.random() < 0.5:
+            return None
+        n = rng.randrange(3)
+        return n, rng.randrange(per_node[n])
+    tainted, multi = some_device(), some_device()
+    policy = rng.choice([None, {"default": "8Gi", "validRange": {"min": "4Gi", "step": "4Gi"}},
+                         {"default": "16Gi", "validValues": ["8Gi", "16Gi", "32Gi"]}])
+    for cl in claims:
+        for r in cl["requests"]:
+            r["tolerate"] = rng.random() < 0.4
+            r["memory"] = rng.choice([None, None, "4Gi", "10Gi", "20Gi"])
+    return {"wide": claims, "wide_at": wide_at, "tainted": tainted, "multi": multi, "policy": policy}
 
 
 def _wide_claim(driver: str, cls: str, cl: dict[str, Any]) -> dict[str, Any]:
@@ -123,7 +141,11 @@ def _wide_claim(driver: str, cls: str, cl: dict[str, Any]) -> dict[str, Any]:
 
     requests: list[dict[str, Any]] = []
     for r in cl["requests"]:
-        base = {"deviceClassName": cls, "selectors": sel(r["sel"])}
+        base: dict[str, Any] = {"deviceClassName": cls, "selectors": sel(r["sel"])}
+        if r["tolerate"]:
+            base["tolerations"] = [{"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}]
+        if r["memory"] and r["form"] != "all":
+            base["capacity"] = {"requests": {"memory": r["memory"]}}
         if r["form"] == "first":
             requests.append({"name": r["name"], "firstAvailable": [
                 {"name": "pref", **base, "count": r["count"]},
@@ -167,15 +189,21 @@ def _setup(c: KubeClient, ns: str, who: str, tag: str, sc: dict[str, Any]) -> di
         "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": cls},
         "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}],
                  "extendedResourceName": ext}})
-    for n, devs in zip(nodes, sc["devices"], strict=True):
+    for i, (n, devs) in enumerate(zip(nodes, sc["devices"], strict=True)):
+        devices = [{"name": f"gpu-{k}", "attributes": {"model": {"string": d["model"]}, "numa": {"int": d["numa"]},
+                                                       "ip": {"string": d["ip"]}, "fw": {"version": d["fw"]}},
+                    "capacity": {"memory": {"value": d["memory"]}}} for k, d in enumerate(devs)]
+        if sc["tainted"] and sc["tainted"][0] == i:
+            devices[sc["tainted"][1]]["taints"] = [{"key": "example.com/maintenance", "value": "true",
+                                                    "effect": "NoSchedule"}]
+        if sc["multi"] and sc["multi"][0] == i:
+            devices[sc["multi"][1]]["allowMultipleAllocations"] = True
+            if sc["policy"]:
+                devices[sc["multi"][1]]["capacity"]["memory"]["requestPolicy"] = sc["policy"]
         c.call("POST", f"{RES}/resourceslices", body={
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{n}-slice"},
             "spec": {"driver": driver, "nodeName": n, "pool": {"name": n, "generation": 1, "resourceSliceCount": 1},
-                     "devices": [{"name": f"gpu-{k}", "attributes": {"model": {"string": d["model"]},
-                                                                      "numa": {"int": d["numa"]},
-                                                                      "ip": {"string": d["ip"]},
-                                                                      "fw": {"version": d["fw"]}},
-                                  "capacity": {"memory": {"value": d["memory"]}}} for k, d in enumerate(devs)]}})
+                     "devices": devices}})
     for cl in sc["claims"]:
         base = {"deviceClassName": cls, "selectors": _selector(driver, cl["sel"])}
         if cl["kind"] == "first":
@@ -223,7 +251,8 @@ def _view(c: KubeClient, ns: str, pod: str, claims: list[str], ctx: dict[str, An
     devices, reserved = [], []
     for k, cl in enumerate(got_claims):
         alloc = (cl.get("status") or {}).get("allocation")
-        devices += sorted((k, r["request"], ctx["nodes"].index(r["pool"]), r["device"])
+        devices += sorted((k, r["request"], ctx["nodes"].index(r["pool"]), r["device"],
+                           sorted((r.get("consumedCapacity") or {}).items()))  # not the shareID: random
                           for r in (alloc or {}).get("devices", {}).get("results", []))
         reserved.append(len((cl.get("status") or {}).get("reservedFor") or []))
     return place, devices, reserved
