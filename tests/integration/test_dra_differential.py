@@ -124,7 +124,7 @@ def _wide(seed: int, per_node: list[int]) -> dict[str, Any]:
         return n, rng.randrange(per_node[n])
     tainted, multi = some_device(), some_device()
     policy = rng.choice([None, {"default": "8Gi", "validRange": {"min": "4Gi", "step": "4Gi"}},
-                         {"default": "16Gi", "validValues": ["8Gi", "16Gi", "32Gi"]}])
+                         {"default": "8Gi", "validValues": ["4Gi", "8Gi", "16Gi"]}])  # <= every memory
     for cl in claims:
         for r in cl["requests"]:
             r["tolerate"] = rng.random() < 0.4
