@@ -6,11 +6,14 @@ memory, numa, an IP address and a firmware version), its own DeviceClass and dri
 ExactCount with selectors (plain attribute/capacity tests and the Kubernetes CEL libraries: IP, CIDR, URL,
 regex `find`/`findAll`, sets, lists, two-variable comprehensions, semver; a selector failing at run time), counts,
 `matchAttribute` constraints, `firstAvailable` alternatives, allocationMode All, admin access, and one claim shared
-by two pods; then pods asking for the class's extended resource (DRAExtendedResource: by its
-`extendedResourceName` or its implicit name, 1-3 devices, sometimes from an init container too; the third node may
-offer it through a device plugin). Pods are created one at a time; the placement, the devices written to each
-claim (for an extended resource, the claim the scheduler created), `reservedFor` and the FailedScheduling message
-must be the same for both (a selector's runtime error without the device it names: see dra_messages.py).
+by two pods; claims with one to three requests (each exact, `firstAvailable` or All, with a model or capacity
+selector, sometimes tolerating a device taint or asking for some memory of a device that allows several
+allocations) under a `matchAttribute` constraint across all or some of them, and a pod with two such claims; then
+pods asking for the class's extended resource (DRAExtendedResource: by its `extendedResourceName` or its implicit
+name, 1-3 devices, sometimes from an init container too; the third node may offer it through a device plugin).
+Pods are created one at a time; the placement, the devices (and consumed capacity) written to each of the pod's
+claims (for an extended resource, the claim the scheduler created), `reservedFor` and the FailedScheduling message
+must be the same for both (a Filter error's node-dependent parts left out: see dra_messages.py).
 KSCHED_DRA_SEEDS sets how many seeds run (default 6),
 KSCHED_DRA_FIRST the first seed; KSCHED_DRA_REPORT names a JSON file for the counts per kind of comparison.
 """
@@ -83,7 +86,79 @@ def _scenario(seed: int) -> dict[str, Any]:
     extended = [{"count": rng.randint(1, 3), "implicit": rng.random() < 0.3, "init": rng.random() < 0.3}
                 for _ in range(2)]
     return {"devices": devices, "claims": claims, "shared": shared, "extended": extended,
-            "plugin": rng.choice([0, 0, 1, 2])}
+            "plugin": rng.choice([0, 0, 1, 2]), **_wide(seed, [len(d) for d in devices])}
+
+
+#: selectors for the requests of the multi-request claims: {a} the driver's attributes, {c} its capacities
+WIDE_SELECTORS = [
+    None, None,
+    '{a}.model == "a100"', '{a}.model != "t4"', '{a}.numa == 1',
+    '{c}.memory.isGreaterThan(quantity("16Gi"))', '{c}.memory.compareTo(quantity("80Gi")) < 0',
+    '{c}.memory.asApproximateFloat() >= 42949672960.0',
+    'sign({c}.memory) == 1 && {c}.memory.isInteger() && {c}.memory.asInteger() > 17179869184',
+]
+
+
+def _wide(seed: int, per_node: list[int]) -> dict[str, Any]:
+    """Claims with several requests, from their own random stream (the draws of _scenario stay as they were):
+    the last one is the second claim of a pod with two claims; where their pods come in the order is drawn too.
+    Then perhaps a device with a NoSchedule taint and perhaps one shared by several allocations
+    (allowMultipleAllocations, DRAConsumableCapacity) with or without a request policy for its memory; requests
+    of the claims may tolerate the taint and ask for some of a device's memory."""
+    rng = random.Random(f"wide-{seed}")
+    claims = []
+    for i in range(3):
+        reqs = [{"name": f"r{r}", "form": rng.choice(["exact", "exact", "exact", "exact", "first", "all"]),
+                 "sel": rng.choice(WIDE_SELECTORS), "count": rng.choice([1, 1, 2]), "alt": rng.choice(WIDE_SELECTORS)}
+                for r in range(rng.randint(1, 3) if i == 0 else rng.randint(1, 2))]
+        match = rng.choice([None, "numa", "numa", "model", "fw"])
+        names = [r["name"] for r in reqs]
+        subset = rng.sample(names, rng.randint(1, len(names))) if len(names) > 1 and rng.random() < 0.4 else []
+        claims.append({"name": f"m{i}", "requests": reqs, "match": match, "subset": sorted(subset)})
+    wide_at = rng.randint(0, 5)
+
+    def some_device() -> tuple[int, int] | None:
+        if rng.random() < 0.5:
+            return None
+        n = rng.randrange(3)
+        return n, rng.randrange(per_node[n])
+    tainted, multi = some_device(), some_device()
+    policy = rng.choice([None, {"default": "8Gi", "validRange": {"min": "4Gi", "step": "4Gi"}},
+                         {"default": "8Gi", "validValues": ["4Gi", "8Gi", "16Gi"]}])  # <= every memory
+    for cl in claims:
+        for r in cl["requests"]:
+            r["tolerate"] = rng.random() < 0.4
+            r["memory"] = rng.choice([None, None, "4Gi", "10Gi", "20Gi"])
+    return {"wide": claims, "wide_at": wide_at, "tainted": tainted, "multi": multi, "policy": policy}
+
+
+def _wide_claim(driver: str, cls: str, cl: dict[str, Any]) -> dict[str, Any]:
+    def sel(expr: str | None) -> list[dict[str, Any]]:
+        if expr is None:
+            return []
+        a, c = f'device.attributes["{driver}"]', f'device.capacity["{driver}"]'
+        return [{"cel": {"expression": expr.format(a=a, c=c)}}]
+
+    requests: list[dict[str, Any]] = []
+    for r in cl["requests"]:
+        base: dict[str, Any] = {"deviceClassName": cls, "selectors": sel(r["sel"])}
+        if r["tolerate"]:
+            base["tolerations"] = [{"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}]
+        if r["memory"] and r["form"] != "all":
+            base["capacity"] = {"requests": {"memory": r["memory"]}}
+        if r["form"] == "first":
+            requests.append({"name": r["name"], "firstAvailable": [
+                {"name": "pref", **base, "count": r["count"]},
+                {"name": "alt", "deviceClassName": cls, "selectors": sel(r["alt"])}]})
+        elif r["form"] == "all":
+            requests.append({"name": r["name"], "exactly": {**base, "allocationMode": "All"}})
+        else:
+            requests.append({"name": r["name"], "exactly": {**base, "count": r["count"]}})
+    constraints = []
+    if cl["match"]:
+        constraints.append({"matchAttribute": f"{driver}/{cl['match']}", **(
+            {"requests": cl["subset"]} if cl["subset"] else {})})
+    return {"requests": requests, "constraints": constraints}
 
 
 def _selector(driver: str, sel: tuple[str, str] | None) -> list[dict[str, Any]]:
@@ -114,15 +189,21 @@ def _setup(c: KubeClient, ns: str, who: str, tag: str, sc: dict[str, Any]) -> di
         "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": cls},
         "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}],
                  "extendedResourceName": ext}})
-    for n, devs in zip(nodes, sc["devices"], strict=True):
+    for i, (n, devs) in enumerate(zip(nodes, sc["devices"], strict=True)):
+        devices = [{"name": f"gpu-{k}", "attributes": {"model": {"string": d["model"]}, "numa": {"int": d["numa"]},
+                                                       "ip": {"string": d["ip"]}, "fw": {"version": d["fw"]}},
+                    "capacity": {"memory": {"value": d["memory"]}}} for k, d in enumerate(devs)]
+        if sc["tainted"] and sc["tainted"][0] == i:
+            devices[sc["tainted"][1]]["taints"] = [{"key": "example.com/maintenance", "value": "true",
+                                                    "effect": "NoSchedule"}]
+        if sc["multi"] and sc["multi"][0] == i:
+            devices[sc["multi"][1]]["allowMultipleAllocations"] = True
+            if sc["policy"]:
+                devices[sc["multi"][1]]["capacity"]["memory"]["requestPolicy"] = sc["policy"]
         c.call("POST", f"{RES}/resourceslices", body={
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{n}-slice"},
             "spec": {"driver": driver, "nodeName": n, "pool": {"name": n, "generation": 1, "resourceSliceCount": 1},
-                     "devices": [{"name": f"gpu-{k}", "attributes": {"model": {"string": d["model"]},
-                                                                      "numa": {"int": d["numa"]},
-                                                                      "ip": {"string": d["ip"]},
-                                                                      "fw": {"version": d["fw"]}},
-                                  "capacity": {"memory": {"value": d["memory"]}}} for k, d in enumerate(devs)]}})
+                     "devices": devices}})
     for cl in sc["claims"]:
         base = {"deviceClassName": cls, "selectors": _selector(driver, cl["sel"])}
         if cl["kind"] == "first":
@@ -143,10 +224,14 @@ def _setup(c: KubeClient, ns: str, who: str, tag: str, sc: dict[str, Any]) -> di
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
             "metadata": {"name": f"{who}-{tag}-{cl['name']}"},
             "spec": {"devices": {"requests": requests, "constraints": constraints}}})
+    for cl in sc["wide"]:
+        c.call("POST", f"{RES}/namespaces/{ns}/resourceclaims", body={
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": f"{who}-{tag}-{cl['name']}"}, "spec": {"devices": _wide_claim(driver, cls, cl)}})
     return {"driver": driver, "nodes": nodes, "group": group, "ext": ext, "class": cls}
 
 
-def _view(c: KubeClient, ns: str, pod: str, claim: str, ctx: dict[str, Any], who: str, tag: str) -> Any:
+def _view(c: KubeClient, ns: str, pod: str, claims: list[str], ctx: dict[str, Any], who: str, tag: str) -> Any:
     got = c.call("GET", f"/api/v1/namespaces/{ns}/pods/{pod}")
     node = got["spec"].get("nodeName")
     if node:
@@ -157,16 +242,20 @@ def _view(c: KubeClient, ns: str, pod: str, claim: str, ctx: dict[str, Any], who
         if msg is None:
             return None
         place = ("pending", comparable_message(msg.replace(f"{who}-{tag}", "X")))
-    if claim:
-        cl = c.call("GET", f"{RES}/namespaces/{ns}/resourceclaims/{claim}")
+    if claims:
+        got_claims = [c.call("GET", f"{RES}/namespaces/{ns}/resourceclaims/{claim}") for claim in claims]
     else:  # the claim the scheduler created for the pod's extended resources, if any
         mine = [x for x in c.call("GET", f"{RES}/namespaces/{ns}/resourceclaims")["items"]
                 if any(o.get("uid") == got["metadata"]["uid"] for o in x["metadata"].get("ownerReferences") or [])]
-        cl = mine[0] if mine else {}
-    alloc = (cl.get("status") or {}).get("allocation")
-    devices = sorted((r["request"], ctx["nodes"].index(r["pool"]), r["device"])
-                     for r in (alloc or {}).get("devices", {}).get("results", []))
-    return place, devices, len((cl.get("status") or {}).get("reservedFor") or [])
+        got_claims = [mine[0] if mine else {}]
+    devices, reserved = [], []
+    for k, cl in enumerate(got_claims):
+        alloc = (cl.get("status") or {}).get("allocation")
+        devices += sorted((k, r["request"], ctx["nodes"].index(r["pool"]), r["device"],
+                           sorted((r.get("consumedCapacity") or {}).items()))  # not the shareID: random
+                          for r in (alloc or {}).get("devices", {}).get("results", []))
+        reserved.append(len((cl.get("status") or {}).get("reservedFor") or []))
+    return place, devices, reserved
 
 
 def _kinds(kube: Any, ours: Any) -> dict[str, bool]:
@@ -199,11 +288,12 @@ def test_random_dra_scenarios_match_kube_scheduler(control_plane, namespace, tmp
             sc = _scenario(seed)
             tag = f"{seed}-{uuid.uuid4().hex[:4]}"
             ctx = {who: _setup(c, ns, who, tag, sc) for who in ("kube", "ours")}
-            order = [cl["name"] for cl in sc["claims"]] + [sc["claims"][sc["shared"]]["name"]]
-            for i, claim_name in enumerate(order):
+            order = [[cl["name"]] for cl in sc["claims"]] + [[sc["claims"][sc["shared"]]["name"]]]
+            order[sc["wide_at"]:sc["wide_at"]] = [["m0"], ["m1", "m2"]]  # a pod with two multi-request claims
+            for i, claim_names in enumerate(order):
                 got = {}
                 for who, sched in (("kube", KUBE), ("ours", OURS)):
-                    pod, claim = f"{who}-{tag}-p{i}", f"{who}-{tag}-{claim_name}"
+                    pod, claims = f"{who}-{tag}-p{i}", [f"{who}-{tag}-{name}" for name in claim_names]
                     c.call("POST", f"/api/v1/namespaces/{ns}/pods", body={
                         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod},
                         "spec": {"schedulerName": sched, "nodeSelector": {"drx-group": ctx[who]["group"]},
@@ -213,15 +303,19 @@ def test_random_dra_scenarios_match_kube_scheduler(control_plane, namespace, tmp
                                      for r, w in ((0, 10), (1, 50), (2, 100))]}},
                                  "containers": [{"name": "c", "image": "pause",
                                                  "resources": {"requests": {"cpu": "1"}}}],
-                                 "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}]}})
-                    got[who] = wait_for(lambda pod=pod, claim=claim, who=who, cx=ctx[who], tg=tag: _view(
-                        c, ns, pod, claim, cx, who, tg), 60, f"a decision for {pod}")
+                                 "resourceClaims": [{"name": f"gpu{k}", "resourceClaimName": claim}
+                                                    for k, claim in enumerate(claims)]}})
+                    got[who] = wait_for(lambda pod=pod, claims=claims, who=who, cx=ctx[who], tg=tag: _view(
+                        c, ns, pod, claims, cx, who, tg), 60, f"a decision for {pod}")
                 decisions += 1
                 pending += got["kube"][0][0] == "pending"
-                spec = next(cl for cl in sc["claims"] if cl["name"] == claim_name)
-                kind = spec["kind"] if spec["kind"] != "library" else "exact"
-                kind += "+library" if spec["sel"] and spec["sel"][0] == "library" else ""
-                kind += "+shared" if i == len(order) - 1 else ""
+                if claim_names[0].startswith("m"):
+                    kind = "multi-request" if len(claim_names) == 1 else "multi-request+two-claims"
+                else:
+                    spec = next(cl for cl in sc["claims"] if cl["name"] == claim_names[0])
+                    kind = spec["kind"] if spec["kind"] != "library" else "exact"
+                    kind += "+library" if spec["sel"] and spec["sel"][0] == "library" else ""
+                    kind += "+shared" if i == (4 if sc["wide_at"] == 5 else 6) else ""
                 by_kind.setdefault(kind, [0, 0])[got["kube"][0][0] == "pending"] += 1
                 for kind, same in _kinds(got["kube"], got["ours"]).items():
                     counts[kind][0] += 1
@@ -247,7 +341,7 @@ def test_random_dra_scenarios_match_kube_scheduler(control_plane, namespace, tmp
                     c.call("POST", f"/api/v1/namespaces/{ns}/pods",
                            body={"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod}, "spec": spec})
                     got[who] = wait_for(lambda pod=pod, who=who, cx=ctx[who], tg=tag: _view(
-                        c, ns, pod, "", cx, who, tg), 60, f"a decision for {pod}")
+                        c, ns, pod, [], cx, who, tg), 60, f"a decision for {pod}")
                 decisions += 1
                 pending += got["kube"][0][0] == "pending"
                 by_kind.setdefault("extended", [0, 0])[got["kube"][0][0] == "pending"] += 1
@@ -264,5 +358,5 @@ def test_random_dra_scenarios_match_kube_scheduler(control_plane, namespace, tmp
     if os.environ.get("KSCHED_DRA_REPORT"):
         Path(os.environ["KSCHED_DRA_REPORT"]).write_text(json.dumps(report, indent=1))
     assert not disagreements, disagreements
-    assert decisions == SEEDS * 7
+    assert decisions == SEEDS * 9
     assert outcomes == {"claim", "pending", "bound"} or SEEDS < 6, outcomes  # devices, none left, device plugin

@@ -186,3 +186,22 @@ def test_includes_equality(expression: str, outcome: bool) -> None:
     assert compiled.error is None
     device = DeviceInput("d", {"attributes": {"n": {"ints": [1, 2]}, "v": {"version": "1.0.0"}}})
     assert compiled.matches(device) is outcome
+
+
+@pytest.mark.parametrize(("expression", "outcome"), [
+    ('sign(device.capacity["dra.example.com"].memory) == 1', True),
+    ('sign(quantity("-1")) == -1 && sign(quantity("0")) == 0', True),
+    ('device.capacity["dra.example.com"].memory.sign() == 1', "compilation failed"),
+])
+def test_quantity_sign_is_a_global_function(expression: str, outcome: Any) -> None:
+    """kube's Quantity library declares `sign` with cel.Overload (a global function) where its other functions
+    are member functions, so kube-apiserver and kube-scheduler compile `sign(q)` and refuse `q.sign()`
+    (`found no matching overload for 'sign' applied to 'kubernetes.Quantity.()'`; cel-cpp words it as an
+    undeclared reference, a wording left as it is: kube-apiserver refuses such a selector, so a stored one
+    reaches neither scheduler)."""
+    compiled = compile_expression(expression)
+    if outcome is True:
+        assert compiled.error is None, compiled.error
+        assert compiled.matches(DeviceInput("dra.example.com", {"capacity": {"memory": {"value": "80Gi"}}}))
+    else:
+        assert outcome in (compiled.error or ""), compiled.error

@@ -15,9 +15,9 @@ CEL in ways reproduced here:
   device's driver; looking up a domain the device does not have gives an empty map (kube's custom map), a missing
   id inside a domain is the runtime error `no such key: <id>`;
 - version attributes are Semver values and capacities Quantity values, with the Kubernetes Quantity library
-  (`quantity()`, `isQuantity()`, `compareTo`, `isGreaterThan`, `isLessThan`, `add`, `sub`, `sign`, `isInteger`,
-  `asInteger`, `asApproximateFloat`) and Semver library (`semver()`, `isSemver()`, `major`, `minor`, `patch`,
-  `compareTo`, `isGreaterThan`, `isLessThan`);
+  (`quantity()`, `isQuantity()`, `sign()` (a global function: `sign(q)`), `compareTo`, `isGreaterThan`,
+  `isLessThan`, `add`, `sub`, `isInteger`, `asInteger`, `asApproximateFloat`) and Semver library (`semver()`,
+  `isSemver()`, `major`, `minor`, `patch`, `compareTo`, `isGreaterThan`, `isLessThan`);
 - an expression must evaluate to bool (or an untyped value); anything else fails to compile with kube's
   `must evaluate to bool or the unknown type, not <type>`; an expression longer than 10 Ki fails to compile.
 
@@ -214,7 +214,9 @@ def _environment(full: bool = True) -> Any:
         funcs = [
             fn("quantity", ("k8s_quantity", Q, [T.STRING], False, _quantity)),
             fn("isQuantity", ("k8s_is_quantity", T.BOOL, [T.STRING], False, _is_quantity)),
-            fn("sign", ("k8s_quantity_sign", T.INT, [Q], True, lambda q: _cmp(_nano(q), 0))),
+            # a global function, unlike the library's other Quantity functions: kube declares it with
+            # cel.Overload, so `sign(q)` compiles and `q.sign()` does not (its doc comment shows the latter)
+            fn("sign", ("k8s_quantity_sign", T.INT, [Q], False, lambda q: _cmp(_nano(q), 0))),
             fn("isInteger", ("k8s_quantity_is_integer", T.BOOL, [Q], True, lambda q: _nano(q) % 10**9 == 0)),
             fn("asInteger", ("k8s_quantity_as_integer", T.INT, [Q], True, _as_integer)),
             fn("asApproximateFloat", ("k8s_quantity_as_float", T.DOUBLE, [Q], True, lambda q: _nano(q) / 1e9)),
