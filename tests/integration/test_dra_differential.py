@@ -14,7 +14,7 @@ name, 1-3 devices, sometimes from an init container too; the third node may offe
 Pods are created one at a time; the placement, the devices (and consumed capacity) written to each of the pod's
 claims (for an extended resource, the claim the scheduler created), `reservedFor` and the FailedScheduling message
 must be the same for both (a Filter error's node-dependent parts left out: see dra_messages.py).
-KSCHED_DRA_SEEDS sets how many seeds run (default 6),
+KSCHED_DRA_SEEDS sets how many seeds run (default 6; the test's timeout grows with it),
 KSCHED_DRA_FIRST the first seed; KSCHED_DRA_REPORT names a JSON file for the counts per kind of comparison.
 """
 
@@ -266,6 +266,7 @@ def _kinds(kube: Any, ours: Any) -> dict[str, bool]:
             "messages": kp[0] != "pending" or op[0] != "pending" or kp[1] == op[1]}
 
 
+@pytest.mark.timeout(max(300, 20 * SEEDS))  # one test for every seed: ~4-10 s each on a shared 2-core machine
 def test_random_dra_scenarios_match_kube_scheduler(control_plane, namespace, tmp_path: Path):
     c = KubeClient(load_connection(str(control_plane.kubeconfig_path)))
     ns = namespace
