@@ -966,6 +966,9 @@ class DynamicResources(Plugin):
                     if is_ext:
                         self._wait_for_informer(updated)
                     self.mgr.assume(updated)
+                    assumed = getattr(self.handle, "claim_assumed", None)
+                    if assumed is not None and not is_ext:
+                        assumed(updated)  # kube assumes it: an update event for the queue (the extended one: no)
                     if is_ext:
                         self._patch_pod_extended_status(s, pod, updated, node_name)
                     return updated
