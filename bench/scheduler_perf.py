@@ -27,7 +27,9 @@ Modes:
           start-to-bound seconds, scheduler CPU seconds, peak RSS and the ratios ksched/kube.
 
 Not a test: `python bench/scheduler_perf.py [--mode memory|e2e] [--scale 0.1] [--only A,B] [--growth]
-[--feature-gates OpportunisticBatching=false]`.
+[--feature-gates OpportunisticBatching=false]`. In e2e mode SCHED_PERF_KUBE_FLAGS and SCHED_PERF_KSCHED_FLAGS add
+flags to one scheduler's command (e.g. `--v=3`: kube-scheduler's per-pod queue log in the control plane's
+kube-scheduler.log, which the run removes at its end).
 """
 
 from __future__ import annotations
@@ -901,10 +903,13 @@ def _measure_e2e(cp: Any, client: Any, w: Workload, params: dict[str, int], labe
     cfg = cp.dir / f"{label}-config.yaml"  # with the control plane's files, not a temp dir left behind
     cfg.write_text(CONFIG.format(kubeconfig=cp.kubeconfig_path, qps=qps, burst=qps) + w.profiles)
     gate_flags = [f"--feature-gates={g}" for g in _feature_gates()]
+    # extra flags for one scheduler, e.g. SCHED_PERF_KUBE_FLAGS=--v=3 for kube-scheduler's queue log
+    extra = os.environ.get("SCHED_PERF_KUBE_FLAGS" if label == "kube-scheduler" else "SCHED_PERF_KSCHED_FLAGS", "")
     if label == "kube-scheduler":
-        cmd = [str(cp.bin_dir / "kube-scheduler"), f"--config={cfg}", "--secure-port=0", *gate_flags]
+        cmd = [str(cp.bin_dir / "kube-scheduler"), f"--config={cfg}", "--secure-port=0", *gate_flags,
+               *extra.split()]
     else:
-        cmd = ksched_command(cfg, "--results=ksched", *gate_flags)
+        cmd = ksched_command(cfg, "--results=ksched", *gate_flags, *extra.split())
     cmd += os.environ.get("SCHED_PERF_EXTRA_ARGS", "").split()  # e.g. -v=5 for a log to read: both schedulers
 
     def create(o: dict[str, Any]) -> None:

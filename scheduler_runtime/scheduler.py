@@ -96,6 +96,15 @@ def _node_update_action(old: Node, new: Node) -> ActionType:
     return a
 
 
+#: the inbox's resource for a claim a plugin wrote (Handle.claim_assumed)
+_CLAIM_EVENT = "resourceclaims.resource.k8s.io"
+
+
+def _resource_version(raw: dict[str, Any] | None) -> int | None:
+    rv = str(((raw or {}).get("metadata") or {}).get("resourceVersion") or "")
+    return int(rv) if rv.isdigit() else None
+
+
 def _event_resource(raw: dict[str, Any]) -> str:
     kind = raw.get("kind") or ""
     api = raw.get("apiVersion") or ""
@@ -168,6 +177,7 @@ class Scheduler(SchedulingCycle):
             fw.handle.get_pod = self._get_pod
             fw.handle.pod_gone_or_deleting = self._pod_gone_or_deleting
             fw.handle.pod_cached = self._pod_cached
+            fw.handle.claim_assumed = self._claim_assumed
         if metrics is not None:
             self.queue.on_incoming = metrics.incoming
             self.queue.on_hint = getattr(metrics, "queueing_hint", None)
@@ -175,6 +185,8 @@ class Scheduler(SchedulingCycle):
             if bind is not None:
                 bind(self)
         self._victims_deleted = 0  # preemption victims deleted so far (scheduler_preemption_victims)
+        #: claim key -> the claim as the queue last saw it (kube's claim assume cache: `_claim_event`)
+        self._claims_seen: dict[str, dict[str, Any]] = {}
         self._inbox: _stdqueue.SimpleQueue[tuple[Any, ...]] = _stdqueue.SimpleQueue()
         self.queue.interrupt = lambda: not self._inbox.empty()
         self._binders = BindingPool(bind_workers, bind_deadline) if bind_async else None
@@ -225,6 +237,41 @@ class Scheduler(SchedulingCycle):
         self._inbox.put((resource, action, old, new))
         self.queue.wake()
 
+    def _claim_assumed(self, claim: dict[str, Any]) -> None:
+        """A claim a plugin wrote (any thread): its update event, through the inbox so that it lands among
+        the informer's events in the order they happened."""
+        self._inbox.put((_CLAIM_EVENT, "ASSUMED", None, claim))
+        self.queue.wake()
+
+    def _claim_event(self, action: str, old_raw: dict | None, new_raw: dict | None) -> None:
+        """ResourceClaim events as kube's queue gets them, from its claim assume cache: a claim that PreBind
+        wrote counts as updated when the write returns (`ASSUMED`), not when the informer brings that version
+        back; an informer version no newer than the last one the queue saw is dropped (the echo of the write,
+        or an older update delivered after it), and the next newer one is an update from the written claim.
+        Versions are compared as numbers, as the assume cache does; a claim the queue never saw cannot be
+        assumed (kube: not found)."""
+        latest = self._claims_seen
+        raw = new_raw or old_raw or {}
+        m = raw.get("metadata") or {}
+        key = f"{m.get('namespace') or ''}/{m.get('name') or ''}"
+        seen = latest.get(key)
+        if action == "DELETED":
+            latest.pop(key, None)
+            self.queue.move_on_event(ClusterEvent(_event_resource(raw), ActionType.Delete),
+                                     seen if seen is not None else old_raw, None)
+            return
+        version = _resource_version(new_raw)
+        if seen is not None:
+            have = _resource_version(seen)
+            if version is not None and have is not None and (version < have or (
+                    version == have and action != "ASSUMED")):
+                return  # kube: an assumed version out of sync is refused; an informer one not newer, skipped
+        elif action == "ASSUMED":
+            return
+        latest[key] = new_raw  # type: ignore[assignment]
+        act = ActionType.Add if seen is None else ActionType.Update
+        self.queue.move_on_event(ClusterEvent(_event_resource(raw), act), seen, new_raw)
+
     def drain_inbox(self) -> int:
         n = 0
         while True:
@@ -260,6 +307,9 @@ class Scheduler(SchedulingCycle):
                 self.cache.set_namespace(meta.get("name", ""), dict(meta.get("labels") or {}))
         else:
             raw = new_raw or old_raw or {}
+            if resource == _CLAIM_EVENT or raw.get("kind") == "ResourceClaim":
+                self._claim_event(action, old_raw, new_raw)
+                return
             act = {"ADDED": ActionType.Add, "DELETED": ActionType.Delete}.get(action, ActionType.Update)
             self.queue.move_on_event(ClusterEvent(_event_resource(raw), act), old_raw, new_raw)
 

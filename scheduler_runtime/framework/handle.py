@@ -57,6 +57,9 @@ class Handle:
         #: the scheduler's extenders (scheduler_runtime.extenders.ExtenderSet) or None; DefaultPreemption asks
         #: them about its candidates
         self.extenders: Any = None
+        #: a ResourceClaim as a plugin's write returned it, from any thread (kube's assume cache Assume): the
+        #: scheduler hands its queue the claim update that kube's assume cache emits then
+        self.claim_assumed: Callable[[dict[str, Any]], None] = lambda claim: None
 
     def _nominated_pods_by_node(self) -> Mapping[str, list[Pod]]:
         return {node: self.nominated_pods_for_node(node) for node in self.nominated_node_names()}

@@ -438,6 +438,31 @@ def test_status_patch_and_annotations(started: tuple[KubeCluster, Recorder], adm
     assert not any(cd.get("reason") == "SchedulerError" for cd in (got3.get("status") or {}).get("conditions") or ())
 
 
+def test_status_and_annotations_in_one_strategic_merge_patch(started: tuple[KubeCluster, Recorder],
+                                                             admin: KubeClient, ns: str) -> None:
+    """The pod writer's merged write (a failure's status and result annotation, both queued): the API server
+    takes metadata.annotations from a strategic merge patch of pods/status, a null removing a key."""
+    from scheduler_runtime.cluster.kube.status import write_status_and_annotations
+
+    c, _ = started
+    pod = Pod.from_dict(create_pod(admin, ns, "sm1"))
+    cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "no fit"}
+    assert write_status_and_annotations(c, pod, cond, "node-y", pod, {"ksched.io/result": "r1", "gone": "x"}) \
+        == (True, True)
+    got = get_pod(admin, ns, "sm1")
+    assert got["metadata"]["annotations"] == {"ksched.io/result": "r1", "gone": "x"}
+    assert got["status"]["nominatedNodeName"] == "node-y"
+    assert [cd["reason"] for cd in got["status"]["conditions"] if cd["type"] == "PodScheduled"] == ["Unschedulable"]
+    again = Pod.from_dict(got)
+    cond2 = {**cond, "message": "still no fit"}
+    assert write_status_and_annotations(c, again, cond2, "", again, {"ksched.io/result": "r2", "gone": None}) \
+        == (True, True)
+    got2 = get_pod(admin, ns, "sm1")
+    assert got2["metadata"]["annotations"] == {"ksched.io/result": "r2"}
+    assert not got2["status"].get("nominatedNodeName")
+    assert [cd["message"] for cd in got2["status"]["conditions"] if cd["type"] == "PodScheduled"] == ["still no fit"]
+
+
 def test_a_failure_status_still_queued_does_not_land_after_the_binding(
         started: tuple[KubeCluster, Recorder], admin: KubeClient, ns: str) -> None:
     """A pod's PodScheduled=False from an earlier attempt, queued when the pod is bound, is dropped: sent after

@@ -257,3 +257,77 @@ def test_scoring_counts_follow_the_allocated_devices(seed: int) -> None:
             want[0].append(c)
             want[1].append(u)
         assert scorer.totals(mgr, "x.io/gpu", nodes) == want, step
+
+
+def _allocated(name: str, node_selector: dict[str, Any] | None, reserved: bool = False) -> dict[str, Any]:
+    c = claim(name)
+    alloc: dict[str, Any] = {"devices": {"results": [
+        {"request": "gpu", "driver": "gpu.example.com", "pool": "n1", "device": "gpu-0"}]}}
+    if node_selector is not None:
+        alloc["nodeSelector"] = node_selector
+    c["status"] = {"allocation": alloc}
+    if reserved:
+        c["status"]["reservedFor"] = [{"resource": "pods", "name": "other", "uid": "other-uid"}]
+    return c
+
+
+_ON_N1 = {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}
+_ZONE_A = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+                                 {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n3", "x"]}]}]}
+
+
+@pytest.mark.parametrize("selectors", [[_ON_N1], [_ZONE_A], [None], [_ON_N1, _ZONE_A], [_ZONE_A, None]])
+def test_the_batch_decides_every_node_for_allocated_claims(selectors: list[dict[str, Any] | None]) -> None:
+    """A pod whose claims are all allocated (a shared claim's later pods): the batch gives every node the
+    verdict `filter` gives, leaving none to the per-node walk, and marks a claim unavailable only on the nodes
+    whose Status the framework asks for."""
+    m = MemoryCluster()
+    names = [f"c{i}" for i in range(len(selectors))]
+    p = pod("p")
+    p["spec"]["resourceClaims"] = [{"name": n, "resourceClaimName": n} for n in names]
+    for o in [device_class(), p] + [_allocated(n, sel) for n, sel in zip(names, selectors, strict=True)]:
+        m.create(o, emit=False)
+    nodes = []
+    for i in range(5):
+        raw = node(f"n{i}")
+        raw["metadata"]["labels"]["zone"] = "a" if i in (1, 2) else "b"
+        nodes.append(Node.from_dict(raw))
+    pl = DynamicResources(None, Handle(Snapshot(), cluster=m))
+    pp = Pod.from_dict(m.get_pod(NS, "p"))
+    state = CycleState()
+    _res, st = pl.pre_filter(state, pp, None)  # type: ignore[arg-type]
+    assert st is None
+    snap = _snapshot(nodes)
+    fb = pl.filter_batch(state, pp, snap)
+    assert fb.pending is None
+    assert state.get("DynamicResources").unavailable == set()  # nothing asked yet
+    per_node_state = CycleState()
+    pl.pre_filter(per_node_state, pp, None)  # type: ignore[arg-type]
+    for ni in snap.node_infos:
+        want = pl.filter(per_node_state, pp, ni)
+        assert bool(fb.ok[ni.row]) == (want is None), ni.name
+        if want is not None:
+            got = fb.status_at(ni.row)
+            assert (got.code, got.message) == (want.code, want.message)
+    assert state.get("DynamicResources").unavailable == per_node_state.get("DynamicResources").unavailable
+
+
+def test_a_claim_on_nodes_other_plugins_reject_is_not_deallocated() -> None:
+    """kube's PostFilter deallocates only claims its Filter found unavailable on some node it reached: when an
+    earlier plugin rejects every other node (a nodeSelector) and the claim's node is cordoned, DynamicResources
+    never rejects a node, and the unreserved claim stays allocated."""
+    m = MemoryCluster()
+    n1 = node("n1")
+    n1["spec"] = {"unschedulable": True}
+    p = pod("p", claim_name="c")
+    p["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "n1"}
+    for o in (n1, node("n2"), node("n3"), device_class(), rslice("n1", ["t4"]), _allocated("c", _ON_N1)):
+        m.create(o, emit=False)
+    reg = build_registry([])
+    s = Scheduler(m, load_config(None, reg), reg, seed=1)
+    s.start()
+    m.create(p)
+    s.run(until_idle=True)
+    got = m.informer("resourceclaims").get("c", NS)
+    assert (got.get("status") or {}).get("allocation"), got
+    assert not (m.get_pod(NS, "p") or {})["spec"].get("nodeName")

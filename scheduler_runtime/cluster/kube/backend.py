@@ -37,6 +37,24 @@ log = logging.getLogger("ksched.kube")
 _FIRST = ("namespaces", "nodes")
 
 
+def initial_pod_order(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The order start() hands the listed pods over in: bound ones as listed, then the unbound ones by uid.
+
+    kube-scheduler's informers (client-go's WatchListClient, on by default since 1.35) collect the initial
+    objects in a map and hand them to the handlers in that map's order, so the pods pending at startup enter
+    the activeQ, and get their queue timestamps, in no particular order. A LIST returns them by name; queued
+    in that order, pods named in sequence follow one another, e.g. the pods sharing a ResourceClaim, each of
+    which then finds the claim's allocation still in flight (kube: "resource claim ... is in the process of
+    being allocated") and waits for a requeue where kube's mostly would not. The uid order stands in for the
+    map's: unrelated to names or creation order, and the same for the same objects."""
+    bound = [p for p in pods if (p.get("spec") or {}).get("nodeName")]
+    if len(bound) == len(pods):
+        return pods
+    pending = [p for p in pods if not (p.get("spec") or {}).get("nodeName")]
+    pending.sort(key=lambda p: str((p.get("metadata") or {}).get("uid") or ""))
+    return bound + pending
+
+
 def _cc_get(cc: Any, names: Iterable[str], default: Any) -> Any:
     if cc is None:
         return default
@@ -276,6 +294,8 @@ class KubeCluster(ClusterBackend):
         # nodes before namespaces would also do; memory.py delivers namespaces first, so we do too
         snaps = [(r, r.snapshot_for_start()) for r in order]
         for r, objs in snaps:
+            if r.name == "pods":
+                objs = initial_pod_order(objs)
             for raw in objs:
                 handler(r.name, "ADDED", None, raw)
         for r, _ in snaps:

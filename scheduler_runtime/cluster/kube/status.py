@@ -31,6 +31,15 @@ class StatusHost(GatedWriter, Protocol):
 
 def write_status(host: StatusHost, pod: Pod, condition: dict[str, Any] | None, nnn: str | None) -> bool:
     """Patch the condition and nominatedNodeName; False if nothing changed, the pod is gone or not leader."""
+    patch_status = status_patch(pod, condition, nnn)
+    if not patch_status:
+        return False
+    body = {"metadata": {"uid": pod.uid}, "status": patch_status}
+    return _patch_status(host, pod, body, "application/strategic-merge-patch+json")
+
+
+def status_patch(pod: Pod, condition: dict[str, Any] | None, nnn: str | None) -> dict[str, Any]:
+    """The `status` of write_status's patch: what changed of the condition and nominatedNodeName ({}: nothing)."""
     status = (pod.raw.get("status") or {}) if pod.raw else {}
     patch_status: dict[str, Any] = {}
     if condition is not None:
@@ -52,17 +61,19 @@ def write_status(host: StatusHost, pod: Pod, condition: dict[str, Any] | None, n
         cur = status.get("nominatedNodeName") or ""
         if nnn != cur:
             patch_status["nominatedNodeName"] = nnn or None
-    if not patch_status:
-        return False
+    return patch_status
+
+
+def _patch_status(host: StatusHost, pod: Pod, body: dict[str, Any], content_type: str) -> bool:
+    """PATCH pods/status; False if not leader or the pod is gone (or was replaced by one with the same name)."""
     path = f"/api/v1/namespaces/{path_escape(pod.namespace)}/pods/{path_escape(pod.name)}/status"
-    body = {"metadata": {"uid": pod.uid}, "status": patch_status}
-    resp = host.gated_write("PATCH", path, body=body, content_type="application/strategic-merge-patch+json")
+    resp = host.gated_write("PATCH", path, body=body, content_type=content_type)
     if resp is None:
         return False
     if resp.ok:
         return True
     if resp.status == 404 or (resp.status in (409, 422) and not same_pod(host, pod)):
-        return False  # the pod is gone (or was replaced by one with the same name)
+        return False
     raise host.client.error(resp, "PATCH", path)
 
 
@@ -71,23 +82,34 @@ def same_pod(host: StatusHost, pod: Pod) -> bool:
     return raw is not None and (raw.get("metadata") or {}).get("uid") == pod.uid
 
 
-def write_annotations(host: StatusHost, pod: Pod, annotations: dict[str, str | None]) -> bool:
+def annotation_changes(pod: Pod, annotations: dict[str, str | None]) -> dict[str, str | None]:
     have = pod.annotations or {}
-    changes = {k: v for k, v in annotations.items() if have.get(k) != v}
+    return {k: v for k, v in annotations.items() if have.get(k) != v}
+
+
+def write_annotations(host: StatusHost, pod: Pod, annotations: dict[str, str | None]) -> bool:
+    changes = annotation_changes(pod, annotations)
     if not changes:
         return False
     # through pods/status, which system:kube-scheduler may patch (a patch of `pods` could change the image);
     # the API server keeps the spec on a status write and takes the metadata
-    path = f"/api/v1/namespaces/{path_escape(pod.namespace)}/pods/{path_escape(pod.name)}/status"
     body = {"metadata": {"uid": pod.uid, "annotations": changes}}
-    resp = host.gated_write("PATCH", path, body=body, content_type="application/merge-patch+json")
-    if resp is None:
-        return False
-    if resp.ok:
-        return True
-    if resp.status == 404 or (resp.status in (409, 422) and not same_pod(host, pod)):
-        return False
-    raise host.client.error(resp, "PATCH", path)
+    return _patch_status(host, pod, body, "application/merge-patch+json")
+
+
+def write_status_and_annotations(host: StatusHost, pod: Pod, condition: dict[str, Any] | None, nnn: str | None,
+                                 annotated: Pod, annotations: dict[str, str | None]) -> tuple[bool, bool]:
+    """A failed attempt's status and its result annotation (`annotated`: the pod as the annotation write saw
+    it) in one PATCH of pods/status when both changed (a strategic merge patch merges metadata.annotations as a
+    JSON merge patch does: null removes a key); (status written, annotations written)."""
+    patch_status = status_patch(pod, condition, nnn)
+    changes = annotation_changes(annotated, annotations)
+    if not patch_status or not changes:
+        return (write_status(host, pod, condition, nnn) if patch_status else False,
+                write_annotations(host, annotated, annotations) if changes else False)
+    body = {"metadata": {"uid": pod.uid, "annotations": changes}, "status": patch_status}
+    done = _patch_status(host, pod, body, "application/strategic-merge-patch+json")
+    return done, done
 
 
 #: a queued write: the kind ("status" or "annotations"), the pod, and (condition, nnn) or the annotations
@@ -138,9 +160,20 @@ class PodWriter(ShardedWorkers[_Write]):
         return bool(self._shards[shard])
 
     def _take(self, shard: int) -> _Write:
-        (op, key), (pod, payload) = self._shards[shard].popitem(last=False)
+        """The shard's oldest write; a status write and an annotation write of the same pod, both queued (a
+        failed attempt makes both), are taken together and sent as one patch (`both`)."""
+        queued = self._shards[shard]
+        (op, key), (pod, payload) = queued.popitem(last=False)
         self._in_flight.add((op, key))
-        return op, pod, payload
+        other = "annotate" if op == "status" else "status" if op == "annotate" else ""
+        mate = queued.get((other, key)) if other else None
+        if mate is None or mate[0].uid != pod.uid:
+            return op, pod, payload
+        del queued[(other, key)]
+        self._in_flight.add((other, key))
+        if op == "status":
+            return "both", pod, (payload, mate[0], mate[1])
+        return "both", mate[0], (mate[1], pod, payload)
 
     def settle(self, pod: Pod, timeout: float = 30.0) -> None:
         """Before the pod's binding: its status write still queued is dropped, and one being sent is waited
@@ -171,20 +204,31 @@ class PodWriter(ShardedWorkers[_Write]):
             self._send(op, pod, payload)
         finally:
             with self._cv:  # the base notifies `_cv` once the item is done
-                self._in_flight.discard((op, pod.key))
+                if op == "both":
+                    self._in_flight.discard(("status", pod.key))
+                    self._in_flight.discard(("annotate", pod.key))
+                else:
+                    self._in_flight.discard((op, pod.key))
 
     def _send(self, op: str, pod: Pod, payload: Any) -> None:
+        outcomes: tuple[bool, ...]
         try:
-            done = write_status(self.host, pod, *payload) if op == "status" else \
-                write_annotations(self.host, pod, payload)
+            if op == "both":
+                (cond, nnn), annotated, annotations = payload
+                outcomes = write_status_and_annotations(self.host, pod, cond, nnn, annotated, annotations)
+            elif op == "status":
+                outcomes = (write_status(self.host, pod, *payload),)
+            else:
+                outcomes = (write_annotations(self.host, pod, payload),)
         except ApiError as exc:
             self.failed += 1
             log.warning("could not update pod %s: %s", pod.key, exc)
             return
-        if done:
-            self.written += 1
-        else:
-            self.skipped += 1
+        for done in outcomes:
+            if done:
+                self.written += 1
+            else:
+                self.skipped += 1
 
     def pending(self) -> int:
         with self._cv:

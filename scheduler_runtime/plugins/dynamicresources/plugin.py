@@ -452,10 +452,57 @@ class DynamicResources(Plugin):
         `pending`, so the framework asks `filter` for each, in kube's walk order, as it would without this."""
         n = len(snapshot)
         s: _State | None = state.get(NAME)
-        got = self._batch(s, pod, snapshot) if s is not None and s.claims and not s.node_checks else None
+        got = None
+        if s is not None and s.claims:
+            got = self._batch(s, pod, snapshot) if not s.node_checks else self._allocated_batch(s, snapshot)
         if got is None:
             return FilterBatch(np.zeros(n, dtype=bool), Status.as_error("not decided"), pending=np.ones(n, dtype=bool))
         return got
+
+    def _allocated_batch(self, s: _State, snapshot: Snapshot) -> FilterBatch | None:
+        """`filter`'s verdicts when every claim is allocated already and only their node selectors matter (no
+        extended resources, no devices skipping node operations, no binding conditions pending or unreadable):
+        a node passes where every selector matches it. A term naming its nodes (`metadata.name In`) is checked
+        on those nodes only, the others cannot match it. A rejected node's claims become `unavailable` (what
+        PostFilter may deallocate) when the framework asks for that node's Status, i.e. on the nodes where
+        `filter` would have run and rejected. None (per node, then) in the other cases."""
+        if s.allocator is not None or s.ext_index >= 0 or s.plain_todo:
+            return None
+        if any(skips or ready is not True for _, _, _, skips, ready in s.node_checks):
+            return None
+        infos = snapshot.node_infos
+        n = len(infos)
+        nodes = list(map(_NODE_OF, infos))
+        if any(node is None for node in nodes):
+            return None
+        ok = np.ones(n, dtype=bool)
+        misses: list[tuple[int, np.ndarray]] = []  # (claim index, the rows its selector rejects)
+        for i, _claim, sel, _skips, _ready in s.node_checks:
+            if sel is None:
+                continue
+            match = np.zeros(n, dtype=bool)
+            for term in sel.terms:
+                names = term.name_values
+                if names is None:
+                    match |= np.fromiter(map(term.matches, nodes), dtype=bool, count=n)
+                    continue
+                for name in names:
+                    ni = snapshot.get(name)
+                    if ni is not None and 0 <= ni.row < n and infos[ni.row] is ni and term.matches(nodes[ni.row]):
+                        match[ni.row] = True
+            if not match.all():
+                misses.append((i, ~match))
+            ok &= match
+        if not misses:
+            return FilterBatch(ok, Status.unresolvable("resourceclaim not available on the node"))
+        rejected = Status.unresolvable("resourceclaim not available on the node")
+
+        def status_at(row: int) -> Status:
+            # asked for the rows whose verdict is this plugin's, those `filter` would have been called on
+            with s.lock:
+                s.unavailable.update(i for i, miss in misses if miss[row])
+            return rejected
+        return FilterBatch(ok, status_at)
 
     def _batch(self, s: _State, pod: Pod, snapshot: Snapshot) -> FilterBatch | None:
         """The verdicts `filter` gives, for the nodes where the batch can tell (None: it cannot tell any)."""
@@ -966,6 +1013,9 @@ class DynamicResources(Plugin):
                     if is_ext:
                         self._wait_for_informer(updated)
                     self.mgr.assume(updated)
+                    assumed = getattr(self.handle, "claim_assumed", None)
+                    if assumed is not None and not is_ext:
+                        assumed(updated)  # kube assumes it: an update event for the queue (the extended one: no)
                     if is_ext:
                         self._patch_pod_extended_status(s, pod, updated, node_name)
                     return updated
