@@ -335,7 +335,13 @@ def test_more_hanging_prebinds_than_binding_workers_still_bind_the_others() -> N
         s.frameworks["default-scheduler"].plugins["HangingPreBindMany"].gate.set()
         stop.set()
         t.join(10)
-    assert all(m.get_pod("ns", f"stuck{i}")["spec"].get("nodeName") == "a" for i in (1, 2, 3))
+
+    def stuck_bound() -> bool:
+        return all(m.get_pod("ns", f"stuck{i}")["spec"].get("nodeName") == "a" for i in (1, 2, 3))
+    deadline = time.monotonic() + 10  # the released binds finish on the binding workers, after the loop stopped
+    while not stuck_bound() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert stuck_bound()
 
 
 def test_pods_whose_resource_claim_is_missing_stay_pending_without_the_old_warning(caplog) -> None:
