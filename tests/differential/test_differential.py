@@ -5,12 +5,12 @@ A few seeds in CI; `python bench/differential.py --seeds N` runs many and prints
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from scheduler_runtime.controlplane import ControlPlane, ControlPlaneUnavailable
+from scheduler_runtime.controlplane import ControlPlane
+from tests.controlplanes import started_control_plane
 
 from .oracle import compare, run_ksched, run_kube
 from .scenario import generate
@@ -21,18 +21,9 @@ SEEDS = (1, 2, 3)
 
 @pytest.fixture(scope="module")
 def own_control_plane(tmp_path_factory: pytest.TempPathFactory):
-    try:
-        cp = ControlPlane(state_dir=tmp_path_factory.mktemp("diff-cp"))
-    except ControlPlaneUnavailable as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(str(exc))
-        pytest.skip(str(exc))
-    cp.start()
-    try:
+    with started_control_plane(state_dir=tmp_path_factory.mktemp("diff-cp")) as cp:
         cp.start_controller_manager(("persistentvolume-binder-controller",))
         yield cp
-    finally:
-        cp.stop()
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -14,21 +14,13 @@ from pathlib import Path
 import pytest
 
 from scheduler_runtime.controlplane import ControlPlane, ControlPlaneUnavailable, find_prev_scheduler
+from tests.controlplanes import started_control_plane
 
 
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[ControlPlane]:
-    try:
-        cp = ControlPlane()
-    except ControlPlaneUnavailable as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(str(exc))
-        pytest.skip(str(exc))
-    cp.start()
-    try:
+    with started_control_plane() as cp:
         yield cp
-    finally:
-        cp.stop()
 
 
 @pytest.fixture(scope="session")

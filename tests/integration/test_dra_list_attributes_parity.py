@@ -12,7 +12,6 @@ gate selects).
 
 from __future__ import annotations
 
-import os
 import sys
 import uuid
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ from typing import Any
 import pytest
 
 from scheduler_runtime.cluster.kube import KubeClient, load_connection
-from scheduler_runtime.controlplane import ControlPlane, ControlPlaneUnavailable
+from scheduler_runtime.controlplane import ControlPlane
 from scheduler_runtime.featuregates import parse_feature_gates
 from scheduler_runtime.testing.kube import (
     create_dra_nodes_and_class,
@@ -31,6 +30,7 @@ from scheduler_runtime.testing.kube import (
     scheduler_config,
     wait_decision,
 )
+from tests.controlplanes import started_control_plane
 
 pytestmark = pytest.mark.integration
 KSCHED = Path(sys.executable).parent / "ksched"
@@ -41,17 +41,8 @@ GATE = "DRAListTypeAttributes=true"
 @pytest.fixture(scope="module")
 def list_plane() -> Iterator[ControlPlane]:
     """A control plane of its own whose kube-apiserver stores the alpha fields the cases need."""
-    try:
-        cp = ControlPlane(apiserver_args=(f"--feature-gates={GATE},DRAOptionalNodeOperations=true",))
-    except ControlPlaneUnavailable as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(str(exc))
-        pytest.skip(str(exc))
-    cp.start()
-    try:
+    with started_control_plane(apiserver_args=(f"--feature-gates={GATE},DRAOptionalNodeOperations=true",)) as cp:
         yield cp
-    finally:
-        cp.stop()
 
 
 def _dev(name: str, **attrs: Any) -> dict[str, Any]:
