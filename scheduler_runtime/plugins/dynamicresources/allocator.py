@@ -428,11 +428,12 @@ class _Result:
 class _MatchAttribute(AttributeConstraint):
     """matchAttribute over scalar values (DRAListTypeAttributes off): every device has the first one's value."""
 
-    __slots__ = ("value",)
+    __slots__ = ("value", "n")
 
     def __init__(self, requests: list[str], attribute: str) -> None:
         super().__init__(requests, attribute)
         self.value: tuple[str, Any] | None = None
+        self.n = 0  # devices recorded
 
     def add(self, req: RequestName, device: dict[str, Any], did: DeviceID) -> bool:
         if not self._applies(req):

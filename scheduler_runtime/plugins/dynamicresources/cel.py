@@ -147,7 +147,7 @@ def semver_value(s: str, normalize: bool = False) -> list[str]:
 
 
 def _sv(v: Any) -> tuple[int, int, int, str]:
-    if isinstance(v, list) and len(v) == 2 and v[0] == _SKEY:
+    if cel_k8s.is_semver(v):
         return parse_semver(v[1])
     raise ValueError("no such overload")
 

@@ -75,12 +75,11 @@ class AttributeConstraint(ABC):
     the claim's requests when it names none). The search calls `remove` once for every successful `add`, in
     reverse order."""
 
-    __slots__ = ("requests", "attribute", "n")
+    __slots__ = ("requests", "attribute")
 
     def __init__(self, requests: list[str], attribute: str) -> None:
         self.requests = set(requests)
         self.attribute = attribute
-        self.n = 0
 
     def _applies(self, req: RequestName) -> bool:
         if not self.requests:
@@ -117,13 +116,11 @@ class MatchAttributeSets(AttributeConstraint):
         if s is None:
             return False
         self.stack.append(s)
-        self.n += 1
         return True
 
     def remove(self, req: RequestName) -> None:
         if self._applies(req):
             self.stack.pop()
-            self.n -= 1
 
 
 class DistinctAttributeSets(AttributeConstraint):
@@ -142,10 +139,8 @@ class DistinctAttributeSets(AttributeConstraint):
         if s is None or any(intersection(s, other) is not None for other in self.sets):
             return False
         self.sets.append(s)
-        self.n += 1
         return True
 
     def remove(self, req: RequestName) -> None:
         if self._applies(req):
             self.sets.pop()
-            self.n -= 1
