@@ -601,7 +601,7 @@ def _top_scores(scores: ScoreResult, k: int, snapshot: Any) -> list[dict[str, An
     if not len(scores.totals):
         return []
     order = np.argsort(-scores.totals, kind="stable")[:k]
-    # each column read once for the k nodes: indexing numpy scalars one by one cost ~3% of an e2e run
+    # each plugin's column read once for the k nodes, not one numpy scalar at a time
     infos = snapshot.node_infos
     names = [infos[r].name for r in scores.rows[order].tolist()]
     totals = scores.totals[order].tolist()

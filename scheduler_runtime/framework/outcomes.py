@@ -59,8 +59,8 @@ class Diagnosis:
     #: the recorded result count reasons per distinct Status and name each one's first nodes, and a batch
     #: filter fails thousands of nodes with one or two Statuses, so tallying them as they are recorded saves a
     #: pass over every failed node per pod
-    _tally: dict[int, StatusTally] = field(default_factory=dict, repr=False, compare=False)
-    _tallied: int = field(default=0, repr=False, compare=False)  # -1 once a record replaced a node's Status
+    _tally: dict[int, StatusTally] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _tallied: int = field(default=0, init=False, repr=False, compare=False)  # -1 once a record replaced a node's Status
 
     def record(self, node: str, status: Status) -> None:
         """One node's Status."""

@@ -114,7 +114,6 @@ MAX_SCORE = 100
 MIN_SCORE = 0
 
 
-
 def distinct_statuses(statuses: Iterable[Status]) -> list[tuple[Status, int]]:
     """Each distinct Status (by identity) with how many times it occurs, in the order of its first occurrence.
     Batch filters share one Status among many nodes: what is read of a Status is then read once per distinct

@@ -21,6 +21,7 @@ from .rest import ApiError, GatedWriter
 from .workers import ShardedWorkers
 
 log = logging.getLogger("ksched.kube")
+_STRATEGIC, _MERGE = "application/strategic-merge-patch+json", "application/merge-patch+json"
 
 
 class StatusHost(GatedWriter, Protocol):
@@ -35,7 +36,7 @@ def write_status(host: StatusHost, pod: Pod, condition: dict[str, Any] | None, n
     if not patch_status:
         return False
     body = {"metadata": {"uid": pod.uid}, "status": patch_status}
-    return _patch_status(host, pod, body, "application/strategic-merge-patch+json")
+    return _patch_status(host, pod, body, _STRATEGIC)
 
 
 def status_patch(pod: Pod, condition: dict[str, Any] | None, nnn: str | None) -> dict[str, Any]:
@@ -94,7 +95,7 @@ def write_annotations(host: StatusHost, pod: Pod, annotations: dict[str, str | N
     # through pods/status, which system:kube-scheduler may patch (a patch of `pods` could change the image);
     # the API server keeps the spec on a status write and takes the metadata
     body = {"metadata": {"uid": pod.uid, "annotations": changes}}
-    return _patch_status(host, pod, body, "application/merge-patch+json")
+    return _patch_status(host, pod, body, _MERGE)
 
 
 def write_status_and_annotations(host: StatusHost, pod: Pod, condition: dict[str, Any] | None, nnn: str | None,
@@ -104,12 +105,15 @@ def write_status_and_annotations(host: StatusHost, pod: Pod, condition: dict[str
     JSON merge patch does: null removes a key); (status written, annotations written)."""
     patch_status = status_patch(pod, condition, nnn)
     changes = annotation_changes(annotated, annotations)
-    if not patch_status or not changes:
-        return (write_status(host, pod, condition, nnn) if patch_status else False,
-                write_annotations(host, annotated, annotations) if changes else False)
-    body = {"metadata": {"uid": pod.uid, "annotations": changes}, "status": patch_status}
-    done = _patch_status(host, pod, body, "application/strategic-merge-patch+json")
-    return done, done
+    if patch_status and changes:
+        body = {"metadata": {"uid": pod.uid, "annotations": changes}, "status": patch_status}
+        done = _patch_status(host, pod, body, _STRATEGIC)
+        return done, done
+    status_done = bool(patch_status) and _patch_status(
+        host, pod, {"metadata": {"uid": pod.uid}, "status": patch_status}, _STRATEGIC)
+    annotations_done = bool(changes) and _patch_status(
+        host, annotated, {"metadata": {"uid": annotated.uid, "annotations": changes}}, _MERGE)
+    return status_done, annotations_done
 
 
 #: a queued write: the kind ("status" or "annotations"), the pod, and (condition, nnn) or the annotations
