@@ -150,7 +150,8 @@ def test_async_preemption_on_the_binding_workers() -> None:
     s.stop()
 
 
-def test_an_event_does_not_move_the_preemptor_while_its_preemption_is_in_flight() -> None:
+def _preemption_in_flight() -> tuple[Any, Any, Pod, list[Any]]:
+    """A preemptor whose asynchronous preemption was decided but whose API calls (in `pending`) have not run."""
     m, s = _scheduler([])
     handle = s.frameworks["default-scheduler"].handle
     pending: list[Any] = []
@@ -158,6 +159,11 @@ def test_an_event_does_not_move_the_preemptor_while_its_preemption_is_in_flight(
     urgent = Pod.from_dict(m.create(_pod("urgent", "2", 100)))
     s.run(until_idle=True)
     assert len(pending) == 1 and s.queue.where(urgent.uid) == "unschedulable"
+    return m, s, urgent, pending
+
+
+def test_an_event_does_not_move_the_preemptor_while_its_preemption_is_in_flight() -> None:
+    m, s, urgent, pending = _preemption_in_flight()
     # a victim goes away on its own: NodeResourcesFit would requeue the pod, PreEnqueue keeps it back
     m.delete("pods", "v1", "ns")
     s.run(until_idle=True)
@@ -173,13 +179,7 @@ def test_a_preemption_whose_victims_were_already_gone_still_releases_the_preempt
     deletion events reach the queue while the preemptor's asynchronous preemption is in flight (PreEnqueue holds
     it), and the preemption's own deletions find the pods gone, so no event is left to move the preemptor. It
     must not wait for the unschedulable pool's five-minute flush."""
-    m, s = _scheduler([])
-    handle = s.frameworks["default-scheduler"].handle
-    pending: list[Any] = []
-    handle.run_in_background = pending.append  # the API calls have not run yet
-    urgent = Pod.from_dict(m.create(_pod("urgent", "2", 100)))
-    s.run(until_idle=True)
-    assert len(pending) == 1 and s.queue.where(urgent.uid) == "unschedulable"
+    m, s, urgent, pending = _preemption_in_flight()
     # the victims go away on their own meanwhile: their events come while PreEnqueue holds the preemptor
     m.delete("pods", "v1", "ns")
     m.delete("pods", "v2", "ns")
