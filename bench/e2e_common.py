@@ -180,6 +180,10 @@ def measure_scheduler(client: Any, log_path: Path, label: str, cmd: list[str], n
         log.close()
     times = sorted(bound.values())
     lat = sorted(t - start for t in times)
+    if os.environ.get("SCHED_PERF_TIMELINE"):  # each bind's seconds from the scheduler's start, one file per run
+        Path(os.environ["SCHED_PERF_TIMELINE"]).mkdir(parents=True, exist_ok=True)
+        (Path(os.environ["SCHED_PERF_TIMELINE"]) / f"{label}-{prefix or 'all'}-{n_pods}.txt").write_text(
+            "".join(f"{x:.3f}\n" for x in lat))
     span = times[-1] - times[0] if len(times) > 1 else 1e-9
     cpu = max(cpu, peak_cpu)
     n = n_pods
@@ -211,6 +215,11 @@ def ksched_command(cfg: Path, *extra: str) -> list[str]:
     names an output file."""
     import sys
     ensure_bytecode()
+    # the checkout this bench is in, not whatever the venv's editable install points at (a worktree's bench
+    # would otherwise measure another tree's ksched)
+    root = str(Path(__file__).resolve().parents[1])
+    if os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] != root:
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
     cmd = [str(Path(sys.executable).parent / "kube-scheduler"), f"--config={cfg}", "--secure-port=0", *extra]
     if os.environ.get("KSCHED_PYSPY"):  # collapsed stacks into this file (py-spy on PATH); with
         # KSCHED_PYSPY_GIL=1 only the thread holding the GIL is sampled: where the Python CPU goes

@@ -29,7 +29,8 @@ Modes:
 Not a test: `python bench/scheduler_perf.py [--mode memory|e2e] [--scale 0.1] [--only A,B] [--growth]
 [--feature-gates OpportunisticBatching=false]`. In e2e mode SCHED_PERF_KUBE_FLAGS and SCHED_PERF_KSCHED_FLAGS add
 flags to one scheduler's command (e.g. `--v=3`: kube-scheduler's per-pod queue log in the control plane's
-kube-scheduler.log, which the run removes at its end).
+kube-scheduler.log, which the run removes at its end); SCHED_PERF_TIMELINE=DIR writes each run's bind times
+(seconds from the scheduler's start, one per line) to DIR. ksched runs from the checkout the bench is in.
 """
 
 from __future__ import annotations

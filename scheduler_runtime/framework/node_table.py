@@ -31,6 +31,9 @@ class NodeTable:
         #: added, moved or removed, or the log is cut, which makes every RowValues start over
         self.changes: list[int] = []
         self.epoch = 0
+        #: the rows whose node has a host port in use, per (protocol, port, IP), and per (protocol, port, "")
+        #: for any IP: NodePorts' batch filter reads a pod's few keys instead of asking every node
+        self.port_rows: dict[tuple[str, int, str], set[int]] = {}
 
     # ---------------------------------------------------------------- shape
     def column(self, name: str) -> int:
@@ -112,6 +115,32 @@ class NodeTable:
         nzr = self.nz[row]
         nzr[0] += sign * pod.non_zero_requests["cpu"]
         nzr[1] += sign * pod.non_zero_requests["memory"]
+
+    def note_ports(self, row: int, protocol: str, port: int, ips: set[str] | None, ip: str) -> None:
+        """Mirror one (protocol, port) of a node's used host ports after it changed: `ips` is the set of IPs
+        now using it (None or empty: none), `ip` the one that was added or removed."""
+        index = self.port_rows
+        for key, present in (((protocol, port, ip), bool(ips) and ip in ips), ((protocol, port, ""), bool(ips))):
+            rows = index.get(key)
+            if present:
+                if rows is None:
+                    index[key] = {row}
+                else:
+                    rows.add(row)
+            elif rows is not None:
+                rows.discard(row)
+                if not rows:
+                    del index[key]
+
+    def add_ports(self, row: int, used: dict[tuple[str, int], set[str]]) -> None:
+        for (protocol, port), ips in used.items():
+            for ip in ips:
+                self.note_ports(row, protocol, port, ips, ip)
+
+    def drop_ports(self, row: int, used: dict[tuple[str, int], set[str]]) -> None:
+        for (protocol, port), ips in used.items():
+            for ip in ips:
+                self.note_ports(row, protocol, port, None, ip)
 
     # ---------------------------------------------------------------- views
     @property

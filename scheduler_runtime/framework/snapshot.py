@@ -170,6 +170,8 @@ class Snapshot:
             self.table.account_pod(row, p, 1)
             self._count_affinity(p, 1)
             self.pod_nodes[p.uid] = info
+        if info.used_ports:
+            self.table.add_ports(row, info.used_ports)
         self._rows_changed()
         self._changed(images=bool(info.node.images))
 
@@ -188,9 +190,14 @@ class Snapshot:
             return None
         row = info.row
         last = len(self.node_infos) - 1
+        if info.used_ports:
+            self.table.drop_ports(row, info.used_ports)
         if row != last:
             moved = self.node_infos[last]
             self.table.move_row(last, row)
+            if moved.used_ports:
+                self.table.drop_ports(last, moved.used_ports)
+                self.table.add_ports(row, moved.used_ports)
             moved.row = row
             self.node_infos[row] = moved
         self.node_infos.pop()

@@ -176,6 +176,8 @@ class NodeInfo:
             ips.discard(hp.ip)
             if not ips:
                 del self.used_ports[key]
+        if self.table is not None and self.row >= 0:
+            self.table.note_ports(self.row, hp.protocol, hp.port, ips, hp.ip)
 
     def port_conflicts(self, ports: Iterable[HostPort]) -> bool:
         """0.0.0.0 conflicts with every IP on the same protocol/port, as NodePorts does."""

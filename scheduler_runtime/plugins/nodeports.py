@@ -7,13 +7,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ..framework import signers
 from ..framework.cycle_state import CycleState
 from ..framework.interface import SignFragment
 from ..framework.nodelist import NodeList
-from ..framework.plugin import Plugin
+from ..framework.plugin import FilterBatch, Plugin
+from ..framework.snapshot import Snapshot
 from ..framework.status import Status
-from ..framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo
+from ..framework.types import QUEUE, QUEUE_SKIP, ActionType, ClusterEvent, ClusterEventWithHint, NodeInfo, all_ok
 from ..objects import Pod
 
 REASON = "node(s) didn't have free ports for the requested pod ports"
@@ -35,6 +38,24 @@ class NodePorts(Plugin):
         if node_info.port_conflicts(pod.host_ports):
             return Status.unschedulable(REASON)
         return None
+
+    def filter_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot) -> FilterBatch:
+        """`filter` for every row, from the table's rows per used port: a pod asks about its own few ports,
+        not every node (a DaemonSet or a hostPort Deployment otherwise walks the nodes one by one)."""
+        n = len(snapshot)
+        index = snapshot.table.port_rows
+        taken: set[int] = set()
+        for hp in pod.host_ports:  # 0.0.0.0 conflicts with every IP on the same protocol/port, as `filter`
+            if hp.ip == "0.0.0.0":
+                taken.update(index.get((hp.protocol, hp.port, ""), ()))
+            else:
+                taken.update(index.get((hp.protocol, hp.port, hp.ip), ()))
+                taken.update(index.get((hp.protocol, hp.port, "0.0.0.0"), ()))
+        if not taken:
+            return FilterBatch(all_ok(n), Status.unschedulable(REASON))
+        ok = np.ones(n, dtype=bool)
+        ok[np.fromiter(taken, dtype=np.int64, count=len(taken))] = False
+        return FilterBatch(ok, Status.unschedulable(REASON))
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [ClusterEventWithHint(ClusterEvent("Pod", ActionType.Delete), _after_pod_deleted),

@@ -9,7 +9,7 @@ from scheduler_runtime.framework.cycle_state import CycleState
 from scheduler_runtime.framework.handle import Handle
 from scheduler_runtime.framework.nodelist import NodeList
 from scheduler_runtime.framework.status import Code
-from scheduler_runtime.framework.types import NodeScore
+from scheduler_runtime.framework.types import NodeInfo, NodeScore
 from scheduler_runtime.objects import Node, Pod
 from scheduler_runtime.plugins.imagelocality import ImageLocality
 from scheduler_runtime.plugins.interpodaffinity import InterPodAffinity
@@ -150,6 +150,57 @@ def test_host_ports_conflict_and_wildcard_ip():
         "node(s) didn't have free ports for the requested pod ports"]
     assert plugin.filter(CycleState(), p, snap.node_infos[1]) is None
     assert plugin.pre_filter(CycleState(), pod(), NodeList(snap)).code == Code.Skip
+
+
+def _port_pod(name: str, ports: list[tuple[str, int, str]]) -> Pod:
+    return pod(name, containers=[{"name": "c", "ports": [
+        {"containerPort": 80, "hostPort": port, "protocol": proto, **({"hostIP": ip} if ip else {})}
+        for proto, port, ip in ports]}])
+
+
+def test_host_ports_batch_equals_per_node_filter_through_churn():
+    """The batch verdict reads the table's per-port rows: they must follow pods added, replaced and removed
+    (two pods on one port, the last one leaving), nodes added with pods on them and nodes removed (the last row
+    moving into the hole), and agree with `filter` on every node."""
+    import random
+    rng = random.Random(7)
+    keys = [("TCP", 80, ""), ("TCP", 80, "10.0.0.1"), ("TCP", 80, "10.0.0.2"), ("UDP", 80, ""), ("TCP", 81, ""),
+            ("TCP", 80, "0.0.0.0")]
+    snap = snapshot_of(*(node(f"n{i}") for i in range(6)))
+    plugin = NodePorts(None, Handle(snap))
+    placed: list[tuple[str, Pod]] = []
+    serial = 0
+    for step in range(400):
+        serial += 1
+        op = rng.random()
+        infos = snap.node_infos
+        if op < 0.45 and infos:
+            ni = rng.choice(infos)
+            p = _port_pod(f"p{serial}", rng.sample(keys, rng.randint(1, 2)))
+            snap.add_pod(ni, p)
+            placed.append((ni.name, p))
+        elif op < 0.75 and placed:
+            name, p = placed.pop(rng.randrange(len(placed)))
+            ni = snap.get(name)
+            if ni is not None:
+                snap.remove_pod(ni, p)
+        elif op < 0.85 and len(infos) > 2:
+            gone = rng.choice(infos).name
+            snap.remove_node(gone)
+            placed = [(n, p) for n, p in placed if n != gone]
+        else:
+            info = NodeInfo(node(f"m{serial}"))
+            for k in range(rng.randint(0, 2)):
+                p = _port_pod(f"q{serial}-{k}", rng.sample(keys, 1))
+                info.add_pod(p)
+            snap.add_node(info)
+            placed += [(info.name, p) for p in info.pods]
+        want = _port_pod("want", rng.sample(keys, rng.randint(1, 2)))
+        fb = plugin.filter_batch(CycleState(), want, snap)
+        expect = [plugin.filter(CycleState(), want, ni) is None for ni in snap.node_infos]
+        assert fb.ok.tolist() == expect, step
+        assert not fb.ok.all() or fb.all_pass or all(expect)
+    assert any(not plugin.filter_batch(CycleState(), _port_pod("x", [k]), snap).ok.all() for k in keys)
 
 
 def test_scheduling_gates_message():
