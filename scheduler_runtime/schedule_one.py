@@ -506,6 +506,10 @@ class SchedulingCycle:
             self.metrics.attempt(fw.profile_name, "unschedulable" if rejected else "error",
                                  time.perf_counter() - start, qpi)
         self._finish(pod, result)
+        try:  # kube's updatePod: the loop waits for the failure's status (and here its result annotation)
+            self.cluster.send_pod_writes(pod)
+        except Exception as exc:  # noqa: BLE001 - as the status write above: logged, not fatal
+            log.warning("could not update status of pod %s: %s", pod.key, exc)
 
     def cluster_has_pod(self, pod: Pod) -> bool:
         getter = getattr(self.cluster, "get_pod", None)
