@@ -4,8 +4,9 @@ Follows kube-scheduler v1.36.3 pkg/scheduler/util/utils.go (PatchPodStatus: a st
 `pods/status` carrying only what changed, lastTransitionTime kept while the status stays) and
 pkg/scheduler/schedule_one.go (updatePod: condition and nominatedNodeName in one write). Annotations ride on
 `pods/status` as well, which system:kube-scheduler may patch (a patch of `pods` could change the image).
-Writes are coalesced per pod (the latest wins) and sent by a few background workers, so the scheduling loop
-never waits on them; every write passes the backend's leader gate (`GatedWriter`).
+Writes are coalesced per pod (the latest wins) and sent by a few background workers; a failed attempt's writes
+are sent by the scheduling loop itself (`send_now`) when it must wait for them as kube's does. Every write passes
+the backend's leader gate (`GatedWriter`).
 """
 
 from __future__ import annotations
@@ -201,10 +202,10 @@ class PodWriter(ShardedWorkers[_Write]):
 
     def send_now(self, pod: Pod, timeout: float = 30.0) -> None:
         """Send the pod's queued status and annotation writes on the calling thread (one patch when both are
-        queued), after any of its writes already being sent: kube-scheduler (SchedulerAsyncAPICalls off, its
-        default) patches a failed attempt's status in its scheduling loop, which waits for the API server;
-        the loop's pace then follows the API server's, and the binding cycles it started get the claims and
-        nodes they write to the cache before the loop tries the pods that wait on them."""
+        queued), after any of its writes already being sent. kube-scheduler (SchedulerAsyncAPICalls off, its
+        default) patches a failed attempt's status in its scheduling loop, so the loop keeps the API server's
+        pace and its binding cycles finish before it tries the pods waiting on them (pods sharing a claim
+        whose allocation is still being written)."""
         key = pod.key
         shard = self._shards[hash(key) % len(self._shards)]
         end = time.monotonic() + timeout
