@@ -85,6 +85,9 @@ class SchedulingCycle:
     #: NominatedNodeNameForExpectation (beta, on since 1.35): PreBindPreFlight, and status.nominatedNodeName
     #: written before PreBind when some PreBind plugin will work or the pod waits on Permit
     nominate_for_expectation: bool
+    #: SchedulerAsyncAPICalls off (kube's default): a failed attempt's status write is sent before the loop
+    #: goes on, as kube's handleSchedulingFailure patches it in the scheduling goroutine
+    failure_writes_wait: bool
     scheduled: int
     attempts: int
     scheduling_cycle: int
@@ -506,6 +509,12 @@ class SchedulingCycle:
             self.metrics.attempt(fw.profile_name, "unschedulable" if rejected else "error",
                                  time.perf_counter() - start, qpi)
         self._finish(pod, result)
+        if not self.failure_writes_wait:
+            return
+        try:  # kube's updatePod: the loop waits for the failure's status (and here its result annotation)
+            self.cluster.send_pod_writes(pod)
+        except Exception as exc:  # noqa: BLE001 - as the status write above: logged, not fatal
+            log.warning("could not update status of pod %s: %s", pod.key, exc)
 
     def cluster_has_pod(self, pod: Pod) -> bool:
         getter = getattr(self.cluster, "get_pod", None)

@@ -151,6 +151,8 @@ class Scheduler(SchedulingCycle):
         batching = (feature_gates or {}).get("OpportunisticBatching", True)  # beta, on by default since 1.36
         # beta, on by default since 1.35 (the earliest minor ksched emulates)
         self.nominate_for_expectation = (feature_gates or {}).get("NominatedNodeNameForExpectation", True)
+        # beta, off by default: without its API dispatcher kube's loop waits for a failure's status write
+        self.failure_writes_wait = not (feature_gates or {}).get("SchedulerAsyncAPICalls", False)
         self.frameworks = build_frameworks(config, registry, self.cache.snapshot, cluster, self.rng, metrics,
                                            opportunistic_batching=batching, clock=clock,
                                            batch_rescore=kube_minor >= 37)

@@ -92,6 +92,10 @@ class ClusterBackend(ABC):
     def patch_pod_status(self, pod: Pod, condition: dict[str, Any] | None,
                          nominated_node_name: str | None = None) -> None: ...
 
+    def send_pod_writes(self, pod: Pod) -> None:
+        """Send what `patch_pod_status` and `annotate_pod` queued for the pod before returning (a backend
+        that writes at once has nothing left to send)."""
+
     def nominate_for_binding(self, pod: Pod, node_name: str) -> None:
         """Write status.nominatedNodeName = `node_name` before PreBind runs (kube's binding cycle, gate
         NominatedNodeNameForExpectation), and before the binding: the API server clears it when the pod binds,

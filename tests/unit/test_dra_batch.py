@@ -310,6 +310,19 @@ def test_the_batch_decides_every_node_for_allocated_claims(selectors: list[dict[
             got = fb.status_at(ni.row)
             assert (got.code, got.message) == (want.code, want.message)
     assert state.get("DynamicResources").unavailable == per_node_state.get("DynamicResources").unavailable
+    keys = fb.row_keys()  # the framework asks once per key: rejected rows sharing one mark the same claims
+    if keys is None:  # every selector matches every node: one uniform Status, nothing to mark
+        assert not callable(fb.status)
+        return
+    marked: dict[int, set[int]] = {}
+    for ni in snap.node_infos:
+        if fb.ok[ni.row]:
+            continue
+        one = CycleState()
+        pl.pre_filter(one, pp, None)  # type: ignore[arg-type]
+        pl.filter_batch(one, pp, snap).status_at(ni.row)
+        got_marks = set(one.get("DynamicResources").unavailable)
+        assert marked.setdefault(int(keys[ni.row]), got_marks) == got_marks, ni.name
 
 
 def test_a_claim_on_nodes_other_plugins_reject_is_not_deallocated() -> None:

@@ -23,11 +23,13 @@ class _Host:
         self.calls: list[tuple[str, str, dict[str, Any], str]] = []
         self.release = threading.Event()
         self.first = True
+        self.entered = threading.Event()  # the first write has begun
 
     def gated_write(self, method: str, path: str, *, body: Any = None, content_type: str | None = None,
                     **kw: Any) -> Response:
         if self.first:
             self.first = False
+            self.entered.set()
             self.release.wait(5)
         self.calls.append((method, path, body, content_type or ""))
         return Response(200, {}, orjson.dumps({}))
@@ -85,3 +87,29 @@ def test_an_unchanged_part_leaves_the_other_its_own_patch() -> None:
     _, _, body, ctype = host.calls[1]
     assert ctype == "application/strategic-merge-patch+json" and "annotations" not in body["metadata"]
     assert w.written == 2 and w.skipped == 1
+
+
+def test_send_now_writes_the_pods_status_and_annotation_on_the_calling_thread() -> None:
+    """The scheduling loop's wait for a failure's status (kube's synchronous updatePod): sent as one patch on
+    the caller's thread while the only worker is stuck on another pod's write; nothing of the pod stays queued."""
+    host = _Host()
+    w = PodWriter(host, shards=1)  # type: ignore[arg-type]
+    try:
+        w.put("status", _pod("busy"), (COND, None))  # the worker waits in this one
+        assert host.entered.wait(5)
+        p = _pod("p")
+        w.put("status", p, (COND, ""))
+        w.put("annotate", p, {RESULT: "r1"})
+        w.send_now(p)
+        assert [c[1] for c in host.calls] == ["/api/v1/namespaces/ns/pods/p/status"]
+        assert w.pending() == 1  # only the worker's write
+        host.release.set()
+        assert w.flush(5)
+    finally:
+        w.stop()
+    assert [c[1] for c in host.calls][1:] == ["/api/v1/namespaces/ns/pods/busy/status"]
+    _, _, body, ctype = host.calls[0]
+    assert ctype == "application/strategic-merge-patch+json"
+    assert body["metadata"] == {"uid": "uid-p", "annotations": {RESULT: "r1"}}
+    assert body["status"]["conditions"][0]["reason"] == "Unschedulable"
+    assert w.written == 3

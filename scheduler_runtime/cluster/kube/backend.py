@@ -476,6 +476,11 @@ class KubeCluster(ClusterBackend):
             return
         self._writer().put("status", pod, (condition, nominated_node_name))
 
+    def send_pod_writes(self, pod: Pod) -> None:
+        w = self._pod_writer
+        if w is not None:
+            w.send_now(pod)
+
     def nominate_for_binding(self, pod: Pod, node_name: str) -> None:
         """Synchronous, unlike the coalesced status writes: it must reach the API server before the binding."""
         w = self._pod_writer

@@ -4,8 +4,9 @@ Follows kube-scheduler v1.36.3 pkg/scheduler/util/utils.go (PatchPodStatus: a st
 `pods/status` carrying only what changed, lastTransitionTime kept while the status stays) and
 pkg/scheduler/schedule_one.go (updatePod: condition and nominatedNodeName in one write). Annotations ride on
 `pods/status` as well, which system:kube-scheduler may patch (a patch of `pods` could change the image).
-Writes are coalesced per pod (the latest wins) and sent by a few background workers, so the scheduling loop
-never waits on them; every write passes the backend's leader gate (`GatedWriter`).
+Writes are coalesced per pod (the latest wins) and sent by a few background workers; a failed attempt's writes
+are sent by the scheduling loop itself (`send_now`) when it must wait for them as kube's does. Every write passes
+the backend's leader gate (`GatedWriter`).
 """
 
 from __future__ import annotations
@@ -198,6 +199,48 @@ class PodWriter(ShardedWorkers[_Write]):
                 if now >= end:
                     return
                 self._cv.wait(end - now)
+
+    def send_now(self, pod: Pod, timeout: float = 30.0) -> None:
+        """Send the pod's queued status and annotation writes on the calling thread (one patch when both are
+        queued), after any of its writes already being sent. kube-scheduler (SchedulerAsyncAPICalls off, its
+        default) patches a failed attempt's status in its scheduling loop, so the loop keeps the API server's
+        pace and its binding cycles finish before it tries the pods waiting on them (pods sharing a claim
+        whose allocation is still being written)."""
+        key = pod.key
+        shard = self._shards[hash(key) % len(self._shards)]
+        end = time.monotonic() + timeout
+        with self._cv:
+            while ((("status", key) in self._in_flight or ("annotate", key) in self._in_flight)
+                   and not self._stopping):
+                left = end - time.monotonic()
+                if left <= 0:
+                    return  # the worker sends them
+                self._cv.wait(left)
+            if self._stopping:
+                return
+            st, an = shard.get(("status", key)), shard.get(("annotate", key))
+            st = st if st is not None and st[0].uid == pod.uid else None
+            an = an if an is not None and an[0].uid == pod.uid else None
+            item: _Write
+            if st is not None and an is not None:
+                item = ("both", st[0], (st[1], an[0], an[1]))
+            elif st is not None:
+                item = ("status", st[0], st[1])
+            elif an is not None:
+                item = ("annotate", an[0], an[1])
+            else:
+                return
+            for op, w in (("status", st), ("annotate", an)):
+                if w is not None:
+                    del shard[(op, key)]
+                    self._in_flight.add((op, key))
+            self._busy += 1
+        try:
+            self._handle(item)
+        finally:
+            with self._cv:
+                self._busy -= 1
+                self._cv.notify_all()
 
     def _backlog(self) -> int:
         return sum(len(s) for s in self._shards)

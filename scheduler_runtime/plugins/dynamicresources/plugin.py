@@ -502,7 +502,14 @@ class DynamicResources(Plugin):
             with s.lock:
                 s.unavailable.update(i for i, miss in misses if miss[row])
             return rejected
-        return FilterBatch(ok, status_at)
+
+        def keys() -> np.ndarray:
+            # rows missing the same claims add the same ones to `unavailable`: one status_at call for them all
+            k = np.zeros(n, dtype=np.int64)
+            for bit, (_, miss) in enumerate(misses):
+                k |= miss.astype(np.int64) << bit
+            return k
+        return FilterBatch(ok, status_at, keys if len(misses) < 63 else None)
 
     def _batch(self, s: _State, pod: Pod, snapshot: Snapshot) -> FilterBatch | None:
         """The verdicts `filter` gives, for the nodes where the batch can tell (None: it cannot tell any)."""
