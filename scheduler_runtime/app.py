@@ -20,6 +20,7 @@ from .errors import KschedError
 from .framework.registry import Registry
 from .kubeversion import KUBE_VERSION  # the kube-scheduler release ksched follows (/statusz, --version)
 from .metrics import SchedulerMetrics
+from .results import ResultStore
 from .scheduler import Scheduler
 from .server import DelegatedAuthOptions, HealthServer, ServingOptions
 from .watchdog import CycleWatchdog
@@ -84,6 +85,7 @@ class Runner:
         self.watchdog = CycleWatchdog(opts.hang_deadline)
         self.scheduler = Scheduler(self.cluster, config, registry, seed=opts.seed, bind_async=True,
                                    bind_workers=opts.bind_workers, metrics=self.metrics, results_mode=opts.results,
+                                   results=ResultStore(retain=False),
                                    watchdog=self.watchdog, bind_deadline=opts.hang_deadline,
                                    feature_gates=opts.feature_gates)
         self.scheduler.queue.max_in_unschedulable = opts.pod_max_in_unschedulable

@@ -52,13 +52,19 @@ _RESULT_FIELDS = tuple(f.name for f in fields(AttemptResult))
 
 
 class ResultStore:
-    """Last attempt per pod (thread-safe: binding workers update outcomes)."""
+    """Last attempt per pod (thread-safe: binding workers update outcomes), for the callers that read them
+    back (simulate, its report, tests). `retain=False` keeps nothing: a scheduler serving a cluster writes each
+    result on its pod (the annotation) and nothing reads this store, which would otherwise hold every pod it
+    ever saw, deleted ones included, for the life of the process."""
 
-    def __init__(self) -> None:
+    def __init__(self, retain: bool = True) -> None:
         self._lock = threading.Lock()
         self._by_pod: dict[str, AttemptResult] = {}
+        self.retain = retain
 
     def put(self, r: AttemptResult) -> None:
+        if not self.retain:
+            return
         with self._lock:
             self._by_pod[r.pod] = r
 

@@ -87,6 +87,9 @@ def test_binds_pods_with_scheduled_events(admin, ksched_runner, namespace):
     p0 = pod(admin, namespace, "p0")
     res = json.loads(p0["metadata"]["annotations"][RESULT_ANNOTATION])
     assert res["outcome"] == "scheduled" and res["node"] == placed[0]
+    # ...and only there: a scheduler serving a cluster keeps no result per pod in memory (it would hold every
+    # pod it ever saw, deleted ones included, for the life of the process)
+    assert ksched_runner.scheduler.results.all() == {} and not ksched_runner.scheduler.results.retain
 
 
 def test_unschedulable_then_node_added(admin, ksched_runner, namespace):
