@@ -85,3 +85,22 @@ def test_an_unchanged_part_leaves_the_other_its_own_patch() -> None:
     _, _, body, ctype = host.calls[1]
     assert ctype == "application/strategic-merge-patch+json" and "annotations" not in body["metadata"]
     assert w.written == 2 and w.skipped == 1
+
+
+def test_wait_written_returns_once_the_pods_writes_are_sent() -> None:
+    """A preemptor's nomination is waited for: wait_written blocks while the pod's writes are queued behind
+    another one the worker is still sending."""
+    host = _Host()
+    w = PodWriter(host, shards=1)  # type: ignore[arg-type]
+    try:
+        w.put("status", _pod("busy"), (COND, None))  # the worker waits in this one until released
+        p = _pod("p")
+        w.put("status", p, (COND, "node-1"))
+        w.put("annotate", p, {RESULT: "r"})
+        threading.Timer(0.05, host.release.set).start()
+        w.wait_written(p)
+        assert [c[1] for c in host.calls] == ["/api/v1/namespaces/ns/pods/busy/status",
+                                              "/api/v1/namespaces/ns/pods/p/status"]
+        w.wait_written(_pod("never-queued"))  # nothing queued: returns at once
+    finally:
+        w.stop()

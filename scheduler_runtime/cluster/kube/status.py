@@ -199,6 +199,18 @@ class PodWriter(ShardedWorkers[_Write]):
                     return
                 self._cv.wait(end - now)
 
+    def wait_written(self, pod: Pod, timeout: float = 30.0) -> None:
+        """Until the pod's queued status and annotation writes are sent (or `timeout` runs out)."""
+        keys = (("status", pod.key), ("annotate", pod.key))
+        shard = self._shards[hash(pod.key) % len(self._shards)]
+        end = time.monotonic() + timeout
+        with self._cv:
+            while not self._stopping and any(k in shard or k in self._in_flight for k in keys):
+                left = end - time.monotonic()
+                if left <= 0:
+                    return
+                self._cv.wait(left)
+
     def _backlog(self) -> int:
         return sum(len(s) for s in self._shards)
 
