@@ -507,12 +507,12 @@ class SchedulingCycle:
                                  time.perf_counter() - start, qpi)
         self._finish(pod, result)
         if nominated:
-            # a preemptor's nomination is sent before the next pod is attempted, as kube-scheduler (gate
-            # SchedulerAsyncAPICalls off, its default) sends every failure's status: that wait paces a wave
-            # of preemptions to the API server, which must carry each one's deletions before its preemptor
-            # can bind; not paced, the loop preempts for every pod at once and their preemptors return
-            # while their victims are still being deleted (attempts and API calls spent for nothing)
-            self.cluster.wait_pod_writes(pod)
+            # a preemptor's nomination is sent before the next pod is attempted, from this thread, as
+            # kube-scheduler (gate SchedulerAsyncAPICalls off, its default) sends every failure's status: that
+            # paces a wave of preemptions to the API server, which must carry each one's deletions before its
+            # preemptor can bind; not paced, the loop preempts for every pod at once and their preemptors
+            # return while their victims are still being deleted (attempts and API calls spent for nothing)
+            self.cluster.send_pod_writes(pod)
 
     def cluster_has_pod(self, pod: Pod) -> bool:
         getter = getattr(self.cluster, "get_pod", None)

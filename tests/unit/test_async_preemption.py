@@ -199,7 +199,7 @@ def test_a_preemptors_failure_waits_for_its_status_writes() -> None:
             super().__init__()
             self.waited: list[str] = []
 
-        def wait_pod_writes(self, pod: Pod) -> None:
+        def send_pod_writes(self, pod: Pod) -> None:
             self.waited.append(pod.name)
 
     m = _Waiting()
