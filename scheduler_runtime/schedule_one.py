@@ -82,8 +82,6 @@ class SchedulingCycle:
     _inflight_bindings: int
     _inflight_lock: threading.Lock
     _victims_deleted: int
-    #: the preemptor whose status write (its nomination) the next preemptor's failure waits for (`_fail`)
-    _nominated_in_flight: Pod | None
     #: NominatedNodeNameForExpectation (beta, on since 1.35): PreBindPreFlight, and status.nominatedNodeName
     #: written before PreBind when some PreBind plugin will work or the pod waits on Permit
     nominate_for_expectation: bool
@@ -509,15 +507,12 @@ class SchedulingCycle:
                                  time.perf_counter() - start, qpi)
         self._finish(pod, result)
         if nominated:
-            # kube-scheduler (gate SchedulerAsyncAPICalls off, its default) sends a failure's status before it
-            # pops the next pod, which paces a wave of preemptions to the API server that must carry each
-            # one's deletions before its preemptor can bind. Unpaced, the loop preempted for every pod at once
-            # and the preemptors came back while their victims were still being deleted (attempts and API
-            # calls spent for nothing). Here the pace is the same, one preemptor's write in flight at a time,
-            # but the next cycle runs while it is: the wait is for the previous preemptor's write
-            prev, self._nominated_in_flight = self._nominated_in_flight, pod
-            if prev is not None:
-                self.cluster.wait_pod_writes(prev)
+            # a preemptor's nomination is sent before the next pod is attempted, from this thread, as
+            # kube-scheduler (gate SchedulerAsyncAPICalls off, its default) sends every failure's status: that
+            # paces a wave of preemptions to the API server, which must carry each one's deletions before its
+            # preemptor can bind; not paced, the loop preempts for every pod at once and their preemptors
+            # return while their victims are still being deleted (attempts and API calls spent for nothing)
+            self.cluster.send_pod_writes(pod)
 
     def cluster_has_pod(self, pod: Pod) -> bool:
         getter = getattr(self.cluster, "get_pod", None)

@@ -185,7 +185,6 @@ class Scheduler(SchedulingCycle):
             if bind is not None:
                 bind(self)
         self._victims_deleted = 0  # preemption victims deleted so far (scheduler_preemption_victims)
-        self._nominated_in_flight: Pod | None = None
         #: claim key -> the claim as the queue last saw it (kube's claim assume cache: `_claim_event`)
         self._claims_seen: dict[str, dict[str, Any]] = {}
         self._inbox: _stdqueue.SimpleQueue[tuple[Any, ...]] = _stdqueue.SimpleQueue()

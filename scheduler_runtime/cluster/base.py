@@ -110,9 +110,9 @@ class ClusterBackend(ABC):
     def annotate_pod(self, pod: Pod, annotations: dict[str, str | None]) -> None:
         """Write (or remove, with None) annotations; used for scheduling results."""
 
-    def wait_pod_writes(self, pod: Pod) -> None:
-        """Until the pod's status and annotation writes queued so far have been sent; backends that write
-        at once have nothing to wait for."""
+    def send_pod_writes(self, pod: Pod) -> None:
+        """Send the pod's queued status and annotation writes now, on the calling thread, returning once they
+        are sent; backends that write at once have nothing queued."""
 
     def get_object(self, resource: str, name: str, namespace: str | None) -> dict[str, Any]:
         """The object as the API server holds it now, not as an informer last saw it: what a write that

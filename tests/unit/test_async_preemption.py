@@ -191,29 +191,25 @@ def test_a_preemption_whose_victims_were_already_gone_still_releases_the_preempt
     s.stop()
 
 
-
-def test_a_preemptors_failure_waits_for_the_previous_preemptors_status_writes() -> None:
-    """One preemptor's status write in flight at a time: the failure that nominates a node waits until the
-    previous nominating failure's writes are sent (kube sends each failure's status before the next pop); a
-    failure that nominates nothing neither waits nor is waited for."""
+def test_a_preemptors_failure_waits_for_its_status_writes() -> None:
+    """The failure that nominates a node waits until the preemptor's status writes are sent (kube writes a
+    failure's status before it pops the next pod); a failure that nominates nothing does not wait."""
     class _Waiting(_Cluster):
         def __init__(self) -> None:
             super().__init__()
             self.waited: list[str] = []
 
-        def wait_pod_writes(self, pod: Pod) -> None:
+        def send_pod_writes(self, pod: Pod) -> None:
             self.waited.append(pod.name)
 
     m = _Waiting()
-    for o in (_node("a", "2"), _pod("v1", "1", 1, "a"), _pod("v2", "1", 1, "a"),
-              _node("b", "2"), _pod("v3", "1", 1, "b"), _pod("v4", "1", 1, "b")):
+    for o in (_node("a", "2"), _pod("v1", "1", 1, "a"), _pod("v2", "1", 1, "a")):
         m.create(o, emit=False)
     reg = build_registry([])
     s = Scheduler(m, load_config(None, reg), reg, seed=1)
     s.start()
-    m.create(_pod("u1", "2", 100))
-    m.create(_pod("too-big", "3", 100))  # fits nowhere, even with every victim gone: nominates nothing
-    m.create(_pod("u2", "2", 100))
+    m.create(_pod("urgent", "2", 100))
+    m.create(_pod("too-big", "3", 1))  # fits nowhere, preempts nothing
     s.run(until_idle=True)
-    assert m.waited == ["u1"]
-    assert sorted(m.deleted) == ["ns/v1", "ns/v2", "ns/v3", "ns/v4"]
+    assert m.waited == ["urgent"]
+    assert sorted(m.deleted) == ["ns/v1", "ns/v2"]

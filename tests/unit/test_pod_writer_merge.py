@@ -87,20 +87,60 @@ def test_an_unchanged_part_leaves_the_other_its_own_patch() -> None:
     assert w.written == 2 and w.skipped == 1
 
 
-def test_wait_written_returns_once_the_pods_writes_are_sent() -> None:
-    """A preemptor's nomination is waited for: wait_written blocks while the pod's writes are queued behind
-    another one the worker is still sending."""
-    host = _Host()
+
+class _BlockingHost(_Host):
+    """Records the writes; the first write to pod `blocked` waits for `release` (`entered` says it began)."""
+
+    def __init__(self, blocked: str) -> None:
+        super().__init__()
+        self.first = False
+        self.blocked = f"/pods/{blocked}/"
+        self.entered = threading.Event()
+
+    def gated_write(self, method: str, path: str, *, body: Any = None, content_type: str | None = None,
+                    **kw: Any) -> Response:
+        if self.blocked in path and not self.entered.is_set():
+            self.entered.set()
+            self.release.wait(5)
+        return super().gated_write(method, path, body=body, content_type=content_type)
+
+
+def test_send_now_writes_the_pods_queued_writes_on_the_calling_thread() -> None:
+    """A preemptor's status and result annotation go out at once, as one patch, while the worker is busy."""
+    host = _BlockingHost("busy")
     w = PodWriter(host, shards=1)  # type: ignore[arg-type]
     try:
-        w.put("status", _pod("busy"), (COND, None))  # the worker waits in this one until released
+        w.put("status", _pod("busy"), (COND, None))
+        assert host.entered.wait(5)  # the only worker is held in that write
         p = _pod("p")
         w.put("status", p, (COND, "node-1"))
         w.put("annotate", p, {RESULT: "r"})
-        threading.Timer(0.05, host.release.set).start()
-        w.wait_written(p)
-        assert [c[1] for c in host.calls] == ["/api/v1/namespaces/ns/pods/busy/status",
-                                              "/api/v1/namespaces/ns/pods/p/status"]
-        w.wait_written(_pod("never-queued"))  # nothing queued: returns at once
+        w.send_now(p)
+        assert [c[1] for c in host.calls] == ["/api/v1/namespaces/ns/pods/p/status"]
+        body = host.calls[0][2]
+        assert body["status"]["nominatedNodeName"] == "node-1" and body["metadata"]["annotations"] == {RESULT: "r"}
+        w.send_now(_pod("never-queued"))  # nothing queued: nothing sent
+        assert len(host.calls) == 1
+        host.release.set()
+        assert w.flush(5)
     finally:
+        host.release.set()
+        w.stop()
+    assert [c[1] for c in host.calls] == ["/api/v1/namespaces/ns/pods/p/status",
+                                          "/api/v1/namespaces/ns/pods/busy/status"]
+
+
+def test_send_now_keeps_a_pods_writes_in_order() -> None:
+    """A write of the pod that a worker is sending goes first: send_now waits for it, then sends the newer."""
+    host = _BlockingHost("p")
+    w = PodWriter(host, shards=1)  # type: ignore[arg-type]
+    try:
+        w.put("status", _pod("p"), (COND, "node-1"))
+        assert host.entered.wait(5)
+        w.put("status", _pod("p"), (COND, "node-2"))
+        threading.Timer(0.05, host.release.set).start()
+        w.send_now(_pod("p"))
+        assert [c[2]["status"]["nominatedNodeName"] for c in host.calls] == ["node-1", "node-2"]
+    finally:
+        host.release.set()
         w.stop()

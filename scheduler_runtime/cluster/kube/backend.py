@@ -487,10 +487,10 @@ class KubeCluster(ClusterBackend):
         if annotations:
             self._writer().put("annotate", pod, annotations)
 
-    def wait_pod_writes(self, pod: Pod) -> None:
+    def send_pod_writes(self, pod: Pod) -> None:
         w = self._pod_writer
         if w is not None:
-            w.wait_written(pod)
+            w.send_now(pod)
 
     # ----------------------------------------------------------------- delete
     def delete_pod(self, pod: Pod, reason: str = "") -> None:

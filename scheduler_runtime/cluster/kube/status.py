@@ -168,6 +168,11 @@ class PodWriter(ShardedWorkers[_Write]):
         failed attempt makes both), are taken together and sent as one patch (`both`)."""
         queued = self._shards[shard]
         (op, key), (pod, payload) = queued.popitem(last=False)
+        return self._with_mate(queued, op, key, pod, payload)
+
+    def _with_mate(self, queued: collections.OrderedDict[tuple[str, str], list[Any]], op: str, key: str,
+                   pod: Pod, payload: Any) -> _Write:
+        """The write taken off `queued`, merged with the pod's other kind of write when that is queued too."""
         self._in_flight.add((op, key))
         other = "annotate" if op == "status" else "status" if op == "annotate" else ""
         mate = queued.get((other, key)) if other else None
@@ -178,6 +183,32 @@ class PodWriter(ShardedWorkers[_Write]):
         if op == "status":
             return "both", pod, (payload, mate[0], mate[1])
         return "both", mate[0], (mate[1], pod, payload)
+
+    def send_now(self, pod: Pod, timeout: float = 30.0) -> None:
+        """Send the pod's queued status and annotation writes on the calling thread (as one patch when both
+        are queued), after any of its writes a worker is sending, so the pod's writes stay in order; returns
+        once they are sent (or `timeout` ran out waiting for a worker)."""
+        keys = (("status", pod.key), ("annotate", pod.key))
+        queued = self._shards[hash(pod.key) % len(self._shards)]
+        end = time.monotonic() + timeout
+        with self._cv:
+            while not self._stopping and any(k in self._in_flight for k in keys):
+                left = end - time.monotonic()
+                if left <= 0:
+                    return
+                self._cv.wait(left)
+            op = next((k[0] for k in keys if k in queued), None)
+            if self._stopping or op is None:
+                return
+            taken, payload = queued.pop((op, pod.key))
+            item = self._with_mate(queued, op, pod.key, taken, payload)
+            self._busy += 1
+        try:
+            self._handle(item)
+        finally:
+            with self._cv:
+                self._busy -= 1
+                self._cv.notify_all()
 
     def settle(self, pod: Pod, timeout: float = 30.0) -> None:
         """Before the pod's binding: its status write still queued is dropped, and one being sent is waited
@@ -198,18 +229,6 @@ class PodWriter(ShardedWorkers[_Write]):
                 if now >= end:
                     return
                 self._cv.wait(end - now)
-
-    def wait_written(self, pod: Pod, timeout: float = 30.0) -> None:
-        """Until the pod's queued status and annotation writes are sent (or `timeout` runs out)."""
-        keys = (("status", pod.key), ("annotate", pod.key))
-        shard = self._shards[hash(pod.key) % len(self._shards)]
-        end = time.monotonic() + timeout
-        with self._cv:
-            while not self._stopping and any(k in shard or k in self._in_flight for k in keys):
-                left = end - time.monotonic()
-                if left <= 0:
-                    return
-                self._cv.wait(left)
 
     def _backlog(self) -> int:
         return sum(len(s) for s in self._shards)
