@@ -226,10 +226,11 @@ class FilterRunner(PluginCaller):
         self.next_start_node_index = (self.next_start_node_index + processed) % n
         return feasible
 
-    def _nominated_reuse(self, state: CycleState, pod: Pod) -> Any:
+    def _nominated_reuse(self, state: CycleState, pod: Pod, replays: filter_readers.Replays) -> Any:
         """None, or a function giving `run_filter_with_nominated_pods` on a node that reuses the outcome of an
         earlier node alike (see filter_readers) in this cycle: a preemption wave leaves many nodes holding the
-        same pods and the same kind of nominated preemptor, each checked per node in every cycle."""
+        same pods and the same kind of nominated preemptor, each checked per node in every cycle. A reuse's
+        evaluation counts go to `replays`, which the caller flushes."""
         skip = state.skip_filter_plugins
         active = [cp for cp in self.filter if cp.name not in skip]
         if not all(cp.name in filter_readers.READ_ONLY and filter_readers.in_tree(cp.name, cp.plugin)
@@ -247,8 +248,7 @@ class FilterRunner(PluginCaller):
             nominated, key = filter_readers.nominated_resource_key(ni, pods, pod)
             got = memo.get(key)
             if got is not None:
-                for point, name, n in got[1]:
-                    self._evaluated(point, name, n)
+                replays.add(got[1])
                 return got[0]
             st, counted = filter_readers.recording_evaluations(
                 self, lambda: self.run_filter_with_nominated_pods(state, pod, ni, nominated))
@@ -290,7 +290,8 @@ class FilterRunner(PluginCaller):
             ok = np.ones(len(snapshot), dtype=bool)
         nominated_statuses: dict[int, Status] = {}
         if nominated_nodes:
-            reuse = self._nominated_reuse(state, pod)
+            replays = filter_readers.Replays(self)
+            reuse = self._nominated_reuse(state, pod, replays)
             node_ok = None  # rows every in-tree Node-only plugin passed in this batch
             for cp, fb in batches:
                 if cp.name in filter_readers.NODE_ONLY and filter_readers.in_tree(cp.name, cp.plugin):
@@ -306,6 +307,7 @@ class FilterRunner(PluginCaller):
                     passed.append(found is None)
                     if found is not None:
                         nominated_statuses[ni.row] = found
+            replays.flush()
             ok[rows] = passed  # at once: a preemption wave leaves hundreds of nominated nodes
         ok_in_order = ok[order] if rotation < 0 else np.concatenate((ok[rotation:], ok[:rotation]))
         feasible_pos = np.flatnonzero(ok_in_order)

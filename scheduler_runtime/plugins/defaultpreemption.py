@@ -139,20 +139,23 @@ class DefaultPreemption(Plugin):
         # reason of each node's status (the Filter status when evicting every lower-priority pod is not enough)
         failed: dict[str, Status] = {}
         errors: list[str] = []
-        for i in range(n):
-            ni = potential[(offset + i) % n]
-            victims, violations, st = self._select_victims(state, pod, ni, pdbs, dry)
-            if st is None and victims:
-                candidates.append(Candidate(ni.name, victims, violations))
-                clean = clean or not violations
-                if clean and len(candidates) >= want:
-                    break
-                continue
-            if st is None:
-                st = Status.as_error(f"expected at least one victim pod on node {_q(ni.name)}")
-            if st.code == Code.Error:
-                errors.append(st.message)
-            failed[ni.name] = st
+        try:
+            for i in range(n):
+                ni = potential[(offset + i) % n]
+                victims, violations, st = self._select_victims(state, pod, ni, pdbs, dry)
+                if st is None and victims:
+                    candidates.append(Candidate(ni.name, victims, violations))
+                    clean = clean or not violations
+                    if clean and len(candidates) >= want:
+                        break
+                    continue
+                if st is None:
+                    st = Status.as_error(f"expected at least one victim pod on node {_q(ni.name)}")
+                if st.code == Code.Error:
+                    errors.append(st.message)
+                failed[ni.name] = st
+        finally:
+            dry.replays.flush()
         if not candidates:
             if errors:
                 agg = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
@@ -431,7 +434,7 @@ class _DryRun:
     """
 
     __slots__ = ("fw", "state", "pod", "extensions", "read_only", "calls", "node_only", "memo", "statuses",
-                 "after_node_only", "nominated", "no_victims")
+                 "after_node_only", "nominated", "no_victims", "replays")
 
     def __init__(self, fw: Any, state: CycleState, pod: Pod, statuses: dict[str, Status] | None = None) -> None:
         self.fw = fw
@@ -461,6 +464,8 @@ class _DryRun:
         #: outcomes by what decides them (see `select_remembered`); None: this pod's dry run cannot use them
         self.memo: dict[Any, tuple[list[int], Status | None, list[tuple[str, str, int]]]] | None = (
             {} if self.read_only and not self.extensions and self.calls is not None else None)
+        #: the evaluation counts of the reused outcomes, counted once the candidates are found (`_post_filter`)
+        self.replays = filter_readers.Replays(fw)
 
     def select_remembered(self, ni: NodeInfo, lower: list[Pod], nominated: list[Pod], compute: _Selection
                           ) -> _Outcome:
@@ -484,8 +489,7 @@ class _DryRun:
         got = self.memo.get(key) if self.memo is not None else None
         if got is not None:
             positions, st, counted = got
-            for point, name, n in counted:
-                fw._evaluated(point, name, n)
+            self.replays.add(counted)
             return ([ordered[i] for i in positions], 0, None) if st is None else ([], 0, st)
         (victims, violations, st), evaluations = filter_readers.recording_evaluations(fw, compute)
         if st is None or st.code != Code.Error:

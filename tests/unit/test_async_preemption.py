@@ -189,3 +189,28 @@ def test_a_preemption_whose_victims_were_already_gone_still_releases_the_preempt
     s.run(until_idle=True)
     assert m.get_pod("ns", "urgent")["spec"]["nodeName"] == "a"
     s.stop()
+
+
+def test_a_preemptors_failure_waits_for_its_status_writes() -> None:
+    """Every failure, the one that nominates a node included, has its status writes sent before the next pod
+    is popped (kube with SchedulerAsyncAPICalls off, its default): that paces a wave of preemptions to the API
+    server, which must carry each one's deletions before its preemptor can bind."""
+    class _Waiting(_Cluster):
+        def __init__(self) -> None:
+            super().__init__()
+            self.waited: list[str] = []
+
+        def send_pod_writes(self, pod: Pod) -> None:
+            self.waited.append(pod.name)
+
+    m = _Waiting()
+    for o in (_node("a", "2"), _pod("v1", "1", 1, "a"), _pod("v2", "1", 1, "a")):
+        m.create(o, emit=False)
+    reg = build_registry([])
+    s = Scheduler(m, load_config(None, reg), reg, seed=1)
+    s.start()
+    m.create(_pod("urgent", "2", 100))
+    m.create(_pod("too-big", "3", 1))  # fits nowhere, preempts nothing
+    s.run(until_idle=True)
+    assert m.waited == ["urgent", "too-big"]
+    assert sorted(m.deleted) == ["ns/v1", "ns/v2"]

@@ -113,3 +113,36 @@ def test_send_now_writes_the_pods_status_and_annotation_on_the_calling_thread() 
     assert body["metadata"] == {"uid": "uid-p", "annotations": {RESULT: "r1"}}
     assert body["status"]["conditions"][0]["reason"] == "Unschedulable"
     assert w.written == 3
+
+
+class _BlockingHost(_Host):
+    """Records the writes; the first write to pod `blocked` waits for `release` (`entered` says it began)."""
+
+    def __init__(self, blocked: str) -> None:
+        super().__init__()
+        self.first = False
+        self.blocked = f"/pods/{blocked}/"
+        self.entered = threading.Event()
+
+    def gated_write(self, method: str, path: str, *, body: Any = None, content_type: str | None = None,
+                    **kw: Any) -> Response:
+        if self.blocked in path and not self.entered.is_set():
+            self.entered.set()
+            self.release.wait(5)
+        return super().gated_write(method, path, body=body, content_type=content_type)
+
+
+def test_send_now_keeps_a_pods_writes_in_order() -> None:
+    """A write of the pod that a worker is sending goes first: send_now waits for it, then sends the newer."""
+    host = _BlockingHost("p")
+    w = PodWriter(host, shards=1)  # type: ignore[arg-type]
+    try:
+        w.put("status", _pod("p"), (COND, "node-1"))
+        assert host.entered.wait(5)
+        w.put("status", _pod("p"), (COND, "node-2"))
+        threading.Timer(0.05, host.release.set).start()
+        w.send_now(_pod("p"))
+        assert [c[2]["status"]["nominatedNodeName"] for c in host.calls] == ["node-1", "node-2"]
+    finally:
+        host.release.set()
+        w.stop()

@@ -109,7 +109,7 @@ def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
                         lambda self, ni, lower, nominated, compute: compute())
     monkeypatch.setattr(defaultpreemption._DryRun, "refilter",
                         lambda self, state, ni: self.fw.run_filter(state, self.pod, ni))
-    monkeypatch.setattr(FilterRunner, "_nominated_reuse", lambda self, state, pod: None)
+    monkeypatch.setattr(FilterRunner, "_nominated_reuse", lambda self, state, pod, replays: None)
 
 
 @pytest.mark.parametrize("seed", range(40))
