@@ -63,6 +63,10 @@ class RunOptions:
     pod_max_in_unschedulable: float = 300.0
     #: --disabled-metrics
     disabled_metrics: set[str] = field(default_factory=set)
+    #: keep each pod's last attempt in `Runner.scheduler.results`, for code that embeds the Runner and reads
+    #: them (tests); off when serving a cluster, where the result is on the pod (annotation) and the store
+    #: would hold every pod ever seen, deleted ones included, for the life of the process
+    keep_results: bool = False
 
 
 class Runner:
@@ -85,7 +89,7 @@ class Runner:
         self.watchdog = CycleWatchdog(opts.hang_deadline)
         self.scheduler = Scheduler(self.cluster, config, registry, seed=opts.seed, bind_async=True,
                                    bind_workers=opts.bind_workers, metrics=self.metrics, results_mode=opts.results,
-                                   results=ResultStore(retain=False),
+                                   results=ResultStore(retain=opts.keep_results),
                                    watchdog=self.watchdog, bind_deadline=opts.hang_deadline,
                                    feature_gates=opts.feature_gates)
         self.scheduler.queue.max_in_unschedulable = opts.pod_max_in_unschedulable

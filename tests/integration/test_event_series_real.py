@@ -34,7 +34,8 @@ def runner(control_plane, tmp_path) -> Iterator[Runner]:
     cfg = load_config(f, reg)
     # the default results mode: ksched's result annotation is rewritten only when the result changes, so
     # retries leave the pod (and its resourceVersion) alone, as kube-scheduler's do
-    r = Runner(cfg, reg, RunOptions(kubeconfig=str(control_plane.kubeconfig_path), secure_port=0, results="ksched",
+    r = Runner(cfg, reg, RunOptions(kubeconfig=str(control_plane.kubeconfig_path),
+                                    keep_results=True, secure_port=0, results="ksched",
                                     leader_overrides={"leader_elect": False}, seed=1))
     t = threading.Thread(target=r.run, daemon=True)
     t.start()

@@ -205,7 +205,8 @@ def runner(control_plane: Any, tmp_path: Path) -> Iterator[tuple[Runner, str]]:
     scheduler = f"ksched-rs-{uuid.uuid4().hex[:6]}"
     reg = build_registry([])
     cfg = load_config(_config(tmp_path, str(control_plane.kubeconfig_path), scheduler, scheduler, False), reg)
-    r = Runner(cfg, reg, RunOptions(kubeconfig=str(control_plane.kubeconfig_path), secure_port=0, seed=1))
+    r = Runner(cfg, reg, RunOptions(kubeconfig=str(control_plane.kubeconfig_path),
+                                    keep_results=True, secure_port=0, seed=1))
     t = threading.Thread(target=r.run, daemon=True)
     t.start()
     wait_for(lambda: r._booted.is_set() and r.cluster.health()[0] and r._started, what="runner started")

@@ -97,7 +97,8 @@ def test_a_replica_that_lost_its_lease_sends_no_binding(admin: KubeClient, contr
                              "retryPeriod": "500ms", "resourceName": lease, "resourceNamespace": ns}
     cfg = build(doc, reg)
     # two binding workers, both held in PreBind; the other binding cycles wait in the pool's queue
-    r = Runner(cfg, reg, RunOptions(kubeconfig=str(control_plane.kubeconfig_path), secure_port=0, seed=1,
+    r = Runner(cfg, reg, RunOptions(kubeconfig=str(control_plane.kubeconfig_path),
+                                    keep_results=True, secure_port=0, seed=1,
                                     bind_workers=2))
 
     # count every binding request this replica sends, on its real client
@@ -170,7 +171,8 @@ def test_a_pod_bound_elsewhere_meanwhile_is_a_failed_bind_not_a_success(admin: K
     reg = build_registry([])
     reg.register(_HoldPreBind, "test")
     cfg = build(config_for(_HoldPreBind, scheduler_name=scheduler), reg)
-    r = Runner(cfg, reg, RunOptions(kubeconfig=str(control_plane.kubeconfig_path), secure_port=0, seed=1))
+    r = Runner(cfg, reg, RunOptions(kubeconfig=str(control_plane.kubeconfig_path),
+                                    keep_results=True, secure_port=0, seed=1))
     t = threading.Thread(target=r.run, daemon=True)
     t.start()
     try:

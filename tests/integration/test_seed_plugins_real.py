@@ -91,6 +91,7 @@ def run_with(control_plane: Any, tmp_path: Path) -> Iterator[Callable[[str], tup
                      f"- schedulerName: {scheduler}\n" + profile_yaml)
         reg = build_registry([ROOT / "plugins"])
         r = Runner(load_config(f, reg), reg, RunOptions(kubeconfig=str(control_plane.kubeconfig_path),
+                                                        keep_results=True,
                                                        secure_port=0, seed=1))
         t = threading.Thread(target=r.run, daemon=True)
         t.start()
