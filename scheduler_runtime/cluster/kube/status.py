@@ -168,7 +168,12 @@ class PodWriter(ShardedWorkers[_Write]):
         """The shard's oldest write; a status write and an annotation write of the same pod, both queued (a
         failed attempt makes both), are taken together and sent as one patch (`both`)."""
         queued = self._shards[shard]
-        (op, key), (pod, payload) = queued.popitem(last=False)
+        op, key = next(iter(queued))
+        return self._pop(queued, op, key)
+
+    def _pop(self, queued: collections.OrderedDict[tuple[str, str], list[Any]], op: str, key: str) -> _Write:
+        """Take the pod's `op` write off `queued`, with its other kind of write when that is queued too."""
+        pod, payload = queued.pop((op, key))
         self._in_flight.add((op, key))
         other = "annotate" if op == "status" else "status" if op == "annotate" else ""
         mate = queued.get((other, key)) if other else None
@@ -218,22 +223,11 @@ class PodWriter(ShardedWorkers[_Write]):
                 self._cv.wait(left)
             if self._stopping:
                 return
-            st, an = shard.get(("status", key)), shard.get(("annotate", key))
-            st = st if st is not None and st[0].uid == pod.uid else None
-            an = an if an is not None and an[0].uid == pod.uid else None
-            item: _Write
-            if st is not None and an is not None:
-                item = ("both", st[0], (st[1], an[0], an[1]))
-            elif st is not None:
-                item = ("status", st[0], st[1])
-            elif an is not None:
-                item = ("annotate", an[0], an[1])
-            else:
+            op = next((o for o in ("status", "annotate")
+                       if (w := shard.get((o, key))) is not None and w[0].uid == pod.uid), None)
+            if op is None:
                 return
-            for op, w in (("status", st), ("annotate", an)):
-                if w is not None:
-                    del shard[(op, key)]
-                    self._in_flight.add((op, key))
+            item = self._pop(shard, op, key)
             self._busy += 1
         try:
             self._handle(item)
