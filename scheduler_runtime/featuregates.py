@@ -113,17 +113,19 @@ HONOURED = {"ComponentFlagz", "ComponentStatusz", "DRADeviceTaintRules", "NodeDe
             "OpportunisticBatching", "StorageCapacityScoring", "VolumeLimitScaling", "DRAExtendedResource",
             "DRAConsumableCapacity", "SchedulerAsyncPreemption", "NominatedNodeNameForExpectation",
             "DRASchedulerFilterTimeout", "DRADeviceBindingConditions", "DRAPartitionableDevices", "DRADeviceTaints",
-            "DRAFractionalCapacityRange", "DRAListTypeAttributes"}
+            "DRAFractionalCapacityRange", "DRAListTypeAttributes", "DRAOptionalNodeOperations"}
 #: honoured gates whose other setting ksched implements only from an emulated minor on: DRAListTypeAttributes
 #: follows kube 1.37's experimental allocator (1.36's kept no intersection per device when backtracking)
 HONOURED_FROM = {"DRAListTypeAttributes": "1.37"}
 #: non-default values that describe what ksched does anyway: it sizes
 #: pod-level resources from the spec alone, as kube does with InPlacePodLevelResourcesVerticalScaling off;
 #: the other three change nothing in kube-scheduler 1.36.3 (no code path reads them there), they only have to
-#: go off with NodeDeclaredFeatures, which they depend on
+#: go off with NodeDeclaredFeatures, which they depend on; DRAResourcePoolStatus and DRAPartitionableDevicesType
+#: are read by the API server alone (kube 1.37.2: pkg/registry/resource, no scheduler or allocator code path)
 MATCHES_KSCHED = {("InPlacePodLevelResourcesVerticalScaling", False),
                   ("ExtendWebSocketsToKubelet", False), ("InPlacePodVerticalScalingInitContainers", False),
-                  ("RestartAllContainersOnContainerExits", False)}
+                  ("RestartAllContainersOnContainerExits", False), ("DRAResourcePoolStatus", True),
+                  ("DRAPartitionableDevicesType", True)}
 
 
 class FeatureGates(dict[str, bool]):

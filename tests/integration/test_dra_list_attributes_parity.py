@@ -7,7 +7,8 @@ slices, then the same pods in the same order; placements, allocated devices and 
 match. The cases: matchAttribute over lists (common element, none, partly common, backtracking, mixed scalar and
 list, versions, a node that fits only with the gate), distinctAttribute over lists, selectors over lists
 (`includes`, `exists`), and a slice with skipNodeOperations (refused by kube's experimental allocator, which the
-gate selects).
+gate selects). A third run has DRAOptionalNodeOperations on instead: such a device goes only to a node declaring
+that feature.
 """
 
 from __future__ import annotations
@@ -101,6 +102,9 @@ EXPECTED = {
     "selectors": ([(0, ["gpu-0"]), (0, ["gpu-1", "gpu-2"]), None], [(0, ["gpu-0"]), (0, ["gpu-1", "gpu-2"]), None]),
     "skip-node-operations": ([None], [(0, ["gpu-0"])]),
 }
+#: DRAOptionalNodeOperations on (the list gate off): both nodes publish a device of a slice with
+#: skipNodeOperations; in `skip-declared` node 1 declares the feature, so its device is taken
+EXPECTED_NODE_OPS = {"skip-node-operations": [None], "skip-declared": [(1, ["gpu-0"])]}
 
 
 def _setup(c: KubeClient, ns: str, group: str, who: str, case: str) -> dict[str, Any]:
@@ -108,6 +112,10 @@ def _setup(c: KubeClient, ns: str, group: str, who: str, case: str) -> dict[str,
     driver, cls, nodes = create_dra_nodes_and_class(c, "dralist", who, f"{group}-{case}")
     if case == "skip-node-operations":
         node0, node1, pods = [{"name": "gpu-0"}], [], [(1, "", "", "")]
+    elif case == "skip-declared":
+        node0, node1, pods = [{"name": "gpu-0"}], [{"name": "gpu-0"}], [(1, "", "", "")]
+        c.call("PATCH", f"/api/v1/nodes/{nodes[1]}/status", body={"status": {
+            "declaredFeatures": ["DRAOptionalNodeOperations"]}}, content_type="application/merge-patch+json")
     else:
         node0, node1, pods = CASES[case]
     for node, devices in zip(nodes, (node0, node1), strict=True):
@@ -115,7 +123,7 @@ def _setup(c: KubeClient, ns: str, group: str, who: str, case: str) -> dict[str,
             continue
         spec: dict[str, Any] = {"driver": driver, "nodeName": node, "devices": devices,
                                 "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}}
-        if case == "skip-node-operations":
+        if case.startswith("skip-"):
             spec["skipNodeOperations"] = ["*"]
         stored = c.call("POST", f"{RES}/resourceslices", body={
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-slice"},
@@ -135,18 +143,18 @@ def _setup(c: KubeClient, ns: str, group: str, who: str, case: str) -> dict[str,
     return {"nodes": nodes, "group": f"{who}-{group}-{case}", "pods": len(pods)}
 
 
-@pytest.mark.parametrize("gate", ["on", "off"])
+@pytest.mark.parametrize("gate", ["on", "off", "node-ops"])
 def test_list_attributes_match_kube_scheduler(gate: str, list_plane: ControlPlane, tmp_path: Path) -> None:
     c = KubeClient(load_connection(str(list_plane.kubeconfig_path)))
     ns, group = f"t-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex[:5]
     c.call("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    cases = sorted(EXPECTED)
+    cases = sorted(EXPECTED_NODE_OPS if gate == "node-ops" else EXPECTED)
     ctx = {who: {case: _setup(c, ns, group, who, case) for case in cases} for who in ("kube", "ours")}
     names = {"kube": f"dralist-kube-{group}", "ours": f"dralist-ours-{group}"}
     cfg, ours_cfg = tmp_path / "kube.yaml", tmp_path / "ours.yaml"
     cfg.write_text(scheduler_config(names["kube"], list_plane.kubeconfig_path))
     ours_cfg.write_text(scheduler_config(names["ours"]))
-    flags = [GATE] if gate == "on" else []
+    flags = {"on": [GATE], "off": [], "node-ops": ["DRAOptionalNodeOperations=true"]}[gate]
     got: dict[str, dict[str, list[Any]]] = {"kube": {}, "ours": {}}
     with kube_scheduler(list_plane.bin_dir, cfg, tmp_path / "kube-scheduler.log",
                         args=tuple(f"--feature-gates={f}" for f in flags)), \
@@ -172,7 +180,7 @@ def test_list_attributes_match_kube_scheduler(gate: str, list_plane: ControlPlan
     print(f"\nkube-scheduler: {got['kube']}\nksched:         {got['ours']}")
     assert got["ours"] == got["kube"]
     for case in cases:
-        want = EXPECTED[case][0 if gate == "on" else 1]
+        want = EXPECTED_NODE_OPS[case] if gate == "node-ops" else EXPECTED[case][0 if gate == "on" else 1]
         for d, w in zip(got["kube"][case], want, strict=True):
             if w is None:
                 assert d[0] == "pending" and "cannot allocate all claims" in d[1] and d[2] is None, (case, d)

@@ -28,8 +28,11 @@ NO_FEATURES = Features(admin_access=False, prioritized_list=False, partitionable
 
 def _node(spec: dict[str, Any] | None) -> Node:
     spec = spec or {}
-    return Node.from_dict({"metadata": {"name": spec.get("name", "node-1"),
-                                        "labels": {"region": spec.get("region", "region-1"), "planet": "earth"}}})
+    node: dict[str, Any] = {"metadata": {"name": spec.get("name", "node-1"),
+                                         "labels": {"region": spec.get("region", "region-1"), "planet": "earth"}}}
+    if spec.get("features"):  # status.declaredFeatures (kube's nodeWithDRAOptionalNodeOperations)
+        node["status"] = {"declaredFeatures": sorted(spec["features"])}
+    return Node.from_dict(node)
 
 
 def _class(c: Any) -> dict[str, Any]:
@@ -180,6 +183,8 @@ def _expected(e: dict[str, Any], node: Node) -> dict[str, Any]:
                 out["bindingConditions" if kind == "bc" else "bindingFailureConditions"] = conds.split(",")
         if "admin" in flags:
             out["adminAccess"] = True
+        if "skip" in flags:  # the slice's skipNodeOperations (["*"]), copied by the experimental allocator
+            out["skipNodeOperations"] = ["*"]
         if "share" in flags:  # a share of a device allowing multiple allocations; `name=qty` what it consumes
             out["shareID"] = SHARE_ID
             consumed = {f.split("=")[0]: f.split("=")[1] for f in flags if "=" in f}
@@ -245,7 +250,6 @@ def _canon(v: Any) -> Any:
 NA_REASONS = {
     "compatibility-groups": "device compatibility groups (DRADeviceCompatibilityGroups, alpha)",
     "derived-attributes": "derived attributes (DRADerivedAttributes, alpha)",
-    "optional-node-operations": "optional node operations (DRAOptionalNodeOperations, alpha)",
 }
 
 

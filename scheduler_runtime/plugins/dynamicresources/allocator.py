@@ -56,6 +56,8 @@ _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 DeviceID = tuple[str, str, str]  # (driver, pool, device)
 _Flat = tuple[DeviceID, dict[str, Any], dict[str, Any]]  # (device id, device, slice), in search order
+#: the node feature (status.declaredFeatures) a device of a slice with `skipNodeOperations` needs
+OPTIONAL_NODE_OPERATIONS = "DRAOptionalNodeOperations"
 #: (device id, device, allows multiple allocations or consumes counters or its slice has skipNodeOperations, has
 #: taints, has a capacity request policy)
 _Record = tuple[DeviceID, dict[str, Any], bool, bool, bool]
@@ -101,19 +103,27 @@ class Features:
     #: list-typed attribute values reach CEL selectors as lists (1.36 failed on them with the gate off); a slice
     #: whose devices declare compatibility groups is ignored (DRADeviceCompatibilityGroups off; 1.36 has no field)
     kube_137_allocator: bool = True
-    #: DRAListTypeAttributes (alpha, off by default): kube runs its experimental allocator, whose constraints
-    #: compare list-typed attributes as sets (constraints.py), which takes distinctAttribute whatever
-    #: DRAConsumableCapacity, and which refuses the devices of a slice with `skipNodeOperations` (ksched has
-    #: DRAOptionalNodeOperations off)
+    #: DRAListTypeAttributes (alpha, off by default): constraints compare list-typed attributes as sets
+    #: (constraints.py); one of the gates that make kube run its experimental allocator
     list_type_attributes: bool = False
+    #: DRAOptionalNodeOperations (alpha, off by default): a device of a slice with `skipNodeOperations` is
+    #: allocated only on a node declaring that feature (status.declaredFeatures), and its result carries the
+    #: slice's list; with the gate off the experimental allocator refuses such devices
+    optional_node_operations: bool = False
+
+    @property
+    def experimental_allocator(self) -> bool:
+        """Whether kube runs its experimental allocator (structured.NewAllocator takes the first of stable,
+        incubating, experimental whose supported features cover the enabled ones): it takes distinctAttribute
+        whatever DRAConsumableCapacity and checks devices of slices with `skipNodeOperations`."""
+        return self.list_type_attributes or self.optional_node_operations
 
     @property
     def stable_allocator(self) -> bool:
-        """Whether kube runs its stable allocator: no feature only the incubating or experimental one has is on
-        (structured.NewAllocator takes the first whose features cover the enabled ones). Its CEL device has no
-        `allowMultipleAllocations`, which selectors then read as false."""
+        """Whether kube runs its stable allocator: no feature only the incubating or experimental one has is on.
+        Its CEL device has no `allowMultipleAllocations`, which selectors then read as false."""
         return not (self.device_binding_and_status or self.consumable_capacity or self.fractional_capacity_range
-                    or self.list_type_attributes)
+                    or self.experimental_allocator)
 
     @classmethod
     def from_gates(cls, gates: Mapping[str, bool] | None) -> Features:
@@ -133,7 +143,8 @@ class Features:
                    runtime_error_detail=minor_at_least(gates, (1, 37)),
                    distinct_every_device=minor_at_least(gates, (1, 37)),
                    kube_137_allocator=minor_at_least(gates, (1, 37)),
-                   list_type_attributes=bool(gates.get("DRAListTypeAttributes", False)))
+                   list_type_attributes=bool(gates.get("DRAListTypeAttributes", False)),
+                   optional_node_operations=bool(gates.get("DRAOptionalNodeOperations", False)))
 
 
 def minor_at_least(gates: Mapping[str, bool] | None, minor: tuple[int, int]) -> bool:
@@ -1112,7 +1123,8 @@ class _Run:
                 if c.get("matchAttribute"):
                     match = MatchAttributeSets if lists else _MatchAttribute
                     self.constraints[ci].append(match(list(c.get("requests") or []), str(c["matchAttribute"])))
-                elif c.get("distinctAttribute") and (self.features.consumable_capacity or lists):
+                elif c.get("distinctAttribute") and (self.features.consumable_capacity
+                                                     or self.features.experimental_allocator):
                     kind: type[AttributeConstraint] = _DistinctAttribute136
                     if lists:
                         kind = DistinctAttributeSets
@@ -1409,8 +1421,10 @@ class _Run:
             return None
         if not req.admin and self._in_use(did):
             return None
-        if self.features.list_type_attributes and _spec(s).get("skipNodeOperations"):
-            return None  # the experimental allocator's DRAOptionalNodeOperations check, that gate being off
+        if self.features.experimental_allocator and _spec(s).get("skipNodeOperations") and (
+                not self.features.optional_node_operations
+                or OPTIONAL_NODE_OPERATIONS not in self.node.declared_features):
+            return None
         uses = d.get("consumesCounters") or []
         if uses and not self.features.partitionable_devices:
             return None
@@ -1568,6 +1582,9 @@ class _Run:
                 out["consumedCapacity"] = {k: v[1] for k, v in r.consumed.items()}
             if r.request.tolerations:
                 out["tolerations"] = r.request.tolerations
+            skips = _spec(r.slice).get("skipNodeOperations") if self.features.experimental_allocator else None
+            if skips:
+                out["skipNodeOperations"] = list(skips)
             if self.features.device_binding_and_status:
                 if r.device.get("bindingConditions"):
                     out["bindingConditions"] = list(r.device["bindingConditions"])

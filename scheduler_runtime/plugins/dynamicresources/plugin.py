@@ -61,6 +61,7 @@ from ...goduration import go_quote
 from ...objects import NodeSelector, Pod
 from ..tainttoleration import default_normalize
 from .allocator import (
+    OPTIONAL_NODE_OPERATIONS,
     AllocationError,
     Allocator,
     Features,
@@ -1201,8 +1202,6 @@ class _BindingOutcome(ValueError):
         self.label = label
 
 
-#: the node feature (status.declaredFeatures) a device allocated with skipNodeOperations needs
-OPTIONAL_NODE_OPERATIONS = "DRAOptionalNodeOperations"
 
 
 def _skips_node_operations(claim: dict[str, Any]) -> bool:
