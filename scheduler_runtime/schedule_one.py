@@ -538,8 +538,8 @@ class SchedulingCycle:
     def _pod_cached(self, uid: str) -> bool:
         return self.cache.pod_node(uid) is not None
 
-    def _delete_victim(self, pod: Pod) -> None:
-        self.cluster.delete_pod(pod, reason="preempted")
+    def _delete_victim(self, pod: Pod, by: str = "") -> None:
+        self.cluster.delete_pod(pod, reason="preempted", by=by)
 
     def _observe_victims(self, n: int) -> None:
         self._victims_deleted += n

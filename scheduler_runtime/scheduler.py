@@ -8,6 +8,7 @@ queue, other objects as queueing events). Cluster events arrive on any thread in
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue as _stdqueue
 import random
@@ -167,12 +168,12 @@ class Scheduler(SchedulingCycle):
             max_backoff=float(config.pod_max_backoff_seconds), clock=clock, interested=self._interested,
             plugin_index=(self._plugins_for, frozenset(n for plugins in self._events.values()
                                                        for n, regs in plugins.items() if regs is not None)))
-        for fw in self.frameworks.values():
+        for profile, fw in self.frameworks.items():
             fw.handle.activate = self.queue.activate
             fw.handle.nominated_pods_for_node = self.queue.nominator.pods_for_node
             fw.handle.nominated_node_names = self.queue.nominator.node_names
             fw.handle.nominated_pods_by_node = self.queue.nominator.pods_by_node
-            fw.handle.delete_pod = self._delete_victim
+            fw.handle.delete_pod = functools.partial(self._delete_victim, by=profile)
             fw.handle.record_event = self._record_event
             fw.handle.observe_victims = self._observe_victims
             fw.handle.run_in_background = self._run_in_background

@@ -103,7 +103,9 @@ class ClusterBackend(ABC):
         self.patch_pod_status(pod, None, node_name)
 
     @abstractmethod
-    def delete_pod(self, pod: Pod, reason: str = "") -> None: ...
+    def delete_pod(self, pod: Pod, reason: str = "", by: str = "") -> None:
+        """Delete a pod; `reason` "preempted" marks it a DisruptionTarget first, whose message names `by`, the
+        preemptor's scheduler (kube-scheduler's profile that preempted)."""
 
     @abstractmethod
     def list(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]: ...

@@ -522,7 +522,7 @@ class MemoryCluster(ClusterBackend):
                     ann[k] = v
             meta["annotations"] = ann
 
-    def delete_pod(self, pod: Pod, reason: str = "") -> None:
+    def delete_pod(self, pod: Pod, reason: str = "", by: str = "") -> None:
         if not self.may_write():
             return
         self.deleted.append(pod.key)

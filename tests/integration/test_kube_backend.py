@@ -494,12 +494,14 @@ def test_delete_pod_marks_disruption_target(started: tuple[KubeCluster, Recorder
     try:
         raw = create_pod(admin, ns, "victim", nodeName=node, terminationGracePeriodSeconds=45)
         pod = Pod.from_dict(raw)
-        c.delete_pod(pod, reason="preempted")
+        c.delete_pod(pod, reason="preempted", by="gpu-scheduler")
         got = get_pod(admin, ns, "victim")  # bound pod with grace period: no kubelet, so it stays terminating
         assert got is not None and got["metadata"].get("deletionTimestamp")
-        assert got["metadata"].get("deletionGracePeriodSeconds") == 45
+        assert got["metadata"].get("deletionGracePeriodSeconds") == 45  # empty options: the pod's own period
         dt = [cd for cd in got["status"]["conditions"] if cd["type"] == "DisruptionTarget"]
         assert dt and dt[0]["reason"] == "PreemptionByScheduler"
+        # the preemptor's scheduler, not the victim's (kube: preemptor.SchedulerName())
+        assert dt[0]["message"] == "gpu-scheduler: preempting to accommodate a higher priority pod"
         # unbound pod: deleted at once; deleting again is not an error
         p2 = Pod.from_dict(create_pod(admin, ns, "victim2"))
         c.delete_pod(p2)

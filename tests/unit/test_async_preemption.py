@@ -35,13 +35,13 @@ class _Cluster(MemoryCluster):
         self.before_delete: Any = None
         self.fail_deletes = 0  # how many deletions fail next
 
-    def delete_pod(self, pod: Pod, reason: str = "") -> None:
+    def delete_pod(self, pod: Pod, reason: str = "", by: str = "") -> None:
         if self.before_delete is not None:
             self.before_delete(pod)
         if self.fail_deletes:
             self.fail_deletes -= 1
             raise RuntimeError(f"pods {pod.name!r} is forbidden")
-        super().delete_pod(pod, reason)
+        super().delete_pod(pod, reason, by)
 
 
 def _scheduler(gates: list[str], **kw: Any) -> tuple[_Cluster, Scheduler]:

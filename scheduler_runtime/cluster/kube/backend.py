@@ -493,5 +493,5 @@ class KubeCluster(ClusterBackend):
             self._writer().put("annotate", pod, annotations)
 
     # ----------------------------------------------------------------- delete
-    def delete_pod(self, pod: Pod, reason: str = "") -> None:
-        binder.delete_pod(self, pod, reason)
+    def delete_pod(self, pod: Pod, reason: str = "", by: str = "") -> None:
+        binder.delete_pod(self, pod, reason, by)

@@ -106,32 +106,30 @@ def bound_to(host: BindHost, pod: Pod, node_name: str) -> bool:
             and (raw.get("spec") or {}).get("nodeName") == node_name)
 
 
-def delete_pod(host: BindHost, pod: Pod, reason: str = "") -> None:
-    """Delete a pod (a preemption victim): DisruptionTarget condition first, as kube-scheduler does,
-    then DELETE with the pod's grace period and its UID as precondition."""
+def delete_pod(host: BindHost, pod: Pod, reason: str = "", by: str = "") -> None:
+    """Delete a pod (a preemption victim) as kube-scheduler's preemption executor does: the DisruptionTarget
+    condition first (a status patch; a victim already gone ends it, another failure is the victim's error and
+    it is not deleted), then DELETE with empty options (the pod's own grace period, no UID precondition)."""
     path = f"/api/v1/namespaces/{path_escape(pod.namespace)}/pods/{path_escape(pod.name)}"
     if reason == "preempted":
-        body = {"metadata": {"uid": pod.uid}, "status": {"conditions": [{
+        body = {"status": {"conditions": [{
             "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
-            "message": f"{pod.scheduler_name or host.scheduler_name}: preempting to accommodate a higher "
-                       f"priority pod", "lastTransitionTime": rfc3339()}]}}
-        try:
-            r = host.gated_write("PATCH", path + "/status", body=body,
-                                 content_type="application/strategic-merge-patch+json")
-            if r is None:
-                log.info("not deleting pod %s: %s", pod.key, NOT_LEADER)
-                return
-            if r.status == 404:
-                return
-        except ApiError as exc:
-            log.warning("could not mark %s as a disruption target: %s", pod.key, exc)
-    body = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": pod.termination_grace_period,
-            "preconditions": {"uid": pod.uid}}
-    resp = host.gated_write("DELETE", path, body=body)
+            "message": f"{by or host.scheduler_name}: preempting to accommodate a higher priority pod",
+            "lastTransitionTime": rfc3339()}]}}
+        r = host.gated_write("PATCH", path + "/status", body=body,
+                             content_type="application/strategic-merge-patch+json")
+        if r is None:
+            log.info("not deleting pod %s: %s", pod.key, NOT_LEADER)
+            return
+        if r.status == 404:
+            return
+        if not r.ok:
+            raise host.client.error(r, "PATCH", path + "/status")
+    resp = host.gated_write("DELETE", path, body={"apiVersion": "v1", "kind": "DeleteOptions"})
     if resp is None:
         log.info("not deleting pod %s: %s", pod.key, NOT_LEADER)
         return
-    if resp.ok or resp.status in (404, 409):
+    if resp.ok or resp.status == 404:
         host.stats["deletes"] += 1
         return
     raise host.client.error(resp, "DELETE", path)
