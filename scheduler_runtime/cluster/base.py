@@ -71,6 +71,9 @@ class ClusterBackend(ABC):
     #: while set and answering False, the backend sends no write of a scheduling cycle (binding, PreBind
     #: patches, pod status and results, preemption deletes): a replica that lost its lease writes nothing
     leader_gate: Callable[[], bool] | None = None
+    #: whether deleting several pods at once is faster than one by one (an API server's round trips); the
+    #: embedded cluster deletes at once, and keeping its deletions in order keeps its runs repeatable
+    concurrent_deletes: bool = False
 
     def may_write(self) -> bool:
         gate = self.leader_gate

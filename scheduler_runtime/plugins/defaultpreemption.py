@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,6 +97,9 @@ class DefaultPreemption(Plugin):
         self._lock = threading.Lock()
         self._preempting: set[str] = set()
         self._last_victim: dict[str, tuple[str, str]] = {}
+        #: kube's Parallelizer for victim deletions (parallelism workers), made on the first preemption with
+        #: more than one victim
+        self._deleters: ThreadPoolExecutor | None = None
 
     # ---------------------------------------------------------------- entry
     def post_filter(self, state: CycleState, pod: Pod, statuses: dict[str, Status]
@@ -236,23 +240,49 @@ class DefaultPreemption(Plugin):
                 ok = False
         return ok
 
-    def _prepare_candidate(self, c: Candidate, pod: Pod) -> str | None:
-        """SchedulerAsyncPreemption off: the victims are deleted inside PostFilter; a failed deletion fails
-        PostFilter (its message returned)."""
-        for v in c.victims:
-            if v.deletion_timestamp:
-                continue
+    def _preempt_victims(self, node: str, pod: Pod, victims: Sequence[Pod]) -> None:
+        """Delete the victims concurrently on a backend that gains from it, as kube's Parallelizer().Until
+        does (at most `parallelism` at a time); the first failure is raised once all have ended, and victims
+        not yet started are then skipped (kube cancels the context)."""
+        if len(victims) <= 1 or not getattr(getattr(self.handle, "cluster", None), "concurrent_deletes", False):
+            for v in victims:
+                self._preempt_victim(node, pod, v)
+            return
+        with self._lock:
+            if self._deleters is None:
+                workers = max(1, int(getattr(self.handle, "parallelism", 16) or 16))
+                self._deleters = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="preempt")
+            pool = self._deleters
+        failed: list[BaseException] = []
+
+        def one(v: Pod) -> None:
+            if failed:
+                return
             try:
-                self._preempt_victim(c.node, pod, v)
-            except Exception as exc:  # noqa: BLE001 - kube's AsStatus(err)
-                return str(exc)
+                self._preempt_victim(node, pod, v)
+            except Exception as exc:  # noqa: BLE001 - handed to the caller below
+                failed.append(exc)
+
+        for f in [pool.submit(one, v) for v in victims]:
+            f.result()
+        if failed:
+            raise failed[0]
+
+    def _prepare_candidate(self, c: Candidate, pod: Pod) -> str | None:
+        """SchedulerAsyncPreemption off: the victims are deleted inside PostFilter, concurrently; a failed
+        deletion fails PostFilter (its message returned)."""
+        try:
+            self._preempt_victims(c.node, pod, [v for v in c.victims if not v.deletion_timestamp])
+        except Exception as exc:  # noqa: BLE001 - kube's AsStatus(err)
+            return str(exc)
         self._clear_lower_nominations(c.node, pod)
         return None
 
     def _prepare_candidate_async(self, c: Candidate, pod: Pod) -> None:
         """kube's prepareCandidateAsync: the nomination is returned at once; clearing lower-priority
         nominations and deleting the victims (all but the last, then the last one, which PreEnqueue watches)
-        run on the scheduler's background workers. On a failure the preemptor is activated."""
+        run on the scheduler's background workers, all but the last concurrently. On a failure the preemptor
+        is activated."""
         victims = [v for v in c.victims if not v.deletion_timestamp]
         if not victims:
             return
@@ -263,8 +293,7 @@ class DefaultPreemption(Plugin):
             start = time.monotonic()
             ok = self._clear_lower_nominations(c.node, pod)
             try:
-                for v in victims[:-1]:
-                    self._preempt_victim(c.node, pod, v)
+                self._preempt_victims(c.node, pod, victims[:-1])
             except Exception as exc:  # noqa: BLE001 - reported, the preemptor is retried
                 self.handle.logger.error("async preemption for %s failed: %s", pod.key, exc)
                 ok = False

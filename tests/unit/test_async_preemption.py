@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from scheduler_runtime.cluster.memory import MemoryCluster
@@ -214,3 +215,55 @@ def test_a_preemptors_failure_waits_for_its_status_writes() -> None:
     s.run(until_idle=True)
     assert m.waited == ["urgent", "too-big"]
     assert sorted(m.deleted) == ["ns/v1", "ns/v2"]
+
+
+
+def _three_victims(gates: list[str], concurrent: bool) -> tuple[_Cluster, Scheduler]:
+    """Node a (3 CPUs) full of three 1-CPU victims, and a preemptor that needs all of it."""
+    m = _Cluster()
+    m.concurrent_deletes = concurrent
+    for o in (_node("a", "3"), _pod("v1", "1", 1, "a"), _pod("v2", "1", 1, "a"), _pod("v3", "1", 1, "a")):
+        m.create(o, emit=False)
+    fg = parse_feature_gates(gates)
+    reg = build_registry([])
+    s = Scheduler(m, load_config(None, reg, feature_gates=fg), reg, seed=1, feature_gates=fg)
+    s.start()
+    return m, s
+
+
+def test_victims_are_deleted_concurrently_on_an_api_server() -> None:
+    """kube's executor deletes a candidate's victims in parallel: all of them in PostFilter with async
+    preemption off; all but the last, then the last, with it on. The first `together` deletions wait for each
+    other at a barrier, which deletions made one by one break (its timeout), failing the preemption."""
+    for gates, together in ((["SchedulerAsyncPreemption=false"], 3), ([], 2)):
+        m, s = _three_victims(gates, concurrent=True)
+        barrier = threading.Barrier(together, timeout=5)
+        calls: list[str] = []
+        lock = threading.Lock()
+
+        def before(victim: Pod, b: threading.Barrier = barrier, n: int = together, seen: list[str] = calls,
+                   guard: threading.Lock = lock) -> None:
+            with guard:
+                seen.append(victim.name)
+                k = len(seen)
+            if k <= n:
+                b.wait()
+
+        m.before_delete = before
+        m.create(_pod("urgent", "3", 100))
+        s.run(until_idle=True)
+        assert not barrier.broken, gates
+        assert sorted(m.deleted) == ["ns/v1", "ns/v2", "ns/v3"], gates
+        assert m.get_pod("ns", "urgent")["spec"]["nodeName"] == "a", gates
+        s.stop()
+
+
+def test_the_embedded_cluster_deletes_one_by_one() -> None:
+    """No concurrency on the embedded cluster: its runs stay repeatable."""
+    m, s = _three_victims(["SchedulerAsyncPreemption=false"], concurrent=False)
+    threads: set[str] = set()
+    m.before_delete = lambda victim: threads.add(threading.current_thread().name)
+    m.create(_pod("urgent", "3", 100))
+    s.run(until_idle=True)
+    assert len(m.deleted) == 3 and threads == {threading.current_thread().name}
+    s.stop()

@@ -493,5 +493,7 @@ class KubeCluster(ClusterBackend):
             self._writer().put("annotate", pod, annotations)
 
     # ----------------------------------------------------------------- delete
+    concurrent_deletes = True
+
     def delete_pod(self, pod: Pod, reason: str = "", by: str = "") -> None:
         binder.delete_pod(self, pod, reason, by)
