@@ -8,7 +8,9 @@ match. The cases: matchAttribute over lists (common element, none, partly common
 list, versions, a node that fits only with the gate), distinctAttribute over lists, selectors over lists
 (`includes`, `exists`), and a slice with skipNodeOperations (refused by kube's experimental allocator, which the
 gate selects). A third run has DRAOptionalNodeOperations on instead: such a device goes only to a node declaring
-that feature.
+that feature. Two more have DRADeviceCompatibilityGroups on and off (the API server stores `compatibilityGroups`
+with its own gate on): partitions drawing on one counter set are allocated together only when their groups
+intersect, with the devices other claims hold too; with the gate off a pool declaring groups is not used.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ GATE = "DRAListTypeAttributes=true"
 @pytest.fixture(scope="module")
 def list_plane() -> Iterator[ControlPlane]:
     """A control plane of its own whose kube-apiserver stores the alpha fields the cases need."""
-    with started_control_plane(apiserver_args=(f"--feature-gates={GATE},DRAOptionalNodeOperations=true",)) as cp:
+    with started_control_plane(apiserver_args=(
+            f"--feature-gates={GATE},DRAOptionalNodeOperations=true,DRADeviceCompatibilityGroups=true",)) as cp:
         yield cp
 
 
@@ -105,6 +108,44 @@ EXPECTED = {
 #: DRAOptionalNodeOperations on (the list gate off): both nodes publish a device of a slice with
 #: skipNodeOperations; in `skip-declared` node 1 declares the feature, so its device is taken
 EXPECTED_NODE_OPS = {"skip-node-operations": [None], "skip-declared": [(1, ["gpu-0"])]}
+#: DRADeviceCompatibilityGroups: case -> (each partition's groups on node 0, on node 1, each pod's device count);
+#: a node's partitions draw 1 of the 4 units of one counter set, published in a second slice of the pool
+GROUP_CASES: dict[str, tuple[list[list[str]], list[list[str]], list[int]]] = {
+    "groups-compatible": ([["mig"], ["mig", "vgpu"]], [], [2]),
+    "groups-incompatible": ([["mig"], ["vgpu"]], [], [2]),
+    "groups-none": ([[], []], [], [2]),
+    "groups-none-and-some": ([[], ["mig"]], [], [2]),
+    "groups-allocated-peer": ([["mig"], ["vgpu"], ["mig"]], [], [1, 1, 1]),
+    "groups-other-node": ([["mig"], ["vgpu"]], [["vgpu"], ["vgpu"]], [2]),
+}
+#: what kube-scheduler decides per case and pod, DRADeviceCompatibilityGroups on / off
+EXPECTED_GROUPS = {
+    "groups-compatible": ([(0, ["gpu-0", "gpu-1"])], [None]),
+    "groups-incompatible": ([None], [None]),
+    "groups-none": ([(0, ["gpu-0", "gpu-1"])], [(0, ["gpu-0", "gpu-1"])]),
+    "groups-none-and-some": ([None], [None]),
+    "groups-allocated-peer": ([(0, ["gpu-0"]), (0, ["gpu-2"]), None], [None, None, None]),
+    "groups-other-node": ([(1, ["gpu-0", "gpu-1"])], [None]),
+}
+
+
+def _group_slices(c: KubeClient, driver: str, nodes: list[str], groups: tuple[list[list[str]], ...]) -> None:
+    """Per node with partitions: their slice and the counter set's, one pool of two slices."""
+    for node, parts in zip(nodes, groups, strict=True):
+        if not parts:
+            continue
+        pool = {"name": node, "generation": 1, "resourceSliceCount": 2}
+        uses = [{"counterSet": "gpu-mem", "counters": {"memory": {"value": "1"}},
+                 **({"compatibilityGroups": g} if g else {})} for g in parts]
+        devices = [{"name": f"gpu-{i}", "consumesCounters": [use]} for i, use in enumerate(uses)]
+        for name, body in ((f"{node}-slice", {"devices": devices}), (f"{node}-counters", {"sharedCounters": [
+                {"name": "gpu-mem", "counters": {"memory": {"value": "4"}}}]})):
+            stored = c.call("POST", f"{RES}/resourceslices", body={
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+                "spec": {"driver": driver, "nodeName": node, "pool": pool, **body}})
+            got = [[u.get("compatibilityGroups") or [] for u in d["consumesCounters"]]
+                   for d in stored["spec"].get("devices") or []]
+            assert got == [[g] for g in parts] or "sharedCounters" in body, "the API server dropped the groups"
 
 
 def _setup(c: KubeClient, ns: str, group: str, who: str, case: str) -> dict[str, Any]:
@@ -116,6 +157,9 @@ def _setup(c: KubeClient, ns: str, group: str, who: str, case: str) -> dict[str,
         node0, node1, pods = [{"name": "gpu-0"}], [{"name": "gpu-0"}], [(1, "", "", "")]
         c.call("PATCH", f"/api/v1/nodes/{nodes[1]}/status", body={"status": {
             "declaredFeatures": ["DRAOptionalNodeOperations"]}}, content_type="application/merge-patch+json")
+    elif case in GROUP_CASES:
+        node0, node1, pods = [], [], [(n, "", "", "") for n in GROUP_CASES[case][2]]
+        _group_slices(c, driver, nodes, GROUP_CASES[case][:2])
     else:
         node0, node1, pods = CASES[case]
     for node, devices in zip(nodes, (node0, node1), strict=True):
@@ -143,18 +187,20 @@ def _setup(c: KubeClient, ns: str, group: str, who: str, case: str) -> dict[str,
     return {"nodes": nodes, "group": f"{who}-{group}-{case}", "pods": len(pods)}
 
 
-@pytest.mark.parametrize("gate", ["on", "off", "node-ops"])
+@pytest.mark.parametrize("gate", ["on", "off", "node-ops", "groups", "groups-off"])
 def test_list_attributes_match_kube_scheduler(gate: str, list_plane: ControlPlane, tmp_path: Path) -> None:
     c = KubeClient(load_connection(str(list_plane.kubeconfig_path)))
     ns, group = f"t-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex[:5]
     c.call("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    cases = sorted(EXPECTED_NODE_OPS if gate == "node-ops" else EXPECTED)
+    cases = sorted(EXPECTED_NODE_OPS if gate == "node-ops" else EXPECTED_GROUPS if gate.startswith("groups")
+                   else EXPECTED)
     ctx = {who: {case: _setup(c, ns, group, who, case) for case in cases} for who in ("kube", "ours")}
     names = {"kube": f"dralist-kube-{group}", "ours": f"dralist-ours-{group}"}
     cfg, ours_cfg = tmp_path / "kube.yaml", tmp_path / "ours.yaml"
     cfg.write_text(scheduler_config(names["kube"], list_plane.kubeconfig_path))
     ours_cfg.write_text(scheduler_config(names["ours"]))
-    flags = {"on": [GATE], "off": [], "node-ops": ["DRAOptionalNodeOperations=true"]}[gate]
+    flags = {"on": [GATE], "off": [], "node-ops": ["DRAOptionalNodeOperations=true"],
+             "groups": ["DRADeviceCompatibilityGroups=true"], "groups-off": []}[gate]
     got: dict[str, dict[str, list[Any]]] = {"kube": {}, "ours": {}}
     with kube_scheduler(list_plane.bin_dir, cfg, tmp_path / "kube-scheduler.log",
                         args=tuple(f"--feature-gates={f}" for f in flags)), \
@@ -180,7 +226,10 @@ def test_list_attributes_match_kube_scheduler(gate: str, list_plane: ControlPlan
     print(f"\nkube-scheduler: {got['kube']}\nksched:         {got['ours']}")
     assert got["ours"] == got["kube"]
     for case in cases:
-        want = EXPECTED_NODE_OPS[case] if gate == "node-ops" else EXPECTED[case][0 if gate == "on" else 1]
+        if gate.startswith("groups"):
+            want = EXPECTED_GROUPS[case][0 if gate == "groups" else 1]
+        else:
+            want = EXPECTED_NODE_OPS[case] if gate == "node-ops" else EXPECTED[case][0 if gate == "on" else 1]
         for d, w in zip(got["kube"][case], want, strict=True):
             if w is None:
                 assert d[0] == "pending" and "cannot allocate all claims" in d[1] and d[2] is None, (case, d)

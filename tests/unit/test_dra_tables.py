@@ -248,7 +248,6 @@ def _canon(v: Any) -> Any:
 
 #: why an upstream case is not run (`na: <key>: <detail>`): alpha features ksched refuses
 NA_REASONS = {
-    "compatibility-groups": "device compatibility groups (DRADeviceCompatibilityGroups, alpha)",
     "derived-attributes": "derived attributes (DRADerivedAttributes, alpha)",
 }
 

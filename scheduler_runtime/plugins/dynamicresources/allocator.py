@@ -24,6 +24,8 @@ counters are charged by its first share only.
 
 kube 1.37's allocator (k8s.io/dynamic-resource-allocation v0.37) changed a few rules; `Features.kube_137_allocator`
 selects them (off when emulating 1.35/1.36). tests/data/dra_tables/allocator.yaml holds v0.37.2's test table.
+Its experimental allocator (alpha gates, `Features.experimental_allocator`, experimental/allocator_experimental.go)
+adds list-typed attribute constraints (constraints.py), skipNodeOperations and compatibility groups (`_Groups`).
 
 Raw Kubernetes objects (dicts) are read directly; nothing here talks to a cluster.
 
@@ -110,13 +112,17 @@ class Features:
     #: allocated only on a node declaring that feature (status.declaredFeatures), and its result carries the
     #: slice's list; with the gate off the experimental allocator refuses such devices
     optional_node_operations: bool = False
+    #: DRADeviceCompatibilityGroups (alpha, off by default): devices drawing on one counter set are allocated
+    #: together only when their counter consumptions' `compatibilityGroups` intersect (see `_Groups`)
+    compatibility_groups: bool = False
 
     @property
     def experimental_allocator(self) -> bool:
         """Whether kube runs its experimental allocator (structured.NewAllocator takes the first of stable,
         incubating, experimental whose supported features cover the enabled ones): it takes distinctAttribute
-        whatever DRAConsumableCapacity and checks devices of slices with `skipNodeOperations`."""
-        return self.list_type_attributes or self.optional_node_operations
+        whatever DRAConsumableCapacity and checks devices of slices with `skipNodeOperations`; compatibility
+        groups are checked only with their own gate on."""
+        return self.list_type_attributes or self.optional_node_operations or self.compatibility_groups
 
     @property
     def stable_allocator(self) -> bool:
@@ -144,7 +150,8 @@ class Features:
                    distinct_every_device=minor_at_least(gates, (1, 37)),
                    kube_137_allocator=minor_at_least(gates, (1, 37)),
                    list_type_attributes=bool(gates.get("DRAListTypeAttributes", False)),
-                   optional_node_operations=bool(gates.get("DRAOptionalNodeOperations", False)))
+                   optional_node_operations=bool(gates.get("DRAOptionalNodeOperations", False)),
+                   compatibility_groups=bool(gates.get("DRADeviceCompatibilityGroups", False)))
 
 
 def minor_at_least(gates: Mapping[str, bool] | None, minor: tuple[int, int]) -> bool:
@@ -252,7 +259,7 @@ def gather_pools(slices_for_node: list[dict[str, Any]], node: Node, features: Fe
                  all_slices: list[dict[str, Any]]) -> list[Pool]:
     """The pools a node can allocate from, as kube's GatherPools builds them."""
     by_pool: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    skip_groups = features.kube_137_allocator
+    skip_groups = features.kube_137_allocator and not features.compatibility_groups
     for s in slices_for_node:
         sp = _spec(s)
         if not features.partitionable_devices and (sp.get("perDeviceNodeSelection") is not None
@@ -317,9 +324,9 @@ def gather_pools(slices_for_node: list[dict[str, Any]], node: Node, features: Fe
 
 
 def uses_compatibility_groups(s: dict[str, Any]) -> bool:
-    """Whether a device of the slice declares compatibility groups (DRADeviceCompatibilityGroups, alpha). ksched
-    cannot check co-allocation against them, so such a slice is ignored, which leaves its pool incomplete and keeps
-    the pool's other devices unallocated too, as kube-scheduler does with the gate off."""
+    """Whether a device of the slice declares compatibility groups (DRADeviceCompatibilityGroups, alpha). With the
+    gate off nothing checks co-allocation against them, so kube-scheduler ignores such a slice, which leaves its
+    pool incomplete and keeps the pool's other devices unallocated too, whichever are allocated already."""
     return any(use.get("compatibilityGroups") for d in _devices(s) for use in d.get("consumesCounters") or [])
 
 
@@ -385,6 +392,41 @@ def _check_consumption(sets: dict[str, dict[str, Decimal]], slices: list[dict[st
                     if cname not in cs:
                         return f"counter {cname} not found in counter set {use.get('counterSet')}"
     return ""
+
+
+# ----------------------------------------------------------------------------------------- compatibility groups
+@dataclass(frozen=True, slots=True)
+class _Groups:
+    """What the devices placed on one counter set so far allow next (DRADeviceCompatibilityGroups): while every
+    one of them declared no groups (`none`) only another device without groups; else a device sharing a group
+    with `common`, the intersection of their groups. A counter set nobody draws on yet is absent (None): it
+    takes any device. Immutable, so the value before a device was added is what backtracking restores."""
+
+    none: bool
+    common: frozenset[str] = frozenset()
+
+    def admits(self, groups: frozenset[str]) -> bool:
+        if not groups:
+            return self.none
+        return not self.none and not self.common.isdisjoint(groups)
+
+    def add(self, groups: frozenset[str]) -> _Groups:
+        """The state with one more device; a device without groups, or one joining devices without groups,
+        changes nothing (allocated peers are folded in unchecked, so such mixes can be met there)."""
+        if self.none or not groups:
+            return self
+        return _Groups(False, self.common & groups)
+
+
+def _fold_groups(state: _Groups | None, groups: frozenset[str]) -> _Groups:
+    """`state` with a device declaring `groups` added (the first device sets it)."""
+    if state is None:
+        return _Groups(True) if not groups else _Groups(False, groups)
+    return state.add(groups)
+
+
+def _groups_of(use: dict[str, Any]) -> frozenset[str]:
+    return frozenset(str(g) for g in use.get("compatibilityGroups") or ())
 
 
 # ----------------------------------------------------------------------------------------- requests
@@ -975,7 +1017,8 @@ class _Picked:
 
 class _Run:
     __slots__ = ("a", "features", "node", "claims", "deadline", "steps", "request_data", "constraints", "matches",
-                 "allocating", "results", "consumed", "available", "pools", "allocating_capacity", "pending")
+                 "allocating", "results", "consumed", "available", "pools", "allocating_capacity", "pending",
+                 "groups", "group_baseline")
 
     def __init__(self, a: Allocator, node: Node, claims: list[dict[str, Any]], deadline: float | None) -> None:
         self.a = a
@@ -996,6 +1039,10 @@ class _Run:
         self.allocating_capacity: dict[DeviceID, dict[str, Decimal]] = {}
         #: a remembered solution found on a node of the same shape (plan, solution, this node's devices)
         self.pending: tuple[Any, _Solution, list[_Flat]] | None = None
+        #: DRADeviceCompatibilityGroups: per pool and counter set, what the devices placed by this search and the
+        #: allocated ones allow (`_take_groups`), and what the allocated ones alone allow (`_group_baseline`)
+        self.groups: dict[str, dict[str, _Groups]] = {}
+        self.group_baseline: dict[str, dict[str, _Groups]] = {}
 
     # -------------------------------------------------------------- setup
     def run(self) -> list[dict[str, Any]] | None:
@@ -1431,19 +1478,31 @@ class _Run:
         # a device allowing multiple allocations that already has a share: its counters are charged already
         if multi and self._capacity_in_use(did):
             uses = []
+        ungroup: Callable[[], None] | None = None
+        if uses and self.features.compatibility_groups:  # checked before any counter is taken, as kube does
+            ungroup = self._take_groups(p, uses)
+            if ungroup is None:
+                return None
         if uses and not self._take_counters(p, uses):
+            if ungroup is not None:
+                ungroup()
             return None
-        if self.features.device_taints and taint_prevents(d, req):
+
+        def give_back() -> None:
+            if ungroup is not None:
+                ungroup()
             if uses:
                 self._give_counters(p, uses)
+
+        if self.features.device_taints and taint_prevents(d, req):
+            give_back()
             return None
         added: list[AttributeConstraint] = []
         for c in self.constraints[ci]:
             if not c.add(req, d, did):
                 for a in added:
                     a.remove(req)
-                if uses:
-                    self._give_counters(p, uses)
+                give_back()
                 if must:
                     raise AllocationError(f"claim {claim_key(self.claims[ci])}, request {req.name}: cannot add device "
                                           f"{did[0]}/{did[1]}/{did[2]} because a claim constraint would not be "
@@ -1454,8 +1513,7 @@ class _Run:
         def release() -> None:
             for a in added:
                 a.remove(req)
-            if uses:
-                self._give_counters(p, uses)
+            give_back()
 
         share_id: str | None = None
         consumed: Consumed | None = None
@@ -1494,8 +1552,7 @@ class _Run:
                 self.allocating[did].discard(ci)
             for c in self.constraints[ci]:
                 c.remove(req)
-            if uses:
-                self._give_counters(p, uses)
+            give_back()
 
         return undo
 
@@ -1567,6 +1624,51 @@ class _Run:
             cs = consumed.setdefault(str(use.get("counterSet") or ""), {})
             for cname, c in _counters(use.get("counters")).items():
                 cs[cname] = cs.get(cname, Decimal(0)) - c
+
+    # -------------------------------------------------------------- compatibility groups
+    def _group_baseline(self, p: Pool) -> dict[str, _Groups]:
+        """Per counter set of the pool, what its allocated devices allow (the same devices `_available` counts:
+        their groups as the slices declare them now), folded in slice order."""
+        base = self.group_baseline.get(p.id)
+        if base is None:
+            base = {}
+            for s in p.slices + p.other_slices:
+                for d in _devices(s):
+                    cid = (p.driver, p.name, str(d.get("name") or ""))
+                    if cid not in self.a.allocated and cid not in self.a.shared_devices \
+                            and cid not in self.a.allocated_capacity:
+                        continue
+                    for use in d.get("consumesCounters") or []:
+                        cs = str(use.get("counterSet") or "")
+                        base[cs] = _fold_groups(base.get(cs), _groups_of(use))
+            self.group_baseline[p.id] = base
+        return base
+
+    def _take_groups(self, p: Pool, uses: list[dict[str, Any]]) -> Callable[[], None] | None:
+        """Place a device on each counter set it draws on when every one admits it: the undo, else None (and
+        nothing changed). A counter set first met in this search starts from the allocated devices'."""
+        running = self.groups.setdefault(p.id, {})
+        base = self._group_baseline(p)
+        saved: list[tuple[str, _Groups | None]] = []
+
+        def undo() -> None:
+            for cs, prev in reversed(saved):
+                if prev is None:
+                    running.pop(cs, None)
+                else:
+                    running[cs] = prev
+
+        for use in uses:
+            cs = str(use.get("counterSet") or "")
+            prev = running.get(cs)
+            state = prev if prev is not None else base.get(cs)
+            groups = _groups_of(use)
+            if state is not None and not state.admits(groups):
+                undo()
+                return None
+            saved.append((cs, prev))
+            running[cs] = _fold_groups(state, groups)
+        return undo
 
     # -------------------------------------------------------------- result
     def _result(self, ci: int, claim: dict[str, Any]) -> dict[str, Any]:
