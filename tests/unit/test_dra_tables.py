@@ -136,6 +136,8 @@ def _request_body(r: dict[str, Any]) -> dict[str, Any]:
         body["tolerations"] = r["tolerations"]
     if "capacity" in r:  # kube's withCapacityRequest: an amount of capacity-0
         body["capacity"] = {"requests": {"capacity-0": str(r["capacity"])}}
+    if "derived" in r:  # kube's requestWithDerivedAttributes / subRequest with DeviceDerivedAttribute entries
+        body["derivedAttributes"] = r["derived"]
     return body
 
 
@@ -249,7 +251,6 @@ def _canon(v: Any) -> Any:
 #: why an upstream case is not run (`na: <key>: <detail>`): alpha features ksched refuses
 NA_REASONS = {
     "compatibility-groups": "device compatibility groups (DRADeviceCompatibilityGroups, alpha)",
-    "derived-attributes": "derived attributes (DRADerivedAttributes, alpha)",
 }
 
 
