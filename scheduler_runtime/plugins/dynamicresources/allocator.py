@@ -1133,6 +1133,7 @@ class _Run:
                     if not self.features.prioritized_list:
                         raise AllocationError(f"claim {claim_key(claim)}, request {raw.get('name')}: has subrequests, "
                                               f"but the DRAPrioritizedList feature is disabled")
+                    self._check_sub_capacity(claim, subs)
                     least = None
                     for si, sub in enumerate(subs):
                         rd = self._validate((ci, ri, si), _Request(sub, str(raw.get("name") or "")))
@@ -1172,6 +1173,16 @@ class _Run:
                 else:
                     raise AllocationError(f"claim {claim_key(claim)}, constraint #{i}: empty constraint (unsupported "
                                           f"constraint type?)")
+
+    def _check_sub_capacity(self, claim: dict[str, Any], subs: list[dict[str, Any]]) -> None:
+        """kube refuses capacity requests of any sub-request (DRAConsumableCapacity off) before it checks the
+        first sub-request, so that error comes before any other of a later sub-request's."""
+        if self.features.consumable_capacity:
+            return
+        for sub in subs:
+            if sub.get("capacity") is not None:
+                raise AllocationError(f"claim {claim_key(claim)}, subrequest {sub.get('name') or ''}: has capacity "
+                                      f"requests, but the DRAConsumableCapacity feature is disabled")
 
     def _solve(self) -> bool:
         try:
