@@ -114,7 +114,7 @@ HONOURED = {"ComponentFlagz", "ComponentStatusz", "DRADeviceTaintRules", "NodeDe
             "DRAConsumableCapacity", "SchedulerAsyncPreemption", "NominatedNodeNameForExpectation",
             "DRASchedulerFilterTimeout", "DRADeviceBindingConditions", "DRAPartitionableDevices", "DRADeviceTaints",
             "DRAFractionalCapacityRange", "DRAListTypeAttributes", "DRAOptionalNodeOperations",
-            "DRADeviceCompatibilityGroups"}
+            "DRADeviceCompatibilityGroups", "DRADerivedAttributes"}
 #: honoured gates whose other setting ksched implements only from an emulated minor on: DRAListTypeAttributes
 #: follows kube 1.37's experimental allocator (1.36's kept no intersection per device when backtracking)
 HONOURED_FROM = {"DRAListTypeAttributes": "1.37"}

@@ -11,6 +11,10 @@ gate selects). A third run has DRAOptionalNodeOperations on instead: such a devi
 that feature. Two more have DRADeviceCompatibilityGroups on and off (the API server stores `compatibilityGroups`
 with its own gate on): partitions drawing on one counter set are allocated together only when their groups
 intersect, with the devices other claims hold too; with the gate off a pool declaring groups is not used.
+Two more cover DRADerivedAttributes (the API server stores `derivedAttributes` with its gate on):
+with the schedulers' gate on, a matchAttribute / distinctAttribute over a derived attribute (a NUMA index parsed
+from string attributes of two names), a mismatch, and a derived attribute failing on a device; with it off, a
+claim declaring derived attributes (kube refuses it).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from scheduler_runtime.controlplane import ControlPlane
 from scheduler_runtime.featuregates import parse_feature_gates
 from scheduler_runtime.testing.kube import (
     create_dra_nodes_and_class,
+    create_resource_slice,
     ksched_runner,
     kube_scheduler,
     scheduler_config,
@@ -39,13 +44,14 @@ pytestmark = pytest.mark.integration
 KSCHED = Path(sys.executable).parent / "ksched"
 RES = "/apis/resource.k8s.io/v1"
 GATE = "DRAListTypeAttributes=true"
+DERIVED_GATE = "DRADerivedAttributes=true"
 
 
 @pytest.fixture(scope="module")
 def list_plane() -> Iterator[ControlPlane]:
     """A control plane of its own whose kube-apiserver stores the alpha fields the cases need."""
-    with started_control_plane(apiserver_args=(
-            f"--feature-gates={GATE},DRAOptionalNodeOperations=true,DRADeviceCompatibilityGroups=true",)) as cp:
+    gates = f"{GATE},DRAOptionalNodeOperations=true,DRADeviceCompatibilityGroups=true,{DERIVED_GATE}"
+    with started_control_plane(apiserver_args=(f"--feature-gates={gates}",)) as cp:
         yield cp
 
 
@@ -146,6 +152,40 @@ def _group_slices(c: KubeClient, driver: str, nodes: list[str], groups: tuple[li
             got = [[u.get("compatibilityGroups") or [] for u in d["consumesCounters"]]
                    for d in stored["spec"].get("devices") or []]
             assert got == [[g] for g in parts] or "sharedCounters" in body, "the API server dropped the groups"
+#: DRADerivedAttributes: case -> (node 0's devices (name, attribute, value), the claim's requests (name, attribute
+#: the derived index is parsed from, count) and constraint kind); one pod each
+DERIVED_CASES: dict[str, tuple[list[tuple[str, str, str]], list[tuple[str, str, int]], str]] = {
+    "derived-match": ([("gpu-0", "numa", "numa-0"), ("gpu-1", "numa", "numa-1"), ("nic-0", "numaNode", "numa-1")],
+                      [("a", "numa", 1), ("b", "numaNode", 1)], "matchAttribute"),
+    "derived-mismatch": ([("gpu-0", "numa", "numa-0"), ("nic-0", "numaNode", "numa-1")],
+                         [("a", "numa", 1), ("b", "numaNode", 1)], "matchAttribute"),
+    "derived-distinct": ([("gpu-0", "numa", "numa-0"), ("gpu-1", "numa", "numa-0"), ("gpu-2", "numa", "numa-1")],
+                         [("a", "numa", 2)], "distinctAttribute"),
+    # no selector: nic-0 comes first and has no `numa`, so evaluating the derived attribute fails on it
+    "derived-error": ([("nic-0", "numaNode", "numa-1"), ("gpu-0", "numa", "numa-0")], [("a", "", 1)],
+                      "matchAttribute"),
+}
+#: what kube-scheduler decides per case (a string: pending with that in the message), scheduler gate on / off
+EXPECTED_DERIVED = {"derived-match": [(0, ["gpu-1", "nic-0"])], "derived-mismatch": [None],
+                    "derived-distinct": [(0, ["gpu-0", "gpu-2"])],
+                    "derived-error": ["evaluate derived attribute numa.example.com/index on device G.example.com/"
+                                      "dralist-G-0/nic-0 failed: no such key: numa"]}
+EXPECTED_DERIVED_OFF = {"derived-match": ["request a: cannot handle request with derived attributes, the feature "
+                                          "is disabled"]}
+DERIVED_NAME = "numa.example.com/index"
+
+
+def _expected(gate: str) -> dict[str, list[Any]]:
+    """What kube-scheduler decides per case and pod in the run `gate`."""
+    if gate == "node-ops":
+        return dict(EXPECTED_NODE_OPS)
+    if gate == "derived":
+        return dict(EXPECTED_DERIVED)
+    if gate == "derived-off":
+        return dict(EXPECTED_DERIVED_OFF)
+    if gate.startswith("groups"):
+        return {case: want[0 if gate == "groups" else 1] for case, want in EXPECTED_GROUPS.items()}
+    return {case: want[0 if gate == "on" else 1] for case, want in EXPECTED.items()}
 
 
 def _setup(c: KubeClient, ns: str, group: str, who: str, case: str) -> dict[str, Any]:
@@ -187,20 +227,44 @@ def _setup(c: KubeClient, ns: str, group: str, who: str, case: str) -> dict[str,
     return {"nodes": nodes, "group": f"{who}-{group}-{case}", "pods": len(pods)}
 
 
-@pytest.mark.parametrize("gate", ["on", "off", "node-ops", "groups", "groups-off"])
+def _setup_derived(c: KubeClient, ns: str, group: str, who: str, case: str) -> dict[str, Any]:
+    """A DRADerivedAttributes case for one scheduler: node 0's slice and the claim (the derived attribute
+    `numa.example.com/index` of each request is the number after the dash of its attribute)."""
+    driver, cls, nodes = create_dra_nodes_and_class(c, "dralist", who, f"{group}-{case}")
+    devices, requests, kind = DERIVED_CASES[case]
+    create_resource_slice(c, driver, nodes[0], [{"name": n, "attributes": {a: {"string": v}}}
+                                                for n, a, v in devices])
+    reqs = []
+    for name, attr, count in requests:
+        body: dict[str, Any] = {"deviceClassName": cls, "count": count, "derivedAttributes": [{
+            "name": DERIVED_NAME, "expression": f'int(device.attributes["{driver}"].{attr or "numa"}.split("-")[1])'}]}
+        if attr:
+            body["selectors"] = [{"cel": {"expression": f'"{attr}" in device.attributes["{driver}"]'}}]
+        reqs.append({"name": name, "exactly": body})
+    devices_spec = {"requests": reqs, "constraints": [{"requests": [r[0] for r in requests], kind: DERIVED_NAME}]}
+    stored = c.call("POST", f"{RES}/namespaces/{ns}/resourceclaims", body={
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": f"{who}-{case}-0"},
+        "spec": {"devices": devices_spec}})
+    assert stored["spec"]["devices"]["requests"][0]["exactly"].get("derivedAttributes"), "derivedAttributes dropped"
+    return {"nodes": nodes, "group": f"{who}-{group}-{case}", "pods": 1}
+
+
+@pytest.mark.parametrize("gate", ["on", "off", "node-ops", "groups", "groups-off", "derived", "derived-off"])
 def test_list_attributes_match_kube_scheduler(gate: str, list_plane: ControlPlane, tmp_path: Path) -> None:
     c = KubeClient(load_connection(str(list_plane.kubeconfig_path)))
     ns, group = f"t-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex[:5]
     c.call("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    cases = sorted(EXPECTED_NODE_OPS if gate == "node-ops" else EXPECTED_GROUPS if gate.startswith("groups")
-                   else EXPECTED)
-    ctx = {who: {case: _setup(c, ns, group, who, case) for case in cases} for who in ("kube", "ours")}
+    expected = _expected(gate)
+    cases = sorted(expected)
+    setup = _setup_derived if gate.startswith("derived") else _setup
+    ctx = {who: {case: setup(c, ns, group, who, case) for case in cases} for who in ("kube", "ours")}
     names = {"kube": f"dralist-kube-{group}", "ours": f"dralist-ours-{group}"}
     cfg, ours_cfg = tmp_path / "kube.yaml", tmp_path / "ours.yaml"
     cfg.write_text(scheduler_config(names["kube"], list_plane.kubeconfig_path))
     ours_cfg.write_text(scheduler_config(names["ours"]))
     flags = {"on": [GATE], "off": [], "node-ops": ["DRAOptionalNodeOperations=true"],
-             "groups": ["DRADeviceCompatibilityGroups=true"], "groups-off": []}[gate]
+             "groups": ["DRADeviceCompatibilityGroups=true"], "groups-off": [], "derived": [DERIVED_GATE],
+             "derived-off": []}[gate]
     got: dict[str, dict[str, list[Any]]] = {"kube": {}, "ours": {}}
     with kube_scheduler(list_plane.bin_dir, cfg, tmp_path / "kube-scheduler.log",
                         args=tuple(f"--feature-gates={f}" for f in flags)), \
@@ -226,12 +290,10 @@ def test_list_attributes_match_kube_scheduler(gate: str, list_plane: ControlPlan
     print(f"\nkube-scheduler: {got['kube']}\nksched:         {got['ours']}")
     assert got["ours"] == got["kube"]
     for case in cases:
-        if gate.startswith("groups"):
-            want = EXPECTED_GROUPS[case][0 if gate == "groups" else 1]
-        else:
-            want = EXPECTED_NODE_OPS[case] if gate == "node-ops" else EXPECTED[case][0 if gate == "on" else 1]
-        for d, w in zip(got["kube"][case], want, strict=True):
-            if w is None:
+        for d, w in zip(got["kube"][case], expected[case], strict=True):
+            if isinstance(w, str):
+                assert d[0] == "pending" and w in d[1] and d[2] is None, (case, d)
+            elif w is None:
                 assert d[0] == "pending" and "cannot allocate all claims" in d[1] and d[2] is None, (case, d)
             else:
                 assert d == w, (case, d)

@@ -50,6 +50,7 @@ from ...quantity import parse_quantity
 from .capacity import CapacityError, Consumed, add_into, consumed_by, fits, request_amounts
 from .cel import CelCache, CelError, DeviceInput
 from .constraints import AttributeConstraint, DistinctAttributeSets, MatchAttributeSets, RequestName, raw_attribute
+from .derived import DerivedAttributeError, DerivedAttributes, declared
 
 #: resourceapi.AllocationResultsMaxSize
 ALLOCATION_RESULTS_MAX_SIZE = 32
@@ -115,6 +116,9 @@ class Features:
     #: DRADeviceCompatibilityGroups (alpha, off by default): devices drawing on one counter set are allocated
     #: together only when their counter consumptions' `compatibilityGroups` intersect (see `_Groups`)
     compatibility_groups: bool = False
+    #: DRADerivedAttributes (alpha, off by default): a request's CEL-defined attributes, seen by constraints only
+    #: (derived.py); with the gate off every allocator refuses a request declaring any
+    derived_attributes: bool = False
 
     @property
     def experimental_allocator(self) -> bool:
@@ -122,7 +126,8 @@ class Features:
         incubating, experimental whose supported features cover the enabled ones): it takes distinctAttribute
         whatever DRAConsumableCapacity and checks devices of slices with `skipNodeOperations`; compatibility
         groups are checked only with their own gate on."""
-        return self.list_type_attributes or self.optional_node_operations or self.compatibility_groups
+        return (self.list_type_attributes or self.optional_node_operations or self.compatibility_groups
+                or self.derived_attributes)
 
     @property
     def stable_allocator(self) -> bool:
@@ -151,7 +156,8 @@ class Features:
                    kube_137_allocator=minor_at_least(gates, (1, 37)),
                    list_type_attributes=bool(gates.get("DRAListTypeAttributes", False)),
                    optional_node_operations=bool(gates.get("DRAOptionalNodeOperations", False)),
-                   compatibility_groups=bool(gates.get("DRADeviceCompatibilityGroups", False)))
+                   compatibility_groups=bool(gates.get("DRADeviceCompatibilityGroups", False)),
+                   derived_attributes=bool(gates.get("DRADerivedAttributes", False)))
 
 
 def minor_at_least(gates: Mapping[str, bool] | None, minor: tuple[int, int]) -> bool:
@@ -434,7 +440,7 @@ class _Request:
     """A request or a sub-request, read from the claim (API defaults applied: ExactCount, count 1)."""
 
     __slots__ = ("name", "parent", "class_name", "mode", "count", "admin", "has_admin", "selectors", "tolerations",
-                 "capacity", "amounts", "raw")
+                 "capacity", "amounts", "raw", "derived_exprs", "derived")
 
     def __init__(self, raw: dict[str, Any], parent: str | None) -> None:
         self.raw = raw
@@ -451,6 +457,10 @@ class _Request:
         self.capacity = body.get("capacity")
         #: `capacity.requests` parsed (DRAConsumableCapacity), None when the request names no amounts
         self.amounts = request_amounts(self.capacity)
+        #: `derivedAttributes` by name (DRADerivedAttributes), None when it declares none
+        self.derived_exprs = declared(body)
+        #: how constraints evaluate them, set when the request is validated with the gate on
+        self.derived: DerivedAttributes | None = None
 
     @property
     def full_name(self) -> str:
@@ -491,7 +501,11 @@ class _MatchAttribute(AttributeConstraint):
     def add(self, req: RequestName, device: dict[str, Any], did: DeviceID) -> bool:
         if not self._applies(req):
             return True
-        attr = lookup_attribute(device, did, self.attribute)
+        derived = req.derived
+        if derived is not None and self.attribute in derived.exprs:
+            attr = typed_attribute(derived.value(self.attribute, device, did))
+        else:
+            attr = lookup_attribute(device, did, self.attribute)
         return attr is not None and self._accept(req, attr)
 
     def _accept(self, req: RequestName, attr: tuple[str, Any]) -> bool:
@@ -568,7 +582,12 @@ def _has_policy(device: dict[str, Any]) -> bool:
 
 def lookup_attribute(device: dict[str, Any], did: DeviceID, name: str) -> tuple[str, Any] | None:
     """The (type, value) of a fully qualified attribute; `<driver>/<id>` also finds an unqualified `<id>`."""
-    raw = raw_attribute(device, did[0], name)
+    return typed_attribute(raw_attribute(device, did[0], name))
+
+
+def typed_attribute(raw: Any) -> tuple[str, Any] | None:
+    """An attribute as the scalar comparisons see it: (type, value), ("unknown", None) for a list or an
+    attribute without a value, None for none."""
     if raw is None:
         return None
     for kind in ("int", "bool", "string", "version"):
@@ -774,6 +793,8 @@ class Allocator:
         self.sigs: dict[int, tuple[_RequestData, tuple[Any, ...]]] = {}
         #: id(request data) -> (it, its key in `NodeDevices.verdicts` or None), see `verdict_key`
         self.vkeys: dict[int, tuple[_RequestData, int | None]] = {}
+        #: (expression, id(device)) -> (device, its derived attribute value), see `derived_value`
+        self._derived: dict[tuple[str, int], tuple[dict[str, Any], dict[str, Any]]] = {}
 
     def pools_for(self, node: Node) -> list[Pool]:
         hit = self.caches.pools.get(node.name)
@@ -851,6 +872,24 @@ class Allocator:
         ok = self.cel_cache.get_or_compile(expr).matches(self.device_input(driver, device))
         self.caches.matches[key] = (device, ok)
         return ok
+
+    def derived_value(self, expr: str, name: str, device: dict[str, Any], did: DeviceID) -> dict[str, Any]:
+        """A derived attribute's expression on a device (DRADerivedAttributes), remembered per device object
+        while the allocator lives; raises DerivedAttributeError with kube's text."""
+        key = (expr, id(device))
+        hit = self._derived.get(key)
+        if hit is not None and hit[0] is device:
+            return hit[1]
+        compiled = self.cel_cache.get_or_compile_derived(expr)
+        if compiled.error is not None:
+            raise DerivedAttributeError(f"compile derived attribute {name} failed: {compiled.error}")
+        try:
+            value = compiled.derive(self.device_input(did[0], device))
+        except CelError as exc:
+            raise DerivedAttributeError(f"evaluate derived attribute {name} on device {'/'.join(did)} failed: "
+                                        f"{exc}") from None
+        self._derived[key] = (device, value)
+        return value
 
     def device_input(self, driver: str, device: dict[str, Any]) -> DeviceInput:
         hit = self._inputs.get(id(device))
@@ -1142,6 +1181,7 @@ class _Run:
                     if not self.features.prioritized_list:
                         raise AllocationError(f"claim {claim_key(claim)}, request {raw.get('name')}: has subrequests, "
                                               f"but the DRAPrioritizedList feature is disabled")
+                    self._check_sub_capacity(claim, subs)
                     least = None
                     for si, sub in enumerate(subs):
                         rd = self._validate((ci, ri, si), _Request(sub, str(raw.get("name") or "")))
@@ -1181,6 +1221,16 @@ class _Run:
                 else:
                     raise AllocationError(f"claim {claim_key(claim)}, constraint #{i}: empty constraint (unsupported "
                                           f"constraint type?)")
+
+    def _check_sub_capacity(self, claim: dict[str, Any], subs: list[dict[str, Any]]) -> None:
+        """kube refuses capacity requests of any sub-request (DRAConsumableCapacity off) before it checks the
+        first sub-request, so that error comes before any other of a later sub-request's."""
+        if self.features.consumable_capacity:
+            return
+        for sub in subs:
+            if sub.get("capacity") is not None:
+                raise AllocationError(f"claim {claim_key(claim)}, subrequest {sub.get('name') or ''}: has capacity "
+                                      f"requests, but the DRAConsumableCapacity feature is disabled")
 
     def _solve(self) -> bool:
         try:
@@ -1279,14 +1329,19 @@ class _Run:
     def _validate_uncached(self, key: tuple[int, int, int], req: _Request) -> _RequestData:
         claim = self.claims[key[0]]
         ck = claim_key(claim)
-        for i, sel in enumerate(req.selectors):
-            if not (sel or {}).get("cel"):
-                raise AllocationError(f"claim {ck}, request {req.name}, selector #{i}: CEL expression empty "
-                                      f"(unsupported selector type?)")
         if req.capacity is not None and not self.features.consumable_capacity:
             what = "subrequest" if req.parent is not None else "request"
             raise AllocationError(f"claim {ck}, {what} {req.name}: has capacity requests, but the "
                                   f"DRAConsumableCapacity feature is disabled")
+        if req.derived_exprs is not None:
+            if not self.features.derived_attributes:
+                raise AllocationError(f"claim {ck}, request {req.name}: cannot handle request with derived "
+                                      f"attributes, the feature is disabled")
+            req.derived = DerivedAttributes(req.derived_exprs, self.a.derived_value)
+        for i, sel in enumerate(req.selectors):
+            if not (sel or {}).get("cel"):
+                raise AllocationError(f"claim {ck}, request {req.name}, selector #{i}: CEL expression empty "
+                                      f"(unsupported selector type?)")
         if not self.features.admin_access and req.has_admin:
             raise AllocationError(f"claim {ck}, request {req.name}: admin access is requested, but the feature is "
                                   f"disabled")
@@ -1499,7 +1554,11 @@ class _Run:
             return None
         added: list[AttributeConstraint] = []
         for c in self.constraints[ci]:
-            if not c.add(req, d, did):
+            try:
+                ok = c.add(req, d, did)
+            except DerivedAttributeError as exc:  # kube stops the allocation with the evaluation's error
+                raise AllocationError(str(exc)) from None
+            if not ok:
                 for a in added:
                     a.remove(req)
                 give_back()

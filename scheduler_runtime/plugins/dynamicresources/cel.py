@@ -19,7 +19,10 @@ CEL in ways reproduced here:
   `isLessThan`, `add`, `sub`, `isInteger`, `asInteger`, `asApproximateFloat`) and Semver library (`semver()`,
   `isSemver()`, `major`, `minor`, `patch`, `compareTo`, `isGreaterThan`, `isLessThan`);
 - an expression must evaluate to bool (or an untyped value); anything else fails to compile with kube's
-  `must evaluate to bool or the unknown type, not <type>`; an expression longer than 10 Ki fails to compile.
+  `must evaluate to bool or the unknown type, not <type>`; an expression longer than 10 Ki fails to compile;
+- a derived attribute's expression (DRADerivedAttributes, `compile_expression(..., derived=True)`, cached apart
+  from selectors) must evaluate to a string, int, bool, semver or a list of those, and `Compiled.derive` turns
+  its result into a device attribute as kube's EvaluateDerivedAttribute does.
 
 The Kubernetes IP, CIDR, URL, regex and lists libraries are in cel_k8s.py, kube's AST validators in
 cel_checks.py; cel-go's strings, sets, lists and two-variable comprehension extensions come with cel-cpp.
@@ -310,6 +313,82 @@ class Compiled:
                        f"'{tname}' to 'bool'")
 
 
+    def derive(self, device: DeviceInput) -> dict[str, Any]:
+        """Evaluate a derived attribute's expression against a device: the result as a device attribute
+        (`{"int": 3}`, `{"strings": [...]}`, ...), as kube's EvaluateDerivedAttribute converts it; raises
+        CelError with kube's text on a runtime error or a result that is no attribute value."""
+        if self.program is None:
+            raise CelError(self.error or "not compiled")
+        if self.over_limit is not None:
+            raise CelError(COST_LIMIT_ERROR)
+        try:
+            value = self.program.eval(device.activation(self.full))
+        except Exception as exc:  # noqa: BLE001 - any engine failure is the claim's error, never a crash
+            raise CelError(_runtime_text(str(exc))) from None
+        return _as_attribute(value)
+
+
+def _scalar_attribute(kind: str, plain: Any) -> dict[str, Any] | None:
+    """A scalar CEL result as a device attribute; None for any other value."""
+    if kind == "BOOL":
+        return {"bool": bool(plain)}
+    if kind == "INT":
+        return {"int": int(plain)}
+    if kind == "STRING":
+        return {"string": str(plain)}
+    if cel_k8s.is_semver(plain):
+        return {"version": plain[1]}
+    return None
+
+
+#: device attribute list field and kube's element wording, by the attribute field of the first element
+_LIST_FIELDS = {"bool": ("bools", "bool"), "int": ("ints", "int"), "string": ("strings", "string"),
+                "version": ("versions", "semver")}
+
+
+def _as_attribute(value: Any) -> dict[str, Any]:
+    kind = value.type().name() if value.type() is not None else ""
+    if kind == "ERROR":
+        raise CelError(_runtime_text(str(value.value())))
+    plain = value.plain_value()
+    scalar = _scalar_attribute(kind, plain)
+    if scalar is not None:
+        return scalar
+    if not kind.startswith("LIST"):
+        raise CelError(f"unsupported CEL return type: {_go_type(kind, plain)}")
+    elems = value.value()
+    if not elems:
+        return {"strings": []}
+    first = _scalar_attribute(elems[0].type().name(), elems[0].plain_value())
+    if first is None:
+        raise CelError(f"unsupported list element type: {_go_type(elems[0].type().name(), elems[0].plain_value())}")
+    want = next(iter(first))
+    field_name, wording = _LIST_FIELDS[want]
+    out = []
+    for i, e in enumerate(elems):
+        ekind, eplain = e.type().name(), e.plain_value()
+        attr = _scalar_attribute(ekind, eplain)
+        if attr is None or want not in attr:
+            raise CelError(f"expected list element at index {i} to be {wording}, got {_go_type(ekind, eplain)}")
+        out.append(attr[want])
+    return {field_name: out}
+
+
+def _go_type(kind: str, plain: Any) -> str:
+    """The Go type cel-go's value has (what kube's errors print with %T)."""
+    if cel_k8s.is_semver(plain):
+        return "semver.Version"
+    if isinstance(plain, dict) and _QKEY in plain:
+        return "*resource.Quantity"
+    if kind.startswith("LIST"):
+        return "[]ref.Val"
+    if kind.startswith("MAP"):
+        return "map[ref.Val]ref.Val"
+    return {"BOOL": "bool", "INT": "int64", "UINT": "uint64", "DOUBLE": "float64", "STRING": "string",
+            "BYTES": "[]uint8", "NULL": "structpb.NullValue", "DURATION": "time.Duration",
+            "TIMESTAMP": "time.Time"}.get(kind, kind.lower())
+
+
 def _runtime_text(msg: str) -> str:
     """cel-cpp's status text in cel-go's wording where the two differ."""
     msg = msg.strip()
@@ -318,6 +397,8 @@ def _runtime_text(msg: str) -> str:
         return f"no such key: {m.group(1)}"
     if "Iteration budget exceeded" in msg:
         return ITERATION_BUDGET_ERROR
+    if "No matching overloads found" in msg:  # an operator on dyn values of types it has no overload for
+        return "no such overload"
     m = re.match(r"^[A-Z_]+: (.*)$", msg)
     if m:
         msg = m.group(1)
@@ -326,10 +407,12 @@ def _runtime_text(msg: str) -> str:
     return re.sub(r"^(flatten|sortBy|sort|slice)\(\): ", "", msg)
 
 
-def compile_expression(expression: str) -> Compiled:
+def compile_expression(expression: str, derived: bool = False) -> Compiled:
     """Compile without caching (see CelCache). The device always has its `allowMultipleAllocations` field,
     whatever DRAConsumableCapacity: kube's selector cache compiles in its StoredExpressions environment, which
-    declares every versioned option regardless of the feature gates (the last device type declared wins)."""
+    declares every versioned option regardless of the feature gates (the last device type declared wins).
+    `derived`: a derived attribute's expression (DRADerivedAttributes), whose result type is checked as kube's
+    compiler checks it (see `derived_type_error`) instead of having to be bool."""
     if len(expression) > MAX_EXPRESSION_LENGTH:
         return Compiled(expression, error=f"compilation failed: expression too long ({len(expression)} characters, "
                                           f"maximum {MAX_EXPRESSION_LENGTH})")
@@ -357,7 +440,11 @@ def compile_expression(expression: str) -> Compiled:
     if issues:
         return Compiled(expression, error="compilation failed: " + "\n".join(issues))
     rtype = program.return_type().name()
-    if rtype not in ("BOOL", "DYN", "ANY"):
+    if derived:
+        bad = derived_type_error(rtype, expression)
+        if bad is not None:
+            return Compiled(expression, error=bad)
+    elif rtype not in ("BOOL", "DYN", "ANY"):
         tname = _TYPE_NAMES.get(rtype, rtype.lower())
         return Compiled(expression, error=f"must evaluate to bool or the unknown type, not {tname}")
     instantiation = cel_checks.program_errors(ast) if ast is not None else None
@@ -394,24 +481,66 @@ def _kube_wording(text: str, expression: str) -> str:
     return cel_checks.kube_type_names(text, expression)
 
 
+#: element types kube allows in a derived attribute's result (alone or as a list's elements); ksched's Semver
+#: stand-in is list<string>, see `derived_type_error`
+_DERIVED_SCALARS = frozenset({"BOOL", "INT", "STRING", "DYN", "ANY"})
+_KUBE_TYPE_WORDS = {"null": "null_type", "duration": "google.protobuf.Duration",
+                    "timestamp": "google.protobuf.Timestamp"}
+
+
+def derived_type_error(rtype: str, expression: str) -> str | None:
+    """kube's compile-time check of a derived attribute's result type: a scalar (string, integer, boolean,
+    semver, or an untyped value) or a list of those. kube-scheduler compiles derived attributes in the
+    StoredExpressions environment, where lists are allowed whatever DRAListTypeAttributes. ksched's Semver is a
+    list<string>, so a list<string> always passes (strings or one Semver) and a list<list<string>> passes as a
+    list of Semvers when the expression names `semver`."""
+    if rtype in _DERIVED_SCALARS or rtype == "LIST<STRING>":
+        return None
+    m = re.fullmatch(r"LIST<(.*)>", rtype)
+    if m and (m.group(1) in _DERIVED_SCALARS or (m.group(1) == "LIST<STRING>" and "semver" in expression)):
+        return None
+    return ("must evaluate to a primitive scalar (string, integer, boolean, semver) or a list of these scalars, "
+            f"not {_kube_type_name(rtype, expression)}")
+
+
+def _kube_type_name(rtype: str, expression: str) -> str:
+    """A cel-cpp type name as cel-go prints it (`list(int)`, `map(string, int)`, `null_type`), with ksched's
+    stand-ins for Kubernetes types named as kube names them when the expression builds one."""
+    text = re.sub(r"[A-Za-z_.]+", lambda m: _KUBE_TYPE_WORDS.get(m.group(0).lower(), m.group(0).lower()), rtype)
+    text = text.replace("<", "(").replace(">", ")")
+    for standin, name, ctor in cel_checks._MESSAGE_NAMES:
+        if ctor in expression and text == standin:
+            return name
+    return text
+
+
 class CelCache:
-    """kube's cel.Cache: compiled selectors by expression, least recently used evicted (kube keeps 10)."""
+    """kube's cel.Cache: compiled selectors and derived attribute expressions (each in its own scope, as kube
+    prefixes their keys), least recently used evicted (kube keeps 10)."""
 
     def __init__(self, size: int = 10) -> None:
         self.size = size
         self._lock = threading.Lock()
-        self._items: OrderedDict[str, Compiled] = OrderedDict()
+        self._items: OrderedDict[tuple[bool, str], Compiled] = OrderedDict()
 
     def get_or_compile(self, expression: str) -> Compiled:
+        return self._get(expression, False)
+
+    def get_or_compile_derived(self, expression: str) -> Compiled:
+        """A derived attribute's expression (kube's GetOrCompileDerivedAttribute)."""
+        return self._get(expression, True)
+
+    def _get(self, expression: str, derived: bool) -> Compiled:
+        key = (derived, expression)
         with self._lock:
-            hit = self._items.get(expression)
+            hit = self._items.get(key)
             if hit is not None:
-                self._items.move_to_end(expression)
+                self._items.move_to_end(key)
                 return hit
-        compiled = compile_expression(expression)
+        compiled = compile_expression(expression, derived)
         with self._lock:
-            self._items[expression] = compiled
-            self._items.move_to_end(expression)
+            self._items[key] = compiled
+            self._items.move_to_end(key)
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
         return compiled

@@ -8,12 +8,18 @@ With that gate a constraint compares attribute values as sets: a list attribute 
 meet. `matchAttribute` holds while the devices' sets have a common element; the running intersection is kept
 per device so that backtracking restores it. `distinctAttribute` holds while the sets are pairwise disjoint.
 Without the gate the allocator compares scalars only (allocator.py's `_MatchAttribute`).
+
+With DRADerivedAttributes a request's derived attribute of the constraint's name replaces the device's
+attribute (derived.py): `attribute_of` looks up what a constraint compares (allocator.py's scalar constraints
+do the same inline).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from typing import Any, Protocol
+
+from .derived import DerivedAttributes
 
 #: (value type, elements): an attribute as the experimental allocator compares it
 AttributeSet = tuple[str, frozenset[Any]]
@@ -34,6 +40,9 @@ class RequestName(Protocol):
     @property
     def full_name(self) -> str: ...
 
+    @property
+    def derived(self) -> DerivedAttributes | None: ...
+
 
 def raw_attribute(device: dict[str, Any], driver: str, name: str) -> Any:
     """A device's attribute by fully qualified name; `<driver>/<id>` also finds an unqualified `<id>`, because
@@ -45,6 +54,15 @@ def raw_attribute(device: dict[str, Any], driver: str, name: str) -> Any:
         if dom == driver:
             raw = attrs.get(ident)
     return raw
+
+
+def attribute_of(req: RequestName, device: dict[str, Any], did: tuple[str, str, str], name: str) -> Any:
+    """The attribute a constraint compares: the request's derived attribute of that name if it has one (raises
+    DerivedAttributeError), else the device's own (`raw_attribute`)."""
+    derived = req.derived
+    if derived is not None and name in derived.exprs:
+        return derived.value(name, device, did)
+    return raw_attribute(device, did[0], name)
 
 
 def attribute_set(raw: Any) -> AttributeSet | None:
@@ -110,7 +128,7 @@ class MatchAttributeSets(AttributeConstraint):
     def add(self, req: RequestName, device: dict[str, Any], did: tuple[str, str, str]) -> bool:
         if not self._applies(req):
             return True
-        s = attribute_set(raw_attribute(device, did[0], self.attribute))
+        s = attribute_set(attribute_of(req, device, did, self.attribute))
         if s is not None and self.stack:
             s = intersection(self.stack[-1], s)
         if s is None:
@@ -135,7 +153,7 @@ class DistinctAttributeSets(AttributeConstraint):
     def add(self, req: RequestName, device: dict[str, Any], did: tuple[str, str, str]) -> bool:
         if not self._applies(req):
             return True
-        s = attribute_set(raw_attribute(device, did[0], self.attribute))
+        s = attribute_set(attribute_of(req, device, did, self.attribute))
         if s is None or any(intersection(s, other) is not None for other in self.sets):
             return False
         self.sets.append(s)
