@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Container, Hashable, Mapping
+from collections.abc import Callable, Container, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -1648,19 +1648,21 @@ class _Run:
         av = self.available.get(p.id)
         if av is None:
             av = {name: dict(cs) for name, cs in p.counter_sets.items()}
-            for s in p.slices + p.other_slices:
-                for d in _devices(s):
-                    cid = (p.driver, p.name, str(d.get("name") or ""))
-                    if cid not in self.a.allocated and cid not in self.a.shared_devices \
-                            and cid not in self.a.allocated_capacity:
-                        continue
-                    for use in d.get("consumesCounters") or []:
-                        cs = av.get(str(use.get("counterSet") or ""), {})
-                        for cname, c in _counters(use.get("counters")).items():
-                            if cname in cs:
-                                cs[cname] -= c
+            for use in self._allocated_uses(p):
+                cs = av.get(str(use.get("counterSet") or ""), {})
+                for cname, c in _counters(use.get("counters")).items():
+                    if cname in cs:
+                        cs[cname] -= c
             self.available[p.id] = av
         return av
+
+    def _allocated_uses(self, p: Pool) -> Iterator[dict[str, Any]]:
+        """The counter consumptions of the pool's devices other claims hold, in slice order."""
+        for s in p.slices + p.other_slices:
+            for d in _devices(s):
+                cid = (p.driver, p.name, str(d.get("name") or ""))
+                if cid in self.a.allocated or cid in self.a.shared_devices or cid in self.a.allocated_capacity:
+                    yield from d.get("consumesCounters") or []
 
     def _take_counters(self, p: Pool, uses: list[dict[str, Any]]) -> bool:
         av = self._available(p)
@@ -1691,15 +1693,9 @@ class _Run:
         base = self.group_baseline.get(p.id)
         if base is None:
             base = {}
-            for s in p.slices + p.other_slices:
-                for d in _devices(s):
-                    cid = (p.driver, p.name, str(d.get("name") or ""))
-                    if cid not in self.a.allocated and cid not in self.a.shared_devices \
-                            and cid not in self.a.allocated_capacity:
-                        continue
-                    for use in d.get("consumesCounters") or []:
-                        cs = str(use.get("counterSet") or "")
-                        base[cs] = _fold_groups(base.get(cs), _groups_of(use))
+            for use in self._allocated_uses(p):
+                cs = str(use.get("counterSet") or "")
+                base[cs] = _fold_groups(base.get(cs), _groups_of(use))
             self.group_baseline[p.id] = base
         return base
 

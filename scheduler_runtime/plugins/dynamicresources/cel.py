@@ -291,14 +291,7 @@ class Compiled:
 
     def matches(self, device: DeviceInput) -> bool:
         """Evaluate against a device; raises CelError (kube's runtime error text) on a runtime error."""
-        if self.program is None:
-            raise CelError(self.error or "not compiled")
-        if self.over_limit is not None:
-            raise CelError(COST_LIMIT_ERROR)
-        try:
-            value = self.program.eval(device.activation(self.full))
-        except Exception as exc:  # noqa: BLE001 - any engine failure is the claim's error, never a crash
-            raise CelError(_runtime_text(str(exc))) from None
+        value = self._eval(device)
         kind = value.type()
         name = kind.name() if kind is not None else ""
         if name == "ERROR":
@@ -312,20 +305,22 @@ class Compiled:
         raise CelError(f"CEL result of type {tname} could not be converted to bool: type conversion error from "
                        f"'{tname}' to 'bool'")
 
-
     def derive(self, device: DeviceInput) -> dict[str, Any]:
         """Evaluate a derived attribute's expression against a device: the result as a device attribute
         (`{"int": 3}`, `{"strings": [...]}`, ...), as kube's EvaluateDerivedAttribute converts it; raises
         CelError with kube's text on a runtime error or a result that is no attribute value."""
+        return _as_attribute(self._eval(device))
+
+    def _eval(self, device: DeviceInput) -> Any:
+        """The engine's value for the device; raises CelError with kube's text when it cannot run or fails."""
         if self.program is None:
             raise CelError(self.error or "not compiled")
         if self.over_limit is not None:
             raise CelError(COST_LIMIT_ERROR)
         try:
-            value = self.program.eval(device.activation(self.full))
+            return self.program.eval(device.activation(self.full))
         except Exception as exc:  # noqa: BLE001 - any engine failure is the claim's error, never a crash
             raise CelError(_runtime_text(str(exc))) from None
-        return _as_attribute(value)
 
 
 def _scalar_attribute(kind: str, plain: Any) -> dict[str, Any] | None:
