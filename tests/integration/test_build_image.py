@@ -97,8 +97,23 @@ def build(engine: docker.DockerClient, *extra: str, tag: str | None = None,
 
 
 def run(engine: docker.DockerClient, image: str, *command: str) -> str:
-    out = engine.containers.run(image, list(command) or None, remove=True, network_mode="none",
-                                ulimits=ulimits(), stdout=True, stderr=True, environment={"COLUMNS": "200"})
+    """The command's output in a container of the image; it must exit 0. Podman may answer a logs call made
+    right after the container exits before its log writer has flushed everything (seen on a loaded machine:
+    a 5 KB JSON cut short), so the logs are read until two reads agree."""
+    c = engine.containers.run(image, list(command) or None, detach=True, network_mode="none",
+                              ulimits=ulimits(), environment={"COLUMNS": "200"})
+    try:
+        code = c.wait(timeout=300).get("StatusCode")
+        out = c.logs(stdout=True, stderr=True)
+        for _ in range(50):
+            time.sleep(0.1)
+            again = c.logs(stdout=True, stderr=True)
+            if again == out:
+                break
+            out = again
+    finally:
+        c.remove(force=True)
+    assert code == 0, f"{command} exited {code}:\n{out.decode(errors='replace')[-4000:]}"
     return out.decode()
 
 
