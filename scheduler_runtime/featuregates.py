@@ -114,10 +114,11 @@ HONOURED = {"ComponentFlagz", "ComponentStatusz", "DRADeviceTaintRules", "NodeDe
             "DRAConsumableCapacity", "SchedulerAsyncPreemption", "NominatedNodeNameForExpectation",
             "DRASchedulerFilterTimeout", "DRADeviceBindingConditions", "DRAPartitionableDevices", "DRADeviceTaints",
             "DRAFractionalCapacityRange", "DRAListTypeAttributes", "DRAOptionalNodeOperations",
-            "DRADeviceCompatibilityGroups", "DRADerivedAttributes"}
+            "DRADeviceCompatibilityGroups", "DRADerivedAttributes", "DRANodeAllocatableResources"}
 #: honoured gates whose other setting ksched implements only from an emulated minor on: DRAListTypeAttributes
-#: follows kube 1.37's experimental allocator (1.36's kept no intersection per device when backtracking)
-HONOURED_FROM = {"DRAListTypeAttributes": "1.37"}
+#: follows kube 1.37's experimental allocator (1.36's kept no intersection per device when backtracking);
+#: DRANodeAllocatableResources (alpha since 1.36) follows kube 1.37.2's plugin, whose checks 1.36.3 did not all have
+HONOURED_FROM = {"DRAListTypeAttributes": "1.37", "DRANodeAllocatableResources": "1.37"}
 #: non-default values that describe what ksched does anyway: it sizes
 #: pod-level resources from the spec alone, as kube does with InPlacePodLevelResourcesVerticalScaling off;
 #: the other three change nothing in kube-scheduler 1.36.3 (no code path reads them there), they only have to

@@ -15,7 +15,7 @@ from .errors import InputError
 from .labelsel import SelectorError, node_field_requirements, node_selector_requirements, selector_requirements
 from .podrequests import DEFAULT_MEMORY_REQUEST as DEFAULT_MEMORY_REQUEST  # re-exported: tests import them here
 from .podrequests import DEFAULT_MILLI_CPU_REQUEST as DEFAULT_MILLI_CPU_REQUEST
-from .podrequests import non_zero_pod_requests, pod_requests
+from .podrequests import claim_resources, counting_claim_statuses, non_zero_pod_requests, pod_requests
 from .quantity import resource_amount
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
@@ -467,8 +467,15 @@ class Pod:
         p.images = tuple(images)
         p.init_images = tuple(str(c["image"]) for c in spec.get("initContainers") or [] if c.get("image"))
         p.host_ports = tuple(ports)
-        p.requests = pod_requests(spec)
-        p.non_zero_requests, p.scoring_requests = non_zero_pod_requests(spec, p.requests)
+        # DRANodeAllocatableResources: an assigned pod's claims count on its node (kube's CalculateResource); a
+        # pending pod's own requests, which Fit and the scorers read, never include them
+        claims = None
+        if p.node_name and counting_claim_statuses():
+            claims = _claim_statuses_requests(status)
+        p.requests = pod_requests(spec, claims=claims)
+        p.non_zero_requests, p.scoring_requests = non_zero_pod_requests(spec, p.requests, claims)
+        if claims:
+            p.scoring_requests = non_zero_pod_requests(spec, pod_requests(spec))[1]
         p.phase = status.get("phase") or "Pending"
         p.nominated_node_name = status.get("nominatedNodeName") or ""
         p.termination_grace_period = int(spec.get("terminationGracePeriodSeconds", 30) or 0)
@@ -501,6 +508,23 @@ class Pod:
         p.node_name = spec.get("nodeName") or ""
         p.phase = status.get("phase") or "Pending"
         p.nominated_node_name = status.get("nominatedNodeName") or ""
+        return p
+
+    def with_claim_statuses(self, statuses: list[dict[str, Any]]) -> Pod:
+        """The pod as the scheduler assumes it with DRANodeAllocatableResources: `statuses` (what its claims take
+        of the node, from DynamicResources' Filter) in status.nodeAllocatableResourceClaimStatuses and counted
+        in the requests node accounting adds (kube's assume)."""
+        raw = dict(self.raw)
+        raw["status"] = {**(raw.get("status") or {}), "nodeAllocatableResourceClaimStatuses": statuses}
+        p = Pod.__new__(Pod)
+        for name in Pod.__slots__:
+            setattr(p, name, getattr(self, name))
+        p.raw = raw
+        spec = raw.get("spec") or {}
+        claims = claim_resources(statuses) or None
+        p.requests = pod_requests(spec, claims=claims)
+        p.non_zero_requests = non_zero_pod_requests(spec, p.requests, claims)[0]
+        p.scoring_requests = dict(self.scoring_requests)
         return p
 
     @property
@@ -588,6 +612,17 @@ class Node:
 
     def __repr__(self) -> str:
         return f"Node({self.name})"
+
+
+def _claim_statuses_requests(status: dict[str, Any]) -> dict[str, int] | None:
+    """What status.nodeAllocatableResourceClaimStatuses adds to the pod's node accounting (None: nothing)."""
+    statuses = status.get("nodeAllocatableResourceClaimStatuses")
+    if not statuses or not isinstance(statuses, list):
+        return None
+    try:
+        return claim_resources([s for s in statuses if isinstance(s, dict)]) or None
+    except InputError as exc:
+        raise InputError(str(exc), field="status.nodeAllocatableResourceClaimStatuses", usage=False) from None
 
 
 def _declared_features(value: Any) -> tuple[str, ...]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .framework.types import ActionType
 from .objects import Pod
+from .podrequests import pod_requests
 
 
 def _spec(p: Pod, field: str) -> list[object]:
@@ -15,6 +16,14 @@ def _status(p: Pod, field: str) -> object:
     return (p.raw.get("status") or {}).get(field) or None
 
 
+def _own_requests(p: Pod) -> dict[str, int]:
+    """The pod's requests from its spec: kube's scale-down check never counts what its DRA claims take of the node
+    (DRANodeAllocatableResources), which an assigned pod's `requests` include."""
+    if p.node_name and _status(p, "nodeAllocatableResourceClaimStatuses"):
+        return pod_requests(p.raw.get("spec") or {})
+    return p.requests
+
+
 def pod_update_actions(old: Pod, new: Pod, dra: bool = True) -> list[ActionType]:
     """Labels changed; a request scaled down or removed (from the spec: kube also reads the resize status);
     every scheduling gate removed; tolerations added (kube compares their number, the API only allows
@@ -22,7 +31,8 @@ def pod_update_actions(old: Pod, new: Pod, dra: bool = True) -> list[ActionType]
     out = []
     if old.labels != new.labels:
         out.append(ActionType.UpdatePodLabel)
-    if any(k not in new.requests or v > new.requests[k] for k, v in old.requests.items()):
+    old_req, new_req = _own_requests(old), _own_requests(new)
+    if any(k not in new_req or v > new_req[k] for k, v in old_req.items()):
         out.append(ActionType.UpdatePodScaleDown)
     if old.scheduling_gates and not new.scheduling_gates:
         out.append(ActionType.UpdatePodSchedulingGatesEliminated)

@@ -8,10 +8,11 @@ defaults of scoring and of node accounting).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from decimal import ROUND_CEILING, Decimal, localcontext
 from typing import Any
 
-from .quantity import resource_amount
+from .quantity import parse_quantity, resource_amount
 
 DEFAULT_MILLI_CPU_REQUEST = 100  # kube-scheduler's non-zero default for containers without requests
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
@@ -62,11 +63,13 @@ _NON_ZERO_DEFAULTS = {"cpu": DEFAULT_MILLI_CPU_REQUEST, "memory": DEFAULT_MEMORY
 
 
 def pod_requests(spec: Mapping[str, Any], non_zero: bool | Mapping[str, int] = False,
-                 path: str = "spec") -> dict[str, int]:
+                 path: str = "spec", claims: Mapping[str, int] | None = None) -> dict[str, int]:
     """Effective pod requests: containers + sidecars, max'd with init containers, pod-level, plus overhead.
 
     `non_zero` True uses kube-scheduler's cpu/memory defaults for containers that leave them unset;
-    a mapping gives the defaults explicitly (an empty mapping means none).
+    a mapping gives the defaults explicitly (an empty mapping means none). `claims`: what the pod's DRA claims
+    take of node allocatable (DRANodeAllocatableResources, see `claim_resources`), added to the containers' sum
+    before pod-level requests replace cpu and memory (component-helpers v0.37.2's order).
     """
     defaults: Mapping[str, int] | None = _NON_ZERO_DEFAULTS if non_zero is True else (non_zero or None)
     total: dict[str, int] = {}
@@ -85,6 +88,8 @@ def pod_requests(spec: Mapping[str, Any], non_zero: bool | Mapping[str, int] = F
             _add(tmp, sidecars)
             _max(init_max, tmp)
     _max(total, init_max)
+    if claims:
+        _add(total, claims)
     pod_level = (spec.get("resources") or {}).get("requests") or {}
     for k, v in pod_level.items():
         if _pod_level_supported(str(k)):
@@ -94,21 +99,79 @@ def pod_requests(spec: Mapping[str, Any], non_zero: bool | Mapping[str, int] = F
     return total
 
 
-def non_zero_pod_requests(spec: Mapping[str, Any], requests: Mapping[str, int]) -> tuple[dict[str, int],
-                                                                                          dict[str, int]]:
+def non_zero_pod_requests(spec: Mapping[str, Any], requests: Mapping[str, int],
+                          claims: Mapping[str, int] | None = None) -> tuple[dict[str, int], dict[str, int]]:
     """(node accounting, scoring) cpu/memory requests with kube-scheduler's non-zero defaults.
 
     Node accounting (PodInfo.CalculateResource) defaults only what neither the containers nor the
     pod-level requests set; the scorer (calculatePodResourceRequest) always defaults unset container
-    requests. Both are identical unless pod-level requests are set. Keys cpu and memory are always present.
+    requests. Both are identical unless pod-level requests are set or `claims` (what the pod's DRA claims take
+    of node allocatable, counted by node accounting only) is given. Keys cpu and memory are always present.
     """
     scoring = pod_requests(spec, True)
     if pod_level_requests_set(spec):
         missing = {k: v for k, v in _NON_ZERO_DEFAULTS.items() if k not in requests}
-        accounting = pod_requests(spec, missing) if missing else dict(requests)
+        accounting = pod_requests(spec, missing, claims=claims) if missing else dict(requests)
+    elif claims:
+        accounting = pod_requests(spec, True, claims=claims)
     else:
         accounting = scoring
     for d in (accounting, scoring):
         d.setdefault("cpu", 0)
         d.setdefault("memory", 0)
     return accounting, scoring
+
+
+#: DRANodeAllocatableResources: whether node accounting counts what an assigned pod's claims take of node
+#: allocatable (its status.nodeAllocatableResourceClaimStatuses). Process-wide like kube's feature gate (kube reads
+#: utilfeature.DefaultFeatureGate in PodInfo.CalculateResource); set by the Scheduler from its gates.
+_count_claim_statuses = False
+
+
+def count_claim_statuses(on: bool) -> None:
+    """Set whether pods parsed from now on count their claims' node-allocatable statuses."""
+    global _count_claim_statuses
+    _count_claim_statuses = bool(on)
+
+
+def counting_claim_statuses() -> bool:
+    return _count_claim_statuses
+
+
+def _units(name: str, value: Decimal) -> int:
+    """Scheduler units, rounded up like Quantity.MilliValue() (cpu) and Value()."""
+    if value <= 0:
+        return 0
+    with localcontext() as ctx:
+        ctx.prec = 80
+        return int((value * (1000 if name == "cpu" else 1)).to_integral_value(rounding=ROUND_CEILING))
+
+
+def _overhead(o: Mapping[str, Any], containers: int | None) -> Decimal:
+    """A claim status overhead entry: perPod, plus perContainer times `containers` (once when None)."""
+    total = Decimal(0)
+    if o.get("perPod") is not None:
+        total += parse_quantity(str(o["perPod"]))
+    if o.get("perContainer") is not None and (containers is None or containers > 0):
+        total += parse_quantity(str(o["perContainer"])) * (1 if containers is None else containers)
+    return total
+
+
+def claim_resources(statuses: Iterable[Mapping[str, Any]], container: str | None = None) -> dict[str, int]:
+    """What node-allocatable claim statuses add to a pod's requests, in scheduler units (component-helpers
+    v0.37.2 addDRANodeAllocatableClaimResources: a per-container overhead counts once per container named).
+
+    With `container`, only the statuses naming it, each overhead once (GetContainerDRAAllocations)."""
+    sums: dict[str, Decimal] = {}
+    for st in statuses:
+        names = st.get("containers") or []
+        if container is not None and container not in names:
+            continue
+        for m in st.get("mapping") or []:
+            if m.get("quantity") is not None:
+                k = str(m.get("name") or "")
+                sums[k] = sums.get(k, Decimal(0)) + parse_quantity(str(m["quantity"]))
+        for o in st.get("overhead") or []:
+            k = str(o.get("name") or "")
+            sums[k] = sums.get(k, Decimal(0)) + _overhead(o, None if container is not None else len(names))
+    return {k: _units(k, v) for k, v in sums.items()}

@@ -37,6 +37,7 @@ from .framework.runtime import CycleError, Diagnosis, FitError, Framework, Score
 from .framework.status import Code, Status
 from .framework.types import NOMINATING_OVERRIDE, QueuedPodInfo
 from .objects import Pod
+from .podrequests import counting_claim_statuses
 from .queue import SchedulingQueue
 from .recording import AttemptRecorder
 from .results import BIND_ANNOTATIONS_CARRIED, TOP_NODES, AttemptResult, ResultStore, group_filter_reasons
@@ -145,7 +146,7 @@ class SchedulingCycle:
         if scores is not None and self.record_breakdown:
             result.scores = _top_scores(scores, TOP_NODES, self.cache.snapshot)
         # assume, reserve, permit
-        self.cache.assume_pod(pod, node_name)
+        self.cache.assume_pod(_assumed(state, pod, node_name), node_name)
         st = fw.run_reserve(state, pod, node_name)
         rec.reserved(fw, pod, st)
         if st is not None:
@@ -622,3 +623,14 @@ def _top_scores(scores: ScoreResult, k: int, snapshot: Any) -> list[dict[str, An
                           "weighted": int(norm[j]) * weight} for name, raw, norm, weight in columns}
         out.append({"node": node, "total": int(totals[j]), "plugins": plugins})
     return out
+
+
+def _assumed(state: CycleState, pod: Pod, node_name: str) -> Pod:
+    """The pod as the cache assumes it on `node_name`: with DRANodeAllocatableResources, carrying what its claims
+    take of that node (DynamicResources' Filter worked it out), so the next cycles count it (kube's assume)."""
+    if not counting_claim_statuses():
+        return pod
+    from .plugins.dynamicresources.plugin import node_allocatable_statuses
+
+    statuses = node_allocatable_statuses(state, node_name)
+    return pod.with_claim_statuses(statuses) if statuses else pod

@@ -30,6 +30,7 @@ from .framework.status import Status
 from .framework.types import ActionType, ClusterEvent
 from .objects import Node, Pod
 from .podevents import pod_update_actions
+from .podrequests import count_claim_statuses
 from .queue import SchedulingQueue
 from .recording import recorder_for
 from .results import ResultStore
@@ -128,6 +129,9 @@ class Scheduler(SchedulingCycle):
         reads matter here (OpportunisticBatching, on unless turned off). `kube_minor`: the kube-scheduler
         minor whose behaviour the cycle follows where minors differ (opportunistic batching rescores from 37);
         by default the one the gates emulate, else the pinned one."""
+        # DRANodeAllocatableResources (alpha): assigned pods count what their claims take of the node, as kube's
+        # process-wide gate makes PodInfo.CalculateResource do; set before any pod of this scheduler is parsed
+        count_claim_statuses(bool((feature_gates or {}).get("DRANodeAllocatableResources", False)))
         if kube_minor is None:
             from .featuregates import emulated_minor
 

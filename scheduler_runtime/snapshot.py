@@ -16,8 +16,8 @@ What is stripped, because a snapshot gets mailed around and scheduling needs non
     `options` and `secretRef` are dropped;
   * PersistentVolumes: CSI `volumeAttributes` (driver-specific, sometimes credentials) are dropped;
   * pod status: only phase, conditions, nominatedNodeName, qosClass, startTime, resourceClaimStatuses,
-    extendedResourceClaimStatus and the containers' allocated resources (in-place resize) stay; IPs and
-    messages go.
+    extendedResourceClaimStatus, nodeAllocatableResourceClaimStatuses (DRANodeAllocatableResources' node
+    accounting) and the containers' allocated resources (in-place resize) stay; IPs and messages go.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 _CONTAINER_KEEP = ("name", "image", "imagePullPolicy", "resources", "resizePolicy", "restartPolicy", "ports",
                    "volumeMounts", "volumeDevices", "env")
 _POD_STATUS_KEEP = ("phase", "conditions", "nominatedNodeName", "qosClass", "startTime", "resourceClaimStatuses",
-                    "extendedResourceClaimStatus")
+                    "extendedResourceClaimStatus", "nodeAllocatableResourceClaimStatuses")
 _REFERENCE_VOLUMES = {"secret": ("secretName", "optional"), "configMap": ("name", "optional"),
                       "downwardAPI": (), "projected": ()}
 _WORKLOAD_SPEC_KEEP = ("selector", "replicas")

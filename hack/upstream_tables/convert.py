@@ -991,8 +991,8 @@ def _config(c: dict[str, Any]) -> dict[str, Any]:
 
 NR_INTERNAL = na("private helper of the plugin package (no extension point); its effect is covered by the "
                  "Filter/Score tables")
-NR_NA_DRA = na("runs with DRANodeAllocatableResources (alpha, off by default; ksched refuses turning it on): "
-               "node-allocatable DRA claims")
+NR_NA_DRA = na("a private helper run with kubelet's option (NodeResourcesFit's PreFilter never sets it); its 4 "
+               "cases run as the node accounting of a pod's claim statuses in tests/unit/test_dra_node_allocatable.py")
 
 PTS_STATE = na("compares the plugin's private PreFilter/PreScore state struct; ksched keeps its own state "
                "(verdicts and scores are covered by the filter and score tables)")

@@ -317,6 +317,8 @@ PLUGIN_TABLE = TABLE.parent / "plugin.yaml"
 PLUGIN_CASES: list[dict[str, Any]] = yaml.safe_load(PLUGIN_TABLE.read_text())
 PLUGIN_RUN = [c for c in PLUGIN_CASES if "na" not in c]
 POD_UID = "1234"
+NA_DRIVER = "node-allocatable-resource-driver"  # kube's nodeAllocatableResourceDriver
+NA_CAPACITY = "example.com/cpus"  # kube's nodeAllocatableResourceCapacityName
 CLAIM = "my-pod-my-resource"
 CLAIM2 = "my-pod-my-resource-2"
 CLASS = "my-resource-class"
@@ -391,6 +393,8 @@ def _plugin_claim(spec: Any) -> dict[str, Any]:
         body["selectors"] = [{"cel": {"expression": HEALTHY}}]
     if spec.get("admin"):
         body["adminAccess"] = True
+    if "capacity" in spec:  # kube's nodeAllocatableClaimWithCapacity: that much of the device's capacity
+        body["capacity"] = {"requests": {NA_CAPACITY: str(spec["capacity"])}}
     requests: list[dict[str, Any]]
     if base == "large":  # kube's largeClaim: five requests of one device
         requests = [{"name": f"req-{i}", "exactly": _exactly(body)} for i in range(1, 6)]
@@ -448,6 +452,8 @@ def _plugin_claim(spec: Any) -> dict[str, Any]:
     status: dict[str, Any] = {"allocation": alloc}
     if base == "in-use":
         status["reservedFor"] = [{"resource": "pods", "name": "my-pod", "uid": POD_UID}]
+    if spec.get("reservedFor") == "other":  # kube's node-allocatable sharing cases: another pod, by uid only
+        status["reservedFor"] = [{"uid": "other-pod-uid"}]
     if spec.get("reservedFor") == "podgroup":
         status["reservedFor"] = [{"apiGroup": "scheduling.k8s.io", "resource": "podgroups", **POD_GROUP}]
     if "deviceStatus" in spec:  # status.devices: one entry for the allocated device, conditions `type=Status`
@@ -476,6 +482,9 @@ def _plugin_pod(kind: str) -> dict[str, Any]:
         spec["resourceClaims"] = [{"name": "my-resource", "resourceClaimName": CLAIM}]
         if kind == "grouped":  # kube's groupedPodWithClaimName: a PodGroup member (GenericWorkload off here)
             spec["schedulingGroup"] = {"podGroupName": POD_GROUP["name"]}
+    elif kind == "claim-in-container":  # kube's podWithClaimReferenceInContainer: container c1 uses the claim
+        spec["resourceClaims"] = [{"name": "my-resource", "resourceClaimName": CLAIM}]
+        spec["containers"].append({"name": "c1", "image": "x", "resources": {"claims": [{"name": "my-resource"}]}})
     elif kind == "two-claims":
         spec["resourceClaims"] = [{"name": "my-resource", "resourceClaimName": CLAIM},
                                   {"name": "my-resource-2", "resourceClaimName": CLAIM2}]
@@ -492,6 +501,9 @@ def _plugin_node(name: str) -> dict[str, Any]:
     status: dict[str, Any] = {}
     if name.startswith("worker-ext"):  # worker with example.com/gpu from a device plugin (0 or 1)
         alloc[EXT] = name.removeprefix("worker-ext")
+        name = "worker"
+    elif name == "worker-capacity":  # kube's workerNodeWithCapacity: cpu 10, memory 10Gi
+        alloc = {"cpu": "10", "memory": "10Gi"}
         name = "worker"
     elif name == "worker-optional-ops":  # kube's workerNodeWithOptionalNodeOperations
         status["declaredFeatures"] = ["DRAOptionalNodeOperations"]
@@ -510,11 +522,20 @@ def _node_slice(node: str, driver: str, devices: list[dict[str, Any]], **spec: A
 def _plugin_slice(spec: Any) -> dict[str, Any]:
     """worker | worker-2 | worker-3 (instance-1 with healthy=true) | <node>-tainted | worker-large (4 devices) |
     fabric | fabric2 (devices binding to the node, with binding conditions) | {node, count, healthy}."""
+    if spec == "worker-numa" or isinstance(spec, dict) and spec.get("base") == "worker-numa":
+        # kube's workerNodeSliceWithNodeAllocatableResource: a shareable device whose capacity maps to cpu
+        nar = {"cpu": {"mapping": {"capacityKey": NA_CAPACITY}}, **(spec.get("nar") or {} if isinstance(spec, dict)
+                                                                     else {})}
+        return _node_slice("worker", NA_DRIVER, [{"name": "numa-0-cpus", "allowMultipleAllocations": True,
+                                                  "capacity": {NA_CAPACITY: {"value": "10"}},
+                                                  "nodeAllocatableResources": nar}])
     if isinstance(spec, dict):
         n = spec.get("count", 1)
         devices: list[dict[str, Any]] = [{"name": f"instance-{i}"} for i in range(1, n + 1)]
         if "healthy" in spec:
             devices[0]["attributes"] = {"healthy": {"bool": spec["healthy"]}}
+        if "nar" in spec:  # the device's nodeAllocatableResources (DRANodeAllocatableResources)
+            devices[0]["nodeAllocatableResources"] = spec["nar"]
         return _node_slice(spec["node"], DRIVER, devices)
     if spec == "worker-large":
         return _plugin_slice({"node": "worker", "count": 4})
@@ -540,6 +561,8 @@ def _plugin_class(c: Any) -> dict[str, Any]:
         suffix = "2" if c.endswith("2") else ""
         return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": CLASS + suffix},
                 "spec": {"extendedResourceName": EXT + suffix}}
+    if c == "class-any":  # kube's deviceClass: no selectors
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": CLASS}, "spec": {}}
     expr = HEALTHY if isinstance(c, dict) and c.get("brokenCEL") else f'device.driver == "{DRIVER}"'
     return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": CLASS},
             "spec": {"selectors": [{"cel": {"expression": expr}}]}}
@@ -673,6 +696,11 @@ class _PluginRun:
             uid = (stored or claim)["metadata"].get("uid", "")
             self.pl.mgr.signal_pending(uid, claim)
         self.before = self._claims()
+        self.pod_before = self._pod_statuses()
+
+    def _pod_statuses(self) -> Any:
+        """The stored pod's status.nodeAllocatableResourceClaimStatuses (DRANodeAllocatableResources)."""
+        return (self.m.get_pod("default", "my-pod").get("status") or {}).get("nodeAllocatableResourceClaimStatuses")
 
     def _key(self, claim: dict[str, Any]) -> str:
         name = claim["metadata"]["name"]
@@ -726,6 +754,9 @@ class _PluginRun:
             in_flight = sorted(self._key(c) for c in mgr._in_flight.values())
         assert in_flight == sorted(want.get("inFlight") or []), stage
         self.before = after
+        pod_after = self._pod_statuses()
+        assert pod_after == want.get("pod", self.pod_before), stage
+        self.pod_before = pod_after
 
 
 def _check_created(m: Any, pod: Any, want: dict[str, Any]) -> None:
@@ -791,6 +822,27 @@ def test_skip_node_operations_checked_from_1_37() -> None:
     run = _PluginRun({"name": "skip-node-operations", "minor": "1.36", "pod": "claim",
                       "claims": ["allocated+skipNodeOps"]})
     _run_plugin_case(run, {"prebind": {"claims": {CLAIM: {"reservedFor": ["my-pod"], "timestamp": True}}}})
+
+
+def test_node_allocatable_status_cleared_by_unreserve_and_a_failed_write_fails_prebind() -> None:
+    """kube's clearNodeAllocatableResourceClaimStatus (Unreserve writes an empty list once Filter found statuses
+    for the node) and patchNodeAllocatableResourceClaimStatus's error (PreBind fails with the patch's error)."""
+    case = next(c for c in PLUGIN_RUN if c["name"] == "node-allocatable-resource-multiplier")
+    run = _PluginRun(case)
+    _run_plugin_case(run, case["want"])
+    assert run._pod_statuses()
+    from scheduler_runtime.framework.cycle_state import CycleState
+    from scheduler_runtime.framework.types import NodeInfo
+
+    state = CycleState()
+    run.pl.pre_filter(state, run.pod, None)  # type: ignore[arg-type]
+    assert run.pl.filter(state, run.pod, NodeInfo(run.nodes[0])) is None  # the claim is allocated now
+    run.pl.unreserve(state, run.pod, "worker")
+    assert run._pod_statuses() == []
+    failing = _PluginRun({**case, "failPatch": True})
+    _run_plugin_case(failing, {**case["want"], "prebind": {
+        "status": "Error: updating pod default/my-pod NodeAllocatableResourceClaimStatuses: patch error",
+        "claims": case["want"]["prebind"]["claims"], "inFlight": [CLAIM]}})
 
 
 def test_score_counts_the_alternatives_of_allocated_claims() -> None:

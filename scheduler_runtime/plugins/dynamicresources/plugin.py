@@ -59,6 +59,7 @@ from ...framework.types import (
 )
 from ...goduration import go_quote
 from ...objects import NodeSelector, Pod
+from ...podrequests import claim_resources, pod_requests
 from ..tainttoleration import default_normalize
 from .allocator import (
     OPTIONAL_NODE_OPERATIONS,
@@ -82,6 +83,7 @@ from .claims import (
     ClaimNotUsable,
     DraManager,
     allocation_of,
+    claim_name,
     meta,
     pod_claim_refs,
     reserved_for_pod,
@@ -97,6 +99,14 @@ from .extended import (
     mapped_requests,
     node_claim,
     requests_and_mappings,
+)
+from .nodeallocatable import (
+    allocation_is_mapped,
+    claim_statuses,
+    device_for_result,
+    node_fits,
+    pod_level_covers_claims,
+    slices_for_node,
 )
 from .taintrules import apply_taint_rules
 
@@ -170,6 +180,12 @@ class _State:
     #: the batch Filter's snapshot, the node of each row and the passing rows, whose allocations are worked out
     #: on demand
     batch_passed: tuple[Snapshot, list[Any], np.ndarray] | None = None
+    #: DRANodeAllocatableResources: the allocated claims with a device mapping node resources that are reserved
+    #: for another pod (index, name; PreFilter), the pod's claim reference names -> claim uids, and per node what
+    #: the pod's claims take of it (Filter; PreBind writes it to the pod's status)
+    na_shared: list[tuple[int, str]] = field(default_factory=list)
+    na_claim_uids: dict[str, str] = field(default_factory=dict)
+    na_statuses: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def ext_claim(self) -> dict[str, Any] | None:
         return self.claims[self.ext_index] if self.ext_index >= 0 else None
@@ -226,6 +242,11 @@ class DynamicResources(Plugin):
         #: kube 1.37's Filter, whatever the gates: a device allocated with skipNodeOperations (written by an API
         #: server with DRAOptionalNodeOperations) is usable only on a node declaring that feature
         self._optional_node_ops = self._in_flight_until_bound
+        gates = getattr(handle, "feature_gates", None) or {}
+        #: DRANodeAllocatableResources (alpha in 1.37): devices may take node cpu, memory and hugepages
+        self.node_allocatable = bool(gates.get("DRANodeAllocatableResources", False))
+        #: PodLevelResources (validatePodLevelResourcesCoverDRA and the pod's footprint read it)
+        self.pod_level_resources = bool(gates.get("PodLevelResources", True))
 
     @property
     def mgr(self) -> DraManager:
@@ -310,11 +331,88 @@ class DynamicResources(Plugin):
                                     caches=self._caches, allocated_capacity=allocated.capacity,
                                     shared_devices=allocated.shared)
         s.claims = claims
+        if self.node_allocatable:
+            self._pre_filter_node_allocatable(pod, s)
         self._node_independent_facts(s)
         # Score counts the alternatives chosen for every claim, allocated earlier or in this cycle
         s.has_sub_requests = any(req.get("firstAvailable") for c in claims
                                  for req in ((c.get("spec") or {}).get("devices") or {}).get("requests") or [])
         return None, None
+
+    def _pre_filter_node_allocatable(self, pod: Pod, s: _State) -> None:
+        """claimHasNodeAllocatableMappedDevice for the allocated claims, kept as the ones Filter refuses to share
+        (reserved for someone other than this pod), and the pod's claim names -> uids."""
+        slices: list[dict[str, Any]] | None = None
+        for i, claim in enumerate(s.claims):
+            alloc = allocation_of(claim)
+            if alloc is None:
+                continue
+            if slices is None:
+                slices = self.mgr.device_slices(self.taint_rules)
+            rf = status(claim).get("reservedFor") or []
+            if allocation_is_mapped(alloc, slices) and rf and not reserved_for_pod(claim, pod):
+                s.na_shared.append((i, str(meta(claim).get("name") or "")))
+        for ref in pod_claim_refs(pod):
+            name, _ = claim_name(pod, ref)
+            if name is None:
+                continue
+            claim = self.mgr.get_claim(pod.namespace, name)
+            if claim is not None:
+                s.na_claim_uids[str(ref.get("name") or "")] = str(meta(claim).get("uid") or "")
+
+    def _shared_refusal(self, s: _State, node: Any) -> Status | None:
+        """Filter's validateNodeAllocatableDRAClaimSharing, for the claims kube's loop reaches on this node (not
+        those allocated for other nodes or skipping node operations it does not declare)."""
+        if not s.na_shared:
+            return None
+        skipped = {i for i, _, sel, skips, _ in s.node_checks
+                   if (sel is not None and not sel.matches(node))
+                   or (skips and OPTIONAL_NODE_OPERATIONS not in node.declared_features)}
+        for i, name in s.na_shared:
+            if i not in skipped:
+                return Status.unresolvable(f"node allocatable resource claim {name} has a mapped device and cannot "
+                                           "be shared across pods")
+        return None
+
+    def _node_allocatable_check(self, s: _State, pod: Pod, node_info: NodeInfo, todo: list[dict[str, Any]],
+                                allocations: Any) -> tuple[list[dict[str, Any]] | None, Status | None]:
+        """calculateAndCheckNodeAllocatableResources: what the pod's claims (allocated, or as allocated here) take
+        of the node, checked with the pod's own requests against the node's free resources."""
+        node = node_info.node
+        built = allocations.build() if allocations is not None else []
+        by_uid = {str(meta(c).get("uid") or ""): a for c, a in zip(todo, built, strict=False)}
+        node_slices = slices_for_node(self.mgr.device_slices(self.taint_rules), node)
+        chosen: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        for claim in s.claims:
+            alloc = by_uid.get(str(meta(claim).get("uid") or "")) or allocation_of(claim)
+            if not alloc:
+                continue
+            for r in (alloc.get("devices") or {}).get("results") or []:
+                try:
+                    device = device_for_result(node_slices, r, node)
+                except LookupError:
+                    continue  # kube logs it and looks at the next device
+                if device.get("nodeAllocatableResources"):
+                    chosen.append((claim, alloc))
+                    break
+        if not chosen:
+            return None, None
+        try:
+            statuses = claim_statuses(pod.raw, chosen, s.na_claim_uids, node_slices, node)
+        except ValueError as exc:
+            return None, Status.as_error(str(exc))
+        spec = pod.raw.get("spec") or {}
+        if not self.pod_level_resources:
+            spec = {k: v for k, v in spec.items() if k != "resources"}
+        claims = claim_resources(statuses) or None
+        demand = pod_requests(spec, claims=claims)
+        st = pod_level_covers_claims(pod.raw, statuses, self.pod_level_resources)
+        if st is not None:
+            return None, st
+        st = node_fits(demand, node_info.allocatable, node_info.requested)
+        if st is not None:
+            return None, st
+        return statuses, None
 
     def _node_independent_facts(self, s: _State) -> None:
         """What Filter would otherwise work out again on every node: the claims to allocate, the checks an
@@ -423,6 +521,10 @@ class DynamicResources(Plugin):
                 todo = variant[2]
             elif s.n_user == 0:
                 return None  # only extended resources, all from device plugins on this node
+        if self.node_allocatable:
+            st = self._shared_refusal(s, node)
+            if st is not None:
+                return st
         unavailable = self._unavailable_on(s, node) if s.node_checks else None
         allocations = None
         if s.allocator is not None:
@@ -438,14 +540,22 @@ class DynamicResources(Plugin):
                 return Status.as_error(str(exc))
             if allocations is None:
                 return Status.unresolvable("cannot allocate all claims")
+        statuses = None
+        if self.node_allocatable:
+            statuses, st = self._node_allocatable_check(s, pod, node_info, todo, allocations)
+            if st is not None:
+                return st
         if unavailable:
             with s.lock:
                 s.unavailable.update(unavailable)
             return Status.unresolvable("resourceclaim not available on the node")
-        if allocations is not None:
+        if allocations is not None or statuses:
             with s.lock:
-                s.allocations[node.name] = allocations
-                s.ext_nodes[node.name] = (variant[0], variant[1]) if variant is not None else (None, [])
+                if allocations is not None:
+                    s.allocations[node.name] = allocations
+                    s.ext_nodes[node.name] = (variant[0], variant[1]) if variant is not None else (None, [])
+                if statuses:
+                    s.na_statuses[node.name] = statuses
         return None
 
     def filter_batch(self, state: CycleState, pod: Pod, snapshot: Snapshot) -> FilterBatch:
@@ -454,7 +564,8 @@ class DynamicResources(Plugin):
         n = len(snapshot)
         s: _State | None = state.get(NAME)
         got = None
-        if s is not None and s.claims:
+        # with DRANodeAllocatableResources a node's verdict also depends on its free resources: `filter` decides
+        if s is not None and s.claims and not self.node_allocatable:
             got = self._batch(s, pod, snapshot) if not s.node_checks else self._allocated_batch(s, snapshot)
         if got is None:
             return FilterBatch(np.zeros(n, dtype=bool), Status.as_error("not decided"), pending=np.ones(n, dtype=bool))
@@ -813,6 +924,11 @@ class DynamicResources(Plugin):
             self.mgr.remove_pending(str(m.get("uid") or ""))
             if allocation_of(claim) is not None and reserved_for_pod(claim, pod):
                 self._remove_reservation(claim, pod)
+        self._unreserve_extended(s)
+        if self.node_allocatable and s.na_statuses.get(node_name):
+            self._clear_node_allocatable_status(pod)
+
+    def _unreserve_extended(self, s: _State) -> None:
         ext = s.ext_claim()
         if ext is None:
             return
@@ -877,11 +993,37 @@ class DynamicResources(Plugin):
                 return Status.as_error(str(exc))
             if i in s.picked:
                 written.append(uid)
+        statuses = s.na_statuses.get(node_name) if self.node_allocatable else None
+        if statuses:
+            st = self._patch_node_allocatable_status(pod, statuses)
+            if st is not None:
+                return st
         st = self._wait_for_binding_conditions(s, pod, node_name, state.pre_bind_cancelled)
         if st is None and self._in_flight_until_bound:
             for uid in written:  # kube 1.37: only a successful PreBind ends them; on failure Unreserve does
                 self.mgr.remove_pending(uid)
         return st
+
+    def _patch_node_allocatable_status(self, pod: Pod, statuses: list[dict[str, Any]]) -> Status | None:
+        """patchNodeAllocatableResourceClaimStatus: what the pod's claims take of its node, in its status (kube
+        also checks that the assumed pod carries the same; here the cache's assumed copy is built from them)."""
+        body = {"status": {"nodeAllocatableResourceClaimStatuses": [dict(x) for x in statuses]}}
+        try:
+            self.handle.cluster.patch_object("pods", pod.name, pod.namespace, body, subresource="status")
+        except Exception as exc:  # noqa: BLE001 - kube: the error ends PreBind
+            return Status.as_error(f"updating pod {pod.namespace}/{pod.name} NodeAllocatableResourceClaimStatuses: "
+                                   f"{exc}")
+        return None
+
+    def _clear_node_allocatable_status(self, pod: Pod) -> None:
+        """clearNodeAllocatableResourceClaimStatus: an explicit empty list, with the pod's uid as precondition;
+        a failure is only logged."""
+        body = {"metadata": {"uid": pod.uid}, "status": {"nodeAllocatableResourceClaimStatuses": []}}
+        try:
+            self.handle.cluster.patch_object("pods", pod.name, pod.namespace, body, subresource="status")
+        except Exception as exc:  # noqa: BLE001 - kube only logs it
+            self.handle.logger.error("Failed to clear NodeAllocatableResourceClaimStatuses on Unreserve: pod %s: %s",
+                                     pod.key, exc)
 
     def _wait_for_binding_conditions(self, s: _State, pod: Pod, node_name: str,
                                      cancelled: threading.Event | None = None) -> Status | None:
@@ -1252,3 +1394,12 @@ def _parse_time(ts: str) -> float:
         return _dt.datetime.fromisoformat(str(ts).replace("Z", "+00:00")).timestamp()
     except ValueError:
         return 0.0
+
+
+def node_allocatable_statuses(state: CycleState, node_name: str) -> list[dict[str, Any]] | None:
+    """ExtractPodNodeAllocatableResourceClaimStatus: what Filter found the pod's claims take of `node_name` (the
+    scheduler's assume copies it into the pod it accounts), None without it."""
+    s = state.get(NAME)
+    if not isinstance(s, _State):
+        return None
+    return s.na_statuses.get(node_name)
