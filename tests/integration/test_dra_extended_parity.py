@@ -10,6 +10,7 @@ next is created.
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -157,6 +158,9 @@ def test_extended_resources_are_allocated_like_kube_scheduler(control_plane, nam
                                                   "controller": True}]},
                 "spec": {"devices": {"requests": [{"name": "container-0-request-1", "exactly": {
                     "deviceClassName": ctx[who]["class"], "count": 1}}]}}})
+            # the scheduler's claim informer must hold the stale claim before the pod is tried; nothing outside
+            # kube-scheduler shows when it does, so give the watch a moment (a loaded machine once missed it)
+            time.sleep(1.0)
             c.call("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}", body={"spec": {"schedulingGates": None}},
                    content_type="application/merge-patch+json")
             d = wait_decision(c, ns, name, need_message=True)
