@@ -49,7 +49,13 @@ from ...objects import Node, NodeSelector
 from ...quantity import parse_quantity
 from .capacity import CapacityError, Consumed, add_into, consumed_by, fits, request_amounts
 from .cel import CelCache, CelError, DeviceInput
-from .constraints import AttributeConstraint, DistinctAttributeSets, MatchAttributeSets, RequestName, raw_attribute
+from .constraints import (
+    AttributeConstraint,
+    DistinctAttributeSets,
+    MatchAttributeSets,
+    RequestName,
+    attribute_of,
+)
 from .derived import DerivedAttributeError, DerivedAttributes, declared
 
 #: resourceapi.AllocationResultsMaxSize
@@ -501,11 +507,7 @@ class _MatchAttribute(AttributeConstraint):
     def add(self, req: RequestName, device: dict[str, Any], did: DeviceID) -> bool:
         if not self._applies(req):
             return True
-        derived = req.derived
-        if derived is not None and self.attribute in derived.exprs:
-            attr = typed_attribute(derived.value(self.attribute, device, did))
-        else:
-            attr = lookup_attribute(device, did, self.attribute)
+        attr = typed_attribute(attribute_of(req, device, did, self.attribute))
         return attr is not None and self._accept(req, attr)
 
     def _accept(self, req: RequestName, attr: tuple[str, Any]) -> bool:
@@ -578,11 +580,6 @@ def _has_policy(device: dict[str, Any]) -> bool:
     """Whether a capacity check could refuse the device for a request naming no amounts: only a request policy
     can (each capacity's value or default is consumed, and a value always fits itself)."""
     return any((c or {}).get("requestPolicy") for c in (device.get("capacity") or {}).values())
-
-
-def lookup_attribute(device: dict[str, Any], did: DeviceID, name: str) -> tuple[str, Any] | None:
-    """The (type, value) of a fully qualified attribute; `<driver>/<id>` also finds an unqualified `<id>`."""
-    return typed_attribute(raw_attribute(device, did[0], name))
 
 
 def typed_attribute(raw: Any) -> tuple[str, Any] | None:

@@ -10,8 +10,8 @@ per device so that backtracking restores it. `distinctAttribute` holds while the
 Without the gate the allocator compares scalars only (allocator.py's `_MatchAttribute`).
 
 With DRADerivedAttributes a request's derived attribute of the constraint's name replaces the device's
-attribute (derived.py): `attribute_of` looks up what a constraint compares (allocator.py's scalar constraints
-do the same inline).
+attribute (derived.py): `attribute_of` looks up what a constraint compares, here and in allocator.py's scalar
+constraints.
 """
 
 from __future__ import annotations
