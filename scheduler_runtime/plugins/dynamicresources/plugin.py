@@ -365,9 +365,7 @@ class DynamicResources(Plugin):
         those allocated for other nodes or skipping node operations it does not declare)."""
         if not s.na_shared:
             return None
-        skipped = {i for i, _, sel, skips, _ in s.node_checks
-                   if (sel is not None and not sel.matches(node))
-                   or (skips and OPTIONAL_NODE_OPERATIONS not in node.declared_features)}
+        skipped = {i for i, _, sel, skips, _ in s.node_checks if _not_here(sel, skips, node)}
         for i, name in s.na_shared:
             if i not in skipped:
                 return Status.unresolvable(f"node allocatable resource claim {name} has a mapped device and cannot "
@@ -710,8 +708,7 @@ class DynamicResources(Plugin):
         out = []
         now: float | None = None
         for i, claim, sel, skips, ready in s.node_checks:
-            if (sel is not None and not sel.matches(node)) or (
-                    skips and OPTIONAL_NODE_OPERATIONS not in node.declared_features) or ready is None:
+            if _not_here(sel, skips, node) or ready is None:
                 out.append(i)
             elif not ready:
                 if now is None:
@@ -1344,6 +1341,11 @@ class _BindingOutcome(ValueError):
         self.label = label
 
 
+def _not_here(sel: NodeSelector | None, skips: bool, node: Any) -> bool:
+    """Whether an allocated claim is unusable on the node whatever its binding state: allocated for other nodes,
+    or skipping node operations the node does not declare."""
+    return (sel is not None and not sel.matches(node)) or (
+        skips and OPTIONAL_NODE_OPERATIONS not in node.declared_features)
 
 
 def _skips_node_operations(claim: dict[str, Any]) -> bool:
