@@ -8,7 +8,7 @@ defaults of scoring and of node accounting).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import ROUND_CEILING, Decimal, localcontext
 from typing import Any
 
@@ -62,6 +62,34 @@ def pod_level_requests_set(spec: Mapping[str, Any]) -> bool:
 _NON_ZERO_DEFAULTS = {"cpu": DEFAULT_MILLI_CPU_REQUEST, "memory": DEFAULT_MEMORY_REQUEST}
 
 
+def container_requests(c: Mapping[str, Any], path: str = "") -> dict[str, int]:
+    """One container's requests as the API defaults them (limits stand in for missing requests)."""
+    return _container_requests(c, path, None)
+
+
+def aggregate_containers(spec: Mapping[str, Any],
+                         amounts: Callable[[Mapping[str, Any], str], dict[str, int]]) -> dict[str, int]:
+    """kube's container aggregation of `amounts` (one container's, given it and its field path below the spec):
+    containers plus sidecars, max'd with each init container plus the sidecars started before it."""
+    total: dict[str, int] = {}
+    for i, c in enumerate(spec.get("containers") or []):
+        _add(total, amounts(c, f"containers[{i}]"))
+    sidecars: dict[str, int] = {}
+    init_max: dict[str, int] = {}
+    for i, c in enumerate(spec.get("initContainers") or []):
+        r = amounts(c, f"initContainers[{i}]")
+        if c.get("restartPolicy") == "Always":
+            _add(total, r)
+            _add(sidecars, r)
+            _max(init_max, dict(sidecars))
+        else:
+            tmp = dict(r)
+            _add(tmp, sidecars)
+            _max(init_max, tmp)
+    _max(total, init_max)
+    return total
+
+
 def pod_requests(spec: Mapping[str, Any], non_zero: bool | Mapping[str, int] = False,
                  path: str = "spec", claims: Mapping[str, int] | None = None) -> dict[str, int]:
     """Effective pod requests: containers + sidecars, max'd with init containers, pod-level, plus overhead.
@@ -72,22 +100,7 @@ def pod_requests(spec: Mapping[str, Any], non_zero: bool | Mapping[str, int] = F
     before pod-level requests replace cpu and memory (component-helpers v0.37.2's order).
     """
     defaults: Mapping[str, int] | None = _NON_ZERO_DEFAULTS if non_zero is True else (non_zero or None)
-    total: dict[str, int] = {}
-    for i, c in enumerate(spec.get("containers") or []):
-        _add(total, _container_requests(c, f"{path}.containers[{i}]", defaults))
-    sidecars: dict[str, int] = {}
-    init_max: dict[str, int] = {}
-    for i, c in enumerate(spec.get("initContainers") or []):
-        r = _container_requests(c, f"{path}.initContainers[{i}]", defaults)
-        if c.get("restartPolicy") == "Always":
-            _add(total, r)
-            _add(sidecars, r)
-            _max(init_max, dict(sidecars))
-        else:
-            tmp = dict(r)
-            _add(tmp, sidecars)
-            _max(init_max, tmp)
-    _max(total, init_max)
+    total = aggregate_containers(spec, lambda c, where: _container_requests(c, f"{path}.{where}", defaults))
     if claims:
         _add(total, claims)
     pod_level = (spec.get("resources") or {}).get("requests") or {}

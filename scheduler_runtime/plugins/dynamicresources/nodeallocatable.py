@@ -24,9 +24,10 @@ from decimal import ROUND_CEILING, Decimal, localcontext
 from typing import Any
 
 from ...framework.status import Status
-from ...objects import Node, NodeSelector
-from ...podrequests import claim_resources
+from ...objects import Node
+from ...podrequests import aggregate_containers, claim_resources, container_requests
 from ...quantity import parse_quantity, resource_amount
+from .allocator import AllocationError, node_matches
 
 _SUFFIX = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(.*)$")
 _BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
@@ -86,16 +87,11 @@ def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _matches(node: Node, name: Any, all_nodes: Any, selector: Any) -> bool:
-    if name and name == node.name:
-        return True
-    if all_nodes:
-        return True
-    if selector is not None:
-        try:
-            return NodeSelector(selector, "nodeSelector").matches(node)
-        except Exception:  # noqa: BLE001 - kube: an invalid selector matches nothing
-            return False
-    return False
+    """The allocator's NodeMatches, where an invalid selector matches nothing."""
+    try:
+        return node_matches(node, name or None, bool(all_nodes), selector)
+    except AllocationError:
+        return False
 
 
 def slices_for_node(slices: Iterable[Mapping[str, Any]], node: Node | None) -> list[Mapping[str, Any]]:
@@ -269,41 +265,8 @@ def node_fits(pod_request: Mapping[str, int], allocatable: Mapping[str, int],
     return (Status.unresolvable if unresolvable else Status.unschedulable)(*reasons)
 
 
-def _container_requests(c: Mapping[str, Any], kind: str) -> dict[str, int]:
-    res = c.get("resources") or {}
-    if kind == "limits":
-        raw = res.get("limits") or {}
-    else:
-        raw = dict(res.get("limits") or {})
-        raw.update(res.get("requests") or {})  # API defaulting: limits stand in for missing requests
-    return {str(k): resource_amount(str(k), v) for k, v in raw.items()}
-
-
-def _aggregate(spec: Mapping[str, Any], kind: str) -> dict[str, int]:
-    """aggregateContainerResourcesByFn for spec requests or limits: containers plus sidecars, max'd with init
-    containers."""
-    total: dict[str, int] = {}
-    for c in spec.get("containers") or []:
-        for k, v in _container_requests(c, kind).items():
-            total[k] = total.get(k, 0) + v
-    sidecars: dict[str, int] = {}
-    init_max: dict[str, int] = {}
-    for c in spec.get("initContainers") or []:
-        r = _container_requests(c, kind)
-        if c.get("restartPolicy") == "Always":
-            for k, v in r.items():
-                total[k] = total.get(k, 0) + v
-                sidecars[k] = sidecars.get(k, 0) + v
-            cand = dict(sidecars)
-        else:
-            cand = dict(r)
-            for k, v in sidecars.items():
-                cand[k] = cand.get(k, 0) + v
-        for k, v in cand.items():
-            init_max[k] = max(init_max.get(k, 0), v)
-    for k, v in init_max.items():
-        total[k] = max(total.get(k, 0), v)
-    return total
+def _limits(c: Mapping[str, Any], path: str = "") -> dict[str, int]:
+    return {str(k): resource_amount(str(k), v) for k, v in ((c.get("resources") or {}).get("limits") or {}).items()}
 
 
 def pod_level_covers_claims(pod: Mapping[str, Any], statuses: list[Mapping[str, Any]],
@@ -317,7 +280,7 @@ def pod_level_covers_claims(pod: Mapping[str, Any], statuses: list[Mapping[str, 
         return None
     dra = claim_resources(statuses)
     if level.get("requests") is not None:
-        reqs = _aggregate(spec, "requests")
+        reqs = aggregate_containers(spec, container_requests)
         for k, v in dra.items():
             reqs[k] = reqs.get(k, 0) + v
         for k, raw in level["requests"].items():
@@ -330,7 +293,7 @@ def pod_level_covers_claims(pod: Mapping[str, Any], statuses: list[Mapping[str, 
     limits_raw = level.get("limits")
     if limits_raw is not None:
         pod_limits = {str(k): resource_amount(str(k), v) for k, v in limits_raw.items()}
-        lims = _aggregate(spec, "limits")
+        lims = aggregate_containers(spec, _limits)
         for k, v in dra.items():
             if k in lims or _is_hugepages(k):
                 lims[k] = lims.get(k, 0) + v
@@ -341,7 +304,7 @@ def pod_level_covers_claims(pod: Mapping[str, Any], statuses: list[Mapping[str, 
         for c in spec.get("containers") or []:
             cname = str(c.get("name") or "")
             given = container_allocations(statuses, cname)
-            for k, v in _container_requests(c, "limits").items():
+            for k, v in _limits(c).items():
                 if _is_hugepages(k) or k not in pod_limits:
                     continue
                 if v + given.get(k, 0) > pod_limits[k]:
