@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from decimal import ROUND_CEILING, Decimal, localcontext
+from functools import partial
 from typing import Any
 
 from .quantity import parse_quantity, resource_amount
@@ -29,7 +30,7 @@ def _max(into: dict[str, int], src: Mapping[str, int]) -> None:
             into[k] = v
 
 
-def _container_requests(c: Mapping[str, Any], path: str, defaults: Mapping[str, int] | None) -> dict[str, int]:
+def container_requests(c: Mapping[str, Any], path: str, defaults: Mapping[str, int] | None = None) -> dict[str, int]:
     """One container's requests; `defaults` fill only resources the container does not name at all.
 
     kube-scheduler's NonMissingContainerRequests: an explicit `cpu: "0"` stays zero, only an unset
@@ -60,24 +61,21 @@ def pod_level_requests_set(spec: Mapping[str, Any]) -> bool:
 
 
 _NON_ZERO_DEFAULTS = {"cpu": DEFAULT_MILLI_CPU_REQUEST, "memory": DEFAULT_MEMORY_REQUEST}
+#: built once: pod_requests runs for every pod the scheduler parses
+_non_zero_container_requests = partial(container_requests, defaults=_NON_ZERO_DEFAULTS)
 
 
-def container_requests(c: Mapping[str, Any], path: str = "") -> dict[str, int]:
-    """One container's requests as the API defaults them (limits stand in for missing requests)."""
-    return _container_requests(c, path, None)
-
-
-def aggregate_containers(spec: Mapping[str, Any],
-                         amounts: Callable[[Mapping[str, Any], str], dict[str, int]]) -> dict[str, int]:
-    """kube's container aggregation of `amounts` (one container's, given it and its field path below the spec):
-    containers plus sidecars, max'd with each init container plus the sidecars started before it."""
+def aggregate_containers(spec: Mapping[str, Any], amounts: Callable[[Mapping[str, Any], str], dict[str, int]],
+                         path: str = "spec") -> dict[str, int]:
+    """kube's container aggregation of `amounts` (one container's, given it and its field path, `path` being the
+    spec's): containers plus sidecars, max'd with each init container plus the sidecars started before it."""
     total: dict[str, int] = {}
     for i, c in enumerate(spec.get("containers") or []):
-        _add(total, amounts(c, f"containers[{i}]"))
+        _add(total, amounts(c, f"{path}.containers[{i}]"))
     sidecars: dict[str, int] = {}
     init_max: dict[str, int] = {}
     for i, c in enumerate(spec.get("initContainers") or []):
-        r = amounts(c, f"initContainers[{i}]")
+        r = amounts(c, f"{path}.initContainers[{i}]")
         if c.get("restartPolicy") == "Always":
             _add(total, r)
             _add(sidecars, r)
@@ -100,7 +98,10 @@ def pod_requests(spec: Mapping[str, Any], non_zero: bool | Mapping[str, int] = F
     before pod-level requests replace cpu and memory (component-helpers v0.37.2's order).
     """
     defaults: Mapping[str, int] | None = _NON_ZERO_DEFAULTS if non_zero is True else (non_zero or None)
-    total = aggregate_containers(spec, lambda c, where: _container_requests(c, f"{path}.{where}", defaults))
+    amounts = container_requests if defaults is None else (
+        _non_zero_container_requests if defaults is _NON_ZERO_DEFAULTS else partial(container_requests,
+                                                                                      defaults=defaults))
+    total = aggregate_containers(spec, amounts, path)
     if claims:
         _add(total, claims)
     pod_level = (spec.get("resources") or {}).get("requests") or {}
