@@ -110,6 +110,8 @@ class KschedRecorder(NullRecorder):
         self.cluster = cluster
         #: pod uid -> the result annotation last written for it (attempt number zeroed), while it is pending
         self.written: dict[str, str] = {}
+        # describe-pod reads it from the API server; nothing reads it from the scheduler's cache
+        cluster.uncache_pod_annotations((RESULT_ANNOTATION,))
 
     def stage_binding(self, state: CycleState, pod: Pod, node_name: str, result: AttemptResult) -> None:
         # the result as it will read once bound: its dict with the outcome and message set (what a

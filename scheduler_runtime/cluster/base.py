@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..objects import Pod
@@ -118,6 +118,11 @@ class ClusterBackend(ABC):
 
     def annotate_pod(self, pod: Pod, annotations: dict[str, str | None]) -> None:
         """Write (or remove, with None) annotations; used for scheduling results."""
+
+    def uncache_pod_annotations(self, keys: Iterable[str]) -> None:
+        """Annotations the scheduler writes on pods and never reads back from its cache (the result
+        annotation: a few KB on every pod): a backend caching an API server's pods may leave them out. The
+        embedded cluster's pods are the cluster itself, so it keeps them."""
 
     def get_object(self, resource: str, name: str, namespace: str | None) -> dict[str, Any]:
         """The object as the API server holds it now, not as an informer last saw it: what a write that

@@ -87,6 +87,11 @@ def test_binds_pods_with_scheduled_events(admin, ksched_runner, namespace):
     p0 = pod(admin, namespace, "p0")
     res = json.loads(p0["metadata"]["annotations"][RESULT_ANNOTATION])
     assert res["outcome"] == "scheduled" and res["node"] == placed[0]
+    # the scheduler's own pod cache leaves it out (a few KB per pod that nothing reads back)
+    informer = ksched_runner.scheduler.cluster.informer("pods")
+    cached = wait_for(lambda: (o := informer.get("p0", namespace)) is not None and o["spec"].get("nodeName") and o,
+                      what="p0 bound in the scheduler's cache")
+    assert RESULT_ANNOTATION not in (cached["metadata"].get("annotations") or {})
     # ...and only there: a scheduler serving a cluster keeps no result per pod in memory (it would hold every
     # pod it ever saw, deleted ones included, for the life of the process)
     assert ksched_runner.scheduler.results.all() == {} and not ksched_runner.scheduler.results.retain

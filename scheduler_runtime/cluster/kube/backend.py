@@ -26,7 +26,7 @@ from ..base import NOT_LEADER, ClusterBackend, EventHandler, PatchError
 from . import binder
 from .events import EventWriter, pod_event
 from .kubeconfig import Connection, load_connection
-from .reflector import Reflector, strip_managed_fields
+from .reflector import Reflector, strip_managed_fields, stripper
 from .resources import BUILTIN, CORE_RESOURCES, POD_FIELD_SELECTOR, ResourceNotServed, ResourceRef, parse_resource
 from .rest import USER_AGENT, ApiError, ApiForbiddenError, KubeClient, Response
 from .status import PodWriter, write_status
@@ -131,6 +131,7 @@ class KubeCluster(ClusterBackend):
         self._started = False
         self._lock = threading.RLock()
         self._reflectors: dict[tuple[str, str], Reflector] = {}
+        self._uncached_pod_annotations: frozenset[str] = frozenset()
         self._discovery: dict[tuple[str, str, str | None], ResourceRef] = {}
         self._event_writer: EventWriter | None = None
         self._event_queue = event_queue
@@ -206,6 +207,8 @@ class KubeCluster(ClusterBackend):
             if r is None:
                 fs = self._pod_field_selector if (group, plural) == ("", "pods") else None
                 r = Reflector(self, plural, group, plural, version, field_selector=fs, page_size=self.page_size)
+                if (group, plural) == ("", "pods"):
+                    r.transform = stripper(self._uncached_pod_annotations)
                 self._reflectors[(group, plural)] = r
                 if self._started:
                     r.snapshot_for_start()
@@ -213,6 +216,13 @@ class KubeCluster(ClusterBackend):
                         r.go_live(self._handler)
                     r.start()
             return r
+
+    def uncache_pod_annotations(self, keys: Iterable[str]) -> None:
+        with self._lock:
+            self._uncached_pod_annotations |= frozenset(keys)
+            r = self._reflectors.get(("", "pods"))
+            if r is not None:  # objects stored before this keep theirs
+                r.transform = stripper(self._uncached_pod_annotations)
 
     def reflectors(self) -> list[Reflector]:
         with self._lock:

@@ -64,6 +64,26 @@ def strip_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
+def stripper(annotations: frozenset[str]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """strip_managed_fields that also drops these annotations (a pod's empty annotations go with them): what
+    the scheduler writes on pods and never reads back from its cache is not worth holding for every pod."""
+    if not annotations:
+        return strip_managed_fields
+
+    def strip(obj: dict[str, Any]) -> dict[str, Any]:
+        meta = obj.get("metadata")
+        if meta is not None:
+            meta.pop("managedFields", None)
+            ann = meta.get("annotations")
+            if ann:
+                for key in annotations:
+                    ann.pop(key, None)
+                if not ann:
+                    del meta["annotations"]
+        return obj
+    return strip
+
+
 class Reflector:
     """List + watch of one resource into a store of raw dicts; also the `informer(resource)` handle:
     `list(namespace)`, `get(name, namespace)`, `add_handler(fn(action, old, new))`, `synced`,
@@ -102,6 +122,8 @@ class Reflector:
         self.stats: collections.Counter[str] = collections.Counter()
         self.min_watch_timeout = cluster.min_watch_timeout
         self.watch_read_timeout = cluster.watch_read_timeout
+        #: applied to every object listed or watched before it is stored (client-go's informer transform)
+        self.transform: Callable[[dict[str, Any]], dict[str, Any]] = strip_managed_fields
 
     # ----------------------------------------------------------- the informer handle
     @property
@@ -307,7 +329,7 @@ class Reflector:
                 for it in body.get("items") or ():
                     it.setdefault("kind", kind or self.ref.kind)
                     it.setdefault("apiVersion", api_version)
-                    items.append(strip_managed_fields(it))
+                    items.append(self.transform(it))
                 meta = body.get("metadata") or {}
                 rv = str(meta.get("resourceVersion") or "")
                 cont = meta.get("continue") or ""
@@ -432,7 +454,7 @@ class Reflector:
                 raise _Relist(msg)
             raise ApiError(f"watch {self.name}: {code} {reason}: {msg}", status=int(code or 0), reason=reason)
         self.stats["events"] += 1
-        strip_managed_fields(obj)
+        self.transform(obj)
         key = self._key(obj)
         rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
         change: Change | None = None
