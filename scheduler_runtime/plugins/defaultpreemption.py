@@ -11,6 +11,7 @@ and the same ordering when picking the node.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -35,6 +36,12 @@ MAX_INT32 = 2**31 - 1
 ASYNC_GATE = "SchedulerAsyncPreemption"
 WAITING = "waiting for the preemption for this pod to be finished"
 
+
+
+@functools.cache
+def _async_by_default(minor: str) -> bool:
+    """The gate's default at `minor`: every gate's default is built once, not at each pod's PreEnqueue."""
+    return bool(default_gates(minor).get(ASYNC_GATE, False))
 
 class DefaultPreemptionArgs(PluginArgs):
     min_candidate_nodes_percentage: int = Field(default=10, json_schema_extra={"minimum": 0, "maximum": 100})
@@ -201,7 +208,7 @@ class DefaultPreemption(Plugin):
     def _async_enabled(self) -> bool:
         gates = getattr(self.handle, "feature_gates", None)
         if gates is None:
-            gates = default_gates(emulated_minor(None))
+            return _async_by_default(emulated_minor(None))
         return bool(gates.get(ASYNC_GATE, False))
 
     def pre_enqueue(self, pod: Pod) -> Status | None:
