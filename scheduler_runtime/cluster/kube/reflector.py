@@ -71,9 +71,8 @@ def stripper(annotations: frozenset[str]) -> Callable[[dict[str, Any]], dict[str
         return strip_managed_fields
 
     def strip(obj: dict[str, Any]) -> dict[str, Any]:
-        meta = obj.get("metadata")
+        meta = strip_managed_fields(obj).get("metadata")
         if meta is not None:
-            meta.pop("managedFields", None)
             ann = meta.get("annotations")
             if ann:
                 for key in annotations:
