@@ -87,10 +87,10 @@ class _Queued:
                 values.append(pending.popleft())
         except IndexError:
             pass
-        bounds = getattr(child, "_upper_bounds", None)
-        if bounds is None:  # a Counter: its increments summed (whole numbers here, so exactly)
+        if not isinstance(child, Histogram):  # a Counter: its increments summed (whole numbers here, so exactly)
             child.inc(sum(values))
             return
+        bounds = child._upper_bounds
         counts = [0] * len(bounds)
         total = child._sum.get()
         for v in values:  # as Histogram.observe: the first bucket whose bound is >= v; the sum in order
