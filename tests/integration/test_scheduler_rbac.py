@@ -256,9 +256,12 @@ def test_ksched_runs_as_its_service_account_and_records_results(
         assert orjson.loads(fits["metadata"]["annotations"][RESULT_ANNOTATION])["outcome"] == "scheduled"
         conds = {c["type"]: c for c in pod("nowhere")["status"].get("conditions") or []}
         assert conds["PodScheduled"]["reason"] == "Unschedulable"
-        events = admin.call("GET", f"/apis/events.k8s.io/v1/namespaces/{ns}/events")["items"]
-        assert {e["reason"] for e in events} >= {"Scheduled", "FailedScheduling"}
+        # events are written in the background, on two worker shards, so one may arrive after the other
+        wait_for(lambda: {e["reason"] for e in admin.call(
+            "GET", f"/apis/events.k8s.io/v1/namespaces/{ns}/events")["items"]} >= {"Scheduled", "FailedScheduling"},
+            what="the Scheduled and FailedScheduling events")
         assert r.cluster._pod_writer is not None and r.cluster._pod_writer.failed == 0
+        assert r.cluster._event_writer is not None and r.cluster._event_writer.failed == 0
         lease = admin.call("GET", f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{s.name}")
         assert lease["spec"]["holderIdentity"] == r.elector.identity
     finally:
