@@ -41,9 +41,13 @@ from .podrequests import counting_claim_statuses
 from .queue import SchedulingQueue
 from .recording import AttemptRecorder
 from .results import BIND_ANNOTATIONS_CARRIED, TOP_NODES, AttemptResult, ResultStore, group_filter_reasons
+from .verbosity import V1, V2, V3
 from .watchdog import CycleWatchdog, plugin_frame
 
 log = logging.getLogger("ksched.scheduler")
+
+#: CycleState key: kube's EvaluatedNodes for the chosen node (the -v=2 "Successfully bound" line reports it)
+EVALUATED_NODES = "ksched.io/evaluated-nodes"
 
 NOTE_LENGTH_LIMIT = 1024
 
@@ -121,6 +125,8 @@ class SchedulingCycle:
         if fw is None or self.cache.pod_node(pod.uid) is not None:
             self.queue.done(pod.uid)
             return
+        if log.isEnabledFor(V3):
+            log.log(V3, "Attempting to schedule pod: pod=%s", pod.key)
         if fw.signer is not None and qpi.signed is not pod:  # kube signs a pod when it is queued or updated
             qpi.signature, qpi.signed = fw.signer.sign(pod), pod
         start = time.perf_counter()
@@ -133,7 +139,7 @@ class SchedulingCycle:
         rec = self.recorder
         rec.begin(pod)
         try:
-            node_name, scores, feasible = self._schedule_pod(fw, state, pod, result, qpi.signature)
+            node_name, scores, feasible, evaluated = self._schedule_pod(fw, state, pod, result, qpi.signature)
         except FitError as fe:
             self._handle_fit_error(fw, state, qpi, fe, result, start)
             return
@@ -142,6 +148,7 @@ class SchedulingCycle:
             return
         result.node = node_name
         result.feasible = feasible
+        state.write(EVALUATED_NODES, evaluated)
         rec.selected(pod, node_name)
         if scores is not None and self.record_breakdown:
             result.scores = _top_scores(scores, TOP_NODES, self.cache.snapshot)
@@ -231,7 +238,8 @@ class SchedulingCycle:
                 self._inflight_bindings -= 1
 
     def _schedule_pod(self, fw: Framework, state: CycleState, pod: Pod, result: AttemptResult,
-                      signature: str | None = None) -> tuple[str, ScoreResult | None, int]:
+                      signature: str | None = None) -> tuple[str, ScoreResult | None, int, int]:
+        """The node, the scores (None: not scored), and kube's FeasibleNodes and EvaluatedNodes."""
         snap = self.cache.snapshot
         n = len(snap)
         diagnosis = Diagnosis()
@@ -271,7 +279,7 @@ class SchedulingCycle:
                         ext is None or _passes_extenders(ext, state, pod, snap, ni.row)):
                     if batch is not None:
                         batch.store(signature, hint, nnn, 0, None, cycle)
-                    return nnn, None, 1
+                    return nnn, None, 1, 1
         feasible = fw.find_nodes_that_pass_filters(state, pod, snap, pre_result, diagnosis)
         rec.filters(fw, pod, snap, feasible, diagnosis.node_statuses)
         if ext is not None:  # findNodesThatPassExtenders
@@ -285,7 +293,7 @@ class SchedulingCycle:
             name = snap.node_infos[int(feasible[0])].name
             if batch is not None:
                 batch.store(signature, hint, name, 0, None, cycle)
-            return name, None, 1
+            return name, None, 1, 1 + len(diagnosis.node_statuses)
         nodes = NodeList(snap, feasible)
         st = fw.run_pre_score(state, pod, nodes)
         rec.prescore(fw, pod, st)
@@ -302,7 +310,7 @@ class SchedulingCycle:
         if batch is not None:
             batch.store(signature, hint, name, len(feasible) - 1,
                         lambda: _ranking(fw, scores, feasible, idx, snap), cycle)
-        return name, scores, len(feasible)
+        return name, scores, len(feasible), len(feasible) + len(diagnosis.node_statuses)
 
     def _binding_cycle(self, fw: Framework, state: CycleState, qpi: QueuedPodInfo, node_name: str,
                        result: AttemptResult, start: float, on_loop: bool) -> None:
@@ -331,8 +339,10 @@ class SchedulingCycle:
             st = fw.run_pre_bind(state, pod, node_name)
             if st is None:
                 st = fw.run_bind(state, pod, node_name)
-                if st is not None and st.code == Code.Error and isinstance(st.error, Exception):
-                    result.bind = st.message
+                if st is not None:
+                    log.log(V1, "Failed to bind pod: pod=%s", pod.key)
+                    if st.code == Code.Error and isinstance(st.error, Exception):
+                        result.bind = st.message
         finally:
             if wd is not None:
                 wd.end()
@@ -345,6 +355,9 @@ class SchedulingCycle:
         result.outcome = "scheduled"
         result.message = f"Successfully assigned {pod.namespace}/{pod.name} to {node_name}"
         self.scheduled += 1
+        if log.isEnabledFor(V2):
+            log.log(V2, "Successfully bound pod to node: pod=%s node=%s evaluatedNodes=%d feasibleNodes=%d",
+                    pod.key, node_name, state.get(EVALUATED_NODES, 1), result.feasible)
         self._record_event(pod, "Normal", "Scheduled", "Binding", result.message)
         if self.metrics is not None:
             self.metrics.attempt(fw.profile_name, "scheduled", time.perf_counter() - start, qpi)
@@ -483,7 +496,14 @@ class SchedulingCycle:
         msg = st.message
         result.outcome = "unschedulable" if rejected else "error"
         result.message = msg
-        if not rejected:
+        if rejected:
+            if log.isEnabledFor(V2):
+                if result.prefilter_message.startswith("no nodes available"):
+                    log.log(V2, "Unable to schedule pod; no nodes are registered to the cluster; waiting: pod=%s",
+                            pod.key)
+                else:
+                    log.log(V2, "Unable to schedule pod; no fit; waiting: pod=%s err=%s", pod.key, msg)
+        else:
             cause = getattr(st.error, "__cause__", None)
             log.error("Error scheduling pod; retrying: pod=%s err=%s", pod.key, msg,
                       exc_info=(type(cause), cause, cause.__traceback__) if cause is not None else None)

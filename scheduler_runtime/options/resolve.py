@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, UsageError
+from ..verbosity import klog_v, threshold
 from .flags import KubeFlags, flagz, parse_go_duration
 
 _LEADER_FLAGS = {
@@ -111,7 +112,7 @@ def _flags_into_raw(raw: dict[str, Any], flags: KubeFlags, has_config: bool) -> 
 
 def setup_logging(verbosity: int, fmt: str = "text") -> None:
     """-v and --logging-format: text (klog-like) or json (one object a line: ts in ms, caller, msg, v, err)."""
-    level = logging.DEBUG if verbosity >= 4 else logging.INFO if verbosity >= 0 else logging.WARNING
+    level = threshold(verbosity)
     if fmt == "json":
         handler = logging.StreamHandler()
         handler.setFormatter(JsonLogFormatter())
@@ -132,7 +133,7 @@ class JsonLogFormatter(logging.Formatter):
             if record.exc_info:
                 out["err"] = self.formatException(record.exc_info)
         else:
-            out["v"] = 0 if record.levelno >= logging.INFO else 4
+            out["v"] = klog_v(record.levelno)
         return json.dumps(out)
 
 

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from types import FrameType
 from urllib.parse import parse_qs
 
+from ..verbosity import threshold
 from .serving import Request, Response
 
 PREFIX = "/debug/pprof"
@@ -206,5 +207,5 @@ class Profiling:
 
 
 def _set_log_verbosity(level: int) -> None:
-    """kube's -v N as ksched maps it at start-up: 4 and more is DEBUG, 0..3 INFO."""
-    logging.getLogger().setLevel(logging.DEBUG if level >= 4 else logging.INFO)
+    """kube's -v N as ksched maps it at start-up (scheduler_runtime.verbosity)."""
+    logging.getLogger().setLevel(threshold(level))
