@@ -13,6 +13,7 @@ and a claim with a mapped device used by a second pod.
 from __future__ import annotations
 
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 
 from scheduler_runtime.cluster.kube import KubeClient, load_connection
+from scheduler_runtime.cluster.kube.rest import ApiForbiddenError
 from scheduler_runtime.controlplane import ControlPlane
 from scheduler_runtime.featuregates import parse_feature_gates
 from scheduler_runtime.testing.kube import (
@@ -65,7 +67,17 @@ def _setup(c: KubeClient, ns: str, group: str, who: str, case: str) -> dict[str,
         c.call("PATCH", f"/api/v1/nodes/{node}/status", body={"status": {
             "declaredFeatures": ["DRANodeAllocatableResources"]}}, content_type="application/merge-patch+json")
     devices = [{"name": f"cpu-{i}", "nodeAllocatableResources": nar} for i, nar in enumerate(nars)]
-    create_resource_slice(c, driver, nodes[0], devices)
+    # the API server checks the feature against its cached copy of the node, which may not show the status
+    # patch above yet (CI saw "does not support DRANodeAllocatableResources feature"): retry until it does
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            create_resource_slice(c, driver, nodes[0], devices)
+            break
+        except ApiForbiddenError as exc:
+            if "does not support" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
     stored = c.call("GET", f"{RES}/resourceslices/{nodes[0]}-slice")
     assert stored["spec"]["devices"][0].get("nodeAllocatableResources"), "the API server dropped the field"
     for i in {p[0] for p in pods if p[0] is not None}:
