@@ -51,6 +51,9 @@ EVALUATED_NODES = "ksched.io/evaluated-nodes"
 
 NOTE_LENGTH_LIMIT = 1024
 
+#: kube's ErrNoNodesAvailable: the cluster has no node at all (not a fit error on some nodes)
+NO_NODES_MSG = "no nodes available to schedule pods"
+
 
 def truncate_message(msg: str) -> str:
     if len(msg) <= NOTE_LENGTH_LIMIT:
@@ -244,7 +247,7 @@ class SchedulingCycle:
         n = len(snap)
         diagnosis = Diagnosis()
         if n == 0:
-            diagnosis.pre_filter_msg = "no nodes available to schedule pods"
+            diagnosis.pre_filter_msg = NO_NODES_MSG
             raise FitError(pod, 0, diagnosis)
         all_nodes = NodeList(snap)
         pre_result, st, rejectors = fw.run_pre_filter(state, pod, all_nodes)
@@ -449,7 +452,7 @@ class SchedulingCycle:
         d = fe.diagnosis
         # kube's NominatingInfo: "" clears the pod's nomination (no nodes at all, Reserve/Permit refusals),
         # None leaves it as it is (no PostFilter plugins, or PostFilter gave no result), a name sets it
-        no_nodes = d.pre_filter_msg.startswith("no nodes available")
+        no_nodes = d.pre_filter_msg.startswith(NO_NODES_MSG)
         nominated: str | None = "" if no_nodes or not post_filter else None
         if post_filter and fw.has_post_filter() and not no_nodes:
             statuses = dict(d.node_statuses)
@@ -498,7 +501,7 @@ class SchedulingCycle:
         result.message = msg
         if rejected:
             if log.isEnabledFor(V2):
-                if result.prefilter_message.startswith("no nodes available"):
+                if result.prefilter_message.startswith(NO_NODES_MSG):
                     log.log(V2, "Unable to schedule pod; no nodes are registered to the cluster; waiting: pod=%s",
                             pod.key)
                 else:
