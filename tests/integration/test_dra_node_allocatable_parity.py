@@ -13,7 +13,6 @@ and a claim with a mapped device used by a second pod.
 from __future__ import annotations
 
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +31,7 @@ from scheduler_runtime.testing.kube import (
     kube_scheduler,
     scheduler_config,
     wait_decision,
+    wait_for,
 )
 from tests.controlplanes import started_control_plane
 
@@ -69,15 +69,17 @@ def _setup(c: KubeClient, ns: str, group: str, who: str, case: str) -> dict[str,
     devices = [{"name": f"cpu-{i}", "nodeAllocatableResources": nar} for i, nar in enumerate(nars)]
     # the API server checks the feature against its cached copy of the node, which may not show the status
     # patch above yet (CI saw "does not support DRANodeAllocatableResources feature"): retry until it does
-    deadline = time.monotonic() + 30
-    while True:
+
+    def created() -> bool:
         try:
             create_resource_slice(c, driver, nodes[0], devices)
-            break
         except ApiForbiddenError as exc:
-            if "does not support" not in str(exc) or time.monotonic() > deadline:
+            if "does not support" not in str(exc):
                 raise
-            time.sleep(0.2)
+            return False
+        return True
+
+    wait_for(created, timeout=30, interval=0.2, what="the API server to see the node's declared feature")
     stored = c.call("GET", f"{RES}/resourceslices/{nodes[0]}-slice")
     assert stored["spec"]["devices"][0].get("nodeAllocatableResources"), "the API server dropped the field"
     for i in {p[0] for p in pods if p[0] is not None}:
